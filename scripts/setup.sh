@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what rawq needs to build, test and demo on Debian 12 / Ubuntu 22.04+ (run as root).
+# Idempotent: packages already present are skipped, so CI and repeated runs are cheap.
+set -euo pipefail
+
+PKGS=(
+  # build: rdma-sys / bindgen over mlx5dv.h
+  build-essential pkg-config libclang-dev clang
+  libibverbs-dev ibverbs-providers librdmacm-dev rdma-core
+  # tests and demo: namespaces, veth, captures, peers
+  iproute2 iputils-ping tcpdump tshark netsniff-ng python3-scapy
+  # bench peers and instruction counts
+  dpdk librte-net-af-xdp23 valgrind
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # tshark asks whether non-root users may capture; answer no without a prompt.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust (rustup) first" >&2
+  exit 1
+fi

@@ -1,0 +1,209 @@
+//! The one error type of rawq.
+//!
+//! Every variant says what failed and, where there is one, what to do about it. Operating-system
+//! errors are classified at the point where they happen ([`Error::os`], [`Error::registration`])
+//! so that the common deployment problems (no RDMA device, missing capabilities, a locked-memory
+//! limit) get a message with the fix instead of a bare errno.
+
+use std::io;
+
+/// Result alias used throughout rawq.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in rawq.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No RDMA device could be found (ENOSYS from `ibv_get_device_list`, or an empty list).
+    #[error(
+        "no RDMA device: {reason}. Load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) or use the \
+         AF_XDP backend (`Backend::Xdp`), which works on any Linux netdev"
+    )]
+    NoDevice {
+        /// Why there is none (the errno text, or "the device list is empty").
+        reason: String,
+    },
+
+    /// A device or interface was named that does not exist.
+    #[error("{kind} {name:?} not found; available: {available}")]
+    NotFound {
+        /// "RDMA device" or "interface".
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// What exists instead (comma separated, or "none").
+        available: String,
+    },
+
+    /// The process lacks a capability (EPERM / EACCES).
+    #[error(
+        "{op}: permission denied ({source}). Raw packet queues need CAP_NET_RAW, AF_XDP and XDP \
+         programs also CAP_NET_ADMIN and CAP_BPF: run as root or grant them with \
+         `sudo setcap cap_net_raw,cap_net_admin,cap_bpf,cap_ipc_lock+ep <your-binary>`"
+    )]
+    Permission {
+        /// The operation that was refused.
+        op: &'static str,
+        /// The underlying OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Memory registration (MR, UMEM) failed with ENOMEM: the locked-memory limit is too low.
+    #[error(
+        "{op}: cannot pin {bytes} bytes of packet memory (ENOMEM). Raise the locked-memory limit: \
+         `ulimit -l unlimited` in the shell that starts the program (or `memlock` in \
+         /etc/security/limits.conf, `LimitMEMLOCK=infinity` for a systemd unit)"
+    )]
+    MemLock {
+        /// The operation that failed.
+        op: &'static str,
+        /// How much memory was to be pinned.
+        bytes: usize,
+    },
+
+    /// Every buffer of a pool is in use.
+    #[error(
+        "packet buffer pool exhausted: all {capacity} buffers are in use; free packets sooner or \
+         create a larger pool (MempoolConfig::buffers)"
+    )]
+    PoolExhausted {
+        /// The pool's size in buffers.
+        capacity: u32,
+    },
+
+    /// An interface already has an XDP program; rawq never replaces one silently.
+    #[error(
+        "interface {ifname} already has an XDP program attached (program id {prog_id}); inspect it \
+         with `bpftool prog show id {prog_id}` and remove it with `ip link set dev {ifname} xdp off` \
+         if nothing needs it"
+    )]
+    XdpAlreadyAttached {
+        /// The interface.
+        ifname: String,
+        /// The id of the program that is there.
+        prog_id: u32,
+    },
+
+    /// The kernel's BPF verifier rejected the generated steering program.
+    #[error(
+        "the XDP steering program was rejected by the kernel ({source}); verifier log:\n{log}"
+    )]
+    Verifier {
+        /// The errno of `BPF_PROG_LOAD`.
+        #[source]
+        source: io::Error,
+        /// The verifier's log.
+        log: String,
+    },
+
+    /// A flow rule is invalid.
+    #[error("bad flow rule: {0}")]
+    Rule(#[from] crate::flow::RuleError),
+
+    /// A configuration value is out of range or inconsistent.
+    #[error("bad configuration: {0}")]
+    Config(String),
+
+    /// The requested backend was not compiled into this build of rawq.
+    #[error("the {backend} backend is not compiled in; rebuild rawq with `--features {feature}`")]
+    BackendUnavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Cargo feature that enables it.
+        feature: &'static str,
+    },
+
+    /// The device does not support something rawq needs.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+
+    /// A queue went into the error state (an error completion); it has been or must be recovered.
+    #[error("queue {queue}: {detail}")]
+    Queue {
+        /// Queue index on its port.
+        queue: u16,
+        /// What the device reported (syndrome etc.).
+        detail: String,
+    },
+
+    /// Any other operating-system error, with the operation that failed.
+    #[error("{op} failed: {source}")]
+    Os {
+        /// The operation that failed.
+        op: &'static str,
+        /// The underlying OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// Classifies an OS error from `op`: EPERM/EACCES become [`Error::Permission`], ENOSYS
+    /// becomes [`Error::NoDevice`], anything else [`Error::Os`].
+    pub fn os(op: &'static str, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => Error::Permission { op, source },
+            Some(libc::ENOSYS) => Error::NoDevice {
+                reason: format!("{op}: {source} (this kernel has no RDMA/InfiniBand support)"),
+            },
+            _ => Error::Os { op, source },
+        }
+    }
+
+    /// Like [`Error::os`] for the errno of the last failed libc call.
+    pub fn last_os(op: &'static str) -> Error {
+        Error::os(op, io::Error::last_os_error())
+    }
+
+    /// Classifies an error from registering `bytes` of memory with a device or socket:
+    /// ENOMEM there means the locked-memory limit ([`Error::MemLock`]).
+    pub fn registration(op: &'static str, bytes: usize, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::ENOMEM) => Error::MemLock { op, bytes },
+            _ => Error::os(op, source),
+        }
+    }
+
+    /// The errno behind this error, if it came from the operating system.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Permission { source, .. } | Error::Os { source, .. } => source.raw_os_error(),
+            Error::Verifier { source, .. } => source.raw_os_error(),
+            Error::MemLock { .. } => Some(libc::ENOMEM),
+            Error::NoDevice { .. } => Some(libc::ENOSYS),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_classification_gives_the_fix() {
+        let e = Error::os("socket(AF_XDP)", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(matches!(e, Error::Permission { .. }));
+        assert!(e.to_string().contains("setcap"), "{e}");
+
+        let e = Error::registration(
+            "ibv_reg_mr",
+            1 << 21,
+            io::Error::from_raw_os_error(libc::ENOMEM),
+        );
+        assert!(matches!(e, Error::MemLock { bytes: 2097152, .. }));
+        assert!(e.to_string().contains("ulimit -l"), "{e}");
+
+        let e = Error::os(
+            "ibv_get_device_list",
+            io::Error::from_raw_os_error(libc::ENOSYS),
+        );
+        assert!(matches!(e, Error::NoDevice { .. }));
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSYS));
+
+        let e = Error::os("bind", io::Error::from_raw_os_error(libc::EBUSY));
+        assert!(matches!(e, Error::Os { .. }));
+        assert_eq!(e.raw_os_error(), Some(libc::EBUSY));
+    }
+}

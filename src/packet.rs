@@ -1,0 +1,514 @@
+//! Packets: owned handles to pool buffers.
+//!
+//! A [`Packet`] owns one buffer (or a chain of them) of a [`Mempool`](crate::Mempool) and returns
+//! it to the pool when dropped. Handing a packet to a queue (`tx_burst`) moves it, so a packet can
+//! never be touched after it has been given to the NIC.
+//!
+//! Buffer layout: `[8-byte rawq header][headroom ...][data ...][tailroom]`. The header links the
+//! segments of a multi-buffer packet (`next` index, offset and length of that segment's data).
+
+use crate::error::{Error, Result};
+use crate::mempool::{Shared, BUF_HEADER};
+
+/// "No next segment".
+const NO_NEXT: u32 = u32::MAX;
+
+/// Receive metadata a NIC reports with a packet. Plain fields; all default to "nothing known".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxMeta {
+    /// The device verified the IPv4 header checksum (or the packet is IPv6, which has none).
+    pub l3_csum_ok: bool,
+    /// The device verified the TCP/UDP checksum.
+    pub l4_csum_ok: bool,
+    /// VLAN TCI the device stripped from the frame, if it stripped one.
+    pub vlan_tci: Option<u16>,
+    /// RSS hash of the packet (0 when not computed).
+    pub rss_hash: u32,
+    /// Flow tag / mark set by a steering rule (0 when none).
+    pub flow_tag: u32,
+}
+
+/// Transmit offloads requested for a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxOffload {
+    /// Have the device compute the IPv4 header checksum.
+    pub l3_csum: bool,
+    /// Have the device compute the TCP/UDP checksum.
+    pub l4_csum: bool,
+}
+
+/// An owned packet buffer (possibly a chain of buffers).
+pub struct Packet {
+    pool: &'static Shared,
+    idx: u32,
+    /// Offset of the data from the start of the buffer.
+    off: u16,
+    /// Bytes of data in this (the first) buffer.
+    seg_len: u16,
+    /// Bytes over all segments.
+    pkt_len: u32,
+    nb_segs: u16,
+    /// Receive metadata (filled by `rx_burst`).
+    pub meta: RxMeta,
+    /// Transmit offloads to request (read by `tx_burst`).
+    pub offload: TxOffload,
+}
+
+// Segment header kept in the first BUF_HEADER bytes of each buffer.
+#[derive(Clone, Copy)]
+struct SegHeader {
+    next: u32,
+    off: u16,
+    len: u16,
+}
+
+#[allow(unsafe_code)]
+mod raw {
+    //! The only place that touches buffer bytes through raw pointers.
+    use super::*;
+
+    #[inline]
+    pub(super) fn read_header(pool: &Shared, idx: u32) -> SegHeader {
+        let p = pool.buf_ptr(idx);
+        let mut b = [0u8; BUF_HEADER];
+        // SAFETY: `p` is the start of buffer `idx` inside the mapped region and every buffer is at
+        // least 512 bytes; the header bytes belong to whoever owns the buffer (the caller).
+        unsafe { std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), BUF_HEADER) };
+        SegHeader {
+            next: u32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+            off: u16::from_ne_bytes([b[4], b[5]]),
+            len: u16::from_ne_bytes([b[6], b[7]]),
+        }
+    }
+
+    #[inline]
+    pub(super) fn write_header(pool: &Shared, idx: u32, h: SegHeader) {
+        let p = pool.buf_ptr(idx);
+        let mut b = [0u8; BUF_HEADER];
+        b[0..4].copy_from_slice(&h.next.to_ne_bytes());
+        b[4..6].copy_from_slice(&h.off.to_ne_bytes());
+        b[6..8].copy_from_slice(&h.len.to_ne_bytes());
+        // SAFETY: as in `read_header`; the caller owns buffer `idx`.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, BUF_HEADER) };
+    }
+
+    /// Bytes `off..off + len` of buffer `idx` (never the header: `off >= BUF_HEADER`).
+    ///
+    /// Callers must own buffer `idx` (a `Packet` or a backend holding its index).
+    #[inline]
+    pub(super) fn bytes(pool: &Shared, idx: u32, off: u16, len: u16) -> &[u8] {
+        debug_assert!(off as usize >= BUF_HEADER);
+        debug_assert!(off as usize + len as usize <= pool.buf_size() as usize);
+        // SAFETY: the range lies inside buffer `idx` (offsets are validated when set), which is
+        // inside the live mapping; the caller owns the buffer, so no one writes it concurrently,
+        // and the range excludes the header, the only bytes written through `&Packet`.
+        unsafe { std::slice::from_raw_parts(pool.buf_ptr(idx).add(off as usize), len as usize) }
+    }
+
+    /// Mutable bytes `off..off + len` of buffer `idx`; the caller owns it exclusively.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub(super) fn bytes_mut(pool: &Shared, idx: u32, off: u16, len: u16) -> &mut [u8] {
+        debug_assert!(off as usize >= BUF_HEADER);
+        debug_assert!(off as usize + len as usize <= pool.buf_size() as usize);
+        // SAFETY: as in `bytes`; the caller's exclusive ownership of the buffer (a `&mut Packet`)
+        // guarantees there is no other reference to these bytes.
+        unsafe { std::slice::from_raw_parts_mut(pool.buf_ptr(idx).add(off as usize), len as usize) }
+    }
+}
+
+impl Packet {
+    /// Takes ownership of buffer `idx`, just taken off a free list, as an empty packet.
+    #[inline]
+    pub(crate) fn from_free_index(pool: &'static Shared, idx: u32) -> Packet {
+        Packet::from_raw_parts(pool, idx, pool.headroom(), 0)
+    }
+
+    /// Takes ownership of buffer `idx` holding `len` data bytes at offset `off` (what a device
+    /// wrote). The caller must own the buffer (it came off a free list or back from the device).
+    #[inline]
+    pub(crate) fn from_raw_parts(pool: &'static Shared, idx: u32, off: u16, len: u16) -> Packet {
+        raw::write_header(
+            pool,
+            idx,
+            SegHeader {
+                next: NO_NEXT,
+                off,
+                len,
+            },
+        );
+        Packet {
+            pool,
+            idx,
+            off,
+            seg_len: len,
+            pkt_len: len as u32,
+            nb_segs: 1,
+            meta: RxMeta::default(),
+            offload: TxOffload::default(),
+        }
+    }
+
+    /// Gives up ownership without returning the buffer(s); the caller now owns buffer
+    /// [`Packet::buffer_index`] and the chain behind it (see [`SegmentIter`]).
+    #[inline]
+    pub(crate) fn into_raw(self) -> u32 {
+        let idx = self.idx;
+        std::mem::forget(self);
+        idx
+    }
+
+    /// Consumes the packet, yielding the indices of all its buffers, without freeing them.
+    pub(crate) fn into_buffer_indices(self) -> ChainIndices {
+        let pool = self.pool;
+        let idx = self.into_raw();
+        ChainIndices { pool, next: idx }
+    }
+
+    /// Keeps the in-buffer header of the first segment equal to `off`/`seg_len`.
+    #[inline]
+    fn sync_header(&mut self) {
+        let mut h = raw::read_header(self.pool, self.idx);
+        h.off = self.off;
+        h.len = self.seg_len;
+        raw::write_header(self.pool, self.idx, h);
+    }
+
+    /// Total length in bytes over all segments.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.pkt_len as usize
+    }
+
+    /// True if the packet holds no data.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pkt_len == 0
+    }
+
+    /// Number of buffers in the chain.
+    #[inline]
+    pub fn segment_count(&self) -> usize {
+        self.nb_segs as usize
+    }
+
+    /// Index of the (first) buffer in its pool.
+    #[inline]
+    pub fn buffer_index(&self) -> u32 {
+        self.idx
+    }
+
+    /// Bytes free in front of the data.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.off as usize - BUF_HEADER
+    }
+
+    /// Bytes free after the data of the first segment.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.pool.buf_size() as usize - self.off as usize - self.seg_len as usize
+    }
+
+    /// The data of the first segment (all of it for a single-buffer packet).
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        raw::bytes(self.pool, self.idx, self.off, self.seg_len)
+    }
+
+    /// The data of the first segment, mutable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        raw::bytes_mut(self.pool, self.idx, self.off, self.seg_len)
+    }
+
+    /// Sets the length of a single-buffer packet (the bytes are whatever the buffer holds).
+    ///
+    /// # Errors
+    /// [`Error::Config`] if `len` does not fit in the buffer or the packet is chained.
+    pub fn set_len(&mut self, len: usize) -> Result<()> {
+        if self.nb_segs != 1 {
+            return Err(Error::Config("set_len on a multi-segment packet".into()));
+        }
+        let room = self.pool.buf_size() as usize - self.off as usize;
+        if len > room {
+            return Err(Error::Config(format!(
+                "packet length {len} exceeds the {room} bytes a buffer holds after headroom"
+            )));
+        }
+        self.seg_len = len as u16;
+        self.pkt_len = len as u32;
+        self.sync_header();
+        Ok(())
+    }
+
+    /// Replaces the contents with `bytes` (single buffer).
+    ///
+    /// # Errors
+    /// As [`Packet::set_len`].
+    pub fn copy_from_slice(&mut self, bytes: &[u8]) -> Result<()> {
+        self.set_len(bytes.len())?;
+        self.data_mut().copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Grows the data `n` bytes to the front and returns them.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if there is not enough headroom.
+    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8]> {
+        if n > self.headroom() {
+            return Err(Error::Config(format!(
+                "prepend {n} bytes: only {} bytes of headroom",
+                self.headroom()
+            )));
+        }
+        self.off -= n as u16;
+        self.seg_len += n as u16;
+        self.pkt_len += n as u32;
+        self.sync_header();
+        Ok(&mut self.data_mut()[..n])
+    }
+
+    /// Removes `n` bytes from the front of the first segment.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the first segment is shorter than `n`.
+    pub fn trim_front(&mut self, n: usize) -> Result<()> {
+        if n > self.seg_len as usize {
+            return Err(Error::Config(format!(
+                "trim {n} bytes from a {}-byte segment",
+                self.seg_len
+            )));
+        }
+        self.off += n as u16;
+        self.seg_len -= n as u16;
+        self.pkt_len -= n as u32;
+        self.sync_header();
+        Ok(())
+    }
+
+    /// Virtual address of the first data byte (what goes into a descriptor with the pool's key).
+    #[inline]
+    pub fn data_addr(&self) -> u64 {
+        self.pool.buf_ptr(self.idx) as u64 + self.off as u64
+    }
+
+    /// Appends `seg` (a single-buffer packet of the same pool) as the next segment.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if `seg` is itself chained or comes from another pool.
+    pub fn chain(&mut self, seg: Packet) -> Result<()> {
+        if seg.nb_segs != 1 || !std::ptr::eq(seg.pool, self.pool) {
+            return Err(Error::Config(
+                "chain: the segment must be a single buffer of the same pool".into(),
+            ));
+        }
+        let add = seg.pkt_len;
+        let seg_idx = seg.into_raw();
+        // Walk to the last buffer and link the new one.
+        let mut last = self.idx;
+        loop {
+            let h = raw::read_header(self.pool, last);
+            if h.next == NO_NEXT {
+                break;
+            }
+            last = h.next;
+        }
+        let mut h = raw::read_header(self.pool, last);
+        h.next = seg_idx;
+        raw::write_header(self.pool, last, h);
+        self.nb_segs += 1;
+        self.pkt_len += add;
+        Ok(())
+    }
+
+    /// The segments as (data address, length) pairs, in order: what a scatter list needs.
+    pub fn segments(&self) -> SegmentIter<'_> {
+        SegmentIter {
+            pool: self.pool,
+            next: self.idx,
+            _p: std::marker::PhantomData,
+        }
+    }
+
+    /// Copies all segments into `out` (cleared first).
+    pub fn copy_to_vec(&self, out: &mut Vec<u8>) {
+        out.clear();
+        for s in self.segments() {
+            out.extend_from_slice(s.data);
+        }
+    }
+
+    /// All bytes of all segments as a new vector (allocates; for tests and slow paths).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.copy_to_vec(&mut v);
+        v
+    }
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packet")
+            .field("buffer", &self.idx)
+            .field("len", &self.pkt_len)
+            .field("segments", &self.nb_segs)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+impl Drop for Packet {
+    fn drop(&mut self) {
+        let mut idx = self.idx;
+        for _ in 0..self.nb_segs {
+            let next = if self.nb_segs > 1 {
+                raw::read_header(self.pool, idx).next
+            } else {
+                NO_NEXT
+            };
+            self.pool.put_local(idx);
+            if next == NO_NEXT {
+                break;
+            }
+            idx = next;
+        }
+    }
+}
+
+/// One segment of a packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment<'a> {
+    /// Buffer index in the pool.
+    pub index: u32,
+    /// Virtual address of the segment's first data byte.
+    pub addr: u64,
+    /// The segment's data.
+    pub data: &'a [u8],
+}
+
+/// Iterator over the segments of a packet.
+pub struct SegmentIter<'a> {
+    pool: &'static Shared,
+    next: u32,
+    _p: std::marker::PhantomData<&'a Packet>,
+}
+
+impl<'a> Iterator for SegmentIter<'a> {
+    type Item = Segment<'a>;
+    fn next(&mut self) -> Option<Segment<'a>> {
+        if self.next == NO_NEXT {
+            return None;
+        }
+        let idx = self.next;
+        let h = raw::read_header(self.pool, idx);
+        self.next = h.next;
+        let data = raw::bytes(self.pool, idx, h.off, h.len);
+        Some(Segment {
+            index: idx,
+            addr: data.as_ptr() as u64,
+            data,
+        })
+    }
+}
+
+/// The buffer indices of a packet given up with `into_buffer_indices`.
+pub(crate) struct ChainIndices {
+    pool: &'static Shared,
+    next: u32,
+}
+
+impl Iterator for ChainIndices {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.next == NO_NEXT {
+            return None;
+        }
+        let idx = self.next;
+        self.next = raw::read_header(self.pool, idx).next;
+        Some(idx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::mempool::{HugePages, Mempool, MempoolConfig};
+    use crate::Error;
+
+    fn pool(n: u32) -> Mempool {
+        Mempool::new(&MempoolConfig {
+            buffers: n,
+            huge_pages: HugePages::Never,
+            cache_size: 4,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn alloc_write_drop_round_trip() {
+        let p = pool(8);
+        let mut a = p.alloc().unwrap();
+        assert_eq!(a.len(), 0);
+        assert_eq!(a.headroom(), 128 - 8);
+        a.copy_from_slice(b"hello").unwrap();
+        assert_eq!(a.data(), b"hello");
+        a.prepend(2).unwrap().copy_from_slice(b">>");
+        assert_eq!(a.to_vec(), b">>hello");
+        a.trim_front(3).unwrap();
+        assert_eq!(a.data(), b"ello");
+        let too_big = vec![0u8; 4096];
+        assert!(matches!(a.copy_from_slice(&too_big), Err(Error::Config(_))));
+        assert!(a.trim_front(100).is_err());
+        drop(a);
+        p.flush_local_cache();
+        assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn exhaustion_is_an_error_not_a_panic() {
+        let p = pool(4);
+        let held: Vec<_> = (0..4).map(|_| p.alloc().unwrap()).collect();
+        assert!(matches!(
+            p.alloc(),
+            Err(Error::PoolExhausted { capacity: 4 })
+        ));
+        let mut v = Vec::new();
+        assert!(p.alloc_bulk(&mut v, 1).is_err());
+        assert!(v.is_empty());
+        drop(held);
+        p.alloc_bulk(&mut v, 4).unwrap();
+        assert_eq!(v.len(), 4);
+        drop(v);
+        p.flush_local_cache();
+        assert_eq!(p.available(), 4);
+    }
+
+    #[test]
+    fn chains_keep_order_and_all_buffers_come_back() {
+        let p = pool(16);
+        let mut head = p.alloc().unwrap();
+        head.copy_from_slice(&[1; 100]).unwrap();
+        for k in 2..5u8 {
+            let mut s = p.alloc().unwrap();
+            s.copy_from_slice(&vec![k; 50 * k as usize]).unwrap();
+            head.chain(s).unwrap();
+        }
+        assert_eq!(head.segment_count(), 4);
+        assert_eq!(head.len(), 100 + 100 + 150 + 200);
+        let segs: Vec<_> = head.segments().map(|s| (s.data[0], s.data.len())).collect();
+        assert_eq!(segs, vec![(1, 100), (2, 100), (3, 150), (4, 200)]);
+        let other = pool(2);
+        assert!(head.chain(other.alloc().unwrap()).is_err());
+        other.flush_local_cache();
+        assert_eq!(
+            other.available(),
+            2,
+            "a rejected segment goes back to its own pool"
+        );
+        drop(head);
+        p.flush_local_cache();
+        assert_eq!(p.available(), 16);
+    }
+}

@@ -1,0 +1,113 @@
+//! The burst queue API every backend implements.
+//!
+//! A [`Queue`] is one receive/transmit queue pair of a [`Port`](crate::Port). Both calls are
+//! batch calls in the ixy / DPDK spirit: they never block, and they say how many packets they
+//! handled:
+//!
+//! * [`Queue::rx_burst`] appends up to `max` received packets to a caller-owned `Vec`.
+//! * [`Queue::tx_burst`] takes packets from the **front** of a caller-owned `Vec` and hands them to
+//!   the device; what did not fit stays in the `Vec`, in order, for the caller to retry or drop
+//!   ("better to drop than to accumulate latency").
+//!
+//! Reuse the same `Vec`s across bursts (`Vec::with_capacity(burst)` once): a steady-state burst
+//! loop then allocates nothing.
+
+use crate::error::Error;
+use crate::mempool::Mempool;
+use crate::packet::Packet;
+use crate::stats::{QueueStats, StatsReader, StatsWriter};
+
+/// What a backend implements for one queue pair. Users call it through [`Queue`].
+pub trait QueueOps: Send {
+    /// See [`Queue::rx_burst`].
+    fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize;
+    /// See [`Queue::tx_burst`].
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize;
+    /// Reclaims completed transmit buffers without sending; returns how many were reclaimed.
+    fn reclaim(&mut self) -> usize {
+        0
+    }
+    /// The queue's counters.
+    fn stats(&self) -> &StatsWriter;
+    /// The pool this queue receives into.
+    fn pool(&self) -> &Mempool;
+    /// The last data-path error (an error completion and what was done about it), cleared by
+    /// reading.
+    fn take_error(&mut self) -> Option<Error> {
+        None
+    }
+}
+
+/// One receive/transmit queue pair of a port. `Send`: move it to the thread that drives it.
+pub struct Queue {
+    index: u16,
+    ops: Box<dyn QueueOps>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("index", &self.index)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Queue {
+    /// Wraps a backend queue (for backends and test doubles).
+    pub fn new(index: u16, ops: Box<dyn QueueOps>) -> Queue {
+        Queue { index, ops }
+    }
+
+    /// Index of this queue on its port.
+    pub fn index(&self) -> u16 {
+        self.index
+    }
+
+    /// Appends up to `max` received packets to `out`; returns how many. Never blocks.
+    #[inline]
+    pub fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        self.ops.rx_burst(out, max)
+    }
+
+    /// Sends packets from the front of `pkts`; returns how many were taken. Packets not taken
+    /// (the ring was full) stay in `pkts` in their order. Never blocks.
+    #[inline]
+    pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
+        self.ops.tx_burst(pkts)
+    }
+
+    /// Reclaims completed transmit buffers; returns how many.
+    #[inline]
+    pub fn reclaim(&mut self) -> usize {
+        self.ops.reclaim()
+    }
+
+    /// Appends `n` fresh packets from this queue's pool to `out`, all or none.
+    ///
+    /// # Errors
+    /// [`Error::PoolExhausted`] when the pool has fewer than `n` free buffers.
+    pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> crate::Result<()> {
+        self.ops.pool().alloc_bulk(out, n)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> QueueStats {
+        self.ops.stats().snapshot()
+    }
+
+    /// A handle another thread can read the counters through.
+    pub fn stats_reader(&self) -> StatsReader {
+        self.ops.stats().reader()
+    }
+
+    /// The pool this queue receives into.
+    pub fn pool(&self) -> &Mempool {
+        self.ops.pool()
+    }
+
+    /// The last data-path error, if any (cleared by reading).
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.ops.take_error()
+    }
+}
