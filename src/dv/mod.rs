@@ -1,5 +1,7 @@
 //! mlx5 Direct Verbs backend (work in progress).
 
+pub mod rings;
+
 use std::any::Any;
 
 use crate::error::{Error, Result};
