@@ -1,0 +1,163 @@
+//! Test hosts in throwaway network namespaces.
+//!
+//! [`NetnsPair::new`] creates two namespaces joined by a veth pair with addresses of our own
+//! (10.203.N.1 and 10.203.N.2, only inside those namespaces) and removes them on drop. Traffic in
+//! tests goes only between these two hosts.
+//!
+//! Without root (or without `ip`), `new` returns `None` after printing why, unless
+//! `RAWQ_REQUIRE_NETNS=1` is set, in which case it panics: CI must not skip these silently.
+
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// True when `RAWQ_REQUIRE_NETNS=1`.
+pub fn netns_required() -> bool {
+    std::env::var("RAWQ_REQUIRE_NETNS").is_ok_and(|v| v == "1")
+}
+
+/// Skips (prints and returns `None`) or fails, depending on `RAWQ_REQUIRE_NETNS`.
+pub fn skip_or_fail<T>(why: &str) -> Option<T> {
+    if netns_required() {
+        panic!("RAWQ_REQUIRE_NETNS=1 but this test cannot run: {why}");
+    }
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// Two namespaces `a` and `b`, joined by `veth_a` (in a) and `veth_b` (in b).
+pub struct NetnsPair {
+    /// Namespace of host A.
+    pub a: String,
+    /// Namespace of host B.
+    pub b: String,
+    /// Interface in A.
+    pub veth_a: String,
+    /// Interface in B.
+    pub veth_b: String,
+    /// Address of A (no prefix).
+    pub ip_a: String,
+    /// Address of B (no prefix).
+    pub ip_b: String,
+}
+
+fn ip(args: &[&str]) -> Result<Output, String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run `ip`: {e}"))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl NetnsPair {
+    /// Creates the pair, or skips (see the module docs). `tag` goes into the names (≤ 6 chars).
+    pub fn new(tag: &str) -> Option<NetnsPair> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return skip_or_fail("needs root for network namespaces");
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let id = (pid.wrapping_mul(31).wrapping_add(n)) % 250 + 1;
+        let p = NetnsPair {
+            a: format!("rawq-{tag}-{pid}-{n}-a"),
+            b: format!("rawq-{tag}-{pid}-{n}-b"),
+            veth_a: format!("rq{id}a{n}"),
+            veth_b: format!("rq{id}b{n}"),
+            ip_a: format!("10.203.{id}.1"),
+            ip_b: format!("10.203.{id}.2"),
+        };
+        match p.setup() {
+            Ok(()) => Some(p),
+            Err(e) => skip_or_fail(&e), // `p` drops here and removes what was made
+        }
+    }
+
+    fn setup(&self) -> Result<(), String> {
+        ip(&["netns", "add", &self.a])?;
+        ip(&["netns", "add", &self.b])?;
+        ip(&[
+            "link",
+            "add",
+            &self.veth_a,
+            "netns",
+            &self.a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.veth_b,
+            "netns",
+            &self.b,
+        ])?;
+        for (ns, dev, addr) in [
+            (&self.a, &self.veth_a, &self.ip_a),
+            (&self.b, &self.veth_b, &self.ip_b),
+        ] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(())
+    }
+
+    /// MAC address of an interface in a namespace.
+    pub fn mac(&self, ns: &str, dev: &str) -> [u8; 6] {
+        let out = ip(&["-n", ns, "-br", "link", "show", dev]).expect("ip link show");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = text.split_whitespace().nth(2).expect("mac field");
+        let mut mac = [0u8; 6];
+        for (i, b) in field.split(':').enumerate().take(6) {
+            mac[i] = u8::from_str_radix(b, 16).expect("hex");
+        }
+        mac
+    }
+
+    /// Runs a command inside namespace `ns` and returns its output.
+    pub fn exec(&self, ns: &str, cmd: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(cmd)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Runs `f` on a thread that has entered namespace `ns` (sockets it opens live there).
+    pub fn run_in<T: Send + 'static>(&self, ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{ns}");
+        std::thread::spawn(move || {
+            enter_netns(&path);
+            f()
+        })
+        .join()
+        .expect("thread in netns panicked")
+    }
+}
+
+/// Moves the calling thread into the network namespace at `path` (`/var/run/netns/NAME`).
+pub fn enter_netns(path: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).expect("open netns");
+    // SAFETY: setns on a valid namespace fd affects only the calling thread's network namespace.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns({path}): {}", std::io::Error::last_os_error());
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        // Deleting a namespace destroys the veth end inside it, and with it the peer.
+        let _ = ip(&["netns", "del", &self.a]);
+        let _ = ip(&["netns", "del", &self.b]);
+    }
+}
