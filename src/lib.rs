@@ -44,6 +44,7 @@
 
 pub mod error;
 pub mod flow;
+pub mod gen;
 mod loopback;
 pub mod mempool;
 pub mod packet;

@@ -1,0 +1,170 @@
+//! Rates and pacing.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// A transmit rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// As fast as possible.
+    Unlimited,
+    /// Packets per second.
+    Pps(f64),
+    /// Layer-1 bits per second (frame + 24 bytes of FCS, preamble and gap).
+    Bps(f64),
+}
+
+impl Rate {
+    /// Packets per second for frames of mean length `mean_len` (`None` when unlimited).
+    pub fn pps(&self, mean_len: f64) -> Option<f64> {
+        match *self {
+            Rate::Unlimited => None,
+            Rate::Pps(p) => Some(p),
+            Rate::Bps(b) => Some(b / ((mean_len + super::WIRE_OVERHEAD as f64) * 8.0)),
+        }
+    }
+}
+
+impl std::str::FromStr for Rate {
+    type Err = Error;
+    /// `0` or `max` (unlimited), `1000` or `1000pps`, `2.5Mpps`, `100kpps`, `10Gbps`,
+    /// `500Mbit`, `1e6`.
+    fn from_str(s: &str) -> Result<Rate> {
+        let t = s.trim();
+        let bad = || {
+            Error::Config(format!(
+                "rate {s:?}: expected e.g. 1000, 2.5Mpps, 100kpps, 10Gbps, 500Mbit or max"
+            ))
+        };
+        if t.eq_ignore_ascii_case("max") || t == "0" {
+            return Ok(Rate::Unlimited);
+        }
+        let lower = t.to_ascii_lowercase();
+        let (num, unit) = match lower.find(|c: char| c.is_ascii_alphabetic() && c != 'e') {
+            Some(i) => lower.split_at(i),
+            None => (lower.as_str(), ""),
+        };
+        let v: f64 = num.trim().parse().map_err(|_| bad())?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad());
+        }
+        let (mult, bits) = match unit {
+            "" | "pps" => (1.0, false),
+            "kpps" => (1e3, false),
+            "mpps" => (1e6, false),
+            "gpps" => (1e9, false),
+            "bps" | "bit" => (1.0, true),
+            "kbps" | "kbit" => (1e3, true),
+            "mbps" | "mbit" => (1e6, true),
+            "gbps" | "gbit" => (1e9, true),
+            _ => return Err(bad()),
+        };
+        Ok(if bits {
+            Rate::Bps(v * mult)
+        } else {
+            Rate::Pps(v * mult)
+        })
+    }
+}
+
+/// Holds a packet rate with a cumulative schedule: by time *t* after the start, at most
+/// `rate × t` packets may have gone. Falling behind is made up at once (bounded by the burst
+/// size per call), so the long-run rate does not drift with scheduling noise.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    pps: Option<f64>,
+    start: Instant,
+    sent: u64,
+}
+
+impl Pacer {
+    /// A pacer for `pps` packets per second (`None`: unlimited), starting now.
+    pub fn new(pps: Option<f64>) -> Pacer {
+        Pacer::starting_at(pps, Instant::now())
+    }
+
+    /// A pacer whose schedule starts at `start` (for tests).
+    pub fn starting_at(pps: Option<f64>, start: Instant) -> Pacer {
+        Pacer {
+            pps: pps.filter(|p| *p > 0.0),
+            start,
+            sent: 0,
+        }
+    }
+
+    /// How many packets (at most `burst`) may go at time `now`.
+    #[inline]
+    pub fn allowance(&self, now: Instant, burst: usize) -> usize {
+        match self.pps {
+            None => burst,
+            Some(pps) => {
+                let due = (now.saturating_duration_since(self.start).as_secs_f64() * pps) as u64;
+                due.saturating_sub(self.sent).min(burst as u64) as usize
+            }
+        }
+    }
+
+    /// Records that `n` packets went.
+    #[inline]
+    pub fn sent(&mut self, n: usize) {
+        self.sent += n as u64;
+    }
+
+    /// How long until at least one more packet is due (zero if one is due now).
+    pub fn wait_hint(&self, now: Instant) -> Duration {
+        match self.pps {
+            None => Duration::ZERO,
+            Some(pps) => {
+                let next = Duration::from_secs_f64((self.sent + 1) as f64 / pps);
+                (self.start + next).saturating_duration_since(now)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!("max".parse::<Rate>().unwrap(), Rate::Unlimited);
+        assert_eq!("1000".parse::<Rate>().unwrap(), Rate::Pps(1000.0));
+        assert_eq!("2.5Mpps".parse::<Rate>().unwrap(), Rate::Pps(2.5e6));
+        assert_eq!("100kpps".parse::<Rate>().unwrap(), Rate::Pps(1e5));
+        assert_eq!("10Gbps".parse::<Rate>().unwrap(), Rate::Bps(1e10));
+        assert_eq!("500Mbit".parse::<Rate>().unwrap(), Rate::Bps(5e8));
+        assert_eq!("1e6".parse::<Rate>().unwrap(), Rate::Pps(1e6));
+        for bad in ["", "fast", "-5", "10Xbps", "nan"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+        // 10 Gbit/s of 60-byte frames is the classic 14.88 Mpps.
+        let pps = Rate::Bps(1e10).pps(60.0).unwrap();
+        assert!((pps - 14_880_952.38).abs() < 1.0, "{pps}");
+    }
+
+    #[test]
+    fn pacer_schedule_is_cumulative() {
+        let t0 = Instant::now();
+        let mut p = Pacer::starting_at(Some(1000.0), t0);
+        assert_eq!(p.allowance(t0, 32), 0);
+        let t = t0 + Duration::from_millis(10);
+        assert_eq!(p.allowance(t, 32), 10);
+        p.sent(10);
+        assert_eq!(p.allowance(t, 32), 0);
+        assert_eq!(p.wait_hint(t), Duration::from_millis(1));
+        // Far behind: capped at the burst, and the rest is made up on later calls.
+        let late = t0 + Duration::from_secs(1);
+        assert_eq!(p.allowance(late, 32), 32);
+        let mut total = 10;
+        while p.allowance(late, 32) > 0 {
+            let n = p.allowance(late, 32);
+            p.sent(n);
+            total += n;
+        }
+        assert_eq!(total, 1000, "exactly rate × elapsed by the end");
+        let un = Pacer::new(None);
+        assert_eq!(un.allowance(Instant::now(), 7), 7);
+    }
+}
