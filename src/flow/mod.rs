@@ -18,8 +18,15 @@
 //! * A field that would lie past the end of the frame does not match.
 //! * Among several rules the one with the lowest `priority` number wins; equal priorities keep
 //!   the order they were given in.
+//!
+//! # Text form
+//! Rules parse from and print to a one-line text form,
+//! `"udp dst-port 9000 ipv4 dst 10.0.0.0/24 -> queue 1".parse::<Rule>()`; the grammar is in
+//! [`text`].
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub mod text;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
