@@ -27,6 +27,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub mod text;
+pub mod toeplitz;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
