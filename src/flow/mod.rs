@@ -28,6 +28,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub mod text;
 pub mod toeplitz;
+pub mod verbs;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
