@@ -18,8 +18,17 @@
 //! * A field that would lie past the end of the frame does not match.
 //! * Among several rules the one with the lowest `priority` number wins; equal priorities keep
 //!   the order they were given in.
+//!
+//! # Text form
+//! Rules parse from and print to a one-line text form,
+//! `"udp dst-port 9000 ipv4 dst 10.0.0.0/24 -> queue 1".parse::<Rule>()`; the grammar is in
+//! [`text`].
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub mod text;
+pub mod toeplitz;
+pub mod verbs;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
@@ -239,6 +248,12 @@ impl Rule {
 
     /// Checks the rule for contradictions and for queues a port with `queues` queues lacks.
     ///
+    /// Rejected: a pattern with no field unless `promiscuous`; a VLAN id over 4095; an ethertype
+    /// of 0x8100 (the tag itself); prefixes longer than the address; an ethertype that
+    /// contradicts the IP version, or is not IP under an IP protocol or UDP/TCP match; an IP
+    /// protocol that contradicts the UDP/TCP match; a queue `>= queues`; an empty RSS list or
+    /// one that names a queue twice.
+    ///
     /// # Errors
     /// [`RuleError::Invalid`] naming the field at fault.
     pub fn validate(&self, queues: u16) -> Result<(), RuleError> {
@@ -256,6 +271,16 @@ impl Rule {
             if v > 4095 {
                 return bad("vlan", format!("{v} is not a 12-bit VLAN id"));
             }
+        }
+        if p.ethertype == Some(0x8100) {
+            // The matcher reads the type after the (one) tag, so 0x8100 would only match a
+            // second, inner tag: something no backend can express.
+            return bad(
+                "ethertype",
+                "0x8100 is the VLAN tag itself; `ethertype` is the type after the tag (match the \
+                 tag with `vlan`)"
+                    .into(),
+            );
         }
         let ip_type = match p.ip {
             Some(IpMatch::V4 { src, dst }) => {
@@ -329,8 +354,11 @@ impl Rule {
                 if qs.is_empty() {
                     return bad("action", "rss needs at least one queue".into());
                 }
-                for &q in qs {
+                for (i, &q) in qs.iter().enumerate() {
                     check_q(q)?;
+                    if qs[..i].contains(&q) {
+                        return bad("action", format!("rss lists queue {q} twice"));
+                    }
                 }
             }
             Action::Drop => {}

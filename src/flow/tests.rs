@@ -134,6 +134,44 @@ fn validation_names_the_field() {
     let mut p = udp_to(1);
     p.ethertype = Some(0x0806);
     assert_eq!(err(Rule::to_queue(p, 0), 1), "ethertype");
+    let mut p = udp_to(1);
+    p.ethertype = Some(0x8100);
+    assert_eq!(err(Rule::to_queue(p.clone(), 0), 1), "ethertype");
+    p.vlan = Some(5);
+    assert_eq!(err(Rule::to_queue(p, 0), 1), "ethertype");
+    let mut p = udp_to(1);
+    p.vlan = Some(4096);
+    assert_eq!(err(Rule::to_queue(p, 0), 1), "vlan");
+    let rss = |qs: Vec<u16>| Rule {
+        pattern: udp_to(1),
+        priority: 0,
+        action: Action::Rss(qs),
+    };
+    assert_eq!(err(rss(vec![0, 1, 0]), 2), "action");
+    assert_eq!(err(rss(vec![]), 2), "action");
+    assert_eq!(err(rss(vec![0, 2]), 2), "action");
+    assert!(rss(vec![1, 0]).validate(2).is_ok());
+    let v6 = |prefix| Pattern {
+        ip: Some(IpMatch::V6 {
+            src: Some(Ipv6Net {
+                addr: Ipv6Addr::UNSPECIFIED,
+                prefix,
+            }),
+            dst: None,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(err(Rule::to_queue(v6(129), 0), 1), "ipv6");
+    assert!(Rule::to_queue(v6(128), 0).validate(1).is_ok());
+    let mut p = v6(64);
+    p.ethertype = Some(0x0800);
+    assert_eq!(err(Rule::to_queue(p, 0), 1), "ethertype");
+    let p = Pattern {
+        ip_proto: Some(1),
+        ethertype: Some(0x0806),
+        ..Default::default()
+    };
+    assert_eq!(err(Rule::to_queue(p, 0), 1), "ip_proto");
     let p = Pattern {
         promiscuous: true,
         ..Default::default()
