@@ -10,8 +10,11 @@
 //! Sizes are frame lengths as handed to the NIC, **without** the 4-byte FCS (what tcpdump shows).
 //! Bit rates are layer-1 rates: frame + FCS + preamble + inter-frame gap = frame + 24 bytes.
 
+mod affinity;
 mod pace;
 mod template;
+
+pub use affinity::{netdev_mac, pin_to_core};
 
 pub use pace::{Pacer, Rate};
 pub use template::{

@@ -1,0 +1,170 @@
+//! Command-line options of pktgen (definitions only).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use rawq::gen::{FlowVary, Rate, SizeSpec};
+
+/// Which backend to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// AF_XDP on a Linux interface (--dev IFNAME).
+    Xdp,
+    /// ibverbs RAW_PACKET (--dev mlx5_0).
+    Verbs,
+    /// mlx5 Direct Verbs (--dev mlx5_0).
+    Dv,
+    /// The software mlx5 device model driven through the DV data path: measures the driver's
+    /// own CPU cost.
+    Model,
+}
+
+/// What flows vary in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Vary {
+    /// UDP source port.
+    SrcPort,
+    /// Source address (last 16 bits).
+    SrcIp,
+}
+
+impl From<Vary> for FlowVary {
+    fn from(v: Vary) -> FlowVary {
+        match v {
+            Vary::SrcPort => FlowVary::SrcPort,
+            Vary::SrcIp => FlowVary::SrcIp,
+        }
+    }
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("{s:?} is not a MAC address like 02:00:00:00:00:01"));
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?}: bad hex byte {p:?}"))?;
+    }
+    Ok(m)
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1e-3)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('m') {
+        (v, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected e.g. 5, 5s, 500ms, 2m"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v * mult)
+    } else {
+        Err(format!("{s:?}: must be positive"))
+    }
+}
+
+fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .map_err(|_| format!("{c:?} is not a core number"))
+        })
+        .collect()
+}
+
+/// rdma-pktgen-style traffic generator and counter on rawq.
+#[derive(Debug, Parser)]
+#[command(name = "pktgen", version, about)]
+pub struct Args {
+    /// Backend.
+    #[arg(short, long, value_enum, default_value = "xdp")]
+    pub backend: BackendKind,
+    /// Interface (xdp) or RDMA device (verbs, dv).
+    #[arg(short, long, default_value = "")]
+    pub dev: String,
+    /// RDMA port number (verbs, dv).
+    #[arg(long, default_value_t = 1)]
+    pub port: u8,
+    /// Receive and count instead of sending.
+    #[arg(long)]
+    pub rx: bool,
+    /// Flow rule for --rx (see rawq::flow::text); default: UDP to --dst-port spread over the
+    /// queues. Repeatable.
+    #[arg(long = "rule")]
+    pub rules: Vec<String>,
+
+    /// Destination MAC.
+    #[arg(long, value_parser = parse_mac, default_value = "02:00:00:00:00:02")]
+    pub dst_mac: [u8; 6],
+    /// Source MAC (default: the interface's, where known).
+    #[arg(long, value_parser = parse_mac)]
+    pub src_mac: Option<[u8; 6]>,
+    /// Source address (IPv4 or IPv6).
+    #[arg(long, default_value = "198.18.0.1")]
+    pub src_ip: IpAddr,
+    /// Destination address.
+    #[arg(long, default_value = "198.18.0.2")]
+    pub dst_ip: IpAddr,
+    /// UDP source port (of the first flow).
+    #[arg(long, default_value_t = 1024)]
+    pub src_port: u16,
+    /// UDP destination port.
+    #[arg(long, default_value_t = 9000)]
+    pub dst_port: u16,
+    /// Frame size without FCS: N, MIN-MAX, or imix.
+    #[arg(short, long, default_value = "60")]
+    pub size: SizeSpec,
+    /// Number of flows.
+    #[arg(short, long, default_value_t = 1)]
+    pub flows: u32,
+    /// What varies between flows.
+    #[arg(long, value_enum, default_value = "src-port")]
+    pub vary: Vary,
+    /// Stamp sequence numbers into the payload (the receiver counts loss and reordering).
+    #[arg(long)]
+    pub seq: bool,
+    /// Frames to send from this pcap file instead of a template (cycled).
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+
+    /// Rate over all queues: 1000, 2.5Mpps, 10Gbps (L1), max.
+    #[arg(short, long, default_value = "max")]
+    pub rate: Rate,
+    /// Packets to send (over all queues); 0 = no limit.
+    #[arg(short = 'n', long, default_value_t = 0)]
+    pub count: u64,
+    /// Run time: 5, 5s, 500ms, 2m. Default: until --count or Ctrl-C.
+    #[arg(short = 't', long, value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// Number of queues (one thread each).
+    #[arg(short, long, default_value_t = 1)]
+    pub queues: u16,
+    /// Cores to pin the queue threads to, e.g. 0,1 (default: queue i on core i mod ncores).
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<Vec<usize>>,
+    /// Burst size.
+    #[arg(long, default_value_t = 32)]
+    pub burst: usize,
+    /// Ring size (rx and tx descriptors per queue).
+    #[arg(long, default_value_t = 2048)]
+    pub ring: u32,
+
+    /// Per-queue figures in the live stats.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Print the final summary as JSON on stdout (live stats go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// No live stats.
+    #[arg(long)]
+    pub quiet: bool,
+}
