@@ -4,7 +4,7 @@
 //! frames go). Frames no rule matches stay with the kernel's netdev, so ssh, ping and ARP keep
 //! working while a flow goes to userspace.
 //!
-//! [`matches`] is the **reference semantics**: the verbs flow specs, the XDP program and the mlx5
+//! [`matches`](fn@matches) is the **reference semantics**: the verbs flow specs, the XDP program and the mlx5
 //! device model are all tested against it.
 //!
 //! # Matching rules, precisely
