@@ -7,6 +7,8 @@ use crate::mempool::Mempool;
 use crate::port::{PortConfig, PortInfo};
 use crate::queue::Queue;
 
+pub mod bpf;
+
 pub(crate) fn open(
     _cfg: &PortConfig,
     _pool: &Mempool,
