@@ -511,3 +511,135 @@ fn killed_process_leaves_no_program() {
         "no program after kill -9: {shown}"
     );
 }
+
+#[test]
+fn two_queues_share_the_umem_and_keep_their_netdev_queue() {
+    let Some(p) = NetnsPair::new("xmq") else {
+        return;
+    };
+    // A second veth pair in the same namespaces, with two queues each way.
+    let (ma, mb) = (format!("{}m", p.veth_a), format!("{}m", p.veth_b));
+    let out = std::process::Command::new("ip")
+        .args([
+            "link",
+            "add",
+            &ma,
+            "netns",
+            &p.a,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &mb,
+            "netns",
+            &p.b,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (ns, dev) in [(&p.a, &ma), (&p.b, &mb)] {
+        let out = std::process::Command::new("ip")
+            .args(["-n", ns, "link", "set", dev, "up"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let mac_b = p.mac(&p.b, &mb);
+    let mac_a = p.mac(&p.a, &ma);
+    let mut rule = udp_dst(9000);
+    rule.action = Action::Rss(vec![0, 1]);
+    let mb2 = mb.clone();
+    let mut port_b = p
+        .run_in(&p.b, move || {
+            Port::builder(Backend::Xdp { ifname: mb2 })
+                .queues(2)
+                .rule(rule)
+                .rx_ring(256)
+                .tx_ring(256)
+                .open()
+        })
+        .expect("2-queue receiving port");
+    let ma2 = ma.clone();
+    let mut port_a = p
+        .run_in(&p.a, move || {
+            Port::builder(Backend::Xdp { ifname: ma2 })
+                .queues(2)
+                .rx_ring(256)
+                .tx_ring(256)
+                .open()
+        })
+        .expect("2-queue sending port");
+    assert_eq!(port_b.info().queues, 2);
+    let mut qa = port_a.take_queues();
+    let mut qb = port_b.take_queues();
+
+    // Queue i of A sends frames tagged i; veth delivers tx queue i to the peer's rx queue i, and
+    // the program hands rx queue i to rawq queue i of B.
+    const N: usize = 100;
+    let (ia, ib) = (ipv4_of(&p.ip_a), ipv4_of(&p.ip_b));
+    for (i, q) in qa.iter_mut().enumerate() {
+        let mut burst = Vec::new();
+        q.alloc_burst(&mut burst, N).unwrap();
+        for (k, pkt) in burst.iter_mut().enumerate() {
+            let payload = format!("q{i} {k}");
+            pkt.copy_from_slice(&udp_frame(
+                mac_b,
+                mac_a,
+                ia,
+                ib,
+                4000,
+                9000,
+                payload.as_bytes(),
+            ))
+            .unwrap();
+        }
+        let t = Instant::now();
+        while !burst.is_empty() && t.elapsed() < Duration::from_secs(5) {
+            q.tx_burst(&mut burst);
+        }
+        assert!(burst.is_empty());
+    }
+    let mut got: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let t = Instant::now();
+    let mut burst = Vec::new();
+    while got.iter().map(Vec::len).sum::<usize>() < 2 * N && t.elapsed() < Duration::from_secs(10) {
+        for q in qa.iter_mut() {
+            q.reclaim();
+        }
+        for (i, q) in qb.iter_mut().enumerate() {
+            q.rx_burst(&mut burst, 64);
+            for pkt in burst.drain(..) {
+                let (_, payload) = udp_of(pkt.data()).expect("udp");
+                got[i].push(String::from_utf8_lossy(payload).into_owned());
+            }
+        }
+    }
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g.len(), N, "queue {i} got {g:?}");
+        assert!(
+            g.iter().all(|s| s.starts_with(&format!("q{i} "))),
+            "queue {i}: {g:?}"
+        );
+    }
+    let pools = [port_a.pool().clone(), port_b.pool().clone()];
+    drop(burst);
+    drop(qa);
+    drop(qb);
+    drop(port_a);
+    drop(port_b);
+    for pool in &pools {
+        all_buffers_home(pool);
+    }
+}

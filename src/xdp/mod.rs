@@ -185,6 +185,8 @@ pub(crate) struct XdpQueue {
     fill_size: u32,
     /// Empty rx polls since the kernel counters were last read.
     idle_polls: u32,
+    /// `reclaim` calls since the kernel counters were last read.
+    reclaims: u32,
     /// Kernel counters already added to `stats`.
     seen: XdpStatistics,
 }
@@ -214,6 +216,16 @@ impl XdpQueue {
     }
 }
 
+/// `reclaim` calls between two reads of the kernel's counters.
+const RECLAIMS_PER_STATS: u32 = 256;
+
+impl Drop for XdpQueue {
+    fn drop(&mut self) {
+        // Last word from the kernel, readable afterwards through the port's stats readers.
+        self.sync_kernel_stats();
+    }
+}
+
 impl QueueOps for XdpQueue {
     fn rx_burst(&mut self, out: &mut Vec<crate::Packet>, max: usize) -> usize {
         self.rx(out, max)
@@ -226,7 +238,11 @@ impl QueueOps for XdpQueue {
     fn reclaim(&mut self) -> usize {
         self.kick_tx();
         let n = self.reclaim_completions();
-        self.sync_kernel_stats();
+        self.reclaims += 1;
+        if self.reclaims >= RECLAIMS_PER_STATS {
+            self.reclaims = 0;
+            self.sync_kernel_stats();
+        }
         n
     }
 
@@ -323,6 +339,7 @@ pub(crate) fn open(
             stats: StatsWriter::default(),
             fill_size: sizes.fill,
             idle_polls: 0,
+            reclaims: 0,
             seen: XdpStatistics::default(),
         };
         xq.refill();
