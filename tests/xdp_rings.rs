@@ -194,3 +194,66 @@ fn a_million_frames_none_lost_none_duplicated() {
         );
     }
 }
+
+/// Not a test but a measurement (no speed assertions in tests): transmit rate of 60-byte frames
+/// in copy mode on a veth, the peer dropping them in its XDP program. Run with
+/// `cargo test --release --test xdp_rings -- --ignored --nocapture tx_rate`.
+#[test]
+#[ignore]
+fn tx_rate_copy_mode_60_byte_frames() {
+    let Some(p) = NetnsPair::new("xrate") else {
+        return;
+    };
+    let mac_b = p.mac(&p.b, &p.veth_b);
+    let mac_a = p.mac(&p.a, &p.veth_a);
+    let dev_b = p.veth_b.clone();
+    let port_b = p
+        .run_in(&p.b, move || {
+            Port::builder(Backend::Xdp { ifname: dev_b })
+                .rule(Rule {
+                    pattern: Pattern {
+                        l4: Some(L4Match {
+                            proto: L4Proto::Udp,
+                            src_port: None,
+                            dst_port: Some(PORT),
+                        }),
+                        ..Default::default()
+                    },
+                    priority: 0,
+                    action: Action::Drop,
+                })
+                .open()
+        })
+        .expect("dropping port");
+    let dev_a = p.veth_a.clone();
+    let mut port_a = p
+        .run_in(&p.a, move || {
+            Port::builder(Backend::Xdp { ifname: dev_a })
+                .tx_ring(2048)
+                .open()
+        })
+        .expect("sending port");
+    let mut q = port_a.take_queues().remove(0);
+    let tpl = template(mac_b, mac_a);
+    let mut burst: Vec<Packet> = Vec::with_capacity(64);
+    let dur = Duration::from_secs(3);
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < dur {
+        if burst.is_empty() && q.alloc_burst(&mut burst, 64).is_ok() {
+            for pkt in burst.iter_mut() {
+                pkt.copy_from_slice(&tpl).unwrap();
+            }
+        }
+        sent += q.tx_burst(&mut burst) as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(burst);
+    drop(q);
+    let st = port_a.stats();
+    eprintln!(
+        "copy mode, 60-byte frames, veth: {:.0} frames/s submitted ({sent} in {secs:.2} s); {st:?}",
+        sent as f64 / secs
+    );
+    drop(port_b);
+}

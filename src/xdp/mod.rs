@@ -5,9 +5,9 @@
 //! # How a port is put together
 //! 1. The pool region becomes the UMEM ([`umem`]); queue 0's socket registers it, the other
 //!    queues share it (`XDP_SHARED_UMEM`), each with its own fill and completion rings
-//!    ([`socket`]).
+//!    (`socket.rs`).
 //! 2. rawq queue *i* is bound to netdev rx queue *i*, and sits at key *i* of an XSKMAP.
-//! 3. The rules are compiled to eBPF ([`bpf::compile`]), loaded, and attached to the interface
+//! 3. The rules are compiled to eBPF ([`bpf::compile()`]), loaded, and attached to the interface
 //!    with a BPF link. The link is a file descriptor: the program goes away when the port is
 //!    dropped **and** when the process dies, however it dies. With no rules, no program is
 //!    attached (the queues can still transmit).
@@ -22,11 +22,11 @@
 //! `Queue(q)` rule takes a matching frame only when it arrives on netdev queue *q*; elsewhere it
 //! goes to the kernel. On a single-queue interface such as a veth, use queue 0. `Rss(qs)` keeps
 //! a frame on the netdev queue the NIC's RSS chose, if that queue is in `qs`. See
-//! [`bpf::compile`] for the exact semantics.
+//! [`bpf::compile()`] for the exact semantics.
 //!
 //! # Data path
-//! [`rx`]: descriptors from the rx ring become [`Packet`]s in place (no copy); the fill ring is
-//! refilled from the queue's private [`PoolCache`] once per burst. [`tx`]: packets are moved into
+//! `rx.rs`: descriptors from the rx ring become [`Packet`](crate::Packet)s in place (no copy); the fill ring is
+//! refilled from the queue's private [`PoolCache`] once per burst. `tx.rs`: packets are moved into
 //! the tx ring (their buffers go to the kernel), one producer update per burst, a `sendto` kick
 //! only when the ring's need-wakeup flag asks; completed buffers come back from the completion
 //! ring into the `PoolCache`. Multi-buffer packets are not supported on transmit (they are
@@ -52,7 +52,7 @@ pub mod bpf;
 mod netlink;
 mod ring;
 mod rx;
-pub mod socket;
+mod socket;
 mod tx;
 pub mod umem;
 

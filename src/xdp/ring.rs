@@ -64,6 +64,8 @@ pub(crate) struct RingMap {
     flags: *const AtomicU32,
     desc: *mut u8,
     size: u32,
+    /// False for a second view of another map's memory (tests only): not unmapped on drop.
+    owned: bool,
 }
 
 // SAFETY: the mapping is owned by this value and only reached through it; the kernel is the only
@@ -105,7 +107,48 @@ impl RingMap {
             flags: base.wrapping_add(off.flags as usize) as *const AtomicU32,
             desc: base.wrapping_add(off.desc as usize),
             size,
+            owned: true,
         })
+    }
+
+    /// An anonymous ring of `size` entries of `T` whose indices start at `start`, and a second,
+    /// non-owning view of it: one side plays the kernel in unit tests.
+    #[cfg(test)]
+    pub(crate) fn test_pair<T>(size: u32, start: u32) -> (RingMap, RingMap) {
+        let off = RingOffset {
+            producer: 0,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
+        };
+        // SAFETY: a fresh anonymous mapping, checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                192 + size as usize * std::mem::size_of::<T>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p as *mut u8;
+        let len = 192 + size as usize * std::mem::size_of::<T>();
+        let mk = |owned| RingMap {
+            base,
+            len,
+            producer: base.wrapping_add(off.producer as usize) as *const AtomicU32,
+            consumer: base.wrapping_add(off.consumer as usize) as *const AtomicU32,
+            flags: base.wrapping_add(off.flags as usize) as *const AtomicU32,
+            desc: base.wrapping_add(off.desc as usize),
+            size,
+            owned,
+        };
+        let a = mk(true);
+        a.producer().store(start, Ordering::Relaxed);
+        a.consumer().store(start, Ordering::Relaxed);
+        (a, mk(false))
     }
 
     #[inline]
@@ -130,6 +173,9 @@ impl RingMap {
 
 impl Drop for RingMap {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: unmaps exactly the mapping made in `map`; no reference into it outlives `self`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
@@ -264,5 +310,64 @@ impl<T: Entry> Consumer<T> {
         self.map
             .consumer()
             .store(self.cached_cons, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producer_and_consumer_agree_across_index_wraparound() {
+        let (a, b) = RingMap::test_pair::<XdpDesc>(8, u32::MAX - 5);
+        let mut prod = Producer::<XdpDesc>::new(a);
+        let mut cons = Consumer::<XdpDesc>::new(b);
+        let mut next_in = 0u64;
+        let mut next_out = 0u64;
+        for round in 0..50u32 {
+            let want = round % 7 + 1;
+            let free = prod.free(want);
+            let k = free.min(want);
+            for i in 0..k {
+                prod.write(
+                    i,
+                    XdpDesc {
+                        addr: next_in,
+                        len: next_in as u32,
+                        options: 0,
+                    },
+                );
+                next_in += 1;
+            }
+            prod.submit(k);
+            assert_eq!(prod.outstanding(), (next_in - next_out) as u32);
+            let take = round % 5 + 1;
+            let n = cons.peek(take);
+            assert!(n <= take);
+            for i in 0..n {
+                let d = cons.read(i);
+                assert_eq!(d.addr, next_out, "in order, none lost or repeated");
+                assert_eq!(d.len, next_out as u32);
+                next_out += 1;
+            }
+            cons.release(n);
+            assert!(
+                next_in - next_out <= 8,
+                "never more than the ring size in flight"
+            );
+        }
+        assert!(next_out > 100, "indices wrapped past u32::MAX: {next_out}");
+        // Full ring: the producer sees no room until the consumer releases.
+        let free = prod.free(8);
+        for i in 0..free {
+            prod.write(i, XdpDesc::default());
+        }
+        prod.submit(free);
+        assert_eq!(prod.free(1), 0);
+        let n = cons.peek(8);
+        assert_eq!(n, 8, "a full ring holds exactly its size");
+        cons.release(n);
+        assert_eq!(prod.free(1), 8);
+        assert!(!prod.needs_wakeup());
     }
 }

@@ -1,4 +1,4 @@
-//! The XDP steering program: an eBPF encoder ([`insn`]), the rule compiler ([`compile`]) and
+//! The XDP steering program: an eBPF encoder ([`insn`]), the rule compiler ([`compile()`]) and
 //! the `bpf()` system call ([`sys`]). No clang, libbpf or libxdp: rawq writes the instructions
 //! itself.
 
