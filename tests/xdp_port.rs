@@ -643,3 +643,55 @@ fn two_queues_share_the_umem_and_keep_their_netdev_queue() {
         all_buffers_home(pool);
     }
 }
+
+#[test]
+fn bad_configurations_are_errors_that_say_why() {
+    let Some(p) = NetnsPair::new("xcfg") else {
+        return;
+    };
+    // A veth has one rx queue by default.
+    let dev = p.veth_b.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .queues(2)
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::Config(msg)) => assert!(msg.contains("rx queue"), "{msg}"),
+        other => panic!("expected a queue-count error, got {other:?}"),
+    }
+    // UMEM chunks must be 2048 or 4096 bytes.
+    let dev = p.veth_b.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .pool_config(rawq::MempoolConfig {
+                buf_size: 1024,
+                huge_pages: rawq::HugePages::Never,
+                ..Default::default()
+            })
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::Config(msg)) => assert!(msg.contains("2048"), "{msg}"),
+        other => panic!("expected a buffer-size error, got {other:?}"),
+    }
+    // An interface of another namespace is not found, and the message lists what exists.
+    let dev = p.veth_a.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::NotFound { available, .. }) => assert!(available.contains("lo"), "{available}"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    // Nothing was left attached by the failed opens.
+    let dev = p.veth_b.clone();
+    assert_eq!(
+        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        None
+    );
+}

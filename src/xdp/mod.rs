@@ -308,21 +308,33 @@ pub(crate) fn open(
     let mut owner_fd = None;
     let mut mode = Mode::ZeroCopy;
     for q in 0..cfg.queues {
-        let xsk = match owner_fd {
-            None => match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
-                Ok(x) => x,
-                Err(e) if e.raw_os_error().is_some_and(|c| c != libc::EPERM) => {
-                    mode = Mode::Copy;
-                    Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)?
+        let xsk =
+            match owner_fd {
+                None => match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
+                    Ok(x) => x,
+                    Err(e) if e.raw_os_error().is_some_and(|c| c != libc::EPERM) => {
+                        mode = Mode::Copy;
+                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)?
+                    }
+                    Err(e) => return Err(e),
+                },
+                Some(fd) => {
+                    let mut x = Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes)
+                        .map_err(|e| match e.raw_os_error() {
+                            // The first queue bound, so the socket and UMEM are fine: the queue
+                            // index is what the device refuses.
+                            Some(libc::EINVAL) => Error::Config(format!(
+                            "{ifname} refuses an AF_XDP socket on rx queue {q} (EINVAL): it has \
+                             fewer than {} active rx queues. Check `ethtool -l {ifname}`; a veth \
+                             has 1 unless created with `numrxqueues N numtxqueues N`",
+                            cfg.queues
+                        )),
+                            _ => e,
+                        })?;
+                    x.mode = mode;
+                    x
                 }
-                Err(e) => return Err(e),
-            },
-            Some(fd) => {
-                let mut x = Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes)?;
-                x.mode = mode;
-                x
-            }
-        };
+            };
         if owner_fd.is_none() {
             owner_fd = Some(xsk.as_raw_fd());
         }

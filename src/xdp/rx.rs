@@ -27,8 +27,7 @@ impl XdpQueue {
                 continue;
             }
             // `off` < chunk <= 4096 and `len` fits behind it, so both fit in u16.
-            let mut p = Packet::from_raw_parts(self.shared, idx, off as u16, d.len as u16);
-            p.meta = Default::default();
+            let p = Packet::from_raw_parts(self.shared, idx, off as u16, d.len as u16);
             out.push(p);
             got += 1;
             bytes += d.len as u64;
