@@ -695,3 +695,110 @@ fn bad_configurations_are_errors_that_say_why() {
         None
     );
 }
+
+/// Attaches `prog_fd` to interface `ifindex` the old way (rtnetlink `IFLA_XDP_FD`), in generic
+/// (skb) mode, as another tool would; in the calling thread's namespace.
+fn attach_with_netlink(ifindex: u32, prog_fd: i32) -> std::io::Result<()> {
+    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = ((4 + payload.len()) as u16).to_ne_bytes().to_vec();
+        v.extend_from_slice(&ty.to_ne_bytes());
+        v.extend_from_slice(payload);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+    const RTM_SETLINK: u16 = 19;
+    const IFLA_XDP: u16 = 43;
+    const NLA_F_NESTED: u16 = 0x8000;
+    const IFLA_XDP_FD: u16 = 1;
+    const IFLA_XDP_FLAGS: u16 = 3;
+    const XDP_FLAGS_SKB_MODE: u32 = 2;
+    let mut xdp = attr(IFLA_XDP_FD, &prog_fd.to_ne_bytes());
+    xdp.extend(attr(IFLA_XDP_FLAGS, &XDP_FLAGS_SKB_MODE.to_ne_bytes()));
+    let mut body = vec![0u8; 16]; // ifinfomsg
+    body[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    body.extend(attr(IFLA_XDP | NLA_F_NESTED, &xdp));
+    let mut msg = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+    msg.extend_from_slice(&RTM_SETLINK.to_ne_bytes());
+    msg.extend_from_slice(&(1u16 | 4).to_ne_bytes()); // NLM_F_REQUEST | NLM_F_ACK
+    msg.extend_from_slice(&1u32.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend(body);
+    // SAFETY: plain socket calls on buffers that live across each call.
+    unsafe {
+        let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        let rc = libc::sendto(
+            fd,
+            msg.as_ptr() as *const libc::c_void,
+            msg.len(),
+            0,
+            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        );
+        let mut buf = [0u8; 4096];
+        let n = if rc < 0 {
+            -1
+        } else {
+            libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0)
+        };
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n < 20 {
+            return Err(err);
+        }
+        let errno = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+        if errno != 0 {
+            return Err(std::io::Error::from_raw_os_error(-errno));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_program_attached_by_another_tool_is_never_replaced() {
+    let Some(p) = NetnsPair::new("xother") else {
+        return;
+    };
+    use rawq::xdp::bpf::{Insn, Program, Reg};
+    let dev = p.veth_b.clone();
+    let (prog, id) = p.run_in(&p.b, move || {
+        let prog =
+            Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "other_tool").unwrap();
+        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        attach_with_netlink(ifindex, prog.as_raw_fd()).expect("attach via rtnetlink");
+        let id = prog.id().unwrap();
+        (prog, id)
+    });
+    match open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 64) {
+        Err(Error::XdpAlreadyAttached { prog_id, .. }) => assert_eq!(prog_id, id),
+        other => panic!("expected XdpAlreadyAttached, got {other:?}"),
+    }
+    // Underneath the up-front netlink check, the kernel refuses the link as well, which is what
+    // `open` falls back on if a program appears between the check and the attach.
+    let dev = p.veth_b.clone();
+    let errno = p.run_in(&p.b, move || {
+        let mine =
+            Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "rawq_probe").unwrap();
+        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        rawq::xdp::bpf::XdpLink::attach(&mine, ifindex)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    });
+    assert!(
+        matches!(errno, Err(Some(libc::EBUSY)) | Err(Some(libc::EEXIST))),
+        "{errno:?}"
+    );
+    drop(prog); // the attachment holds its own reference
+    let dev = p.veth_b.clone();
+    assert_eq!(
+        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        Some(id),
+        "the other tool's program is still there"
+    );
+}
