@@ -306,7 +306,7 @@ pub struct Label(usize);
 /// Why a program could not be assembled.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AsmError {
-    /// A label was jumped to but never bound.
+    /// A label was jumped to but never bound (or belongs to another `Asm`).
     #[error("label {0} is used but never bound")]
     Unbound(usize),
     /// A jump is farther than a 16-bit offset reaches.
@@ -320,6 +320,7 @@ pub struct Asm {
     insns: Vec<Insn>,
     labels: Vec<Option<usize>>,
     fixups: Vec<(usize, Label)>,
+    foreign: Option<usize>,
 }
 
 impl Asm {
@@ -334,9 +335,13 @@ impl Asm {
         Label(self.labels.len() - 1)
     }
 
-    /// Binds `l` to the next instruction emitted.
+    /// Binds `l` to the next instruction emitted. (A label of another `Asm` is reported by
+    /// [`Asm::finish`].)
     pub fn bind(&mut self, l: Label) {
-        self.labels[l.0] = Some(self.insns.len());
+        match self.labels.get_mut(l.0) {
+            Some(slot) => *slot = Some(self.insns.len()),
+            None => self.foreign = Some(l.0),
+        }
     }
 
     /// Appends one instruction.
@@ -392,8 +397,16 @@ impl Asm {
     /// [`AsmError::Unbound`] for a label never bound, [`AsmError::TooFar`] for a jump that does
     /// not fit the 16-bit offset.
     pub fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
+        if let Some(l) = self.foreign {
+            return Err(AsmError::Unbound(l));
+        }
         for &(at, l) in &self.fixups {
-            let target = self.labels[l.0].ok_or(AsmError::Unbound(l.0))?;
+            let target = self
+                .labels
+                .get(l.0)
+                .copied()
+                .flatten()
+                .ok_or(AsmError::Unbound(l.0))?;
             let off = target as i64 - (at as i64 + 1);
             self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::TooFar(off))?;
         }
@@ -508,6 +521,15 @@ mod tests {
         let nowhere = a.label();
         a.ja(nowhere);
         assert_eq!(a.finish(), Err(AsmError::Unbound(0)));
+
+        // A label of another assembler is an error, not a panic.
+        let mut other = Asm::new();
+        let _ = other.label();
+        let theirs = other.label();
+        let mut a = Asm::new();
+        a.bind(theirs);
+        a.ja(theirs);
+        assert_eq!(a.finish(), Err(AsmError::Unbound(1)));
 
         let mut a = Asm::new();
         let far = a.label();
