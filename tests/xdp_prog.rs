@@ -361,3 +361,48 @@ fn verifier_rejection_carries_the_log() {
         other => panic!("expected a verifier error, got {other:?}"),
     }
 }
+
+#[test]
+fn hundreds_of_rules_load_and_pick_the_right_one() {
+    if !needs_root() {
+        return;
+    }
+    // 500 rules on distinct UDP ports, in reverse priority order, plus a VLAN rule for each
+    // tenth: the verifier must accept the program and the lookups stay exact.
+    let mut rules = Vec::new();
+    for i in 0..500u16 {
+        rules.push(rule(
+            Pattern {
+                l4: udp(Some(10_000 + i), None),
+                vlan: if i % 10 == 0 { Some(i % 4096) } else { None },
+                ..Pattern::default()
+            },
+            500 - i,
+            Action::Queue(0),
+        ));
+    }
+    let insns = bpf::compile(&rules, Variant::Verdict).unwrap();
+    let t = std::time::Instant::now();
+    let prog = Program::load(&insns, "rawq_many").unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{} instructions, loaded in {:?}", insns.len(), t.elapsed());
+    let mut r = Rng(7);
+    let mut hits = 0;
+    for _ in 0..300 {
+        let mut f = frame(&mut r);
+        // Point the frame at one of the ports (when it has a UDP header where we look).
+        if let Some(h) = flow::parse(&f) {
+            if let Some(l4) = h.l4 {
+                if f.len() >= l4 + 4 {
+                    let port = 10_000 + r.below(520) as u16;
+                    f[l4 + 2..l4 + 4].copy_from_slice(&port.to_be_bytes());
+                }
+            }
+        }
+        let want = flow::classify(&rules, &f)
+            .map(|w| rules.iter().position(|x| std::ptr::eq(x, w)).unwrap());
+        let want_code = want.map_or(VERDICT_NONE, |i| VERDICT_BASE + i as u32);
+        assert_eq!(prog.test_run(&f).unwrap(), want_code, "{f:02x?}");
+        hits += want.is_some() as usize;
+    }
+    assert!(hits > 20, "only {hits} frames matched a rule");
+}
