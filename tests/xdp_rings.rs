@@ -197,7 +197,8 @@ fn a_million_frames_none_lost_none_duplicated() {
 
 /// Not a test but a measurement (no speed assertions in tests): transmit rate of 60-byte frames
 /// in copy mode on a veth, the peer dropping them in its XDP program. Run with
-/// `cargo test --release --test xdp_rings -- --ignored --nocapture tx_rate`.
+/// `cargo test --release --no-default-features --features xdp --test xdp_rings -- --ignored
+/// --nocapture tx_rate`.
 #[test]
 #[ignore]
 fn tx_rate_copy_mode_60_byte_frames() {
