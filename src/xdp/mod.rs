@@ -1,17 +1,407 @@
-//! AF_XDP backend (work in progress; see issue "AF_XDP backend").
+//! AF_XDP backend: one AF_XDP socket per queue, and the port's flow rules compiled into an XDP
+//! program that steers matching frames to those sockets while everything else goes on to the
+//! kernel.
+//!
+//! # How a port is put together
+//! 1. The pool region becomes the UMEM ([`umem`]); queue 0's socket registers it, the other
+//!    queues share it (`XDP_SHARED_UMEM`), each with its own fill and completion rings
+//!    (`socket.rs`).
+//! 2. rawq queue *i* is bound to netdev rx queue *i*, and sits at key *i* of an XSKMAP.
+//! 3. The rules are compiled to eBPF ([`bpf::compile()`]), loaded, and attached to the interface
+//!    with a BPF link. The link is a file descriptor: the program goes away when the port is
+//!    dropped **and** when the process dies, however it dies. With no rules, no program is
+//!    attached (the queues can still transmit).
+//! 4. If the interface already has an XDP program, opening fails with
+//!    [`Error::XdpAlreadyAttached`] naming it; rawq never replaces a program.
+//!
+//! Zero-copy is tried first and copy mode is the fallback; [`PortInfo::mode`] says which one
+//! the port got ("zero-copy" / "copy").
+//!
+//! # Steering limits (plainly)
+//! An AF_XDP socket bound to netdev queue *q* only sees frames the NIC put on queue *q*. So a
+//! `Queue(q)` rule takes a matching frame only when it arrives on netdev queue *q*; elsewhere it
+//! goes to the kernel. On a single-queue interface such as a veth, use queue 0. `Rss(qs)` keeps
+//! a frame on the netdev queue the NIC's RSS chose, if that queue is in `qs`. See
+//! [`bpf::compile()`] for the exact semantics.
+//!
+//! # Data path
+//! `rx.rs`: descriptors from the rx ring become [`Packet`](crate::Packet)s in place (no copy); the fill ring is
+//! refilled from the queue's private [`PoolCache`] once per burst. `tx.rs`: packets are moved into
+//! the tx ring (their buffers go to the kernel), one producer update per burst, a `sendto` kick
+//! only when the ring's need-wakeup flag asks; completed buffers come back from the completion
+//! ring into the `PoolCache`. Multi-buffer packets are not supported on transmit (they are
+//! dropped and counted in `tx_drops`); receive frames are at most `buf_size - 256` bytes.
+//!
+//! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
+//!
+//! # Namespaces
+//! Interface names and indices are those of the calling thread's network namespace: open the
+//! port on a thread that has entered the namespace of the interface. The queues can then be
+//! used from any thread.
 
 use std::any::Any;
+use std::ffi::CString;
 
 use crate::error::{Error, Result};
-use crate::mempool::Mempool;
-use crate::port::{PortConfig, PortInfo};
-use crate::queue::Queue;
+use crate::mempool::{Mempool, PoolCache, Shared};
+use crate::port::{Backend, PortConfig, PortInfo};
+use crate::queue::{Queue, QueueOps};
+use crate::stats::StatsWriter;
 
+pub mod bpf;
+mod netlink;
+mod ring;
+mod rx;
+mod socket;
+mod tx;
+pub mod umem;
+
+pub use netlink::{link_info, LinkInfo};
+pub use socket::Mode;
+
+use bpf::{Program, Variant, XdpLink, XskMap};
+use socket::{RingSizes, XdpStatistics, Xsk};
+use umem::Umem;
+
+/// The index of interface `ifname` in the calling thread's network namespace.
+///
+/// # Errors
+/// [`Error::NotFound`] listing the interfaces that exist.
+pub fn ifindex(ifname: &str) -> Result<u32> {
+    let not_found = || Error::NotFound {
+        kind: "interface",
+        name: ifname.to_string(),
+        available: interface_names(),
+    };
+    let c = CString::new(ifname).map_err(|_| not_found())?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(not_found())
+    } else {
+        Ok(idx)
+    }
+}
+
+fn interface_names() -> String {
+    let mut names = Vec::new();
+    // SAFETY: if_nameindex returns an array terminated by a zero entry (or null); it is read up
+    // to that entry and freed with if_freenameindex.
+    unsafe {
+        let list = libc::if_nameindex();
+        if !list.is_null() {
+            let mut p = list;
+            while (*p).if_index != 0 && !(*p).if_name.is_null() {
+                names.push(
+                    std::ffi::CStr::from_ptr((*p).if_name)
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+                p = p.add(1);
+            }
+            libc::if_freenameindex(list);
+        }
+    }
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The id of the XDP program attached to `ifname` (in the calling thread's namespace), if any.
+///
+/// # Errors
+/// [`Error::NotFound`] for an unknown interface; [`Error::Os`] if rtnetlink fails.
+pub fn attached_prog_id(ifname: &str) -> Result<Option<u32>> {
+    Ok(link_info(ifindex(ifname)?)?.xdp_prog_id)
+}
+
+/// Control-path objects of an XDP port, dropped with the port: the link first (detaching the
+/// program), then the program and the map.
+struct Steering {
+    _link: Option<XdpLink>,
+    _prog: Option<Program>,
+    _map: XskMap,
+}
+
+/// Buffers the kernel holds for one queue (in the fill, rx, tx or completion ring, or in between),
+/// one bit per pool buffer, and the cache they return to. Dropped *after* the socket is closed, so
+/// that the buffers the kernel still held come home.
+struct Home {
+    cache: PoolCache,
+    held: Vec<u64>,
+}
+
+impl Home {
+    #[inline]
+    fn hold(&mut self, idx: u32) {
+        let (w, b) = ((idx >> 6) as usize, idx & 63);
+        debug_assert!(
+            self.held[w] & (1 << b) == 0,
+            "buffer {idx} given to the kernel twice"
+        );
+        self.held[w] |= 1 << b;
+    }
+
+    /// Marks `idx` as back from the kernel; false if the kernel did not hold it (a bogus
+    /// address), in which case the caller must not use it.
+    #[inline]
+    fn release(&mut self, idx: u32) -> bool {
+        let (w, b) = ((idx >> 6) as usize, idx & 63);
+        match self.held.get_mut(w) {
+            Some(word) if *word & (1 << b) != 0 => {
+                *word &= !(1 << b);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        for (w, word) in self.held.iter().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                self.cache.put((w as u32) << 6 | b);
+            }
+        }
+        self.cache.flush();
+    }
+}
+
+/// One rawq queue on an AF_XDP socket.
+pub(crate) struct XdpQueue {
+    // Declared first: dropped (socket closed, rings unmapped) before `home` returns the buffers.
+    xsk: Xsk,
+    home: Home,
+    umem: Umem,
+    shared: &'static Shared,
+    pool: Mempool,
+    stats: StatsWriter,
+    fill_size: u32,
+    /// Empty rx polls since the kernel counters were last read.
+    idle_polls: u32,
+    /// `reclaim` calls since the kernel counters were last read.
+    reclaims: u32,
+    /// Kernel counters already added to `stats`.
+    seen: XdpStatistics,
+}
+
+impl XdpQueue {
+    /// Folds the socket's kernel counters (drops, invalid descriptors) into the queue's stats.
+    /// A syscall: called on the slow path only (idle rx polls, `reclaim`).
+    fn sync_kernel_stats(&mut self) {
+        use crate::stats::Counter;
+        let Ok(s) = self.xsk.statistics() else {
+            return;
+        };
+        let d = |now: u64, was: u64| now.saturating_sub(was);
+        self.stats.add(
+            Counter::RxDrops,
+            d(s.rx_dropped, self.seen.rx_dropped) + d(s.rx_ring_full, self.seen.rx_ring_full),
+        );
+        self.stats.add(
+            Counter::RxErrors,
+            d(s.rx_invalid_descs, self.seen.rx_invalid_descs),
+        );
+        self.stats.add(
+            Counter::TxErrors,
+            d(s.tx_invalid_descs, self.seen.tx_invalid_descs),
+        );
+        self.seen = s;
+    }
+}
+
+/// `reclaim` calls between two reads of the kernel's counters.
+const RECLAIMS_PER_STATS: u32 = 256;
+
+impl Drop for XdpQueue {
+    fn drop(&mut self) {
+        // Last word from the kernel, readable afterwards through the port's stats readers.
+        self.sync_kernel_stats();
+    }
+}
+
+impl QueueOps for XdpQueue {
+    fn rx_burst(&mut self, out: &mut Vec<crate::Packet>, max: usize) -> usize {
+        self.rx(out, max)
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<crate::Packet>) -> usize {
+        self.tx(pkts)
+    }
+
+    fn reclaim(&mut self) -> usize {
+        self.kick_tx();
+        let n = self.reclaim_completions();
+        self.reclaims += 1;
+        if self.reclaims >= RECLAIMS_PER_STATS {
+            self.reclaims = 0;
+            self.sync_kernel_stats();
+        }
+        n
+    }
+
+    fn stats(&self) -> &StatsWriter {
+        &self.stats
+    }
+
+    fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+}
+
+/// Opens an AF_XDP port (see the module docs).
 pub(crate) fn open(
-    _cfg: &PortConfig,
-    _pool: &Mempool,
+    cfg: &PortConfig,
+    pool: &Mempool,
 ) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
-    Err(Error::Unsupported(
-        "the AF_XDP backend is not implemented yet".into(),
-    ))
+    let Backend::Xdp { ifname } = &cfg.backend else {
+        return Err(Error::Config("xdp::open called for another backend".into()));
+    };
+    let umem = Umem::of(pool)?;
+    let ifindex = ifindex(ifname)?;
+    let link = link_info(ifindex)?;
+    if let Some(rxq) = link.rx_queues {
+        if cfg.queues as u32 > rxq {
+            return Err(Error::Config(format!(
+                "{ifname} has {rxq} rx queue(s) but the port asks for {}; AF_XDP queue i is bound \
+                 to netdev queue i (for a veth, create it with `numrxqueues N numtxqueues N`)",
+                cfg.queues
+            )));
+        }
+    }
+    let will_attach = !cfg.rules.is_empty();
+    if will_attach {
+        if let Some(prog_id) = link.xdp_prog_id {
+            return Err(Error::XdpAlreadyAttached {
+                ifname: ifname.clone(),
+                prog_id,
+            });
+        }
+    }
+
+    let map = XskMap::create(cfg.queues as u32)?;
+    let prog = if will_attach {
+        let insns = bpf::compile(
+            &cfg.rules,
+            Variant::Steer {
+                xskmap_fd: map.as_raw_fd(),
+            },
+        )?;
+        Some(Program::load(&insns, "rawq_steer")?)
+    } else {
+        None
+    };
+
+    let sizes = RingSizes {
+        rx: cfg.rx_ring,
+        tx: cfg.tx_ring,
+        fill: cfg.rx_ring,
+        comp: cfg.tx_ring,
+    };
+    let mut queues = Vec::with_capacity(cfg.queues as usize);
+    let mut owner_fd = None;
+    let mut mode = Mode::ZeroCopy;
+    for q in 0..cfg.queues {
+        let xsk =
+            match owner_fd {
+                None => match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
+                    Ok(x) => x,
+                    Err(e) if e.raw_os_error().is_some_and(|c| c != libc::EPERM) => {
+                        mode = Mode::Copy;
+                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)?
+                    }
+                    Err(e) => return Err(e),
+                },
+                Some(fd) => {
+                    let mut x = Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes)
+                        .map_err(|e| match e.raw_os_error() {
+                            // The first queue bound, so the socket and UMEM are fine: the queue
+                            // index is what the device refuses.
+                            Some(libc::EINVAL) => Error::Config(format!(
+                            "{ifname} refuses an AF_XDP socket on rx queue {q} (EINVAL): it has \
+                             fewer than {} active rx queues. Check `ethtool -l {ifname}`; a veth \
+                             has 1 unless created with `numrxqueues N numtxqueues N`",
+                            cfg.queues
+                        )),
+                            _ => e,
+                        })?;
+                    x.mode = mode;
+                    x
+                }
+            };
+        if owner_fd.is_none() {
+            owner_fd = Some(xsk.as_raw_fd());
+        }
+        map.insert(q as u32, xsk.as_raw_fd())?;
+        let mut xq = XdpQueue {
+            xsk,
+            home: Home {
+                cache: pool.cache(),
+                held: vec![0u64; (umem.count as usize).div_ceil(64)],
+            },
+            umem,
+            shared: pool.shared(),
+            pool: pool.clone(),
+            stats: StatsWriter::default(),
+            fill_size: sizes.fill,
+            idle_polls: 0,
+            reclaims: 0,
+            seen: XdpStatistics::default(),
+        };
+        xq.refill();
+        queues.push(Queue::new(q, Box::new(xq)));
+    }
+
+    let link = match &prog {
+        Some(p) => match XdpLink::attach(p, ifindex) {
+            Ok(l) => Some(l),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
+                // Someone attached a program since we looked.
+                let prog_id = link_info(ifindex)?.xdp_prog_id.unwrap_or(0);
+                return Err(Error::XdpAlreadyAttached {
+                    ifname: ifname.clone(),
+                    prog_id,
+                });
+            }
+            Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),
+        },
+        None => None,
+    };
+
+    let info = PortInfo {
+        backend: "xdp",
+        device: ifname.clone(),
+        mode: mode.name().into(),
+        queues: cfg.queues,
+    };
+    let control = Steering {
+        _link: link,
+        _prog: prog,
+        _map: map,
+    };
+    Ok((queues, info, Box::new(control)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_interface_lists_the_real_ones() {
+        match ifindex("rawq-no-such-if") {
+            Err(Error::NotFound {
+                kind, available, ..
+            }) => {
+                assert_eq!(kind, "interface");
+                assert!(available.contains("lo"), "{available}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -1,0 +1,370 @@
+//! Compiles a port's flow rules into an XDP steering program.
+//!
+//! The program implements exactly [`flow::classify`](crate::flow::classify):
+//!
+//! 1. **Parse once** (as [`flow::parse`](crate::flow::parse)): a frame shorter than 14 bytes
+//!    matches nothing. One 802.1Q tag is parsed through (a tagged frame shorter than 18 bytes
+//!    matches nothing). For IPv4 with a full 20-byte header the protocol is known, and the L4
+//!    offset is `l3 + IHL*4` unless IHL < 5 or the fragment offset is non-zero; for IPv6 with a
+//!    full 40-byte header the next header is the protocol and L4 starts at `l3 + 40`. The ports
+//!    are known when the L4 offset is and four bytes are there. The results live in stack slots
+//!    (with "absent" sentinels that no real value equals) and in R9 (the L3 offset).
+//! 2. **Rules in priority order** (lowest number first, the given order among equals): each
+//!    rule is a straight run of compare-and-skip-to-the-next-rule tests; every packet read is
+//!    preceded by its own bounds check against `data_end`, as the verifier demands.
+//! 3. **Actions**:
+//!    * `Drop` → `XDP_DROP`.
+//!    * `Queue(q)` → `bpf_redirect_map(&xskmap, rx_queue_index, XDP_PASS)` **if** the frame is
+//!      being processed on netdev rx queue `q`, else `XDP_PASS`. An AF_XDP socket bound to queue
+//!      `q` only receives frames that arrived on netdev queue `q`, so rawq queue *i* is bound to
+//!      netdev queue *i* and sits at XSKMAP key *i*; a matching frame that the NIC put on another
+//!      queue cannot reach rawq queue `q` and is left to the kernel. On a single-queue device
+//!      (a veth) that means: use queue 0. On a multi-queue NIC, steer the flow to queue `q` with
+//!      `ethtool -N` (ntuple) as well.
+//!    * `Rss(qs)` → the NIC's own RSS already spread the frames over its queues; a frame is
+//!      redirected to the rawq queue of the netdev queue it arrived on when that queue is in `qs`,
+//!      and passed to the kernel otherwise.
+//!    * No rule matches → `XDP_PASS`.
+//!
+//! [`Variant::Verdict`] replaces every action by `return VERDICT_BASE + i` (`i` = the rule's
+//! index in the slice given) and "no match" by [`VERDICT_NONE`], so a test run can tell *which*
+//! rule matched.
+
+use std::os::fd::RawFd;
+
+use super::insn::{AluOp, Asm, AsmError, Insn, JmpOp, Label, Reg};
+use super::sys::{action, HELPER_REDIRECT_MAP};
+use crate::error::{Error, Result};
+use crate::flow::{Action, IpMatch, MacMatch, Rule};
+
+/// Return value of a [`Variant::Verdict`] program for "rule `i` matched": `VERDICT_BASE + i`.
+pub const VERDICT_BASE: u32 = 1000;
+/// Return value of a [`Variant::Verdict`] program when no rule matched.
+pub const VERDICT_NONE: u32 = 999;
+
+/// What the compiled program does with a match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The real thing: redirect to the XSKMAP with this fd, drop, or pass.
+    Steer {
+        /// File descriptor of the XSKMAP.
+        xskmap_fd: RawFd,
+    },
+    /// For tests: return [`VERDICT_BASE`] + the index of the matching rule, or
+    /// [`VERDICT_NONE`].
+    Verdict,
+}
+
+// Stack slots (offsets from R10) of the parse results. Each holds a small value or a sentinel.
+const SLOT_VLAN: i16 = -8; // VLAN id, or NONE16
+const SLOT_ETYPE: i16 = -16; // ethertype after the tag
+const SLOT_PROTO: i16 = -24; // IP protocol, or NONE8
+const SLOT_SPORT: i16 = -32; // L4 source port, or NONE16
+const SLOT_DPORT: i16 = -40; // L4 destination port, or NONE16
+const NONE8: i32 = 0x100;
+const NONE16: i32 = 0x1_0000;
+
+// Register roles.
+const QIDX: Reg = Reg::R6; // ctx->rx_queue_index
+const DATA: Reg = Reg::R7; // ctx->data (packet pointer)
+const END: Reg = Reg::R8; // ctx->data_end
+const L3: Reg = Reg::R9; // offset of the L3 header (14 or 18)
+
+// struct xdp_md field offsets.
+const MD_DATA: i16 = 0;
+const MD_DATA_END: i16 = 4;
+const MD_RX_QUEUE_INDEX: i16 = 16;
+
+/// Compiles `rules` into an XDP program.
+///
+/// # Errors
+/// [`Error::Config`] if the program would be too large for 16-bit jumps (tens of thousands of
+/// rules).
+pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
+    let mut a = Asm::new();
+    let no_match = a.label();
+    let pass = a.label();
+    let redirect = a.label();
+    let rules_start = a.label();
+
+    emit_parse(&mut a, no_match, rules_start);
+    a.bind(rules_start);
+
+    // Stable sort: equal priorities keep their order.
+    let mut order: Vec<usize> = (0..rules.len()).collect();
+    order.sort_by_key(|&i| rules[i].priority);
+    for i in order {
+        let next = a.label();
+        emit_pattern(&mut a, &rules[i], next);
+        match variant {
+            Variant::Verdict => {
+                a.emit(Insn::mov64_imm(Reg::R0, (VERDICT_BASE + i as u32) as i32));
+                a.emit(Insn::exit());
+            }
+            Variant::Steer { .. } => emit_action(&mut a, &rules[i].action, pass, redirect),
+        }
+        a.bind(next);
+    }
+
+    a.bind(no_match);
+    a.bind(pass);
+    let none = match variant {
+        Variant::Verdict => VERDICT_NONE,
+        Variant::Steer { .. } => action::PASS,
+    };
+    a.emit(Insn::mov64_imm(Reg::R0, none as i32));
+    a.emit(Insn::exit());
+
+    // The shared redirect tail, only where some rule jumps to it (the verifier refuses
+    // unreachable code).
+    let redirects = rules
+        .iter()
+        .any(|r| matches!(r.action, Action::Queue(_) | Action::Rss(_)));
+    if let (Variant::Steer { xskmap_fd }, true) = (variant, redirects) {
+        a.bind(redirect);
+        a.emit_all(&Insn::ld_map_fd(Reg::R1, xskmap_fd));
+        a.emit(Insn::mov64_reg(Reg::R2, QIDX));
+        a.emit(Insn::mov64_imm(Reg::R3, action::PASS as i32));
+        a.emit(Insn::call(HELPER_REDIRECT_MAP));
+        a.emit(Insn::exit());
+    }
+    a.finish().map_err(|e: AsmError| {
+        Error::Config(format!(
+            "{} flow rules are too many for one XDP program: {e}",
+            rules.len()
+        ))
+    })
+}
+
+/// `if (reg + n > data_end) goto fail`, with `tmp` as scratch.
+fn bounds(a: &mut Asm, tmp: Reg, base: Reg, n: i32, fail: Label) {
+    a.emit(Insn::mov64_reg(tmp, base));
+    a.emit(Insn::alu64_imm(AluOp::Add, tmp, n));
+    a.jmp_reg(JmpOp::Jgt, tmp, END, fail);
+}
+
+/// Loads a big-endian u16 at `base + off` into `dst`.
+fn load_be16(a: &mut Asm, dst: Reg, base: Reg, off: i16) {
+    a.emit(Insn::ldx_h(dst, base, off));
+    a.emit(Insn::to_be(dst, 16));
+}
+
+fn emit_parse(a: &mut Asm, no_match: Label, done: Label) {
+    use Reg::*;
+    a.emit(Insn::ldx_w(QIDX, R1, MD_RX_QUEUE_INDEX));
+    a.emit(Insn::ldx_w(DATA, R1, MD_DATA));
+    a.emit(Insn::ldx_w(END, R1, MD_DATA_END));
+    a.emit(Insn::st_dw(R10, SLOT_VLAN, NONE16));
+    a.emit(Insn::st_dw(R10, SLOT_ETYPE, 0));
+    a.emit(Insn::st_dw(R10, SLOT_PROTO, NONE8));
+    a.emit(Insn::st_dw(R10, SLOT_SPORT, NONE16));
+    a.emit(Insn::st_dw(R10, SLOT_DPORT, NONE16));
+
+    // Ethernet header.
+    bounds(a, R2, DATA, 14, no_match);
+    load_be16(a, R3, DATA, 12);
+    a.emit(Insn::mov64_imm(L3, 14));
+    let untagged = a.label();
+    a.jmp_imm(JmpOp::Jne, R3, 0x8100, untagged);
+    bounds(a, R2, DATA, 18, no_match);
+    load_be16(a, R4, DATA, 14);
+    a.emit(Insn::alu64_imm(AluOp::And, R4, 0x0fff));
+    a.emit(Insn::stx_dw(R10, SLOT_VLAN, R4));
+    load_be16(a, R3, DATA, 16);
+    a.emit(Insn::mov64_imm(L3, 18));
+    a.bind(untagged);
+    a.emit(Insn::stx_dw(R10, SLOT_ETYPE, R3));
+
+    let v4 = a.label();
+    let v6 = a.label();
+    let ports = a.label();
+    a.jmp_imm(JmpOp::Jeq, R3, 0x0800, v4);
+    a.jmp_imm(JmpOp::Jeq, R3, 0x86dd, v6);
+    a.ja(done);
+
+    // IPv4: protocol once the 20-byte header is there; L4 only for IHL >= 5, offset 0.
+    a.bind(v4);
+    a.emit(Insn::mov64_reg(R1, DATA));
+    a.emit(Insn::alu64_reg(AluOp::Add, R1, L3));
+    bounds(a, R2, R1, 20, done);
+    a.emit(Insn::ldx_b(R4, R1, 9));
+    a.emit(Insn::stx_dw(R10, SLOT_PROTO, R4));
+    load_be16(a, R4, R1, 6);
+    a.emit(Insn::alu64_imm(AluOp::And, R4, 0x1fff));
+    a.jmp_imm(JmpOp::Jne, R4, 0, done);
+    a.emit(Insn::ldx_b(R4, R1, 0));
+    a.emit(Insn::alu64_imm(AluOp::And, R4, 0x0f));
+    a.emit(Insn::alu64_imm(AluOp::Lsh, R4, 2));
+    a.jmp_imm(JmpOp::Jlt, R4, 20, done);
+    a.emit(Insn::alu64_reg(AluOp::Add, R4, L3));
+    a.ja(ports);
+
+    // IPv6: next header of the fixed header, no extension-header walk.
+    a.bind(v6);
+    a.emit(Insn::mov64_reg(R1, DATA));
+    a.emit(Insn::alu64_reg(AluOp::Add, R1, L3));
+    bounds(a, R2, R1, 40, done);
+    a.emit(Insn::ldx_b(R4, R1, 6));
+    a.emit(Insn::stx_dw(R10, SLOT_PROTO, R4));
+    a.emit(Insn::mov64_reg(R4, L3));
+    a.emit(Insn::alu64_imm(AluOp::Add, R4, 40));
+
+    // R4 = L4 offset (at most 18 + 60): the ports, if four bytes are there.
+    a.bind(ports);
+    a.emit(Insn::mov64_reg(R1, DATA));
+    a.emit(Insn::alu64_reg(AluOp::Add, R1, R4));
+    bounds(a, R2, R1, 4, done);
+    load_be16(a, R3, R1, 0);
+    a.emit(Insn::stx_dw(R10, SLOT_SPORT, R3));
+    load_be16(a, R3, R1, 2);
+    a.emit(Insn::stx_dw(R10, SLOT_DPORT, R3));
+    a.ja(done);
+}
+
+/// `if (*(u64 *)(fp + slot) != v) goto next`.
+fn slot_ne(a: &mut Asm, slot: i16, v: i32, next: Label) {
+    a.emit(Insn::ldx_dw(Reg::R1, Reg::R10, slot));
+    a.jmp_imm(JmpOp::Jne, Reg::R1, v, next);
+}
+
+/// `if (*(u64 *)(fp + slot) == v) goto next`.
+fn slot_eq(a: &mut Asm, slot: i16, v: i32, next: Label) {
+    a.emit(Insn::ldx_dw(Reg::R1, Reg::R10, slot));
+    a.jmp_imm(JmpOp::Jeq, Reg::R1, v, next);
+}
+
+/// Compares `bytes.len()` (2 or 4) packet bytes at `base + off` under `mask` with `want`.
+/// Loads are in host order, so the constants are taken from the bytes in host order too.
+fn masked_bytes_ne(a: &mut Asm, base: Reg, off: i16, want: &[u8], mask: &[u8], next: Label) {
+    let (w, m) = match want.len() {
+        2 => (
+            u16::from_ne_bytes([want[0] & mask[0], want[1] & mask[1]]) as u32,
+            u16::from_ne_bytes([mask[0], mask[1]]) as u32,
+        ),
+        _ => {
+            let mut wb = [0u8; 4];
+            let mut mb = [0u8; 4];
+            for k in 0..4 {
+                wb[k] = want[k] & mask[k];
+                mb[k] = mask[k];
+            }
+            (u32::from_ne_bytes(wb), u32::from_ne_bytes(mb))
+        }
+    };
+    if m == 0 {
+        return;
+    }
+    if want.len() == 2 {
+        a.emit(Insn::ldx_h(Reg::R3, base, off));
+    } else {
+        a.emit(Insn::ldx_w(Reg::R3, base, off));
+    }
+    if m != u32::MAX && !(want.len() == 2 && m == 0xffff) {
+        a.emit(Insn::alu32_imm(AluOp::And, Reg::R3, m as i32));
+    }
+    a.jmp32_imm(JmpOp::Jne, Reg::R3, w as i32, next);
+}
+
+fn mac_ne(a: &mut Asm, off: i16, m: &MacMatch, next: Label) {
+    masked_bytes_ne(a, DATA, off, &m.addr[0..4], &m.mask[0..4], next);
+    masked_bytes_ne(a, DATA, off + 4, &m.addr[4..6], &m.mask[4..6], next);
+}
+
+fn emit_pattern(a: &mut Asm, rule: &Rule, next: Label) {
+    use Reg::*;
+    let p = &rule.pattern;
+    if let Some(m) = &p.dst_mac {
+        mac_ne(a, 0, m, next);
+    }
+    if let Some(m) = &p.src_mac {
+        mac_ne(a, 6, m, next);
+    }
+    if let Some(v) = p.vlan {
+        slot_ne(a, SLOT_VLAN, v as i32, next);
+    }
+    if let Some(et) = p.ethertype {
+        slot_ne(a, SLOT_ETYPE, et as i32, next);
+    }
+    match p.ip {
+        Some(IpMatch::V4 { src, dst }) => {
+            slot_ne(a, SLOT_ETYPE, 0x0800, next);
+            slot_eq(a, SLOT_PROTO, NONE8, next);
+            let nets: Vec<(i16, _)> = [(12, src), (16, dst)]
+                .into_iter()
+                .filter_map(|(o, n)| n.filter(|n| n.prefix > 0).map(|n| (o, n)))
+                .collect();
+            if !nets.is_empty() {
+                a.emit(Insn::mov64_reg(R2, DATA));
+                a.emit(Insn::alu64_reg(AluOp::Add, R2, L3));
+                bounds(a, R4, R2, 20, next);
+                for (o, n) in nets {
+                    let want = n.addr.octets();
+                    let mask = n.mask().to_be_bytes();
+                    masked_bytes_ne(a, R2, o, &want, &mask, next);
+                }
+            }
+        }
+        Some(IpMatch::V6 { src, dst }) => {
+            slot_ne(a, SLOT_ETYPE, 0x86dd, next);
+            slot_eq(a, SLOT_PROTO, NONE8, next);
+            let nets: Vec<(i16, _)> = [(8, src), (24, dst)]
+                .into_iter()
+                .filter_map(|(o, n)| n.filter(|n| n.prefix > 0).map(|n| (o, n)))
+                .collect();
+            if !nets.is_empty() {
+                a.emit(Insn::mov64_reg(R2, DATA));
+                a.emit(Insn::alu64_reg(AluOp::Add, R2, L3));
+                bounds(a, R4, R2, 40, next);
+                for (o, n) in nets {
+                    let want = n.addr.octets();
+                    let mask = n.mask().to_be_bytes();
+                    for k in 0..4 {
+                        let r = 4 * k;
+                        masked_bytes_ne(
+                            a,
+                            R2,
+                            o + r as i16,
+                            &want[r..r + 4],
+                            &mask[r..r + 4],
+                            next,
+                        );
+                    }
+                }
+            }
+        }
+        None => {}
+    }
+    if let Some(proto) = p.ip_proto {
+        slot_ne(a, SLOT_PROTO, proto as i32, next);
+    }
+    if let Some(l4) = p.l4 {
+        slot_ne(a, SLOT_PROTO, l4.proto.ip_proto() as i32, next);
+        // The ports must be readable even when the rule does not look at them.
+        slot_eq(a, SLOT_SPORT, NONE16, next);
+        if let Some(sp) = l4.src_port {
+            slot_ne(a, SLOT_SPORT, sp as i32, next);
+        }
+        if let Some(dp) = l4.dst_port {
+            slot_ne(a, SLOT_DPORT, dp as i32, next);
+        }
+    }
+}
+
+fn emit_action(a: &mut Asm, act: &Action, pass: Label, redirect: Label) {
+    match act {
+        Action::Drop => {
+            a.emit(Insn::mov64_imm(Reg::R0, action::DROP as i32));
+            a.emit(Insn::exit());
+        }
+        Action::Queue(q) => {
+            a.jmp_imm(JmpOp::Jeq, QIDX, *q as i32, redirect);
+            a.ja(pass);
+        }
+        Action::Rss(qs) => {
+            for q in qs {
+                a.jmp_imm(JmpOp::Jeq, QIDX, *q as i32, redirect);
+            }
+            a.ja(pass);
+        }
+    }
+}

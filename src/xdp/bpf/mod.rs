@@ -1,0 +1,11 @@
+//! The XDP steering program: an eBPF encoder ([`insn`]), the rule compiler ([`compile()`]) and
+//! the `bpf()` system call ([`sys`]). No clang, libbpf or libxdp: rawq writes the instructions
+//! itself.
+
+pub mod compile;
+pub mod insn;
+pub mod sys;
+
+pub use compile::{compile, Variant, VERDICT_BASE, VERDICT_NONE};
+pub use insn::{Asm, Insn, Label, Reg};
+pub use sys::{action, Program, XdpLink, XskMap};

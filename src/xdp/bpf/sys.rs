@@ -1,0 +1,378 @@
+//! The `bpf()` system call: the XSKMAP, program loading, test runs, and the XDP link.
+//!
+//! Each command takes its own prefix of `union bpf_attr` (`include/uapi/linux/bpf.h`); the
+//! structs below are those prefixes, `#[repr(C)]`, passed with their own size (the kernel treats
+//! missing trailing fields as zero).
+//!
+//! Every object is an [`OwnedFd`]: closing it releases the kernel object. In particular the
+//! [`XdpLink`] detaches the program from the interface when its fd closes, which also happens
+//! when the process dies, so a killed rawq process never leaves a program behind.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::insn::{to_bytes, Insn};
+use crate::error::{Error, Result};
+
+// Commands (enum bpf_cmd).
+const BPF_MAP_CREATE: i32 = 0;
+const BPF_MAP_UPDATE_ELEM: i32 = 2;
+const BPF_MAP_DELETE_ELEM: i32 = 3;
+const BPF_PROG_LOAD: i32 = 5;
+const BPF_PROG_TEST_RUN: i32 = 10;
+const BPF_OBJ_GET_INFO_BY_FD: i32 = 15;
+const BPF_LINK_CREATE: i32 = 28;
+
+/// `BPF_MAP_TYPE_XSKMAP`.
+const MAP_TYPE_XSKMAP: u32 = 17;
+/// `BPF_PROG_TYPE_XDP`.
+const PROG_TYPE_XDP: u32 = 6;
+/// `BPF_XDP` (enum bpf_attach_type).
+const ATTACH_TYPE_XDP: u32 = 37;
+
+/// XDP return codes (enum xdp_action).
+pub mod action {
+    /// Error: the frame is dropped and a tracepoint fires.
+    pub const ABORTED: u32 = 0;
+    /// The frame is dropped.
+    pub const DROP: u32 = 1;
+    /// The frame continues to the kernel stack.
+    pub const PASS: u32 = 2;
+    /// The frame is sent back out of the interface.
+    pub const TX: u32 = 3;
+    /// The frame was redirected (here: to an AF_XDP socket).
+    pub const REDIRECT: u32 = 4;
+}
+
+/// Helper number of `bpf_redirect_map`.
+pub const HELPER_REDIRECT_MAP: i32 = 51;
+
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    // Explicit: the kernel rejects non-zero bytes past the last field it knows.
+    _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+/// Calls `bpf(cmd, attr, sizeof attr)`.
+fn bpf<T>(cmd: i32, attr: &mut T) -> io::Result<i32> {
+    // SAFETY: `attr` is a live, initialized `#[repr(C)]` prefix of `union bpf_attr` for `cmd`, and
+    // its size is passed along, so the kernel reads and writes only inside it. Pointers inside it
+    // (buffers, keys) are set by the callers to memory that outlives this call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>() as libc::c_long,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as i32)
+    }
+}
+
+fn fd_from(rc: i32) -> OwnedFd {
+    // SAFETY: `rc` is a new file descriptor the kernel just returned to us; nothing else owns it.
+    unsafe { OwnedFd::from_raw_fd(rc) }
+}
+
+fn name16(name: &str) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // The kernel accepts [A-Za-z0-9_.], at most 15 bytes plus the NUL.
+    for (d, s) in b.iter_mut().zip(name.bytes().take(15)) {
+        *d = if s.is_ascii_alphanumeric() || s == b'_' || s == b'.' {
+            s
+        } else {
+            b'_'
+        };
+    }
+    b
+}
+
+/// An `XSKMAP`: netdev rx queue index → AF_XDP socket.
+#[derive(Debug)]
+pub struct XskMap {
+    fd: OwnedFd,
+    entries: u32,
+}
+
+impl XskMap {
+    /// Creates a map with `entries` slots (keys `0..entries`).
+    ///
+    /// # Errors
+    /// [`Error::Permission`] without CAP_BPF / CAP_NET_ADMIN; [`Error::Os`] otherwise.
+    pub fn create(entries: u32) -> Result<XskMap> {
+        let mut a = MapCreateAttr {
+            map_type: MAP_TYPE_XSKMAP,
+            key_size: 4,
+            value_size: 4,
+            max_entries: entries.max(1),
+            map_name: name16("rawq_xsks"),
+            ..Default::default()
+        };
+        let fd = bpf(BPF_MAP_CREATE, &mut a).map_err(|e| Error::os("bpf(BPF_MAP_CREATE)", e))?;
+        Ok(XskMap {
+            fd: fd_from(fd),
+            entries: entries.max(1),
+        })
+    }
+
+    /// Number of slots.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// Puts socket `xsk_fd` at `key`.
+    ///
+    /// # Errors
+    /// [`Error::Os`] (e.g. EINVAL for a key out of range or an unbound socket).
+    pub fn insert(&self, key: u32, xsk_fd: RawFd) -> Result<()> {
+        let k = key;
+        let v = xsk_fd as u32;
+        let mut a = MapElemAttr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            key: &k as *const u32 as u64,
+            value: &v as *const u32 as u64,
+            ..Default::default()
+        };
+        bpf(BPF_MAP_UPDATE_ELEM, &mut a).map_err(|e| Error::os("bpf(BPF_MAP_UPDATE_ELEM)", e))?;
+        Ok(())
+    }
+
+    /// Removes the socket at `key` (ENOENT if there is none).
+    ///
+    /// # Errors
+    /// [`Error::Os`].
+    pub fn remove(&self, key: u32) -> Result<()> {
+        let k = key;
+        let mut a = MapElemAttr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            key: &k as *const u32 as u64,
+            ..Default::default()
+        };
+        bpf(BPF_MAP_DELETE_ELEM, &mut a).map_err(|e| Error::os("bpf(BPF_MAP_DELETE_ELEM)", e))?;
+        Ok(())
+    }
+
+    /// The map's file descriptor (what `lddw` with `BPF_PSEUDO_MAP_FD` names).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A loaded XDP program.
+#[derive(Debug)]
+pub struct Program {
+    fd: OwnedFd,
+}
+
+impl Program {
+    /// Loads `insns` as an XDP program named `name` under the GPL license.
+    ///
+    /// The program is first loaded without a log; if the verifier rejects it, it is loaded again
+    /// with a 1 MiB log so that the error carries the verifier's explanation.
+    ///
+    /// # Errors
+    /// [`Error::Verifier`] with the log when the verifier says no (EINVAL / EACCES / E2BIG);
+    /// [`Error::Permission`] without CAP_BPF.
+    pub fn load(insns: &[Insn], name: &str) -> Result<Program> {
+        let code = to_bytes(insns);
+        let license = b"GPL\0";
+        let mut a = ProgLoadAttr {
+            prog_type: PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: code.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            prog_name: name16(name),
+            expected_attach_type: ATTACH_TYPE_XDP,
+            ..Default::default()
+        };
+        match bpf(BPF_PROG_LOAD, &mut a) {
+            Ok(fd) => return Ok(Program { fd: fd_from(fd) }),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                return Err(Error::os("bpf(BPF_PROG_LOAD)", e))
+            }
+            Err(_) => {}
+        }
+        let mut log = vec![0u8; 1 << 20];
+        a.log_level = 1;
+        a.log_size = log.len() as u32;
+        a.log_buf = log.as_mut_ptr() as u64;
+        match bpf(BPF_PROG_LOAD, &mut a) {
+            Ok(fd) => Ok(Program { fd: fd_from(fd) }),
+            Err(e) => {
+                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                let text = String::from_utf8_lossy(&log[..end]).into_owned();
+                match e.raw_os_error() {
+                    Some(libc::EPERM) => Err(Error::os("bpf(BPF_PROG_LOAD)", e)),
+                    _ => Err(Error::Verifier {
+                        source: e,
+                        log: text,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Runs the program once on `frame` with `BPF_PROG_TEST_RUN` and returns its return value.
+    /// The kernel requires at least 14 bytes (an Ethernet header).
+    ///
+    /// # Errors
+    /// [`Error::Os`] (EINVAL for frames shorter than 14 bytes or longer than a page).
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut a = TestRunAttr {
+            prog_fd: self.fd.as_raw_fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_size_out: out.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| Error::os("bpf(BPF_PROG_TEST_RUN)", e))?;
+        Ok(a.retval)
+    }
+
+    /// The kernel's id of the program (what `bpftool prog show` and netlink report).
+    ///
+    /// # Errors
+    /// [`Error::Os`].
+    pub fn id(&self) -> Result<u32> {
+        prog_id_of(self.fd.as_raw_fd())
+    }
+
+    /// The program's file descriptor.
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// `bpf_prog_info.id` of the program behind `fd`.
+fn prog_id_of(fd: RawFd) -> Result<u32> {
+    // struct bpf_prog_info starts with `__u32 type; __u32 id;`; the kernel fills at most
+    // `info_len` bytes.
+    let mut info = [0u32; 2];
+    let mut a = InfoAttr {
+        bpf_fd: fd as u32,
+        info_len: 8,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a).map_err(|e| Error::os("bpf(BPF_OBJ_GET_INFO_BY_FD)", e))?;
+    Ok(info[1])
+}
+
+/// A program attached to an interface through a BPF link: detached when dropped (or when the
+/// process exits).
+#[derive(Debug)]
+pub struct XdpLink {
+    fd: OwnedFd,
+    ifindex: u32,
+}
+
+impl XdpLink {
+    /// Attaches `prog` to interface `ifindex` (native mode where the driver has it, generic
+    /// otherwise). Never replaces a program that is already there.
+    ///
+    /// # Errors
+    /// The raw OS error: EBUSY or EEXIST when the interface already has an XDP program (see
+    /// [`crate::xdp::attached_prog_id`] for which one), EPERM without CAP_NET_ADMIN.
+    pub fn attach(prog: &Program, ifindex: u32) -> io::Result<XdpLink> {
+        let mut a = LinkCreateAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: ATTACH_TYPE_XDP,
+            flags: 0,
+        };
+        let fd = bpf(BPF_LINK_CREATE, &mut a)?;
+        Ok(XdpLink {
+            fd: fd_from(fd),
+            ifindex,
+        })
+    }
+
+    /// The interface it is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The link's file descriptor.
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

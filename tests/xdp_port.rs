@@ -1,0 +1,804 @@
+//! AF_XDP ports on a veth pair between two throwaway namespaces: bifurcation (rawq takes one
+//! UDP flow, the kernel keeps ping, TCP and the rest), transmit, program cleanup, refusal to
+//! replace a program, and a long sequence-numbered loop through the rings.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use rawq::flow::{Action, L4Match, L4Proto, Pattern, Rule};
+use rawq::{Backend, Error, Mempool, Packet, Port};
+use support::NetnsPair;
+
+fn udp_dst(port: u16) -> Rule {
+    Rule {
+        pattern: Pattern {
+            l4: Some(L4Match {
+                proto: L4Proto::Udp,
+                src_port: None,
+                dst_port: Some(port),
+            }),
+            ..Default::default()
+        },
+        priority: 0,
+        action: Action::Queue(0),
+    }
+}
+
+/// Opens an XDP port on `dev` from a thread inside `ns`.
+fn open_in(
+    ns: &NetnsPair,
+    which: &str,
+    dev: &str,
+    rules: Vec<Rule>,
+    ring: u32,
+) -> rawq::Result<Port> {
+    let dev = dev.to_string();
+    ns.run_in(which, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .rules(rules)
+            .rx_ring(ring)
+            .tx_ring(ring)
+            .open()
+    })
+}
+
+/// `ip -d link show` of `dev` in `ns`.
+fn link_show(_p: &NetnsPair, ns: &str, dev: &str) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", dev])
+        .output()
+        .expect("ip link show");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ipv4_of(s: &str) -> [u8; 4] {
+    s.parse::<std::net::Ipv4Addr>().unwrap().octets()
+}
+
+fn csum_fold(mut s: u32) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+fn csum_add(b: &[u8]) -> u32 {
+    b.chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
+        .sum()
+}
+
+/// An Ethernet/IPv4/UDP frame with correct checksums.
+fn udp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(42 + payload.len());
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let tot = (20 + 8 + payload.len()) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&tot.to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = csum_fold(csum_add(&ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let ulen = (8 + payload.len()) as u16;
+    let mut udp = Vec::with_capacity(8 + payload.len());
+    udp.extend_from_slice(&sport.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&ulen.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&ulen.to_be_bytes());
+    let mut c = csum_fold(csum_add(&pseudo) + csum_add(&udp));
+    if c == 0 {
+        c = 0xffff;
+    }
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&udp);
+    f
+}
+
+/// (destination port, payload) of an untagged IPv4/UDP frame.
+fn udp_of(f: &[u8]) -> Option<(u16, &[u8])> {
+    if f.len() < 42 || f[12..14] != [0x08, 0x00] || f[23] != 17 {
+        return None;
+    }
+    let ihl = (f[14] & 0x0f) as usize * 4;
+    let l4 = 14 + ihl;
+    let dport = u16::from_be_bytes([*f.get(l4 + 2)?, *f.get(l4 + 3)?]);
+    Some((dport, f.get(l4 + 8..)?))
+}
+
+fn all_buffers_home(pool: &Mempool) {
+    pool.flush_local_cache();
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "every UMEM buffer must be back in the pool"
+    );
+}
+
+#[test]
+fn bifurcation_rawq_takes_udp_9000_kernel_keeps_the_rest() {
+    let Some(p) = NetnsPair::new("xbif") else {
+        return;
+    };
+    let mut port = open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 1024).expect("open port");
+    eprintln!("port: {:?}", port.info());
+    assert_eq!(port.info().backend, "xdp");
+    assert!(["copy", "zero-copy"].contains(&port.info().mode.as_str()));
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+
+    // Kernel sockets in B.
+    let ip_b = p.ip_b.clone();
+    let (udp_b, tcp_b) = p.run_in(&p.b, move || {
+        let u = UdpSocket::bind((ip_b.as_str(), 9001)).unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let t = TcpListener::bind((ip_b.as_str(), 5001)).unwrap();
+        (u, t)
+    });
+
+    // rawq's receiver.
+    const N: usize = 300;
+    let rx = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut burst = Vec::with_capacity(64);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut quiet_since: Option<Instant> = None;
+        while Instant::now() < deadline {
+            burst.clear();
+            let n = q.rx_burst(&mut burst, 64);
+            for pkt in burst.drain(..) {
+                got.push(pkt.to_vec());
+            }
+            if got.len() >= N {
+                // Keep listening a little: nothing else may arrive.
+                let t = *quiet_since.get_or_insert_with(Instant::now);
+                if t.elapsed() > Duration::from_millis(500) {
+                    break;
+                }
+            }
+            if n == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        (got, q)
+    });
+
+    // TCP: a few MB from A to B, verified byte for byte.
+    const TCP_BYTES: usize = 4 << 20;
+    let pattern = |i: usize| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1];
+    let tcp_rx = std::thread::spawn(move || {
+        let (mut s, _) = tcp_b.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0usize;
+        let mut bad = 0usize;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            for (k, &b) in buf[..n].iter().enumerate() {
+                if b != pattern(total + k) {
+                    bad += 1;
+                }
+            }
+            total += n;
+        }
+        (total, bad)
+    });
+    let ns_a = format!("/var/run/netns/{}", p.a);
+    let ip_b = p.ip_b.clone();
+    let tcp_tx = std::thread::spawn(move || {
+        support::enter_netns(&ns_a);
+        let mut s = TcpStream::connect((ip_b.as_str(), 5001)).unwrap();
+        let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
+        s.write_all(&data).unwrap();
+    });
+
+    // Ping at the same time.
+    let ping_ns = p.a.clone();
+    let ping_dst = p.ip_b.clone();
+    let ping = std::thread::spawn(move || {
+        std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &ping_ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", &ping_dst,
+            ])
+            .output()
+            .unwrap()
+    });
+
+    // The kernel's receiver on 9001, draining while the sender runs.
+    let kern_rx = std::thread::spawn(move || {
+        let mut kern = vec![false; N];
+        let mut buf = [0u8; 2048];
+        for _ in 0..N {
+            let Ok((n, _)) = udp_b.recv_from(&mut buf) else {
+                break;
+            };
+            let s = std::str::from_utf8(&buf[..n]).unwrap();
+            let i: usize = s.strip_prefix("kern ").unwrap().parse().unwrap();
+            assert!(!kern[i], "duplicate {s}");
+            kern[i] = true;
+        }
+        kern
+    });
+
+    // UDP from A: N datagrams to 9000 (rawq) and N to 9001 (kernel), interleaved.
+    let ip_b = p.ip_b.clone();
+    let ip_a = p.ip_a.clone();
+    p.run_in(&p.a, move || {
+        let s = UdpSocket::bind((ip_a.as_str(), 0)).unwrap();
+        for i in 0..N {
+            s.send_to(format!("rawq {i}").as_bytes(), (ip_b.as_str(), 9000))
+                .unwrap();
+            s.send_to(format!("kern {i}").as_bytes(), (ip_b.as_str(), 9001))
+                .unwrap();
+            if i % 16 == 15 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+
+    let kern = kern_rx.join().unwrap();
+    assert_eq!(
+        kern.iter().filter(|&&k| k).count(),
+        N,
+        "the kernel socket on 9001 gets all its datagrams"
+    );
+
+    let ping = ping.join().unwrap();
+    let ping_out = String::from_utf8_lossy(&ping.stdout);
+    assert!(
+        ping.status.success() && ping_out.contains(" 0% packet loss"),
+        "ping through the XDP program: {ping_out}"
+    );
+    tcp_tx.join().unwrap();
+    let (total, bad) = tcp_rx.join().unwrap();
+    assert_eq!(
+        (total, bad),
+        (TCP_BYTES, 0),
+        "TCP stream arrives byte-exact"
+    );
+
+    let (got, q) = rx.join().unwrap();
+    let mut seen = vec![false; N];
+    for f in &got {
+        let (dport, payload) =
+            udp_of(f).unwrap_or_else(|| panic!("rawq got a non-UDP frame {f:02x?}"));
+        assert_eq!(dport, 9000, "rawq got a frame for port {dport}");
+        let s = std::str::from_utf8(payload).unwrap();
+        let i: usize = s.strip_prefix("rawq ").unwrap().parse().unwrap();
+        assert!(!seen[i], "duplicate {s}");
+        seen[i] = true;
+    }
+    assert_eq!(
+        got.len(),
+        N,
+        "rawq receives exactly the UDP frames sent to 9000"
+    );
+    let st = q.stats();
+    assert_eq!(st.rx_packets, N as u64);
+    drop(got);
+    drop(q);
+    drop(port);
+    all_buffers_home(&pool);
+}
+
+#[test]
+fn tx_frames_reach_a_kernel_socket_intact() {
+    let Some(p) = NetnsPair::new("xtx") else {
+        return;
+    };
+    let mac_a = p.mac(&p.a, &p.veth_a);
+    let mac_b = p.mac(&p.b, &p.veth_b);
+    let (ia, ib) = (ipv4_of(&p.ip_a), ipv4_of(&p.ip_b));
+    let ip_a = p.ip_a.clone();
+    let sock = p.run_in(&p.a, move || {
+        let u = UdpSocket::bind((ip_a.as_str(), 7000)).unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        u
+    });
+    // No rules: no program; transmit works without one.
+    let mut port = open_in(&p, &p.b, &p.veth_b, Vec::new(), 256).expect("open port");
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+
+    const N: usize = 500;
+    let mut sent = 0usize;
+    let mut burst: Vec<Packet> = Vec::with_capacity(32);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = vec![false; N];
+    let mut received = 0usize;
+    let mut buf = [0u8; 2048];
+    sock.set_nonblocking(true).unwrap();
+    while (sent < N || received < N) && Instant::now() < deadline {
+        if sent < N && burst.is_empty() {
+            let k = 32.min(N - sent);
+            q.alloc_burst(&mut burst, k).unwrap();
+            for (j, pkt) in burst.iter_mut().enumerate() {
+                let i = sent + j;
+                let payload = format!("tx {i} {}", "x".repeat(i % 200));
+                pkt.copy_from_slice(&udp_frame(
+                    mac_a,
+                    mac_b,
+                    ib,
+                    ia,
+                    7001,
+                    7000,
+                    payload.as_bytes(),
+                ))
+                .unwrap();
+            }
+        }
+        let before = burst.len();
+        q.tx_burst(&mut burst);
+        sent += before - burst.len();
+        q.reclaim();
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            assert_eq!(from.port(), 7001);
+            let s = std::str::from_utf8(&buf[..n]).unwrap();
+            let mut it = s.split(' ');
+            assert_eq!(it.next(), Some("tx"));
+            let i: usize = it.next().unwrap().parse().unwrap();
+            assert_eq!(it.next().unwrap(), "x".repeat(i % 200), "payload of {i}");
+            assert!(!got[i], "duplicate {i}");
+            got[i] = true;
+            received += 1;
+        }
+        if sent == N {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    assert_eq!(sent, N);
+    assert_eq!(
+        received, N,
+        "every transmitted frame reaches the kernel socket in A"
+    );
+    let st = q.stats();
+    assert_eq!(st.tx_packets, N as u64);
+    // All completions come back.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) {
+        q.reclaim();
+    }
+    drop(burst);
+    drop(q);
+    drop(port);
+    all_buffers_home(&pool);
+}
+
+#[test]
+fn dropping_the_port_detaches_the_program() {
+    let Some(p) = NetnsPair::new("xdrop") else {
+        return;
+    };
+    let port = open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 64).expect("open port");
+    let shown = link_show(&p, &p.b, &p.veth_b);
+    assert!(
+        shown.contains("prog/xdp"),
+        "attached while the port lives: {shown}"
+    );
+    let dev = p.veth_b.clone();
+    let id = p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap());
+    assert!(id.is_some());
+    drop(port);
+    let shown = link_show(&p, &p.b, &p.veth_b);
+    assert!(!shown.contains("prog/xdp"), "detached after drop: {shown}");
+    let dev = p.veth_b.clone();
+    let id = p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap());
+    assert_eq!(id, None);
+}
+
+#[test]
+fn a_second_port_on_the_same_interface_is_refused_with_the_id() {
+    let Some(p) = NetnsPair::new("xtwice") else {
+        return;
+    };
+    let first = open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 64).expect("open port");
+    let dev = p.veth_b.clone();
+    let id = p
+        .run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap())
+        .expect("a program is attached");
+    match open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9001)], 64) {
+        Err(Error::XdpAlreadyAttached { ifname, prog_id }) => {
+            assert_eq!(ifname, p.veth_b);
+            assert_eq!(prog_id, id);
+            let msg = Error::XdpAlreadyAttached { ifname, prog_id }.to_string();
+            assert!(msg.contains(&id.to_string()), "{msg}");
+        }
+        other => panic!("expected XdpAlreadyAttached, got {other:?}"),
+    }
+    // The first port's program is untouched.
+    let dev = p.veth_b.clone();
+    assert_eq!(
+        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        Some(id)
+    );
+    drop(first);
+}
+
+/// When this env var names `<netns>/<ifname>`, the test below is the child: it opens a port
+/// there, says so on stdout, and sleeps until it is killed.
+const CHILD_ENV: &str = "RAWQ_XDP_TEST_CHILD";
+
+#[test]
+fn killed_process_leaves_no_program() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let (ns, dev) = spec.split_once('/').unwrap();
+        support::enter_netns(&format!("/var/run/netns/{ns}"));
+        let _port = Port::builder(Backend::Xdp {
+            ifname: dev.to_string(),
+        })
+        .rule(udp_dst(9000))
+        .rx_ring(64)
+        .tx_ring(64)
+        .open()
+        .expect("child opens the port");
+        println!("RAWQ-CHILD-READY");
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    let Some(p) = NetnsPair::new("xkill") else {
+        return;
+    };
+    let exe = std::env::current_exe().unwrap();
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "killed_process_leaves_no_program",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, format!("{}/{}", p.b, p.veth_b))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 256];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.contains("RAWQ-CHILD-READY") && Instant::now() < deadline {
+        match out.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        seen.contains("RAWQ-CHILD-READY"),
+        "child did not open the port: {seen}"
+    );
+    let shown = link_show(&p, &p.b, &p.veth_b);
+    assert!(
+        shown.contains("prog/xdp"),
+        "the child's program is attached: {shown}"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // The link fd closes with the process; detaching happens in its exit path.
+    let t = Instant::now();
+    let mut shown = link_show(&p, &p.b, &p.veth_b);
+    while shown.contains("prog/xdp") && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+        shown = link_show(&p, &p.b, &p.veth_b);
+    }
+    assert!(
+        !shown.contains("prog/xdp"),
+        "no program after kill -9: {shown}"
+    );
+}
+
+#[test]
+fn two_queues_share_the_umem_and_keep_their_netdev_queue() {
+    let Some(p) = NetnsPair::new("xmq") else {
+        return;
+    };
+    // A second veth pair in the same namespaces, with two queues each way.
+    let (ma, mb) = (format!("{}m", p.veth_a), format!("{}m", p.veth_b));
+    let out = std::process::Command::new("ip")
+        .args([
+            "link",
+            "add",
+            &ma,
+            "netns",
+            &p.a,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &mb,
+            "netns",
+            &p.b,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (ns, dev) in [(&p.a, &ma), (&p.b, &mb)] {
+        let out = std::process::Command::new("ip")
+            .args(["-n", ns, "link", "set", dev, "up"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let mac_b = p.mac(&p.b, &mb);
+    let mac_a = p.mac(&p.a, &ma);
+    let mut rule = udp_dst(9000);
+    rule.action = Action::Rss(vec![0, 1]);
+    let mb2 = mb.clone();
+    let mut port_b = p
+        .run_in(&p.b, move || {
+            Port::builder(Backend::Xdp { ifname: mb2 })
+                .queues(2)
+                .rule(rule)
+                .rx_ring(256)
+                .tx_ring(256)
+                .open()
+        })
+        .expect("2-queue receiving port");
+    let ma2 = ma.clone();
+    let mut port_a = p
+        .run_in(&p.a, move || {
+            Port::builder(Backend::Xdp { ifname: ma2 })
+                .queues(2)
+                .rx_ring(256)
+                .tx_ring(256)
+                .open()
+        })
+        .expect("2-queue sending port");
+    assert_eq!(port_b.info().queues, 2);
+    let mut qa = port_a.take_queues();
+    let mut qb = port_b.take_queues();
+
+    // Queue i of A sends frames tagged i; veth delivers tx queue i to the peer's rx queue i, and
+    // the program hands rx queue i to rawq queue i of B.
+    const N: usize = 100;
+    let (ia, ib) = (ipv4_of(&p.ip_a), ipv4_of(&p.ip_b));
+    for (i, q) in qa.iter_mut().enumerate() {
+        let mut burst = Vec::new();
+        q.alloc_burst(&mut burst, N).unwrap();
+        for (k, pkt) in burst.iter_mut().enumerate() {
+            let payload = format!("q{i} {k}");
+            pkt.copy_from_slice(&udp_frame(
+                mac_b,
+                mac_a,
+                ia,
+                ib,
+                4000,
+                9000,
+                payload.as_bytes(),
+            ))
+            .unwrap();
+        }
+        let t = Instant::now();
+        while !burst.is_empty() && t.elapsed() < Duration::from_secs(5) {
+            q.tx_burst(&mut burst);
+        }
+        assert!(burst.is_empty());
+    }
+    let mut got: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let t = Instant::now();
+    let mut burst = Vec::new();
+    while got.iter().map(Vec::len).sum::<usize>() < 2 * N && t.elapsed() < Duration::from_secs(10) {
+        for q in qa.iter_mut() {
+            q.reclaim();
+        }
+        for (i, q) in qb.iter_mut().enumerate() {
+            q.rx_burst(&mut burst, 64);
+            for pkt in burst.drain(..) {
+                let (_, payload) = udp_of(pkt.data()).expect("udp");
+                got[i].push(String::from_utf8_lossy(payload).into_owned());
+            }
+        }
+    }
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g.len(), N, "queue {i} got {g:?}");
+        assert!(
+            g.iter().all(|s| s.starts_with(&format!("q{i} "))),
+            "queue {i}: {g:?}"
+        );
+    }
+    let pools = [port_a.pool().clone(), port_b.pool().clone()];
+    drop(burst);
+    drop(qa);
+    drop(qb);
+    drop(port_a);
+    drop(port_b);
+    for pool in &pools {
+        all_buffers_home(pool);
+    }
+}
+
+#[test]
+fn bad_configurations_are_errors_that_say_why() {
+    let Some(p) = NetnsPair::new("xcfg") else {
+        return;
+    };
+    // A veth has one rx queue by default.
+    let dev = p.veth_b.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .queues(2)
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::Config(msg)) => assert!(msg.contains("rx queue"), "{msg}"),
+        other => panic!("expected a queue-count error, got {other:?}"),
+    }
+    // UMEM chunks must be 2048 or 4096 bytes.
+    let dev = p.veth_b.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .pool_config(rawq::MempoolConfig {
+                buf_size: 1024,
+                huge_pages: rawq::HugePages::Never,
+                ..Default::default()
+            })
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::Config(msg)) => assert!(msg.contains("2048"), "{msg}"),
+        other => panic!("expected a buffer-size error, got {other:?}"),
+    }
+    // An interface of another namespace is not found, and the message lists what exists.
+    let dev = p.veth_a.clone();
+    let r = p.run_in(&p.b, move || {
+        Port::builder(Backend::Xdp { ifname: dev })
+            .open()
+            .map(|_| ())
+    });
+    match r {
+        Err(Error::NotFound { available, .. }) => assert!(available.contains("lo"), "{available}"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    // Nothing was left attached by the failed opens.
+    let dev = p.veth_b.clone();
+    assert_eq!(
+        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        None
+    );
+}
+
+/// Attaches `prog_fd` to interface `ifindex` the old way (rtnetlink `IFLA_XDP_FD`), in generic
+/// (skb) mode, as another tool would; in the calling thread's namespace.
+fn attach_with_netlink(ifindex: u32, prog_fd: i32) -> std::io::Result<()> {
+    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = ((4 + payload.len()) as u16).to_ne_bytes().to_vec();
+        v.extend_from_slice(&ty.to_ne_bytes());
+        v.extend_from_slice(payload);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+    const RTM_SETLINK: u16 = 19;
+    const IFLA_XDP: u16 = 43;
+    const NLA_F_NESTED: u16 = 0x8000;
+    const IFLA_XDP_FD: u16 = 1;
+    const IFLA_XDP_FLAGS: u16 = 3;
+    const XDP_FLAGS_SKB_MODE: u32 = 2;
+    let mut xdp = attr(IFLA_XDP_FD, &prog_fd.to_ne_bytes());
+    xdp.extend(attr(IFLA_XDP_FLAGS, &XDP_FLAGS_SKB_MODE.to_ne_bytes()));
+    let mut body = vec![0u8; 16]; // ifinfomsg
+    body[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    body.extend(attr(IFLA_XDP | NLA_F_NESTED, &xdp));
+    let mut msg = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+    msg.extend_from_slice(&RTM_SETLINK.to_ne_bytes());
+    msg.extend_from_slice(&(1u16 | 4).to_ne_bytes()); // NLM_F_REQUEST | NLM_F_ACK
+    msg.extend_from_slice(&1u32.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend(body);
+    // SAFETY: plain socket calls on buffers that live across each call.
+    unsafe {
+        let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        let rc = libc::sendto(
+            fd,
+            msg.as_ptr() as *const libc::c_void,
+            msg.len(),
+            0,
+            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        );
+        let mut buf = [0u8; 4096];
+        let n = if rc < 0 {
+            -1
+        } else {
+            libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0)
+        };
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n < 20 {
+            return Err(err);
+        }
+        let errno = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+        if errno != 0 {
+            return Err(std::io::Error::from_raw_os_error(-errno));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_program_attached_by_another_tool_is_never_replaced() {
+    let Some(p) = NetnsPair::new("xother") else {
+        return;
+    };
+    use rawq::xdp::bpf::{Insn, Program, Reg};
+    let dev = p.veth_b.clone();
+    let (prog, id) = p.run_in(&p.b, move || {
+        let prog =
+            Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "other_tool").unwrap();
+        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        attach_with_netlink(ifindex, prog.as_raw_fd()).expect("attach via rtnetlink");
+        let id = prog.id().unwrap();
+        (prog, id)
+    });
+    match open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 64) {
+        Err(Error::XdpAlreadyAttached { prog_id, .. }) => assert_eq!(prog_id, id),
+        other => panic!("expected XdpAlreadyAttached, got {other:?}"),
+    }
+    // Underneath the up-front netlink check, the kernel refuses the link as well, which is what
+    // `open` falls back on if a program appears between the check and the attach.
+    let dev = p.veth_b.clone();
+    let errno = p.run_in(&p.b, move || {
+        let mine =
+            Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "rawq_probe").unwrap();
+        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        rawq::xdp::bpf::XdpLink::attach(&mine, ifindex)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    });
+    assert!(
+        matches!(errno, Err(Some(libc::EBUSY)) | Err(Some(libc::EEXIST))),
+        "{errno:?}"
+    );
+    drop(prog); // the attachment holds its own reference
+    let dev = p.veth_b.clone();
+    assert_eq!(
+        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        Some(id),
+        "the other tool's program is still there"
+    );
+}
