@@ -162,6 +162,24 @@ impl RawQp {
         )
     }
 
+    /// Resets the QP (the device lets go of every posted WQE) and brings it back to RTS on
+    /// `port`: the recovery after an error completion.
+    ///
+    /// # Errors
+    /// [`Error::Os`] with the errno of `ibv_modify_qp`.
+    pub fn reset(&self, port: u8) -> Result<()> {
+        // SAFETY: plain old data; all-zero is a valid start.
+        let mut a: ibv_qp_attr = unsafe { mem::zeroed() };
+        a.qp_state = ibv_qp_state::IBV_QPS_RESET;
+        modify(
+            self.qp.as_ptr(),
+            &mut a,
+            ibv_qp_attr_mask::IBV_QP_STATE.0,
+            "ibv_modify_qp(RESET)",
+        )?;
+        self.ready(port)
+    }
+
     /// What the QP was created with (as the provider rounded it).
     pub fn caps(&self) -> QpCaps {
         self.caps

@@ -89,6 +89,15 @@ impl Wq {
         self.set_state(ibv_wq_state::IBV_WQS_ERR, "ibv_modify_wq(ERR)")
     }
 
+    /// Resets the WQ (the device lets go of every posted receive) and makes it ready again.
+    ///
+    /// # Errors
+    /// [`Error::Os`] with the errno of `ibv_modify_wq`.
+    pub fn reset(&self) -> Result<()> {
+        self.set_state(ibv_wq_state::IBV_WQS_RESET, "ibv_modify_wq(RESET)")?;
+        self.set_state(ibv_wq_state::IBV_WQS_RDY, "ibv_modify_wq(RDY)")
+    }
+
     /// Work requests the WQ holds.
     pub fn max_wr(&self) -> u32 {
         self.max_wr
