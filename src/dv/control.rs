@@ -1,0 +1,1 @@
+//! mlx5dv control path (in progress).
