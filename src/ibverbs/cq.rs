@@ -65,6 +65,21 @@ impl Cq {
         })
     }
 
+    /// Takes ownership of a CQ created elsewhere (e.g. by `mlx5dv_create_cq`).
+    ///
+    /// # Safety
+    /// `cq` must be a live CQ created on `ctx`, owned by nothing else (the returned value
+    /// destroys it with `ibv_destroy_cq`).
+    pub(crate) unsafe fn from_raw(ctx: &Context, cq: NonNull<ibv_cq>) -> Cq {
+        // SAFETY: the caller guarantees `cq` is live.
+        let cqe = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
+        Cq {
+            cq,
+            cqe,
+            _ctx: ctx.clone(),
+        }
+    }
+
     /// Room in the CQ (what the provider actually allocated, at least what was asked).
     pub fn capacity(&self) -> u32 {
         self.cqe

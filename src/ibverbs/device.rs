@@ -192,6 +192,8 @@ fn describe(ctx: &Context, out: &mut String) {
         attr.rx_hash_fields_mask,
         attr.max_tso
     );
+    #[cfg(feature = "mlx5")]
+    crate::dv::control::describe_dv(ctx, out);
     for port in 1..=attr.phys_port_cnt {
         match ctx.query_port(port) {
             Ok(p) => {

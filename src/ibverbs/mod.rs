@@ -299,6 +299,34 @@ impl Control {
     }
 }
 
+/// Compiles and attaches `rules` for a port whose queues send on `qps` and, when `wqs` is not
+/// empty, receive on `wqs` (otherwise on the QPs' own RQs). The returned box owns the flows and
+/// every object they need; dropping it removes the rules. Used by the verbs and DV backends.
+///
+/// # Errors
+/// Rule compilation errors, and what [`flow::Flow::create`], [`IndTable::new`] and
+/// [`RssQp::create`] report.
+pub(crate) fn install_rules(
+    pd: &Pd,
+    qps: Vec<Arc<RawQp>>,
+    wqs: Vec<Arc<Wq>>,
+    rules: &[Rule],
+    port: u8,
+) -> Result<Box<dyn Any + Send>> {
+    let mut control = Control {
+        flows: Vec::new(),
+        single: Vec::new(),
+        qps,
+        wqs,
+        pd: pd.clone(),
+    };
+    for rule in rules {
+        let (mut bytes, target) = compile_rule(rule, port)?;
+        control.install(&mut bytes, target, rule)?;
+    }
+    Ok(Box::new(control))
+}
+
 /// What an RSS rule hashes on: the addresses of its IP version and the ports of its transport;
 /// nothing (first queue) when the rule does not say it matches IP.
 fn hash_fields(rule: &Rule) -> HashFields {
@@ -314,7 +342,7 @@ fn hash_fields(rule: &Rule) -> HashFields {
     }
 }
 
-fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
+pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
     match RawQp::create(pd, tx_cq.clone(), rx_cq.clone(), caps) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && caps.max_inline_data > 0 => {
             // Some devices refuse inline data on RAW_PACKET QPs: go without.
@@ -411,17 +439,7 @@ pub(crate) fn open(
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }
-    let mut control = Control {
-        flows: Vec::new(),
-        single: Vec::new(),
-        qps,
-        wqs,
-        pd,
-    };
-    for rule in &cfg.rules {
-        let (mut bytes, target) = compile_rule(rule, port)?;
-        control.install(&mut bytes, target, rule)?;
-    }
+    let control = install_rules(&pd, qps, wqs, &cfg.rules, port)?;
     let info = PortInfo {
         backend: "verbs",
         device: format!("{device} port {port}"),
@@ -432,7 +450,7 @@ pub(crate) fn open(
         },
         queues: cfg.queues,
     };
-    Ok((queues, info, Box::new(control)))
+    Ok((queues, info, control))
 }
 
 #[cfg(test)]

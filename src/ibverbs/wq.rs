@@ -68,6 +68,31 @@ impl Wq {
         Ok(w)
     }
 
+    /// Takes ownership of a WQ created elsewhere (e.g. by `mlx5dv_create_wq`) and moves it to
+    /// the ready state.
+    ///
+    /// # Safety
+    /// `wq` must be a live WQ created on `pd`'s context, in `pd`, completing into `cq`, owned by
+    /// nothing else (the returned value destroys it).
+    ///
+    /// # Errors
+    /// [`Error::Os`] when the RDY transition fails (the WQ is destroyed then).
+    pub(crate) unsafe fn from_raw(
+        wq: NonNull<ibv_wq>,
+        pd: &Pd,
+        cq: Arc<Cq>,
+        max_wr: u32,
+    ) -> Result<Wq> {
+        let w = Wq {
+            wq,
+            max_wr,
+            _pd: pd.clone(),
+            _cq: cq,
+        };
+        w.set_state(ibv_wq_state::IBV_WQS_RDY, "ibv_modify_wq(RDY)")?;
+        Ok(w)
+    }
+
     fn set_state(&self, state: u32, op: &'static str) -> Result<()> {
         // SAFETY: plain old data; all-zero is a valid start.
         let mut a: ibv_wq_attr = unsafe { mem::zeroed() };
