@@ -158,6 +158,20 @@ impl Context {
         })
     }
 
+    /// A context over a fake `ibv_context` for data-path tests; never closed (the fake is
+    /// leaked by the test).
+    #[cfg(test)]
+    pub(crate) fn fake(ctx: NonNull<ibv_context>) -> Context {
+        let c = Context {
+            inner: Arc::new(ContextInner {
+                ctx,
+                name: "fake".into(),
+            }),
+        };
+        std::mem::forget(c.clone());
+        c
+    }
+
     /// The device name (`mlx5_0`).
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -37,6 +37,8 @@ pub mod rss;
 pub mod wq;
 
 mod rx;
+#[cfg(test)]
+mod tests;
 mod tx;
 
 use std::any::Any;
@@ -454,7 +456,7 @@ pub(crate) fn open(
 }
 
 #[cfg(test)]
-mod tests {
+mod rule_tests {
     use super::*;
     use crate::flow::{Ipv4Net, L4Match, L4Proto, Pattern};
 

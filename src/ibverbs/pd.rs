@@ -57,6 +57,19 @@ impl Pd {
         })
     }
 
+    /// A PD over a fake `ibv_pd` for data-path tests; never deallocated.
+    #[cfg(test)]
+    pub(crate) fn fake(ctx: &Context, pd: NonNull<ibv_pd>) -> Pd {
+        let p = Pd {
+            inner: Arc::new(PdInner {
+                pd,
+                ctx: ctx.clone(),
+            }),
+        };
+        std::mem::forget(p.clone());
+        p
+    }
+
     /// The context the PD belongs to.
     pub fn context(&self) -> &Context {
         &self.inner.ctx

@@ -117,6 +117,26 @@ impl RawQp {
         })
     }
 
+    /// A QP over a fake `ibv_qp` for data-path tests; never destroyed.
+    #[cfg(test)]
+    pub(crate) fn fake(
+        qp: NonNull<ibv_qp>,
+        caps: QpCaps,
+        pd: &Pd,
+        send_cq: Arc<Cq>,
+        recv_cq: Arc<Cq>,
+    ) -> Arc<RawQp> {
+        let q = Arc::new(RawQp {
+            qp,
+            caps,
+            _pd: pd.clone(),
+            _send_cq: send_cq,
+            _recv_cq: recv_cq,
+        });
+        std::mem::forget(q.clone());
+        q
+    }
+
     /// Moves the QP through INIT (bound to `port`), RTR and RTS, ready to send and receive.
     ///
     /// # Errors
