@@ -69,9 +69,17 @@ fn dv_queues_expose_sane_rings() {
     for r in &rings {
         assert_eq!(r.caps.cqe_compression.is_some(), can, "{:?}", r.caps);
     }
+    // The recovery hooks the data path calls after an error completion.
     for i in 0..2 {
-        cp.keep_alive(i).expect("queue").quiesce().expect("quiesce");
+        let k = cp.keep_alive(i).expect("queue");
+        k.quiesce().expect("quiesce");
+        k.recover_sq().expect("SQ back to RTS");
+        k.recover_rq().expect("RQ back to RDY");
     }
+    let mut cp = cp;
+    let taken = cp.take_queues();
+    assert_eq!(taken.len(), 2);
+    assert!(cp.rings().is_empty());
 }
 
 #[test]

@@ -229,6 +229,7 @@ pub struct QueueSpec {
 /// The verbs objects behind one queue's rings. Keep it as long as the data path touches them;
 /// drop it after the data path stopped (it destroys QP, WQ, CQs and releases the MR).
 pub struct KeepAlive {
+    port: u8,
     qp: Arc<RawQp>,
     wq: Arc<Wq>,
     _tx_cq: Arc<Cq>,
@@ -254,6 +255,25 @@ impl KeepAlive {
     /// The receive WQ (flow rules reach it through indirection tables).
     pub fn wq(&self) -> &Arc<Wq> {
         &self.wq
+    }
+
+    /// Brings the send queue back after an error completion: RESET (the device forgets the SQ,
+    /// its WQE counter restarts at 0 and no CQE for earlier work follows), then INIT, RTR, RTS.
+    /// The data path's `Recover::recover_sq`.
+    ///
+    /// # Errors
+    /// [`Error::Os`] from `ibv_modify_qp`; the SQ then stays out of service.
+    pub fn recover_sq(&self) -> Result<()> {
+        self.qp.reset(self.port)
+    }
+
+    /// Brings the receive queue back after an error completion: RESET (the device forgets the
+    /// RQ, its WQE counter restarts at 0), then RDY. The data path's `Recover::recover_rq`.
+    ///
+    /// # Errors
+    /// [`Error::Os`] from `ibv_modify_wq`; the RQ then stays out of service.
+    pub fn recover_rq(&self) -> Result<()> {
+        self.wq.reset()
     }
 
     /// Moves the QP and WQ to the error state: the device stops using the rings and flushes
@@ -440,6 +460,7 @@ pub(crate) fn create_queue_rings(
     Ok((
         rings,
         KeepAlive {
+            port: spec.port,
             qp,
             wq,
             _tx_cq: tx_cq,
@@ -456,6 +477,8 @@ pub(crate) fn create_queue_rings(
 pub struct ControlPort {
     // Dropped first: flows reference the QPs and WQs below.
     rules: Option<Box<dyn std::any::Any + Send>>,
+    qps: Vec<Arc<RawQp>>,
+    wqs: Vec<Arc<Wq>>,
     queues: Vec<(QueueRings, KeepAlive)>,
     dev: DvDevice,
     port: u8,
@@ -506,6 +529,8 @@ impl ControlPort {
         }
         Ok(ControlPort {
             rules: None,
+            qps: qs.iter().map(|(_, k)| k.qp.clone()).collect(),
+            wqs: qs.iter().map(|(_, k)| k.wq.clone()).collect(),
             queues: qs,
             dev,
             port: spec.port,
@@ -514,12 +539,38 @@ impl ControlPort {
         })
     }
 
+    /// Opens the device and queues a DV port configuration asks for (`Backend::Dv`), with CQE
+    /// compression where the device has it and cyclic (not striding) RQs. Rules are not
+    /// installed yet: refill the RQs, then call [`ControlPort::install_rules`].
+    ///
+    /// # Errors
+    /// [`Error::Config`] for another backend; otherwise as [`ControlPort::open`].
+    pub fn from_config(cfg: &crate::PortConfig, pool: &crate::Mempool) -> Result<ControlPort> {
+        let crate::Backend::Dv { device, port } = &cfg.backend else {
+            return Err(Error::Config("not a DV backend".into()));
+        };
+        let spec = QueueSpec {
+            port: *port,
+            rx_ring: cfg.rx_ring,
+            tx_ring: cfg.tx_ring,
+            cqe_compression: true,
+            striding: None,
+        };
+        ControlPort::open(device, pool, &spec, cfg.queues)
+    }
+
+    /// Takes each queue's rings and objects out, in queue order, to hand them to the data path
+    /// (the [`KeepAlive`] is its recovery hook). The port keeps what the flow rules need.
+    pub fn take_queues(&mut self) -> Vec<(QueueRings, KeepAlive)> {
+        std::mem::take(&mut self.queues)
+    }
+
     /// What the device allows.
     pub fn device(&self) -> &DvDevice {
         &self.dev
     }
 
-    /// The ring descriptors, one per queue.
+    /// The ring descriptors, one per queue not yet taken.
     pub fn rings(&self) -> Vec<QueueRings> {
         self.queues.iter().map(|(r, _)| *r).collect()
     }
@@ -536,10 +587,12 @@ impl ControlPort {
     /// See `crate::ibverbs::install_rules`.
     pub fn install_rules(&mut self, rules: &[crate::flow::Rule]) -> Result<()> {
         self.rules = None;
-        let qps = self.queues.iter().map(|(_, k)| k.qp.clone()).collect();
-        let wqs = self.queues.iter().map(|(_, k)| k.wq.clone()).collect();
         self.rules = Some(crate::ibverbs::install_rules(
-            &self.pd, qps, wqs, rules, self.port,
+            &self.pd,
+            self.qps.clone(),
+            self.wqs.clone(),
+            rules,
+            self.port,
         )?);
         Ok(())
     }
