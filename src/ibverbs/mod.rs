@@ -36,6 +36,7 @@ pub mod qp;
 pub mod rss;
 pub mod wq;
 
+mod queue;
 mod rx;
 #[cfg(test)]
 mod tests;
@@ -43,15 +44,12 @@ mod tx;
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, Rule};
-use crate::mempool::{Mempool, PoolCache};
-use crate::packet::Packet;
+use crate::mempool::Mempool;
 use crate::port::{Backend, PortConfig, PortInfo};
-use crate::queue::{Queue, QueueOps};
-use crate::stats::StatsWriter;
+use crate::queue::Queue;
 
 pub use context::Context;
 pub use device::{describe_all, DeviceList};
@@ -60,6 +58,7 @@ use cq::Cq;
 use mr::Mr;
 use pd::Pd;
 use qp::{QpCaps, QueuePair, RawQp};
+use queue::{VerbsControl, VerbsQueue};
 use rss::{HashFields, IndTable, RssQp, DEFAULT_TOEPLITZ_KEY};
 use rx::{RecvTarget, Rx};
 use tx::Tx;
@@ -67,151 +66,6 @@ use wq::Wq;
 
 /// Inline data asked for per send WR; frames up to what the provider grants go inline.
 const INLINE_REQUEST: u32 = 128;
-/// How long teardown and recovery wait for flushed completions before resetting anyway.
-const FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
-
-struct VerbsQueue {
-    index: u16,
-    port: u8,
-    qp: Arc<RawQp>,
-    rx: Rx,
-    tx: Tx,
-    cache: PoolCache,
-    pool: Mempool,
-    stats: StatsWriter,
-    error: Option<Error>,
-    /// Set while a recovery waits for flushed completions.
-    recovering: Option<Instant>,
-    _mr: Arc<Mr>,
-}
-
-impl VerbsQueue {
-    fn note(&mut self, e: Option<Error>) {
-        if let Some(e) = e {
-            if matches!(e, Error::Queue { .. }) {
-                // An error completion: the QP (or WQ) is in the error state now.
-                self.recovering.get_or_insert_with(|| {
-                    let _ = self.qp.to_error();
-                    if let RecvTarget::Wq(w) = self.rx.target() {
-                        let _ = w.to_error();
-                    }
-                    Instant::now()
-                });
-            }
-            self.error.get_or_insert(e);
-        }
-    }
-
-    /// One step of a recovery; true when the queue is usable again.
-    fn recover(&mut self) -> bool {
-        let Some(since) = self.recovering else {
-            return true;
-        };
-        let _ = self.tx.complete(&mut self.cache, &self.stats);
-        self.rx.drain(&mut self.cache);
-        let drained = self.tx.buffers_in_flight() == 0 && self.rx.posted() == 0;
-        if !drained && since.elapsed() < FLUSH_TIMEOUT {
-            return false;
-        }
-        // Reset: from here the device owns none of the posted buffers.
-        let mut res = self.qp.reset(self.port);
-        if let RecvTarget::Wq(w) = self.rx.target() {
-            res = res.and(w.reset());
-        }
-        self.tx.forget_in_flight(&mut self.cache);
-        self.rx.forget_posted(&mut self.cache);
-        self.recovering = None;
-        match res {
-            Ok(()) => {
-                let e = self.rx.refill(&mut self.cache, true);
-                self.note(e);
-                true
-            }
-            Err(e) => {
-                // Could not bring it back: keep reporting, try again on the next burst.
-                self.error.get_or_insert(e);
-                self.recovering = Some(Instant::now());
-                false
-            }
-        }
-    }
-}
-
-impl QueueOps for VerbsQueue {
-    fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        if !self.recover() {
-            return 0;
-        }
-        let done = self
-            .rx
-            .burst(out, max, &mut self.cache, &self.pool, &self.stats);
-        self.note(done.error);
-        done.got
-    }
-
-    fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        if !self.recover() {
-            return 0;
-        }
-        let (n, e) = self
-            .tx
-            .burst(pkts, &mut self.cache, &self.pool, &self.stats);
-        self.note(e);
-        n
-    }
-
-    fn reclaim(&mut self) -> usize {
-        let done = self.tx.complete(&mut self.cache, &self.stats);
-        self.note(done.error);
-        done.freed
-    }
-
-    fn stats(&self) -> &StatsWriter {
-        &self.stats
-    }
-
-    fn pool(&self) -> &Mempool {
-        &self.pool
-    }
-
-    fn take_error(&mut self) -> Option<Error> {
-        self.error.take()
-    }
-}
-
-impl Drop for VerbsQueue {
-    fn drop(&mut self) {
-        // Flush everything the device holds so the buffers go home before the QP goes.
-        let _ = self.qp.to_error();
-        if let RecvTarget::Wq(w) = self.rx.target() {
-            let _ = w.to_error();
-        }
-        let start = Instant::now();
-        loop {
-            let _ = self.tx.complete(&mut self.cache, &self.stats);
-            self.rx.drain(&mut self.cache);
-            if self.tx.buffers_in_flight() == 0 && self.rx.posted() == 0 {
-                return;
-            }
-            if start.elapsed() > FLUSH_TIMEOUT {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Not all flushed: a reset QP/WQ no longer touches its buffers, after which they are ours.
-        let mut ok = self.qp.reset(self.port).is_ok();
-        if let RecvTarget::Wq(w) = self.rx.target() {
-            ok &= w.reset().is_ok();
-        }
-        if ok {
-            self.tx.forget_in_flight(&mut self.cache);
-            self.rx.forget_posted(&mut self.cache);
-        }
-        // Otherwise the buffers stay marked in use; the pool then leaks its region rather than
-        // unmapping memory a device might still write.
-    }
-}
-
 /// Where a compiled rule sends its frames (mirrors `crate::flow::verbs::FlowTarget`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RuleTarget {
@@ -421,23 +275,21 @@ pub(crate) fn open(
         } else {
             RecvTarget::Qp(qp.clone())
         };
-        let mut q = VerbsQueue {
-            index: i,
-            port,
-            rx: Rx::new(i, target, rx_cq, mr.lkey(), cfg.rx_ring, pool),
-            tx: Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
+        let ctl = VerbsControl {
             qp: qp.clone(),
-            cache: pool.cache(),
-            pool: pool.clone(),
-            stats: StatsWriter::default(),
-            error: None,
-            recovering: None,
-            _mr: mr.clone(),
+            wq: match &target {
+                RecvTarget::Wq(w) => Some(w.clone()),
+                RecvTarget::Qp(_) => None,
+            },
+            port,
         };
-        if let Some(e) = q.rx.refill(&mut q.cache, true) {
-            return Err(e);
-        }
-        debug_assert_eq!(q.index, i);
+        let q = VerbsQueue::new(
+            Rx::new(i, target, rx_cq, mr.lkey(), cfg.rx_ring, pool),
+            Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
+            Box::new(ctl),
+            pool,
+            mr.clone(),
+        )?;
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }

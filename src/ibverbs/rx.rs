@@ -291,9 +291,4 @@ impl Rx {
     pub(crate) fn forget_posted(&mut self, cache: &mut PoolCache) -> u32 {
         self.posted.free_all(|b| cache.put(b))
     }
-
-    /// The RQ's target (for recovery).
-    pub(crate) fn target(&self) -> &RecvTarget {
-        &self.target
-    }
 }
