@@ -70,6 +70,7 @@ impl Cq {
     /// # Safety
     /// `cq` must be a live CQ created on `ctx`, owned by nothing else (the returned value
     /// destroys it with `ibv_destroy_cq`).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     pub(crate) unsafe fn from_raw(ctx: &Context, cq: NonNull<ibv_cq>) -> Cq {
         // SAFETY: the caller guarantees `cq` is live.
         let cqe = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;

@@ -77,6 +77,7 @@ impl Wq {
     ///
     /// # Errors
     /// [`Error::Os`] when the RDY transition fails (the WQ is destroyed then).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     pub(crate) unsafe fn from_raw(
         wq: NonNull<ibv_wq>,
         pd: &Pd,
