@@ -33,8 +33,11 @@ use crate::ibverbs::pd::Pd;
 use crate::ibverbs::qp::{QpCaps, RawQp};
 use crate::ibverbs::wq::Wq;
 
-/// PCI part ids of ConnectX-4 and ConnectX-4 Lx (PF and VF). These need the first 18 bytes of
-/// every frame (the L2 header) inline in the send WQE's Ethernet segment; later parts need none.
+/// PCI part ids of ConnectX-4 and ConnectX-4 Lx (PF and VF). ConnectX-4 needs the first 18 bytes
+/// of every frame (the L2 header) inline in the send WQE's Ethernet segment, ConnectX-4 Lx in
+/// some modes; rawq inlines them on both (inlining more than needed is always allowed). Later
+/// parts need none unless the NIC's `wqe_inline_mode` (readable only through DevX, which rawq
+/// does not use) says otherwise, e.g. for some VF / e-switch setups.
 const L2_INLINE_PARTS: [u32; 4] = [4115, 4116, 4117, 4118];
 /// Bytes of L2 header the Ethernet segment carries inline on those parts.
 const L2_INLINE: u16 = 18;
