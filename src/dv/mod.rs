@@ -1,6 +1,8 @@
 //! mlx5 Direct Verbs backend (work in progress).
 
+pub mod control;
 pub mod rings;
+pub(crate) mod sys;
 
 use std::any::Any;
 

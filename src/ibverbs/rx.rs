@@ -1,0 +1,294 @@
+//! The receive half of a verbs queue: buffers from the queue's `PoolCache` pre-posted to the RQ
+//! (the QP's own, or a WQ under RSS), refilled in batches with one `ibv_post_recv`, completions
+//! polled in batches with `ibv_poll_cq`.
+//!
+//! `wr_id` is the buffer index. The RQ completes in posting order, so the posted buffers are
+//! also kept in a ring: it says which buffers the device still owns when a queue is torn down or
+//! recovered, and checks every completion against the order.
+
+use std::sync::Arc;
+
+use rdma_sys::*;
+
+use super::cq::{empty_wc, wc_status_str, Cq};
+use super::qp::RawQp;
+use super::tx::InFlight;
+use super::wq::Wq;
+use crate::error::Error;
+use crate::mempool::{Mempool, PoolCache};
+use crate::packet::{Packet, RxMeta};
+use crate::stats::{Counter, StatsWriter};
+
+/// Most completions handled by one `rx_burst`.
+pub(crate) const RX_BURST: usize = 64;
+/// Most WRs posted by one `ibv_post_recv`.
+const REFILL_BATCH: usize = 64;
+
+/// Where receive buffers are posted.
+pub(crate) enum RecvTarget {
+    /// The RAW_PACKET QP's own receive queue.
+    Qp(Arc<RawQp>),
+    /// A receive WQ behind an RSS indirection table.
+    Wq(Arc<Wq>),
+}
+
+impl RecvTarget {
+    /// # Safety
+    /// As for [`RawQp::post_recv`].
+    unsafe fn post(&self, wr: *mut ibv_recv_wr) -> Result<(), (i32, *mut ibv_recv_wr)> {
+        match self {
+            // SAFETY: forwarded contract.
+            RecvTarget::Qp(q) => unsafe { q.post_recv(wr) },
+            // SAFETY: forwarded contract.
+            RecvTarget::Wq(w) => unsafe { w.post_recv(wr) },
+        }
+    }
+}
+
+/// What a completion pass found.
+#[derive(Debug, Default)]
+pub(crate) struct RxDone {
+    /// Packets appended.
+    pub got: usize,
+    /// An error completion other than a flush (the queue needs recovery), or a post failure.
+    pub error: Option<Error>,
+}
+
+pub(crate) struct Rx {
+    queue: u16,
+    target: RecvTarget,
+    cq: Arc<Cq>,
+    lkey: u32,
+    /// WRs the RQ holds.
+    ring: u32,
+    refill_at: u32,
+    headroom: u16,
+    room: u32,
+    posted: InFlight,
+    wrs: Box<[ibv_recv_wr]>,
+    sges: Box<[ibv_sge]>,
+    wc: Box<[ibv_wc]>,
+}
+
+// SAFETY: the WR array's internal pointers point into boxes owned by this struct; the verbs
+// objects are `Send`. The struct is driven from one thread at a time (`&mut`).
+unsafe impl Send for Rx {}
+
+impl Rx {
+    pub(crate) fn new(
+        queue: u16,
+        target: RecvTarget,
+        cq: Arc<Cq>,
+        lkey: u32,
+        ring: u32,
+        pool: &Mempool,
+    ) -> Rx {
+        let ring = ring.max(1);
+        let headroom = pool.headroom();
+        Rx {
+            queue,
+            target,
+            cq,
+            lkey,
+            ring,
+            refill_at: (ring / 2).clamp(1, 32),
+            headroom,
+            room: pool.buf_size() - headroom as u32,
+            posted: InFlight::new(ring as usize),
+            wrs: (0..REFILL_BATCH)
+                .map(|_| ibv_recv_wr {
+                    wr_id: 0,
+                    next: std::ptr::null_mut(),
+                    sg_list: std::ptr::null_mut(),
+                    num_sge: 1,
+                })
+                .collect(),
+            sges: vec![
+                ibv_sge {
+                    addr: 0,
+                    length: 0,
+                    lkey
+                };
+                REFILL_BATCH
+            ]
+            .into_boxed_slice(),
+            wc: (0..RX_BURST).map(|_| empty_wc()).collect(),
+        }
+    }
+
+    /// Buffers the device owns.
+    pub(crate) fn posted(&self) -> u32 {
+        self.posted.len()
+    }
+
+    /// Tops the RQ up when it is at least `refill_at` short (or `force`), one `ibv_post_recv`
+    /// per [`REFILL_BATCH`] buffers.
+    pub(crate) fn refill(&mut self, cache: &mut PoolCache, force: bool) -> Option<Error> {
+        let mut short = self.ring - self.posted.len();
+        if short == 0 || (!force && short < self.refill_at) {
+            return None;
+        }
+        let sge_base = self.sges.as_mut_ptr();
+        let wr_base = self.wrs.as_mut_ptr();
+        while short > 0 {
+            let mut k = 0;
+            while k < REFILL_BATCH && (k as u32) < short {
+                let Some(idx) = cache.get() else { break };
+                let addr = cache.buf_ptr(idx) as u64 + self.headroom as u64;
+                self.sges[k] = ibv_sge {
+                    addr,
+                    length: self.room,
+                    lkey: self.lkey,
+                };
+                let wr = &mut self.wrs[k];
+                wr.wr_id = idx as u64;
+                // SAFETY: `k < REFILL_BATCH`, inside `sges`.
+                wr.sg_list = unsafe { sge_base.add(k) };
+                wr.num_sge = 1;
+                wr.next = std::ptr::null_mut();
+                if k > 0 {
+                    // SAFETY: `k < REFILL_BATCH`, inside `wrs`.
+                    self.wrs[k - 1].next = unsafe { wr_base.add(k) };
+                }
+                k += 1;
+            }
+            if k == 0 {
+                // Pool exhausted: the RQ runs short until packets come back.
+                return None;
+            }
+            // SAFETY: `wrs[..k]` is a terminated chain; each SGE names the data area of a free
+            // buffer we own (taken from the cache), inside the registered pool.
+            let res = unsafe { self.target.post(wr_base) };
+            let posted = match res {
+                Ok(()) => k,
+                Err((_, bad)) => {
+                    (bad as usize).wrapping_sub(wr_base as usize)
+                        / std::mem::size_of::<ibv_recv_wr>()
+                }
+            }
+            .min(k);
+            for wr in &self.wrs[..posted] {
+                self.posted.push(wr.wr_id as u32);
+            }
+            if let Err((rc, _)) = res {
+                for wr in &self.wrs[posted..k] {
+                    cache.put(wr.wr_id as u32);
+                }
+                return Some(Error::os(
+                    "ibv_post_recv",
+                    std::io::Error::from_raw_os_error(rc),
+                ));
+            }
+            short -= k as u32;
+        }
+        None
+    }
+
+    /// Polls up to `max` receive completions into `out` and refills.
+    pub(crate) fn burst(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+        cache: &mut PoolCache,
+        pool: &Mempool,
+        stats: &StatsWriter,
+    ) -> RxDone {
+        let mut done = RxDone::default();
+        let n = max.min(RX_BURST);
+        if n > 0 {
+            match self.cq.poll(&mut self.wc[..n]) {
+                Ok(got) => self.deliver(got, out, cache, pool, stats, &mut done),
+                Err(e) => done.error = Some(e),
+            }
+        }
+        if let Some(e) = self.refill(cache, false) {
+            done.error.get_or_insert(e);
+        }
+        done
+    }
+
+    fn deliver(
+        &mut self,
+        got: usize,
+        out: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        pool: &Mempool,
+        stats: &StatsWriter,
+        done: &mut RxDone,
+    ) {
+        let shared = pool.shared();
+        let mut bytes = 0u64;
+        for i in 0..got {
+            let wc = &self.wc[i];
+            // The ring says which buffer completes next; `wr_id` must agree.
+            let mut idx = wc.wr_id as u32;
+            if let Some(b) = self.posted.pop() {
+                if b != idx {
+                    done.error.get_or_insert(Error::Queue {
+                        queue: self.queue,
+                        detail: format!("receive completion for buffer {idx}, expected {b}"),
+                    });
+                    idx = b;
+                }
+            }
+            if wc.status == ibv_wc_status::IBV_WC_SUCCESS && wc.byte_len <= self.room {
+                let len = wc.byte_len as u16;
+                let mut p = Packet::from_raw_parts(shared, idx, self.headroom, len);
+                let csum = wc.wc_flags & ibv_wc_flags::IBV_WC_IP_CSUM_OK.0 != 0;
+                p.meta = RxMeta {
+                    l3_csum_ok: csum,
+                    l4_csum_ok: csum,
+                    ..RxMeta::default()
+                };
+                bytes += len as u64;
+                out.push(p);
+                done.got += 1;
+            } else {
+                cache.put(idx);
+                if wc.status == ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
+                    continue;
+                }
+                stats.add(Counter::RxErrors, 1);
+                let detail = if wc.status == ibv_wc_status::IBV_WC_SUCCESS {
+                    format!(
+                        "received {} bytes into a {}-byte buffer",
+                        wc.byte_len, self.room
+                    )
+                } else {
+                    format!(
+                        "receive completion error: {} (status {}, vendor error 0x{:x})",
+                        wc_status_str(wc.status),
+                        wc.status,
+                        wc.vendor_err
+                    )
+                };
+                done.error.get_or_insert(Error::Queue {
+                    queue: self.queue,
+                    detail,
+                });
+            }
+        }
+        stats.rx(done.got as u64, bytes);
+    }
+
+    /// Drains pending completions after the RQ was moved to the error state (every posted
+    /// buffer completes with a flush); returns them to `cache`.
+    pub(crate) fn drain(&mut self, cache: &mut PoolCache) {
+        while let Ok(n) = self.cq.poll(&mut self.wc) {
+            for _ in 0..n {
+                if let Some(b) = self.posted.pop() {
+                    cache.put(b);
+                }
+            }
+            if n < self.wc.len() {
+                break;
+            }
+        }
+    }
+
+    /// Returns every posted buffer to `cache`. Only once the device can no longer write them
+    /// (QP/WQ reset or destroyed).
+    pub(crate) fn forget_posted(&mut self, cache: &mut PoolCache) -> u32 {
+        self.posted.free_all(|b| cache.put(b))
+    }
+}

@@ -1,0 +1,155 @@
+//! Receive work queues (`ibv_wq`, type RQ): the receive side of a queue when RSS spreads
+//! traffic over several queues through an indirection table.
+
+use std::io;
+use std::mem;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use rdma_sys::*;
+
+use super::cq::Cq;
+use super::pd::Pd;
+use crate::error::{Error, Result};
+
+/// A receive WQ. Keeps its PD and CQ alive; destroyed on drop.
+pub struct Wq {
+    wq: NonNull<ibv_wq>,
+    max_wr: u32,
+    _pd: Pd,
+    _cq: Arc<Cq>,
+}
+
+// SAFETY: WQ handles may be used from any thread; only the owning queue posts to it (`&mut`).
+unsafe impl Send for Wq {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Wq {}
+
+impl std::fmt::Debug for Wq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wq").field("max_wr", &self.max_wr).finish()
+    }
+}
+
+impl Drop for Wq {
+    fn drop(&mut self) {
+        // SAFETY: indirection tables naming this WQ hold an `Arc<Wq>`, so they are gone.
+        let rc = unsafe { ibv_destroy_wq(self.wq.as_ptr()) };
+        debug_assert_eq!(rc, 0, "ibv_destroy_wq failed");
+    }
+}
+
+impl Wq {
+    /// Creates a receive WQ of `max_wr` single-SGE work requests completing into `cq`, and moves
+    /// it to the ready state.
+    ///
+    /// # Errors
+    /// [`Error::Os`]: EOPNOTSUPP when the device has no WQs, EINVAL for sizes past its limits.
+    pub fn create(pd: &Pd, cq: Arc<Cq>, max_wr: u32) -> Result<Wq> {
+        // SAFETY: plain old data; all-zero is a valid start.
+        let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
+        a.wq_type = ibv_wq_type::IBV_WQT_RQ;
+        a.max_wr = max_wr;
+        a.max_sge = 1;
+        a.pd = pd.as_raw();
+        a.cq = cq.as_raw();
+        // SAFETY: context, PD and CQ are alive and kept so by the returned value.
+        let wq = unsafe { ibv_create_wq(pd.context().as_raw(), &mut a) };
+        let wq = wq
+            .and_then(NonNull::new)
+            .ok_or_else(|| Error::last_os("ibv_create_wq"))?;
+        let w = Wq {
+            wq,
+            max_wr: a.max_wr,
+            _pd: pd.clone(),
+            _cq: cq,
+        };
+        w.set_state(ibv_wq_state::IBV_WQS_RDY, "ibv_modify_wq(RDY)")?;
+        Ok(w)
+    }
+
+    /// Takes ownership of a WQ created elsewhere (e.g. by `mlx5dv_create_wq`) and moves it to
+    /// the ready state.
+    ///
+    /// # Safety
+    /// `wq` must be a live WQ created on `pd`'s context, in `pd`, completing into `cq`, owned by
+    /// nothing else (the returned value destroys it).
+    ///
+    /// # Errors
+    /// [`Error::Os`] when the RDY transition fails (the WQ is destroyed then).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) unsafe fn from_raw(
+        wq: NonNull<ibv_wq>,
+        pd: &Pd,
+        cq: Arc<Cq>,
+        max_wr: u32,
+    ) -> Result<Wq> {
+        let w = Wq {
+            wq,
+            max_wr,
+            _pd: pd.clone(),
+            _cq: cq,
+        };
+        w.set_state(ibv_wq_state::IBV_WQS_RDY, "ibv_modify_wq(RDY)")?;
+        Ok(w)
+    }
+
+    fn set_state(&self, state: u32, op: &'static str) -> Result<()> {
+        // SAFETY: plain old data; all-zero is a valid start.
+        let mut a: ibv_wq_attr = unsafe { mem::zeroed() };
+        a.attr_mask = ibv_wq_attr_mask::IBV_WQ_ATTR_STATE.0;
+        a.wq_state = state;
+        // SAFETY: the WQ is alive; `a` is a valid attribute block.
+        let rc = unsafe { ibv_modify_wq(self.wq.as_ptr(), &mut a) };
+        if rc != 0 {
+            return Err(Error::os(op, io::Error::from_raw_os_error(rc)));
+        }
+        Ok(())
+    }
+
+    /// Moves the WQ to the error state, flushing every posted receive.
+    ///
+    /// # Errors
+    /// [`Error::Os`] with the errno of `ibv_modify_wq`.
+    pub fn to_error(&self) -> Result<()> {
+        self.set_state(ibv_wq_state::IBV_WQS_ERR, "ibv_modify_wq(ERR)")
+    }
+
+    /// Resets the WQ (the device lets go of every posted receive) and makes it ready again.
+    ///
+    /// # Errors
+    /// [`Error::Os`] with the errno of `ibv_modify_wq`.
+    pub fn reset(&self) -> Result<()> {
+        self.set_state(ibv_wq_state::IBV_WQS_RESET, "ibv_modify_wq(RESET)")?;
+        self.set_state(ibv_wq_state::IBV_WQS_RDY, "ibv_modify_wq(RDY)")
+    }
+
+    /// Work requests the WQ holds.
+    pub fn max_wr(&self) -> u32 {
+        self.max_wr
+    }
+
+    /// Posts a chain of receive work requests.
+    ///
+    /// # Safety
+    /// Every WR, its SGE and the registered buffer it names must be valid; the buffers belong
+    /// to the device until they complete.
+    ///
+    /// # Errors
+    /// `Err((errno, bad))`: the WR at `bad` and all after it were not posted.
+    #[inline]
+    pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr) -> Result<(), (i32, *mut ibv_recv_wr)> {
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: the caller guarantees the chain; the WQ is alive.
+        let rc = unsafe { ibv_post_wq_recv(self.wq.as_ptr(), wr, &mut bad) };
+        if rc != 0 {
+            return Err((rc, bad));
+        }
+        Ok(())
+    }
+
+    /// The raw `ibv_wq`, valid while `self` lives.
+    pub fn as_raw(&self) -> *mut ibv_wq {
+        self.wq.as_ptr()
+    }
+}

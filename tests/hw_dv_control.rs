@@ -1,0 +1,119 @@
+//! The mlx5 DV control path on real hardware: rings come back sane from `mlx5dv_init_obj`.
+//! Runs only when `RAWQ_TEST_DEVICE` names an mlx5 device (port from `RAWQ_TEST_PORT`, default 1).
+#![cfg(feature = "mlx5")]
+
+use rawq::dv::control::{ControlPort, QueueSpec};
+use rawq::dv::rings::QueueRings;
+use rawq::{Mempool, MempoolConfig};
+
+fn device() -> Option<(String, u8)> {
+    let dev = std::env::var("RAWQ_TEST_DEVICE")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    let port = std::env::var("RAWQ_TEST_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    Some((dev, port))
+}
+
+fn check(r: &QueueRings, spec: &QueueSpec) {
+    assert!(
+        r.sq.wqe_cnt.is_power_of_two() && r.sq.wqe_cnt >= spec.tx_ring,
+        "{r:?}"
+    );
+    assert!(
+        r.rq.wqe_cnt.is_power_of_two() && r.rq.wqe_cnt >= spec.rx_ring,
+        "{r:?}"
+    );
+    assert!(r.rq.stride.is_power_of_two() && r.rq.stride >= 16, "{r:?}");
+    for cq in [&r.tx_cq, &r.rx_cq] {
+        assert!(cq.cqe_cnt.is_power_of_two(), "{cq:?}");
+        assert!(cq.cqe_size == 64 || cq.cqe_size == 128, "{cq:?}");
+    }
+    assert_ne!(r.tx_cq.cqn, r.rx_cq.cqn);
+    assert_ne!(r.sq.sqn, 0);
+    assert_ne!(r.lkey, 0);
+    assert!(
+        r.caps.min_inline == 0 || r.caps.min_inline == 18,
+        "{:?}",
+        r.caps
+    );
+}
+
+#[test]
+fn dv_queues_expose_sane_rings() {
+    let Some((dev, port)) = device() else {
+        println!("skipped: RAWQ_TEST_DEVICE not set");
+        return;
+    };
+    let pool = Mempool::new(&MempoolConfig::with_buffers(4096)).expect("pool");
+    let spec = QueueSpec {
+        port,
+        rx_ring: 512,
+        tx_ring: 512,
+        cqe_compression: true,
+        striding: None,
+    };
+    let cp = ControlPort::open(&dev, &pool, &spec, 2).expect("open DV control port");
+    let rings = cp.rings();
+    assert_eq!(rings.len(), 2);
+    for r in &rings {
+        check(r, &spec);
+    }
+    assert_ne!(rings[0].sq.sqn, rings[1].sq.sqn);
+    // Compression was asked for: it is on exactly when the device has the hash mini-CQE format.
+    let can = cp
+        .device()
+        .supports_compression(rawq::dv::rings::MiniCqeFormat::Hash);
+    for r in &rings {
+        assert_eq!(r.caps.cqe_compression.is_some(), can, "{:?}", r.caps);
+    }
+    // The recovery hooks the data path calls after an error completion.
+    for i in 0..2 {
+        let k = cp.keep_alive(i).expect("queue");
+        k.quiesce().expect("quiesce");
+        k.recover_sq().expect("SQ back to RTS");
+        k.recover_rq().expect("RQ back to RDY");
+    }
+    let mut cp = cp;
+    let taken = cp.take_queues();
+    assert_eq!(taken.len(), 2);
+    assert!(cp.rings().is_empty());
+}
+
+#[test]
+fn striding_rq_is_created_or_refused_by_the_caps() {
+    let Some((dev, port)) = device() else {
+        println!("skipped: RAWQ_TEST_DEVICE not set");
+        return;
+    };
+    let pool = Mempool::new(&MempoolConfig::with_buffers(2048)).expect("pool");
+    let probe = QueueSpec {
+        port,
+        rx_ring: 64,
+        tx_ring: 64,
+        cqe_compression: false,
+        striding: None,
+    };
+    let caps = *ControlPort::open(&dev, &pool, &probe, 1)
+        .expect("open")
+        .device();
+    let striding = rawq::dv::rings::Striding {
+        log_num_strides: caps.stride_log_num.0.max(3) as u8,
+        log_stride_size: caps.stride_log_bytes.0.max(6) as u8,
+        two_byte_shift: false,
+    };
+    let spec = QueueSpec {
+        striding: Some(striding),
+        ..probe
+    };
+    match ControlPort::open(&dev, &pool, &spec, 1) {
+        Ok(cp) => {
+            assert!(caps.striding());
+            let r = cp.rings()[0];
+            assert_eq!(r.rq.striding, Some(striding));
+        }
+        Err(e) => assert!(!caps.striding(), "striding supported but refused: {e}"),
+    }
+}
