@@ -6,6 +6,7 @@
 # keeps working through the kernel. Everything is created here and removed on exit or Ctrl-C.
 #
 # Usage (as root): bash scripts/demo.sh [--rate 100kpps] [--seconds 3] [--size 60]
+# PKTGEN=/path/to/pktgen uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,9 +21,11 @@ while (($#)); do
 done
 [[ $(id -u) == 0 ]] || { echo "demo: run as root (it creates network namespaces)" >&2; exit 1; }
 
-echo "demo: building pktgen (release)…"
-cargo build --release --quiet --example pktgen
-PKTGEN=$PWD/target/release/examples/pktgen
+if [[ -z ${PKTGEN:-} ]]; then
+  echo "demo: building pktgen (release)…"
+  cargo build --release --quiet --example pktgen
+  PKTGEN=$PWD/target/release/examples/pktgen
+fi
 
 TAG=$$
 NSA=rawq-demo-$TAG-a NSB=rawq-demo-$TAG-b
