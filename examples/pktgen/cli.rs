@@ -95,9 +95,12 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub port: u8,
     /// Receive and count instead of sending.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "txrx")]
     pub rx: bool,
-    /// Flow rule for --rx (see rawq::flow::text); default: UDP to --dst-port spread over the
+    /// Send, and count what comes back on the same queues (a reflector or DUT in between).
+    #[arg(long)]
+    pub txrx: bool,
+    /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP to --dst-port spread over the
     /// queues. Repeatable.
     #[arg(long = "rule")]
     pub rules: Vec<String>,

@@ -36,6 +36,7 @@ struct Summary {
     bps_l1: f64,
     errors: u64,
     drops: u64,
+    rx_packets: u64,
     seq_stamped: u64,
     seq_gaps: u64,
     seq_out_of_order: u64,
@@ -136,7 +137,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             buf_size,
             ..Default::default()
         });
-    if a.rx {
+    if a.rx || a.txrx {
         let rules: Vec<Rule> = if a.rules.is_empty() {
             let qs: Vec<String> = (0..a.queues).map(|q| q.to_string()).collect();
             vec![format!("udp dst-port {} -> rss {}", a.dst_port, qs.join(",")).parse()?]
@@ -178,7 +179,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             let core = a.cores.as_ref().map_or(q.index() as usize % ncores, |c| {
                 c[q.index() as usize % c.len()]
             });
-            let (stop, src, burst, rx) = (stop.clone(), src.clone(), a.burst, a.rx);
+            let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {}: not pinned: {e}", q.index());
@@ -186,8 +187,7 @@ fn run(a: &Args) -> rawq::Result<()> {
                 if rx {
                     rx_loop(q, &stop, burst)
                 } else {
-                    tx_loop(q, &src, &stop, burst, per_q_count, per_q_pps);
-                    SeqTracker::default()
+                    tx_loop(q, &src, &stop, burst, per_q_count, per_q_pps, txrx)
                 }
             })
         })
@@ -263,7 +263,8 @@ fn rate_line(label: &str, rx: bool, s: &QueueStats, prev: &QueueStats, dt: f64) 
     )
 }
 
-/// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max).
+/// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max). With
+/// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
 fn tx_loop(
     mut q: Queue,
     src: &Source,
@@ -271,12 +272,25 @@ fn tx_loop(
     burst: usize,
     count: u64,
     pps: Option<f64>,
-) {
+    txrx: bool,
+) -> SeqTracker {
     let mut pacer = Pacer::new(pps);
     let mut pkts = Vec::with_capacity(burst);
+    let mut back = Vec::with_capacity(burst);
+    let mut seq = SeqTracker::default();
+    let mut receive = |q: &mut Queue| {
+        if txrx && q.rx_burst(&mut back, burst) > 0 {
+            for p in back.drain(..) {
+                if let Some(s) = Stamper::read_stamp(p.data()) {
+                    seq.record(s);
+                }
+            }
+        }
+    };
     let (stream, mut i) = (q.index(), 0u64);
     let mut sent = 0u64;
     while !stop.load(Relaxed) && (count == 0 || sent < count) {
+        receive(&mut q);
         let room = if count == 0 {
             burst as u64
         } else {
@@ -311,7 +325,7 @@ fn tx_loop(
             if let Err(e) = ok {
                 eprintln!("pktgen: queue {stream}: {e}");
                 stop.store(true, Relaxed);
-                return;
+                return seq;
             }
             i += 1;
         }
@@ -320,13 +334,16 @@ fn tx_loop(
         sent += n as u64;
     }
     pkts.clear();
-    // Let the device finish what it has, so the counters include it.
+    // Let the device finish what it has (and, with txrx, the last frames come back).
     let t = Instant::now();
-    while q.reclaim() > 0 || t.elapsed() < Duration::from_millis(20) {
+    let linger = Duration::from_millis(if txrx { 300 } else { 20 });
+    while q.reclaim() > 0 || t.elapsed() < linger {
+        receive(&mut q);
         if t.elapsed() > Duration::from_millis(500) {
             break;
         }
     }
+    seq
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
@@ -367,6 +384,7 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         bps_l1: (bytes + packets * WIRE_OVERHEAD) as f64 * 8.0 / secs,
         errors,
         drops,
+        rx_packets: s.rx_packets,
         seq_stamped: seq.stamped,
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
