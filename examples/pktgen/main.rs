@@ -350,11 +350,20 @@ fn tx_loop(
 fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
     let mut pkts = Vec::with_capacity(burst);
     let mut seq = SeqTracker::default();
+    let mut idle = 0u32;
     while !stop.load(Relaxed) {
         if q.rx_burst(&mut pkts, burst) == 0 {
-            std::hint::spin_loop();
+            // Busy-poll while traffic flows; after a quiet spell, nap so that an idle receiver
+            // leaves its core to others (a ring of 8192 covers 100 µs up to 80 Mpps).
+            idle += 1;
+            if idle > 10_000 {
+                std::thread::sleep(Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
+        idle = 0;
         for p in pkts.drain(..) {
             if let Some(s) = Stamper::read_stamp(p.data()) {
                 seq.record(s);
