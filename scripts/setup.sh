@@ -10,7 +10,7 @@ PKGS=(
   # tests and demo: namespaces, veth, captures, peers
   iproute2 iputils-ping tcpdump tshark netsniff-ng python3-scapy
   # bench peers and instruction counts
-  dpdk librte-net-af-xdp23 valgrind
+  dpdk-dev librte-net-af-xdp23 valgrind ethtool
 )
 
 missing=()
