@@ -8,22 +8,6 @@ use std::time::Duration;
 
 use support::NetnsPair;
 
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let p = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target")
-        .join("examples")
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} not built (cargo test builds examples)",
-        p.display()
-    );
-    p
-}
-
 #[test]
 fn macswap_reflects_every_frame() {
     let Some(p) = NetnsPair::new("fwd") else {
@@ -31,7 +15,7 @@ fn macswap_reflects_every_frame() {
     };
     let ns_cmd = |ns: &str, bin: &str| {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(example(bin));
+        c.args(["netns", "exec", ns]).arg(support::example(bin));
         c
     };
     // B reflects UDP to 9000; A sends and counts what comes back on the same queue.

@@ -2,20 +2,11 @@
 //! Runs only when `RAWQ_TEST_DEVICE` names an mlx5 device (port from `RAWQ_TEST_PORT`, default 1).
 #![cfg(feature = "mlx5")]
 
+mod support;
+
 use rawq::dv::control::{ControlPort, QueueSpec};
 use rawq::dv::rings::QueueRings;
 use rawq::{Mempool, MempoolConfig};
-
-fn device() -> Option<(String, u8)> {
-    let dev = std::env::var("RAWQ_TEST_DEVICE")
-        .ok()
-        .filter(|s| !s.is_empty())?;
-    let port = std::env::var("RAWQ_TEST_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1);
-    Some((dev, port))
-}
 
 fn check(r: &QueueRings, spec: &QueueSpec) {
     assert!(
@@ -43,8 +34,7 @@ fn check(r: &QueueRings, spec: &QueueSpec) {
 
 #[test]
 fn dv_queues_expose_sane_rings() {
-    let Some((dev, port)) = device() else {
-        println!("skipped: RAWQ_TEST_DEVICE not set");
+    let Some((dev, port)) = support::test_device() else {
         return;
     };
     let pool = Mempool::new(&MempoolConfig::with_buffers(4096)).expect("pool");
@@ -84,8 +74,7 @@ fn dv_queues_expose_sane_rings() {
 
 #[test]
 fn striding_rq_is_created_or_refused_by_the_caps() {
-    let Some((dev, port)) = device() else {
-        println!("skipped: RAWQ_TEST_DEVICE not set");
+    let Some((dev, port)) = support::test_device() else {
         return;
     };
     let pool = Mempool::new(&MempoolConfig::with_buffers(2048)).expect("pool");

@@ -7,6 +7,8 @@
 //! IEEE "local experimental" ethertype, so nothing outside the host acts on them.
 #![cfg(feature = "verbs")]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use rawq::flow::{MacMatch, Pattern, Rule};
@@ -17,17 +19,6 @@ const SRC: [u8; 6] = [0x02, 0x72, 0x61, 0x77, 0x71, 0x02];
 const ETHERTYPE_MATCHED: u16 = 0x88b5;
 const ETHERTYPE_UNMATCHED: u16 = 0x88b6;
 const BURST: usize = 32;
-
-fn device() -> Option<(String, u8)> {
-    let dev = std::env::var("RAWQ_TEST_DEVICE")
-        .ok()
-        .filter(|s| !s.is_empty())?;
-    let port = std::env::var("RAWQ_TEST_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1);
-    Some((dev, port))
-}
 
 fn frame(seq: u16, ethertype: u16) -> Vec<u8> {
     let mut f = Vec::with_capacity(64);
@@ -71,8 +62,7 @@ fn send(port: &mut Port, ethertype: u16) {
 
 #[test]
 fn steered_burst_loops_back_to_the_other_queue_and_the_rest_stays_with_the_kernel() {
-    let Some((dev, port_no)) = device() else {
-        println!("skipped: RAWQ_TEST_DEVICE not set");
+    let Some((dev, port_no)) = support::test_device() else {
         return;
     };
     let rule = Rule::to_queue(

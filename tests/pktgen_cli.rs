@@ -20,15 +20,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn pktgen() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let p = dir.join("examples").join("pktgen");
-    assert!(
-        p.exists(),
-        "{} not built (cargo test builds examples)",
-        p.display()
-    );
-    p
+    support::example("pktgen")
 }
 
 fn json_field(out: &[u8], key: &str) -> f64 {

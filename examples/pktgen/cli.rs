@@ -71,14 +71,10 @@ fn parse_duration(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
-    s.split(',')
-        .map(|c| {
-            c.trim()
-                .parse()
-                .map_err(|_| format!("{c:?} is not a core number"))
-        })
-        .collect()
+fn parse_core(c: &str) -> Result<usize, String> {
+    c.trim()
+        .parse()
+        .map_err(|_| format!("{c:?} is not a core number"))
 }
 
 /// rdma-pktgen-style traffic generator and counter on rawq.
@@ -152,7 +148,7 @@ pub struct Args {
     #[arg(short, long, default_value_t = 1)]
     pub queues: u16,
     /// Cores to pin the queue threads to, e.g. 0,1 (default: queue i on core i mod ncores).
-    #[arg(long, value_parser = parse_cores)]
+    #[arg(long, value_parser = parse_core, value_delimiter = ',')]
     pub cores: Option<Vec<usize>>,
     /// Burst size.
     #[arg(long, default_value_t = 32)]

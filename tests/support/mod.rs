@@ -14,6 +14,40 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// An example binary of this crate (`cargo test` builds the examples before running tests).
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} not built (cargo test builds examples)",
+        p.display()
+    );
+    p
+}
+
+/// The RDMA device named by `RAWQ_TEST_DEVICE` and the port from `RAWQ_TEST_PORT` (default 1);
+/// `None` after printing "skipped" when none is named.
+pub fn test_device() -> Option<(String, u8)> {
+    let Some(dev) = std::env::var("RAWQ_TEST_DEVICE")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
+        eprintln!("skipped: RAWQ_TEST_DEVICE not set");
+        return None;
+    };
+    let port = std::env::var("RAWQ_TEST_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    Some((dev, port))
+}
+
 /// True when `RAWQ_REQUIRE_NETNS=1`.
 pub fn netns_required() -> bool {
     std::env::var("RAWQ_REQUIRE_NETNS").is_ok_and(|v| v == "1")
