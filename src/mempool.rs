@@ -237,10 +237,10 @@ impl Drop for Owner {
         });
         let all_home = self.shared.lock_free().len() == self.shared.count as usize;
         if all_home {
+            #[allow(unsafe_code)]
             // SAFETY: `shared` came from `Box::leak` in `Mempool::new`; every buffer is back in
             // the free stack and every cache holds a `Mempool` handle (so none exists any more),
             // hence no packet or cache can still reach it.
-            #[allow(unsafe_code)]
             unsafe {
                 drop(Box::from_raw(self.shared as *const Shared as *mut Shared));
             }
