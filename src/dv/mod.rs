@@ -1,6 +1,14 @@
-//! mlx5 Direct Verbs backend (work in progress).
+//! mlx5 Direct Verbs backend: rawq writes send WQEs, rings doorbells, polls CQEs and refills the
+//! receive queue itself.
+//!
+//! * [`wire`]: typed views of every ring format.
+//! * [`rings`]: the ring memory of one queue (the contract with the control path).
+//! * [`DvQueue`](queue::DvQueue): the data path ([`tx`], [`rx`], [`cq`]) over one [`rings::QueueRings`].
+//! * [`model`]: a software mlx5 device that plays the NIC's side of the rings, for tests.
 
 pub mod rings;
+
+pub mod wire;
 
 use std::any::Any;
 
