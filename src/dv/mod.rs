@@ -6,7 +6,13 @@
 //! * [`DvQueue`](queue::DvQueue): the data path ([`tx`], [`rx`], [`cq`]) over one [`rings::QueueRings`].
 //! * [`model`]: a software mlx5 device that plays the NIC's side of the rings, for tests.
 
+pub mod cq;
+mod mmio;
+pub mod model;
+pub mod queue;
 pub mod rings;
+pub mod rx;
+pub mod tx;
 
 pub mod wire;
 
