@@ -362,3 +362,128 @@ fn every_packet_arrives_once_in_order_intact() {
         }
     }
 }
+
+fn udp(dport: u16, sport: u16, vlan: Option<u16>) -> Vec<u8> {
+    let pat = pattern();
+    let mut f = Vec::new();
+    frame(&pat, sport as u64, 120, &mut f);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    if let Some(v) = vlan {
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00]);
+        t.extend_from_slice(&v.to_be_bytes());
+        t.extend_from_slice(&f[12..]);
+        f = t;
+    }
+    f
+}
+
+#[test]
+fn rules_steer_tag_and_leave_the_rest_to_the_kernel() {
+    use rawq::flow::{Action, L4Match, L4Proto, Pattern, Rule};
+    let rule = |dport, action| Rule {
+        pattern: Pattern {
+            l4: Some(L4Match {
+                proto: L4Proto::Udp,
+                src_port: None,
+                dst_port: Some(dport),
+            }),
+            ..Default::default()
+        },
+        priority: 0,
+        action,
+    };
+    let o = ModelOptions {
+        queues: 3,
+        vlan_strip: true,
+        rules: vec![
+            rule(2000, Action::Queue(1)),
+            rule(3000, Action::Rss(vec![0, 2])),
+            rule(4000, Action::Drop),
+        ],
+        wire: ModelWire::Sink,
+        ..Default::default()
+    };
+    let pool = pool(4096);
+    let port = ModelPort::new(o).unwrap();
+    let mut qs: Vec<Queue> = (0..3)
+        .map(|i| port.queue(i, &pool).unwrap().into_queue())
+        .collect();
+    port.inject_frame(&udp(2000, 1, Some(7)));
+    for sp in 0..64 {
+        port.inject_frame(&udp(3000, sp, None));
+    }
+    port.inject_frame(&udp(4000, 1, None));
+    port.inject_frame(&udp(5000, 1, None));
+    port.process();
+    let mut got: Vec<Vec<Packet>> = Vec::new();
+    for q in qs.iter_mut() {
+        let mut v = Vec::new();
+        q.rx_burst(&mut v, 128);
+        got.push(v);
+    }
+    assert_eq!(got[1].len(), 1);
+    let p = &got[1][0];
+    assert_eq!(p.meta.flow_tag, 1, "first rule's tag");
+    assert_eq!(p.meta.vlan_tci, Some(7), "VLAN stripped");
+    assert_eq!(p.len(), 120, "tag removed from the frame");
+    assert_eq!(got[0].len() + got[2].len(), 64);
+    assert!(
+        !got[0].is_empty() && !got[2].is_empty(),
+        "RSS spreads over both queues"
+    );
+    for p in got[0].iter().chain(got[2].iter()) {
+        assert_eq!(p.meta.flow_tag, 2);
+        assert!(p.meta.l3_csum_ok);
+    }
+    let c = port.counters();
+    assert_eq!((c.rx_rule_drop, c.rx_to_kernel), (1, 1));
+    drop(got);
+    drop(qs);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+#[test]
+fn port_backend_runs_the_model_in_a_thread() {
+    use rawq::{Backend, Port};
+    let mut port = Port::builder(Backend::Model(ModelOptions::default()))
+        .queues(1)
+        .rx_ring(256)
+        .tx_ring(256)
+        .open()
+        .expect("model port");
+    assert_eq!(port.info().backend, "model");
+    let pool = port.pool().clone();
+    let q = port.queue(0).unwrap();
+    let mut burst = Vec::new();
+    let mut got = Vec::new();
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while got.len() < 1000 && std::time::Instant::now() < deadline {
+        if sent < 1000 && burst.is_empty() {
+            for s in sent..(sent + 32).min(1000) {
+                let mut p = pool.alloc().unwrap();
+                p.copy_from_slice(&udp(2000, s as u16, None)).unwrap();
+                burst.push(p);
+            }
+            sent = (sent + 32).min(1000);
+        }
+        q.tx_burst(&mut burst);
+        q.reclaim();
+        let mut v = Vec::new();
+        q.rx_burst(&mut v, 64);
+        got.extend(
+            v.iter()
+                .map(|p| u16::from_be_bytes([p.data()[34], p.data()[35]])),
+        );
+        if v.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    assert_eq!(got, (0..1000u16).collect::<Vec<_>>());
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}

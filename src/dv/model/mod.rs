@@ -462,3 +462,6 @@ pub(crate) fn rings_of(
         caps: opts.caps(),
     })
 }
+
+#[cfg(test)]
+mod tests;
