@@ -89,21 +89,22 @@ impl Cq {
         ((i >> self.log) & 1) as u8
     }
 
-    /// The CQE at `ci` if software owns it (a copy of its 64 bytes), else `None`.
+    /// The CQE at `ci` if software owns it, else `None`.
+    ///
+    /// The reference stays valid (and the entry unchanged) until the consumer index is
+    /// published past it: the device does not rewrite a slot software has not released.
     #[inline(always)]
-    pub(crate) fn peek(&self) -> Option<[u8; 64]> {
+    pub(crate) fn peek<'a>(&self) -> Option<&'a [u8; 64]> {
         let p = self.slot(self.ci);
         // SAFETY: `p` is a CQE of the live CQ ring (index masked); byte 63 is `op_own`.
         let op = unsafe { mmio::op_own_load(p.add(cqe::field::OP_OWN)) };
         if op >> 4 == cqe::OP_INVALID || op & 1 != self.owner_at(self.ci) {
             return None;
         }
-        let mut c = [0u8; 64];
-        // SAFETY: the acquire load above orders this read after the ownership check; the device
-        // does not rewrite a slot until software publishes a consumer index past it.
-        unsafe { std::ptr::copy_nonoverlapping(p, c.as_mut_ptr(), 64) };
-        c[63] = op;
-        Some(c)
+        // SAFETY: the acquire load above orders every later read of the entry after the
+        // ownership check; the entry is 64 bytes inside the ring, and the device leaves it alone
+        // until software publishes a consumer index past it (see above).
+        Some(unsafe { &*(p as *const [u8; 64]) })
     }
 
     /// Copies the 64 bytes at consumer index `i` without an ownership test (mini-CQE arrays of a

@@ -91,6 +91,7 @@ unsafe impl Send for Rx {}
 
 #[inline(always)]
 fn meta_of(c: &Cqe<&[u8; 64]>, hash: u32) -> RxMeta {
+    // Bytes 28 and 29 hold every flag used here.
     let ok = c.hds_ip_ext();
     let l3 = c.l3_type();
     RxMeta {
@@ -202,15 +203,21 @@ impl Rx {
         for w in 0..self.wqe_cnt {
             let wqe = self.wqe(w);
             match self.kind {
-                Kind::Striding { .. } => {
+                Kind::Striding { stride_size, .. } => {
                     SrqNextSeg::new_unchecked(&mut wqe[..16]).fill(((w + 1) & self.mask) as u16);
-                    for k in (1 + self.per_wqe as usize)..wqe.len() / 16 {
-                        DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16]).fill_terminator();
+                    for k in 1..wqe.len() / 16 {
+                        let mut d = DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16]);
+                        if k <= self.per_wqe as usize {
+                            d.fill(stride_size, self.lkey, 0);
+                        } else {
+                            d.fill_terminator();
+                        }
                     }
                 }
-                Kind::Cyclic { .. } => {
+                Kind::Cyclic { seg_room } => {
                     for k in 0..wqe.len() / 16 {
-                        DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16]).fill_terminator();
+                        DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16])
+                            .fill(seg_room, self.lkey, 0);
                     }
                 }
             }
@@ -433,7 +440,7 @@ impl Rx {
                 continue;
             }
             let Some(c) = self.cq.peek() else { break };
-            let q = Cqe::new_unchecked(&c);
+            let q = Cqe::new_unchecked(c);
             match q.opcode() {
                 cqe::OP_RESP_SEND if q.format() == cqe::FORMAT_COMPRESSED => {
                     let nn = q.byte_cnt();
@@ -443,7 +450,7 @@ impl Rx {
                         continue;
                     }
                     self.zip = Some(Zip {
-                        title: c,
+                        title: *c,
                         n: nn,
                         i: 0,
                     });

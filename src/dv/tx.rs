@@ -20,7 +20,7 @@ use std::ptr::NonNull;
 use super::cq::Cq;
 use super::mmio;
 use super::rings::{DvCaps, SqRing};
-use super::wire::{cqe, ctrl, data, eth, put16, put32, put64, Cqe, WQEBB};
+use super::wire::{cqe, ctrl, data, eth, Cqe, WQEBB};
 use crate::mempool::PoolCache;
 use crate::packet::Packet;
 use crate::stats::{Counter, StatsWriter};
@@ -97,6 +97,8 @@ pub struct Tx {
     pending_reqs: u32,
     mode: Mode,
     tx_csum: bool,
+    /// The single-buffer SEND WQE, built once and patched per packet (VPP style).
+    tmpl: [u8; 64],
     pub(crate) cq: Cq,
 }
 
@@ -144,7 +146,25 @@ impl Tx {
             Mode::NoInline
         };
         let nbufs = (sq.wqe_cnt * 4) as usize;
+        let mut tmpl = [0u8; 64];
+        let (ds, eth_len, inl) = if mode == Mode::Inline18 {
+            (4, 32, eth::L2_INLINE)
+        } else {
+            (3, 16, 0)
+        };
+        ctrl::CtrlSeg::new_unchecked(&mut tmpl[0..16]).fill(
+            0,
+            0,
+            ctrl::OPCODE_SEND,
+            sq.sqn,
+            ds,
+            0,
+            0,
+        );
+        eth::EthSeg::new_unchecked(&mut tmpl[16..16 + eth_len]).fill(0, inl as u16);
+        data::DataSeg::new_unchecked(&mut tmpl[16 + eth_len..32 + eth_len]).fill(0, lkey, 0);
         Ok(Tx {
+            tmpl,
             base: sq.buf.as_ptr(),
             mask: sq.wqe_cnt - 1,
             wqe_cnt: sq.wqe_cnt,
@@ -209,24 +229,37 @@ impl Tx {
 
     #[inline(always)]
     fn push_buf(&mut self, idx: u32) {
-        self.bufs[(self.buf_pi & self.buf_mask) as usize] = idx;
+        let i = (self.buf_pi & self.buf_mask) as usize;
+        // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`), so the masked index is in bounds.
+        unsafe { *self.bufs.get_unchecked_mut(i) = idx };
         self.buf_pi = self.buf_pi.wrapping_add(1);
     }
 
-    /// Records a WQE of `bbs` WQEBBs at `start` carrying `pkts` packets / `bytes` bytes.
+    /// Accounts a WQE of `bbs` WQEBBs at `start` carrying `pkts` packets / `bytes` bytes. (The
+    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the buffer-ring position at the
+    /// WQE's start; only WQEs that ask for a completion get a [`WqeRec`].)
     #[inline(always)]
     fn close_wqe(&mut self, start: u16, bbs: u32, pkts: u32, bytes: u64) {
         self.pi = start.wrapping_add(bbs as u16);
         self.pkts_posted = self.pkts_posted.wrapping_add(pkts);
         self.bytes_posted = self.bytes_posted.wrapping_add(bytes);
-        self.recs[(start as u32 & self.mask) as usize] = WqeRec {
+    }
+
+    /// Records the state after the WQE at `last` (the last one posted), which asks for a CQE.
+    #[inline(always)]
+    fn record(&mut self, last: u16) {
+        let rec = WqeRec {
             end: self.pi,
             buf_end: self.buf_pi,
             pkt_end: self.pkts_posted,
             byte_end: self.bytes_posted,
         };
-        self.unreq_pkts += pkts;
-        self.unreq_bbs += bbs;
+        // SAFETY: `recs.len() == mask + 1` (set in `new`), so the masked index is in bounds.
+        unsafe {
+            *self
+                .recs
+                .get_unchecked_mut((last as u32 & self.mask) as usize) = rec
+        };
     }
 
     /// Sends packets from the front of `pkts`; returns how many were taken (sent, or dropped and
@@ -251,35 +284,50 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        let min_len = if INLINE { eth::L2_INLINE } else { 0 };
+        let total = pkts.len();
+        let base = pkts.as_mut_ptr();
+        // SAFETY: from here the Vec does not own its elements: each of the first `n` is either
+        // moved into the ring (its buffers recorded in `bufs`) or read out and freed, and the
+        // rest are moved back to the front before `set_len` below. Nothing in between panics;
+        // if it did, packets would leak, never be freed twice.
+        unsafe { pkts.set_len(0) };
+        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
         let mut n = 0;
-        for p in pkts.iter() {
-            let cs = cs_flags(p, self.tx_csum);
-            let ok = if p.segment_count() == 1 && p.len() > if INLINE { eth::L2_INLINE } else { 0 }
-            {
+        while n < total {
+            // SAFETY: `n < total`; element `n` is initialized and has not been moved.
+            let p = unsafe { &*base.add(n) };
+            if p.segment_count() == 1 && p.len() > min_len {
                 if self.free_bbs() == 0 {
                     break;
                 }
                 last = Some(self.pi);
-                self.write_single::<INLINE>(p, cs);
-                true
+                self.write_single::<INLINE>(p);
             } else {
-                match self.write_general(p, cs, if INLINE { eth::L2_INLINE } else { 0 }) {
-                    Some(Some(start)) => {
-                        last = Some(start);
-                        true
+                match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
+                    Some(Some(start)) => last = Some(start),
+                    Some(None) => {
+                        stats.add(Counter::TxDrops, 1);
+                        // SAFETY: element `n` is initialized and is moved out exactly once.
+                        cache.free(unsafe { std::ptr::read(base.add(n)) });
                     }
-                    Some(None) => false,
                     None => break,
                 }
-            };
-            n += 1;
-            if !ok {
-                // Unsendable: counted, freed below with the others of this burst.
-                stats.add(Counter::TxDrops, 1);
             }
+            n += 1;
         }
-        self.finish_burst(pkts, n, last, cache);
+        // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
+        unsafe {
+            std::ptr::copy(base.add(n), base, total - n);
+            pkts.set_len(total - n);
+        }
+        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
+        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        if let Some(last) = last {
+            self.request_completion(last);
+            self.doorbell(last);
+        }
         n
     }
 
@@ -313,50 +361,34 @@ impl Tx {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
     }
 
-    /// Single-buffer packet, one WQEBB: ctrl + eth (+18 inline) + one data segment.
+    /// Single-buffer packet, one WQEBB: the template (ctrl + eth (+18 inline) + data segment),
+    /// patched with the WQE index, checksum flags, length and address.
     #[inline(always)]
-    fn write_single<const INLINE: bool>(&mut self, p: &Packet, cs: u8) {
+    fn write_single<const INLINE: bool>(&mut self, p: &Packet) {
         let pi = self.pi;
-        let qpn = self.sqn;
-        let lkey = self.lkey;
         let len = p.len() as u32;
         let addr = p.data_addr();
+        let cs = cs_flags(p, self.tx_csum);
         let bb = self.wqebb(pi);
+        let buf_pos = self.buf_pi;
         if INLINE {
-            // DS: ctrl 1 + eth 2 + data 1.
-            ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]).fill(
-                0,
-                pi,
-                ctrl::OPCODE_SEND,
-                qpn,
-                4,
-                0,
-                0,
-            );
-            put32(bb, 16, 0);
-            put32(bb, 20, (cs as u32) << 24);
-            put32(bb, 24, 0);
-            put16(bb, 28, eth::L2_INLINE as u16);
-            bb[30..48].copy_from_slice(&p.data()[..eth::L2_INLINE]);
-            put32(bb, 48, len - eth::L2_INLINE as u32);
-            put32(bb, 52, lkey);
-            put64(bb, 56, addr + eth::L2_INLINE as u64);
+            *bb = self.tmpl;
         } else {
-            // DS: ctrl 1 + eth 1 + data 1.
-            ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]).fill(
-                0,
-                pi,
-                ctrl::OPCODE_SEND,
-                qpn,
-                3,
-                0,
-                0,
-            );
-            put32(bb, 16, 0);
-            put32(bb, 20, (cs as u32) << 24);
-            put32(bb, 24, 0);
-            put32(bb, 28, 0);
-            data::DataSeg::new_unchecked(&mut bb[32..48]).fill(len, lkey, addr);
+            bb[..48].copy_from_slice(&self.tmpl[..48]);
+        }
+        let mut c = ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]);
+        c.set_opmod_idx_opcode(0, pi, ctrl::OPCODE_SEND);
+        c.set_imm(buf_pos);
+        bb[16 + eth::field::CS_FLAGS] = cs;
+        if INLINE {
+            bb[30..48].copy_from_slice(&p.data()[..eth::L2_INLINE]);
+            let mut d = data::DataSeg::new_unchecked(&mut bb[48..64]);
+            d.set_byte_count(len - eth::L2_INLINE as u32);
+            d.set_addr(addr + eth::L2_INLINE as u64);
+        } else {
+            let mut d = data::DataSeg::new_unchecked(&mut bb[32..48]);
+            d.set_byte_count(len);
+            d.set_addr(addr);
         }
         self.push_buf(p.buffer_index());
         self.close_wqe(pi, 1, 1, len as u64);
@@ -400,7 +432,7 @@ impl Tx {
                 self.sqn,
                 ds as u8,
                 0,
-                0,
+                self.buf_pi,
             );
         }
         // The eth segment (1 or 2 DS) lies in the first WQEBB.
@@ -449,6 +481,7 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
         let mut n = 0;
         // Open session: (start WQEBB, packets, bytes, cs flags).
@@ -505,6 +538,8 @@ impl Tx {
             self.close_empw(start, k, bytes, scs);
             last = Some(start);
         }
+        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
+        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
         self.finish_burst(pkts, n, last, cache);
         n
     }
@@ -521,7 +556,7 @@ impl Tx {
             self.sqn,
             ds as u8,
             0,
-            0,
+            self.buf_pi.wrapping_sub(k),
         );
         eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
         // `pi` has not moved during the session: close_wqe moves it past the whole WQE.
@@ -535,6 +570,7 @@ impl Tx {
             && self.pending_reqs < self.cq.len()
         {
             self.wqebb(last)[ctrl::field::FM_CE_SE] = ctrl::CE_ALWAYS;
+            self.record(last);
             self.unreq_pkts = 0;
             self.unreq_bbs = 0;
             self.pending_reqs += 1;
@@ -570,9 +606,10 @@ impl Tx {
             self.sqn,
             1,
             ctrl::CE_ALWAYS,
-            0,
+            self.buf_pi,
         );
         self.close_wqe(pi, 1, 0, 0);
+        self.record(pi);
         self.unreq_pkts = 0;
         self.unreq_bbs = 0;
         self.pending_reqs += 1;
@@ -588,10 +625,7 @@ impl Tx {
             stats.add(Counter::TxErrors, 1);
             return;
         }
-        while self.buf_ci != r.buf_end {
-            cache.put(self.bufs[(self.buf_ci & self.buf_mask) as usize]);
-            self.buf_ci = self.buf_ci.wrapping_add(1);
-        }
+        self.free_bufs_to(r.buf_end, cache);
         stats.tx(
             r.pkt_end.wrapping_sub(self.pkts_done) as u64,
             r.byte_end.wrapping_sub(self.bytes_done),
@@ -601,11 +635,23 @@ impl Tx {
         self.ci = r.end;
     }
 
+    /// Returns the buffers of the ring from `buf_ci` up to `end` to `cache`, in at most two
+    /// slices (the ring may wrap).
+    #[inline(always)]
+    fn free_bufs_to(&mut self, end: u32, cache: &mut PoolCache) {
+        let n = end.wrapping_sub(self.buf_ci) as usize;
+        let from = (self.buf_ci & self.buf_mask) as usize;
+        let first = n.min(self.bufs.len() - from);
+        cache.put_slice(&self.bufs[from..from + first]);
+        cache.put_slice(&self.bufs[..n - first]);
+        self.buf_ci = end;
+    }
+
     /// Takes completions off the send CQ; stops at an error CQE and returns it.
     pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
         let mut err = None;
         while let Some(c) = self.cq.peek() {
-            let q = Cqe::new_unchecked(&c);
+            let q = Cqe::new_unchecked(c);
             match q.opcode() {
                 cqe::OP_REQ => {
                     self.complete(q.wqe_counter(), stats, cache);
@@ -629,23 +675,50 @@ impl Tx {
         err
     }
 
-    /// After an error CQE for WQE `e.wqe`: completes the WQEs before it, so that only the failed
-    /// WQE and those after it are outstanding. Returns their packet count.
-    pub(crate) fn complete_before(
-        &mut self,
-        wqe: u16,
-        stats: &StatsWriter,
-        cache: &mut PoolCache,
-    ) -> u32 {
-        let mut start = self.ci;
-        let mut guard = 0;
-        while start != wqe && start != self.pi && guard < self.wqe_cnt {
-            let end = self.recs[(start as u32 & self.mask) as usize].end;
-            self.complete(start, stats, cache);
-            start = end;
+    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, buffer-ring
+    /// position at its start). The device never writes SQ memory.
+    fn summary(&self, start: u16) -> (u16, u32, u64, u32) {
+        let bb = self.wqebb(start);
+        let c = ctrl::CtrlSeg::new_unchecked(&bb[0..16]);
+        let ds = (c.ds() & 0x3f) as u32;
+        let (first, pkts, mut bytes) = match c.opcode() {
+            ctrl::OPCODE_SEND => {
+                let e = eth::EthSeg::new_unchecked(&bb[16..32]);
+                let inl = e.inline_hdr_sz() as usize;
+                (1 + (eth::size_for_inline(inl) / 16) as u32, 1, inl as u64)
+            }
+            ctrl::OPCODE_ENHANCED_MPSW => (2, ds.saturating_sub(2), 0),
+            _ => (ds, 0, 0),
+        };
+        for k in first..ds {
+            bytes += data::DataSeg::new_unchecked(&self.ds(start, k)[..]).byte_count() as u64;
+        }
+        (ds.div_ceil(4).max(1) as u16, pkts, bytes, c.imm())
+    }
+
+    /// After an error CQE for WQE `wqe`: completes the WQEs before it (reading them back from
+    /// the ring), so that only the failed WQE and those after it are outstanding.
+    pub(crate) fn complete_before(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+        let (mut s, mut pkts, mut bytes, mut guard) = (self.ci, 0u32, 0u64, 0);
+        while s != wqe && s != self.pi && guard < self.wqe_cnt {
+            let (bbs, p, b, _) = self.summary(s);
+            pkts += p;
+            bytes += b;
+            s = s.wrapping_add(bbs);
             guard += 1;
         }
-        self.outstanding()
+        if s != wqe || s == self.pi {
+            return; // not a WQE start we know: leave everything outstanding
+        }
+        let (_, _, _, buf_pos) = self.summary(wqe);
+        if buf_pos.wrapping_sub(self.buf_ci) > self.buf_pi.wrapping_sub(self.buf_ci) {
+            return;
+        }
+        self.free_bufs_to(buf_pos, cache);
+        stats.tx(pkts as u64, bytes);
+        self.pkts_done = self.pkts_done.wrapping_add(pkts);
+        self.bytes_done = self.bytes_done.wrapping_add(bytes);
+        self.ci = wqe;
     }
 
     /// Resets the SQ after the device side was recovered: drains the CQ, returns every
@@ -657,10 +730,7 @@ impl Tx {
         }
         self.cq.publish();
         let dropped = self.outstanding();
-        while self.buf_ci != self.buf_pi {
-            cache.put(self.bufs[(self.buf_ci & self.buf_mask) as usize]);
-            self.buf_ci = self.buf_ci.wrapping_add(1);
-        }
+        self.free_bufs_to(self.buf_pi, cache);
         stats.add(Counter::TxDrops, dropped as u64);
         self.pkts_done = self.pkts_posted;
         self.bytes_done = self.bytes_posted;
@@ -679,10 +749,7 @@ impl Tx {
 
     /// Returns every outstanding buffer (queue teardown; the device must be stopped).
     pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
-        while self.buf_ci != self.buf_pi {
-            cache.put(self.bufs[(self.buf_ci & self.buf_mask) as usize]);
-            self.buf_ci = self.buf_ci.wrapping_add(1);
-        }
+        self.free_bufs_to(self.buf_pi, cache);
         self.pkts_done = self.pkts_posted;
     }
 }
