@@ -250,16 +250,13 @@ impl Rx {
                 };
                 self.bufs[first + k] = idx;
                 let base = self.shared.buf_ptr(idx) as u64;
-                let (addr, len, at) = match self.kind {
-                    Kind::Cyclic { seg_room } => (base + self.headroom as u64, seg_room, 16 * k),
-                    Kind::Striding {
-                        stride_size,
-                        buf_off,
-                        ..
-                    } => (base + buf_off as u64, stride_size, 16 * (k + 1)),
+                // Length and lkey were written once by `format_wqes`; only the address changes.
+                let (addr, at) = match self.kind {
+                    Kind::Cyclic { .. } => (base + self.headroom as u64, 16 * k),
+                    Kind::Striding { buf_off, .. } => (base + buf_off as u64, 16 * (k + 1)),
                 };
                 let wqe = self.wqe(w);
-                DataSeg::new_unchecked(&mut wqe[at..at + data::SIZE]).fill(len, self.lkey, addr);
+                DataSeg::new_unchecked(&mut wqe[at..at + data::SIZE]).set_addr(addr);
             }
             self.pi = self.pi.wrapping_add(1);
         }
@@ -324,17 +321,32 @@ impl Rx {
                     return None;
                 }
                 let first = (w * self.per_wqe) as usize;
-                let mut p = self.take_packet(
-                    first,
-                    nsegs,
-                    self.headroom,
-                    seg_room,
-                    self.headroom,
-                    seg_room,
-                    len,
-                );
-                p.meta = meta;
-                out.push(p);
+                if nsegs == 1 {
+                    // SAFETY: `w <= mask`, so `first < (mask + 1) * per_wqe == bufs.len()`.
+                    let slot = unsafe { self.bufs.get_unchecked_mut(first) };
+                    let idx = std::mem::replace(slot, EMPTY);
+                    out.push(Packet::from_raw_parts(
+                        self.shared,
+                        idx,
+                        self.headroom as u16,
+                        len as u16,
+                    ));
+                    if let Some(p) = out.last_mut() {
+                        p.meta = meta;
+                    }
+                } else {
+                    let mut p = self.take_packet(
+                        first,
+                        nsegs,
+                        self.headroom,
+                        seg_room,
+                        self.headroom,
+                        seg_room,
+                        len,
+                    );
+                    p.meta = meta;
+                    out.push(p);
+                }
                 self.ci = self.ci.wrapping_add(1);
                 Some(len)
             }

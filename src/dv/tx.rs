@@ -22,7 +22,7 @@ use super::mmio;
 use super::rings::{DvCaps, SqRing};
 use super::wire::{cqe, ctrl, data, eth, Cqe, WQEBB};
 use crate::mempool::PoolCache;
-use crate::packet::Packet;
+use crate::packet::{Packet, TxOffload};
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
@@ -108,11 +108,9 @@ unsafe impl Send for Tx {}
 
 #[inline(always)]
 fn cs_flags(p: &Packet, enabled: bool) -> u8 {
-    if !enabled {
-        return 0;
-    }
-    (if p.offload.l3_csum { eth::CS_L3 } else { 0 })
-        | (if p.offload.l4_csum { eth::CS_L4 } else { 0 })
+    // CS_L3 is bit 6 and CS_L4 bit 7 of the eth segment's `cs_flags`.
+    let f = (p.offload.l3_csum as u8) << 6 | (p.offload.l4_csum as u8) << 7;
+    f & 0u8.wrapping_sub(enabled as u8)
 }
 
 impl Tx {
@@ -296,24 +294,48 @@ impl Tx {
         let mut last = None;
         let mut n = 0;
         while n < total {
-            // SAFETY: `n < total`; element `n` is initialized and has not been moved.
-            let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() > min_len {
-                if self.free_bbs() == 0 {
+            // Fast run: consecutive single-buffer packets, bookkeeping in locals.
+            let room = (self.free_bbs() as usize).min(total - n);
+            let run_end = n + room;
+            let (mut pi, mut bp) = (self.pi, self.buf_pi);
+            let (mut np, mut nb) = (self.pkts_posted, self.bytes_posted);
+            while n < run_end {
+                // SAFETY: `n < total`; element `n` is initialized and has not been moved.
+                let p = unsafe { &*base.add(n) };
+                if p.segment_count() != 1 || p.len() <= min_len {
                     break;
                 }
-                last = Some(self.pi);
-                self.write_single::<INLINE>(p);
-            } else {
-                match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
-                    Some(Some(start)) => last = Some(start),
-                    Some(None) => {
-                        stats.add(Counter::TxDrops, 1);
-                        // SAFETY: element `n` is initialized and is moved out exactly once.
-                        cache.free(unsafe { std::ptr::read(base.add(n)) });
-                    }
-                    None => break,
+                let len = p.len() as u32;
+                self.write_single::<INLINE>(pi, bp, p, len);
+                let i = (bp & self.buf_mask) as usize;
+                // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`).
+                unsafe { *self.bufs.get_unchecked_mut(i) = p.buffer_index() };
+                bp = bp.wrapping_add(1);
+                pi = pi.wrapping_add(1);
+                np = np.wrapping_add(1);
+                nb = nb.wrapping_add(len as u64);
+                n += 1;
+            }
+            if pi != self.pi {
+                last = Some(pi.wrapping_sub(1));
+            }
+            (self.pi, self.buf_pi, self.pkts_posted, self.bytes_posted) = (pi, bp, np, nb);
+            if n == total {
+                break;
+            }
+            // SAFETY: as above.
+            let p = unsafe { &*base.add(n) };
+            if p.segment_count() == 1 && p.len() > min_len {
+                break; // the fast run stopped because the ring is full
+            }
+            match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
+                Some(Some(start)) => last = Some(start),
+                Some(None) => {
+                    stats.add(Counter::TxDrops, 1);
+                    // SAFETY: element `n` is initialized and is moved out exactly once.
+                    cache.free(unsafe { std::ptr::read(base.add(n)) });
                 }
+                None => break,
             }
             n += 1;
         }
@@ -364,13 +386,14 @@ impl Tx {
     /// Single-buffer packet, one WQEBB: the template (ctrl + eth (+18 inline) + data segment),
     /// patched with the WQE index, checksum flags, length and address.
     #[inline(always)]
-    fn write_single<const INLINE: bool>(&mut self, p: &Packet) {
-        let pi = self.pi;
-        let len = p.len() as u32;
+    fn write_single<const INLINE: bool>(&self, pi: u16, buf_pos: u32, p: &Packet, len: u32) {
         let addr = p.data_addr();
-        let cs = cs_flags(p, self.tx_csum);
+        let cs = if p.offload == TxOffload::default() {
+            0
+        } else {
+            cs_flags(p, self.tx_csum)
+        };
         let bb = self.wqebb(pi);
-        let buf_pos = self.buf_pi;
         if INLINE {
             *bb = self.tmpl;
         } else {
@@ -390,8 +413,6 @@ impl Tx {
             d.set_byte_count(len);
             d.set_addr(addr);
         }
-        self.push_buf(p.buffer_index());
-        self.close_wqe(pi, 1, 1, len as u64);
     }
 
     /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).

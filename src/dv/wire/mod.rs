@@ -63,12 +63,16 @@ pub(crate) fn check_len(got: usize, need: usize) -> Result<(), Truncated> {
 
 #[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    let mut x = [0u8; 2];
+    x.copy_from_slice(&b[at..at + 2]);
+    u16::from_be_bytes(x)
 }
 
 #[inline(always)]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(x)
 }
 
 #[inline(always)]
