@@ -95,10 +95,16 @@ impl Cq {
     /// published past it: the device does not rewrite a slot software has not released.
     #[inline(always)]
     pub(crate) fn peek<'a>(&self) -> Option<&'a [u8; 64]> {
-        let p = self.slot(self.ci);
+        self.peek_at(self.ci)
+    }
+
+    /// As [`Cq::peek`] at consumer index `ci` (a caller keeping the index in a local).
+    #[inline(always)]
+    pub(crate) fn peek_at<'a>(&self, ci: u32) -> Option<&'a [u8; 64]> {
+        let p = self.slot(ci);
         // SAFETY: `p` is a CQE of the live CQ ring (index masked); byte 63 is `op_own`.
         let op = unsafe { mmio::op_own_load(p.add(cqe::field::OP_OWN)) };
-        if op >> 4 == cqe::OP_INVALID || op & 1 != self.owner_at(self.ci) {
+        if op >> 4 == cqe::OP_INVALID || op & 1 != self.owner_at(ci) {
             return None;
         }
         // SAFETY: the acquire load above orders every later read of the entry after the

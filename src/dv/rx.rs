@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 use super::cq::Cq;
 use super::mmio;
 use super::rings::{CqRing, MiniCqeFormat, RqRing};
-use super::wire::{cqe, data, mini_cqe, Cqe, DataSeg, MiniCqe, SrqNextSeg};
+use super::wire::{cqe, mini_cqe, Cqe, DataSeg, MiniCqe, SrqNextSeg};
 use crate::mempool::{PoolCache, Shared, BUF_HEADER};
 use crate::packet::{Packet, RxMeta};
 use crate::stats::{Counter, StatsWriter};
@@ -234,34 +234,43 @@ impl Rx {
         unsafe { std::slice::from_raw_parts_mut(self.base.add(o), self.stride as usize) }
     }
 
-    /// Posts every WQE that can be completely refilled; one doorbell record write.
+    /// Posts every WQE that can be completely refilled; one doorbell record write. Only the
+    /// addresses change: lengths and lkeys were written once by `format_wqes`.
     pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
         let start = self.pi;
         let limit = self.ci.wrapping_add(self.wqe_cnt);
-        'wqes: while self.pi != limit {
-            let w = self.pi & self.mask;
-            let first = (w * self.per_wqe) as usize;
-            for k in 0..self.per_wqe as usize {
-                if self.bufs[first + k] != EMPTY {
+        let per_wqe = self.per_wqe as usize;
+        let (off, dseg0) = match self.kind {
+            Kind::Cyclic { .. } => (self.headroom as u64, 0),
+            Kind::Striding { buf_off, .. } => (buf_off as u64, 1),
+        };
+        let mut pi = self.pi;
+        'wqes: while pi != limit {
+            let w = pi & self.mask;
+            let first = w as usize * per_wqe;
+            let wqe = self.base.wrapping_add((w * self.stride) as usize);
+            for k in 0..per_wqe {
+                // SAFETY: `w <= mask` and `k < per_wqe`, so the index is below `bufs.len()`.
+                let b = unsafe { self.bufs.get_unchecked_mut(first + k) };
+                if *b != EMPTY {
                     continue;
                 }
                 let Some(idx) = cache.get() else {
                     break 'wqes;
                 };
-                self.bufs[first + k] = idx;
-                let base = self.shared.buf_ptr(idx) as u64;
-                // Length and lkey were written once by `format_wqes`; only the address changes.
-                let (addr, at) = match self.kind {
-                    Kind::Cyclic { .. } => (base + self.headroom as u64, 16 * k),
-                    Kind::Striding { buf_off, .. } => (base + buf_off as u64, 16 * (k + 1)),
-                };
-                let wqe = self.wqe(w);
-                DataSeg::new_unchecked(&mut wqe[at..at + data::SIZE]).set_addr(addr);
+                *b = idx;
+                let addr = self.shared.buf_ptr(idx) as u64 + off;
+                // SAFETY: data segment `k + dseg0` lies inside WQE `w` (the stride holds the
+                // next-segment header and `per_wqe` segments), which belongs to software until
+                // the doorbell record below publishes it.
+                let d = unsafe { &mut *(wqe.add(16 * (k + dseg0)) as *mut [u8; 16]) };
+                DataSeg::new_unchecked(d).set_addr(addr);
             }
-            self.pi = self.pi.wrapping_add(1);
+            pi = pi.wrapping_add(1);
         }
-        if self.pi != start {
-            mmio::dbrec_store(self.dbrec, self.pi & 0xffff);
+        self.pi = pi;
+        if pi != start {
+            mmio::dbrec_store(self.dbrec, pi & 0xffff);
         }
     }
 
@@ -401,6 +410,54 @@ impl Rx {
         }
     }
 
+    /// The common case of a cyclic RQ: plain (uncompressed) CQEs of single-buffer packets,
+    /// with the counters in locals. Stops at the first CQE it does not handle (the general loop
+    /// then takes over). Returns (packets, bytes).
+    #[inline(always)]
+    fn poll_cyclic_fast(
+        &mut self,
+        seg_room: u32,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> (usize, u64) {
+        let (mut n, mut bytes) = (0usize, 0u64);
+        let (mut cq_ci, mut ci) = (self.cq.ci, self.ci);
+        let per_wqe = self.per_wqe;
+        while n < max {
+            let Some(c) = self.cq.peek_at(cq_ci) else {
+                break;
+            };
+            let q = Cqe::new_unchecked(c);
+            // RESP_SEND, format 0 (owner and SE bits masked).
+            if q.op_own() & 0xfc != cqe::OP_RESP_SEND << 4 {
+                break;
+            }
+            let len = q.byte_cnt();
+            if len > seg_room {
+                break;
+            }
+            let first = ((q.wqe_counter() as u32 & self.mask) * per_wqe) as usize;
+            let meta = meta_of(&q, q.rx_hash());
+            // SAFETY: the masked WQE index times `per_wqe` is below `bufs.len()`.
+            let slot = unsafe { self.bufs.get_unchecked_mut(first) };
+            let idx = std::mem::replace(slot, EMPTY);
+            out.push(Packet::from_device(
+                self.shared,
+                idx,
+                self.headroom as u16,
+                len as u16,
+                meta,
+            ));
+            cq_ci = cq_ci.wrapping_add(1);
+            ci = ci.wrapping_add(1);
+            n += 1;
+            bytes += len as u64;
+        }
+        self.cq.ci = cq_ci;
+        self.ci = ci;
+        (n, bytes)
+    }
+
     /// Receives up to `max` packets into `out`; stops at an error CQE and returns it.
     pub(crate) fn poll(
         &mut self,
@@ -412,6 +469,9 @@ impl Rx {
         let mut n = 0usize;
         let mut bytes = 0u64;
         let mut err = None;
+        if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
+            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max);
+        }
         while n < max {
             if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
                 let t = Cqe::new_unchecked(&title);
