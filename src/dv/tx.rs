@@ -11,7 +11,7 @@
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
 //!   cut per WQE by cumulative counters, so freeing is a walk with no allocation.
-//! * [`Tx::doorbell`] holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
+//! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
 //!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
 //!   register (alternating BlueFlame halves when the register has two).
 

@@ -12,7 +12,7 @@
 //!   offload applied) and writes a send CQE if the WQE asked for one. A bad WQE produces the
 //!   error CQE the hardware would (LOCAL_PROT_ERR for a bad key or address, LOCAL_LENGTH_ERR for
 //!   a bad length, LOCAL_QP_OP_ERR for a bad opcode / DS / index); every later WQE is flushed
-//!   (WR_FLUSH_ERR) until the queue is reset through the [`Recover`](super::queue::Recover) hook.
+//!   (WR_FLUSH_ERR) until the queue is reset through the [`Recover`] hook.
 //!   In stepped mode it also checks that the UAR register holds the last WQE's first 8 bytes.
 //! * **Receive**: takes frames from the wire, drops runts and oversize frames (counted), applies
 //!   the flow rules ([`crate::flow::classify`]: a rule's action picks the queue; unmatched frames
