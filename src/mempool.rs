@@ -475,6 +475,7 @@ impl PoolCache {
 
     /// Returns several indices at once (a driver's completion batch): one copy instead of a
     /// push per index, flushing to the shared stack as `put` would.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline]
     pub(crate) fn put_slice(&mut self, idx: &[u32]) {
         for chunk in idx.chunks(self.size) {

@@ -150,6 +150,7 @@ impl Packet {
     }
 
     /// As [`Packet::from_raw_parts`], with the receive metadata the device reported.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn from_device(
         pool: &'static Shared,
