@@ -131,7 +131,10 @@ fn ratio_report() {
     let mut ring = vec![[0u64; 8]; 1024];
     let (rxpool, rxport, mut rxq) = rx_rig();
     // Warm up, then interleave rounds and keep the best of each.
-    let _ = (time_tx(&pool, &port, &mut q, 200), time_floor(&mut ring, 200));
+    let _ = (
+        time_tx(&pool, &port, &mut q, 200),
+        time_floor(&mut ring, 200),
+    );
     let (mut tx, mut tx18, mut fl, mut rx) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..20 {
         tx = tx.min(per_pkt(time_tx(&pool, &port, &mut q, 200), 200));
@@ -154,11 +157,17 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("dv");
     g.throughput(Throughput::Elements((BURST * BATCH) as u64));
     let (pool, port, mut q) = tx_rig(0);
-    g.bench_function("tx_burst32_x16", |b| b.iter_custom(|n| time_tx(&pool, &port, &mut q, n)));
+    g.bench_function("tx_burst32_x16", |b| {
+        b.iter_custom(|n| time_tx(&pool, &port, &mut q, n))
+    });
     let mut ring = vec![[0u64; 8]; 1024];
-    g.bench_function("floor_store64_x512", |b| b.iter_custom(|n| time_floor(&mut ring, n)));
+    g.bench_function("floor_store64_x512", |b| {
+        b.iter_custom(|n| time_floor(&mut ring, n))
+    });
     let (_rxpool, rxport, mut rxq) = rx_rig();
-    g.bench_function("rx_refill32_x16", |b| b.iter_custom(|n| time_rx(&rxport, &mut rxq, n)));
+    g.bench_function("rx_refill32_x16", |b| {
+        b.iter_custom(|n| time_rx(&rxport, &mut rxq, n))
+    });
     g.finish();
 }
 
@@ -206,7 +215,10 @@ fn callgrind(rounds: u64) {
 criterion_group!(benches, bench);
 
 fn main() {
-    if let Some(n) = std::env::var("RAWQ_DV_CALLGRIND").ok().and_then(|s| s.parse().ok()) {
+    if let Some(n) = std::env::var("RAWQ_DV_CALLGRIND")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         callgrind(n);
         return;
     }

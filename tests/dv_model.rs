@@ -253,7 +253,11 @@ fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
     assert_eq!(ca.tx_frames, n);
     assert_eq!(cb.rx_frames, n);
     if n >= 10_000 {
-        assert!(ca.tx_wqes > 20 * 256, "{}: the SQ wrapped many times", v.name);
+        assert!(
+            ca.tx_wqes > 20 * 256,
+            "{}: the SQ wrapped many times",
+            v.name
+        );
     }
     (ca, cb)
 }
