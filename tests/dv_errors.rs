@@ -101,7 +101,21 @@ impl Rig {
 
 #[test]
 fn tx_error_recovers_and_counts_add_up() {
-    let mut r = rig(opts());
+    tx_error_case(opts());
+}
+
+#[test]
+fn tx_error_recovers_with_empw() {
+    tx_error_case(ModelOptions { empw: true, ..opts() });
+}
+
+#[test]
+fn tx_error_recovers_with_inline_headers() {
+    tx_error_case(ModelOptions { min_inline: 18, ..opts() });
+}
+
+fn tx_error_case(o: ModelOptions) {
+    let mut r = rig(o);
     let mut taken = 0u64;
     let mut received = Vec::new();
     // The 40th WQE from now fails with a protection error.
