@@ -287,7 +287,11 @@ impl Rx {
         off: u32,
         room: u32,
         len: u32,
-    ) -> Packet {
+    ) -> Option<Packet> {
+        // A CQE naming buffers the driver does not hold (a bogus or stale entry) is refused.
+        if (0..nsegs).any(|k| self.bufs.get(first + k).is_none_or(|&b| b == EMPTY)) {
+            return None;
+        }
         let l0 = len.min(room0);
         let idx0 = self.bufs[first];
         self.bufs[first] = EMPTY;
@@ -302,7 +306,7 @@ impl Rx {
             let _ = p.chain(s);
             rem -= l;
         }
-        p
+        Some(p)
     }
 
     /// One completion: `wqe_counter` (cyclic: WQE counter; striding: stride index), `wqe_id`
@@ -330,32 +334,21 @@ impl Rx {
                     return None;
                 }
                 let first = (w * self.per_wqe) as usize;
-                if nsegs == 1 {
-                    // SAFETY: `w <= mask`, so `first < (mask + 1) * per_wqe == bufs.len()`.
-                    let slot = unsafe { self.bufs.get_unchecked_mut(first) };
-                    let idx = std::mem::replace(slot, EMPTY);
-                    out.push(Packet::from_raw_parts(
-                        self.shared,
-                        idx,
-                        self.headroom as u16,
-                        len as u16,
-                    ));
-                    if let Some(p) = out.last_mut() {
-                        p.meta = meta;
-                    }
-                } else {
-                    let mut p = self.take_packet(
-                        first,
-                        nsegs,
-                        self.headroom,
-                        seg_room,
-                        self.headroom,
-                        seg_room,
-                        len,
-                    );
-                    p.meta = meta;
-                    out.push(p);
-                }
+                let p = self.take_packet(
+                    first,
+                    nsegs,
+                    self.headroom,
+                    seg_room,
+                    self.headroom,
+                    seg_room,
+                    len,
+                );
+                let Some(mut p) = p else {
+                    stats.add(Counter::RxErrors, 1);
+                    return None;
+                };
+                p.meta = meta;
+                out.push(p);
                 self.ci = self.ci.wrapping_add(1);
                 Some(len)
             }
@@ -369,6 +362,10 @@ impl Rx {
                 let (len, strides) = (len as u32, strides as u32);
                 let w = wqe_id as u32 & self.mask;
                 let s = wqe_counter as u32;
+                if s >= num_strides {
+                    stats.add(Counter::RxErrors, 1);
+                    return None;
+                }
                 let first = (w * num_strides + s) as usize;
                 let end = (s + strides).min(num_strides);
                 let need = if filler {
@@ -378,7 +375,7 @@ impl Rx {
                 };
                 let mut got = None;
                 if !filler && s + need <= end {
-                    let mut p = self.take_packet(
+                    let p = self.take_packet(
                         first,
                         need as usize,
                         buf_off + shift,
@@ -387,9 +384,13 @@ impl Rx {
                         stride_size,
                         len,
                     );
-                    p.meta = meta;
-                    out.push(p);
-                    got = Some(len);
+                    if let Some(mut p) = p {
+                        p.meta = meta;
+                        out.push(p);
+                        got = Some(len);
+                    } else {
+                        stats.add(Counter::RxErrors, 1);
+                    }
                 } else if !filler {
                     stats.add(Counter::RxErrors, 1);
                 }
@@ -440,6 +441,9 @@ impl Rx {
             let meta = meta_of(&q, q.rx_hash());
             // SAFETY: the masked WQE index times `per_wqe` is below `bufs.len()`.
             let slot = unsafe { self.bufs.get_unchecked_mut(first) };
+            if *slot == EMPTY {
+                break; // not a buffer we posted: the general loop counts the error
+            }
             let idx = std::mem::replace(slot, EMPTY);
             out.push(Packet::from_device(
                 self.shared,

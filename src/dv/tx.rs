@@ -642,7 +642,12 @@ impl Tx {
         let r = self.recs[(wqe as u32 & self.mask) as usize];
         // A stale or foreign counter would free buffers we do not hold: ignore it.
         let in_flight = self.pi.wrapping_sub(self.ci);
-        if r.end.wrapping_sub(self.ci) > in_flight || r.end == self.ci {
+        let bufs_out = self.buf_pi.wrapping_sub(self.buf_ci);
+        if r.end.wrapping_sub(self.ci) > in_flight
+            || r.end == self.ci
+            || r.buf_end.wrapping_sub(self.buf_ci) > bufs_out
+            || r.pkt_end.wrapping_sub(self.pkts_done) > self.outstanding()
+        {
             stats.add(Counter::TxErrors, 1);
             return;
         }
