@@ -245,6 +245,25 @@ impl Rx {
             Kind::Striding { buf_off, .. } => (buf_off as u64, 1),
         };
         let mut pi = self.pi;
+        if per_wqe == 1 && dseg0 == 0 {
+            // One buffer per WQE (the common cyclic RQ).
+            while pi != limit {
+                let w = (pi & self.mask) as usize;
+                // SAFETY: `w <= mask` and `bufs.len() == mask + 1` here.
+                let b = unsafe { self.bufs.get_unchecked_mut(w) };
+                if *b == EMPTY {
+                    let Some(idx) = cache.get() else { break };
+                    *b = idx;
+                    let addr = self.shared.buf_ptr(idx) as u64 + off;
+                    let wqe = self.base.wrapping_add(w * self.stride as usize);
+                    // SAFETY: the first data segment of WQE `w`, inside the RQ ring, owned by
+                    // software until the doorbell record below publishes it.
+                    let d = unsafe { &mut *(wqe as *mut [u8; 16]) };
+                    DataSeg::new_unchecked(d).set_addr(addr);
+                }
+                pi = pi.wrapping_add(1);
+            }
+        }
         'wqes: while pi != limit {
             let w = pi & self.mask;
             let first = w as usize * per_wqe;
