@@ -276,6 +276,29 @@ impl ModelPort {
         q
     }
 
+    /// The raw rings of queue `i` (for a data path of your own), registering `pool`. The box
+    /// owns the ring memory: keep it alive as long as the rings are used. Each queue can be
+    /// opened once. [`ModelPort::recover_hook`] gives the matching recovery hook.
+    ///
+    /// # Errors
+    /// As [`ModelPort::queue`].
+    pub fn rings(
+        &self,
+        i: u16,
+        pool: &Mempool,
+    ) -> Result<(QueueRings, Box<dyn std::any::Any + Send>)> {
+        let (rings, keep) = self.shared.lock().open_queue(i, pool)?;
+        Ok((rings, Box::new(keep)))
+    }
+
+    /// The recovery hook of queue `i` (resets the model's side of that queue).
+    pub fn recover_hook(&self, i: u16) -> Box<dyn Recover> {
+        Box::new(ModelRecover {
+            port: self.shared.clone(),
+            q: i as usize,
+        })
+    }
+
     /// Does one round of device work in the calling thread: send WQEs, the wire, receive,
     /// completions. Also checks each doorbell's UAR write. Returns how many work items (WQEs,
     /// frames, CQEs) it handled.
