@@ -5,7 +5,7 @@
 //! the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
 //! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
 //! counters, and reports what happened through [`QueueOps::take_error`] as
-//! [`Error::Queue`](crate::Error::Queue). Nothing is lost silently: every packet taken by
+//! [`Error::Queue`]. Nothing is lost silently: every packet taken by
 //! `tx_burst` is eventually counted once, as `tx_packets` (completed) or `tx_drops`.
 
 use std::any::Any;
