@@ -106,12 +106,18 @@ fn tx_error_recovers_and_counts_add_up() {
 
 #[test]
 fn tx_error_recovers_with_empw() {
-    tx_error_case(ModelOptions { empw: true, ..opts() });
+    tx_error_case(ModelOptions {
+        empw: true,
+        ..opts()
+    });
 }
 
 #[test]
 fn tx_error_recovers_with_inline_headers() {
-    tx_error_case(ModelOptions { min_inline: 18, ..opts() });
+    tx_error_case(ModelOptions {
+        min_inline: 18,
+        ..opts()
+    });
 }
 
 fn tx_error_case(o: ModelOptions) {
