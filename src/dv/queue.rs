@@ -101,7 +101,9 @@ impl std::fmt::Debug for DvQueue {
 }
 
 impl DvQueue {
-    /// Builds the data path over `rings`, receiving into `pool`, and posts the receive ring.
+    /// Builds the data path over `rings`, receiving into `pool`, and posts the receive ring
+    /// (writing its doorbell record): create it once the queue is ready to receive (RTR for a
+    /// RAW_PACKET QP, RDY for a WQ), since libmlx5 never writes that record earlier.
     ///
     /// # Safety
     /// Every pointer in `rings` must name live ring memory of the geometry it describes (SQ,
