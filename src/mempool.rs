@@ -473,6 +473,20 @@ impl PoolCache {
         self.stack.push(idx);
     }
 
+    /// Returns several indices at once (a driver's completion batch): one copy instead of a
+    /// push per index, flushing to the shared stack as `put` would.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn put_slice(&mut self, idx: &[u32]) {
+        for chunk in idx.chunks(self.size) {
+            if self.stack.len() + chunk.len() > 2 * self.size {
+                let keep = self.stack.len().min(self.size);
+                self.shared.give_bulk(&mut self.stack, keep);
+            }
+            self.stack.extend_from_slice(chunk);
+        }
+    }
+
     /// Allocates a packet.
     #[inline]
     pub fn alloc(&mut self) -> Option<Packet> {

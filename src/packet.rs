@@ -149,6 +149,37 @@ impl Packet {
         }
     }
 
+    /// As [`Packet::from_raw_parts`], with the receive metadata the device reported.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn from_device(
+        pool: &'static Shared,
+        idx: u32,
+        off: u16,
+        len: u16,
+        meta: RxMeta,
+    ) -> Packet {
+        raw::write_header(
+            pool,
+            idx,
+            SegHeader {
+                next: NO_NEXT,
+                off,
+                len,
+            },
+        );
+        Packet {
+            pool,
+            idx,
+            off,
+            seg_len: len,
+            pkt_len: len as u32,
+            nb_segs: 1,
+            meta,
+            offload: TxOffload::default(),
+        }
+    }
+
     /// Gives up ownership without returning the buffer(s); the caller now owns buffer
     /// [`Packet::buffer_index`] and the chain behind it (see [`SegmentIter`]).
     #[inline]

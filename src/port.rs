@@ -46,16 +46,22 @@ pub enum Backend {
         /// Port number on the device (usually 1).
         port: u8,
     },
+    /// The software mlx5 device ([`crate::dv::model`]) driven by the DV data path, running in a
+    /// thread of its own; needs nothing.
+    #[cfg(feature = "mlx5")]
+    Model(crate::dv::model::ModelOptions),
 }
 
 impl Backend {
-    /// Short name: `loopback`, `xdp`, `verbs`, `dv`.
+    /// Short name: `loopback`, `xdp`, `verbs`, `dv`, `model`.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Loopback => "loopback",
             Backend::Xdp { .. } => "xdp",
             Backend::Verbs { .. } => "verbs",
             Backend::Dv { .. } => "dv",
+            #[cfg(feature = "mlx5")]
+            Backend::Model(_) => "model",
         }
     }
 }
@@ -204,6 +210,8 @@ impl PortBuilder {
             Backend::Xdp { .. } => open_xdp(&cfg, &pool)?,
             Backend::Verbs { .. } => open_verbs(&cfg, &pool)?,
             Backend::Dv { .. } => open_dv(&cfg, &pool)?,
+            #[cfg(feature = "mlx5")]
+            Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool)?,
         };
         let readers = queues.iter().map(|q| q.stats_reader()).collect();
         Ok(Port {

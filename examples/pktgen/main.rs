@@ -71,12 +71,31 @@ fn backend(a: &Args) -> rawq::Result<Backend> {
             device: dev()?,
             port: a.port,
         },
-        BackendKind::Model => model_backend(),
+        BackendKind::Model => model_backend(a)?,
     })
 }
 
-fn model_backend() -> Backend {
-    Backend::Loopback // TODO(integration): Backend::Model once the dv branch lands
+/// The software mlx5 device: a sink for sending (what is measured is the driver's cost), a
+/// loopback for --txrx / --rx.
+#[cfg(feature = "mlx5")]
+fn model_backend(a: &Args) -> rawq::Result<Backend> {
+    use rawq::dv::model::{ModelOptions, ModelWire};
+    Ok(Backend::Model(ModelOptions {
+        wire: if a.txrx || a.rx {
+            ModelWire::Loopback
+        } else {
+            ModelWire::Sink
+        },
+        empw: true,
+        ..Default::default()
+    }))
+}
+#[cfg(not(feature = "mlx5"))]
+fn model_backend(_: &Args) -> rawq::Result<Backend> {
+    Err(rawq::Error::BackendUnavailable {
+        backend: "model",
+        feature: "mlx5",
+    })
 }
 
 /// Frames to send: a template stamper or the frames of a pcap file.

@@ -1,21 +1,94 @@
-//! mlx5 Direct Verbs backend (work in progress).
+//! mlx5 Direct Verbs backend: rawq writes send WQEs, rings doorbells, polls CQEs and refills the
+//! receive queue itself.
+//!
+//! * [`wire`]: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
+//!   `tests/dv_oracle.rs`).
+//! * [`rings`]: the ring memory of one queue pair: the contract with the control path.
+//! * [`queue::DvQueue`]: the data path over one [`rings::QueueRings`]: [`tx`] (SEND and enhanced
+//!   multi-packet WQEs, completions every N WQEs, one doorbell per burst), [`rx`] (cyclic and
+//!   striding RQs, compressed CQEs), [`cq`] (ownership test, consumer index). Error completions go
+//!   through a [`queue::Recover`] hook, so the data path depends on neither the verbs control
+//!   path nor the model.
+//! * [`model`]: a software mlx5 NIC that plays the device's side of the rings (strict WQE checks,
+//!   error CQEs, RX metadata, compression, a wire that can be bridged to a veth), for tests and
+//!   for [`Backend::Model`](crate::Backend).
+//!
+//! Cost, measured with `benches/dv.rs` (model completing inline, one core): a 32-packet
+//! `tx_burst` of 64-byte packets costs about 1.6x a bare loop storing 64 bytes per packet
+//! (min inline 0; 2.5x with the 18-byte inline header); `scripts/callgrind-dv.sh` counts about 78
+//! instructions per packet on send (completion handling included) and 151 on receive (refill
+//! included).
 
 pub mod control;
+pub mod cq;
+mod mmio;
+pub mod model;
+pub mod queue;
 pub mod rings;
+pub mod rx;
 pub(crate) mod sys;
+pub mod tx;
+pub mod wire;
 
 use std::any::Any;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::mempool::Mempool;
 use crate::port::{PortConfig, PortInfo};
 use crate::queue::Queue;
 
+/// On hardware, a queue's verbs objects are its recovery hook: owned by the queue, so they
+/// outlive its data path, and they know how to reset the SQ / RQ after an error completion.
+impl queue::Recover for control::KeepAlive {
+    fn recover_sq(&mut self) -> Result<()> {
+        control::KeepAlive::recover_sq(self)
+    }
+    fn recover_rq(&mut self) -> Result<()> {
+        control::KeepAlive::recover_rq(self)
+    }
+    fn quiesce(&mut self) {
+        if let Err(e) = control::KeepAlive::quiesce(self) {
+            eprintln!("rawq: dv: stopping a queue before teardown failed: {e}");
+        }
+    }
+}
+
+/// Opens a hardware DV port: verbs objects through the control path, rings through
+/// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules.
 pub(crate) fn open(
-    _cfg: &PortConfig,
-    _pool: &Mempool,
+    cfg: &PortConfig,
+    pool: &Mempool,
 ) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
-    Err(Error::Unsupported(
-        "the mlx5 DV backend is not implemented yet".into(),
-    ))
+    let mut ctl = control::ControlPort::from_config(cfg, pool)?;
+    let caps = ctl.rings().first().map(|r| r.caps);
+    let mut queues = Vec::with_capacity(cfg.queues as usize);
+    for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
+        // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns; the queue owns
+        // `keep` (as its recovery hook) until it is dropped, and nothing else drives these rings.
+        // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`, and
+        // the queues are in RTS / RDY, so posting the RQ now is allowed.
+        let q =
+            unsafe { queue::DvQueue::new(i as u16, rings, pool, Box::new(keep), Box::new(())) }?;
+        queues.push(q.into_queue());
+    }
+    ctl.install_rules(&cfg.rules)?;
+    let device = match &cfg.backend {
+        crate::Backend::Dv { device, port } => format!("{device} port {port}"),
+        _ => String::new(),
+    };
+    let mode = caps.map_or_else(String::new, |c| {
+        format!(
+            "min inline {}, {}, CQE compression {}",
+            c.min_inline,
+            if c.empw { "eMPW" } else { "one WQE per packet" },
+            c.cqe_compression.map_or("off".into(), |f| format!("{f:?}"))
+        )
+    });
+    let info = PortInfo {
+        backend: "dv",
+        device,
+        mode,
+        queues: cfg.queues,
+    };
+    Ok((queues, info, Box::new(ctl)))
 }

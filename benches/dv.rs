@@ -1,0 +1,227 @@
+//! mlx5 DV data-path cost with the device model completing inline (no NIC needed).
+//!
+//! * `tx_burst32`: `tx_burst` of 32 single-buffer 64-byte packets, completions included (the
+//!   buffers of earlier bursts are freed inside the call); the model runs between timed batches.
+//! * `floor_store64`: a bare loop storing 64 bytes per packet into a ring: the cost of writing one
+//!   WQEBB per packet and nothing else. The ratio tx / floor is printed.
+//! * `rx_refill32`: `rx_burst` of 32 packets the model has already written, refill included.
+//!
+//! `RAWQ_DV_CALLGRIND=N` runs N bursts each way through two `#[inline(never)]` functions instead
+//! of criterion, for `scripts/callgrind-dv.sh`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion, Throughput};
+use rawq::dv::model::{ModelOptions, ModelPort, ModelWire};
+use rawq::{HugePages, Mempool, MempoolConfig, Packet, Queue};
+
+const BURST: usize = 32;
+const BATCH: usize = 16; // bursts per timed batch (512 packets, half the SQ)
+
+fn pool() -> Mempool {
+    Mempool::new(&MempoolConfig {
+        buffers: 16384,
+        huge_pages: HugePages::Try,
+        ..Default::default()
+    })
+    .expect("pool")
+}
+
+fn tx_rig(min_inline: u16) -> (Mempool, ModelPort, Queue) {
+    let pool = pool();
+    let port = ModelPort::new(ModelOptions {
+        sq_wqebbs: 1024,
+        min_inline,
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .expect("model");
+    let q = port.queue(0, &pool).expect("queue").into_queue();
+    (pool, port, q)
+}
+
+fn fill(pool: &Mempool, bursts: &mut [Vec<Packet>]) {
+    for b in bursts.iter_mut() {
+        pool.alloc_bulk(b, BURST).expect("buffers");
+        for p in b.iter_mut() {
+            p.set_len(64).expect("len");
+        }
+    }
+}
+
+/// Time of `batches` batches of BATCH tx bursts.
+fn time_tx(pool: &Mempool, port: &ModelPort, q: &mut Queue, batches: u64) -> Duration {
+    let mut bursts: Vec<Vec<Packet>> = (0..BATCH).map(|_| Vec::with_capacity(BURST)).collect();
+    let mut total = Duration::ZERO;
+    for _ in 0..batches {
+        fill(pool, &mut bursts);
+        let t = Instant::now();
+        for b in bursts.iter_mut() {
+            q.tx_burst(b);
+        }
+        total += t.elapsed();
+        for b in bursts.iter_mut() {
+            assert!(b.is_empty(), "SQ full: the model fell behind");
+        }
+        port.process();
+    }
+    total
+}
+
+/// Time of `batches` batches of BATCH × 32 stores of 64 bytes into a 1024-slot ring.
+fn time_floor(ring: &mut [[u64; 8]], batches: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut pos = 0usize;
+    for _ in 0..batches {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            for i in 0..BURST {
+                let v = black_box(i as u64);
+                ring[pos & 1023] = [v, v + 1, v + 2, v + 3, v + 4, v + 5, v + 6, v + 7];
+                pos += 1;
+            }
+        }
+        black_box(&ring[pos & 1023]);
+        total += t.elapsed();
+    }
+    total
+}
+
+fn rx_rig() -> (Mempool, ModelPort, Queue) {
+    let pool = pool();
+    let port = ModelPort::new(ModelOptions {
+        rq_wqes: 1024,
+        wire: ModelWire::Sink,
+        wire_capacity: 4096,
+        ..Default::default()
+    })
+    .expect("model");
+    let q = port.queue(0, &pool).expect("queue").into_queue();
+    (pool, port, q)
+}
+
+fn time_rx(port: &ModelPort, q: &mut Queue, batches: u64) -> Duration {
+    let frame = [0u8; 64];
+    let mut out: Vec<Packet> = Vec::with_capacity(BURST * BATCH);
+    let mut total = Duration::ZERO;
+    for _ in 0..batches {
+        for _ in 0..BURST * BATCH {
+            port.inject_frame(&frame);
+        }
+        port.process();
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            q.rx_burst(&mut out, BURST);
+        }
+        total += t.elapsed();
+        assert_eq!(out.len(), BURST * BATCH);
+        out.clear();
+    }
+    total
+}
+
+fn per_pkt(d: Duration, batches: u64) -> f64 {
+    d.as_nanos() as f64 / (batches * (BATCH * BURST) as u64) as f64
+}
+
+fn ratio_report() {
+    let (pool, port, mut q) = tx_rig(0);
+    let (pool18, port18, mut q18) = tx_rig(18);
+    let mut ring = vec![[0u64; 8]; 1024];
+    let (rxpool, rxport, mut rxq) = rx_rig();
+    // Warm up, then interleave rounds and keep the best of each.
+    let _ = (
+        time_tx(&pool, &port, &mut q, 200),
+        time_floor(&mut ring, 200),
+    );
+    let (mut tx, mut tx18, mut fl, mut rx) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..20 {
+        tx = tx.min(per_pkt(time_tx(&pool, &port, &mut q, 200), 200));
+        tx18 = tx18.min(per_pkt(time_tx(&pool18, &port18, &mut q18, 200), 200));
+        fl = fl.min(per_pkt(time_floor(&mut ring, 200), 200));
+        rx = rx.min(per_pkt(time_rx(&rxport, &mut rxq, 50), 50));
+    }
+    println!(
+        "dv: tx burst-32 {tx:.2} ns/pkt (min inline 0), {tx18:.2} ns/pkt (min inline 18); \
+         bare 64-byte store {fl:.2} ns/pkt; ratio {:.2}x / {:.2}x; rx+refill {rx:.2} ns/pkt",
+        tx / fl,
+        tx18 / fl
+    );
+    drop((q, q18, rxq));
+    let _ = (pool, pool18, rxpool);
+}
+
+fn bench(c: &mut Criterion) {
+    ratio_report();
+    let mut g = c.benchmark_group("dv");
+    g.throughput(Throughput::Elements((BURST * BATCH) as u64));
+    let (pool, port, mut q) = tx_rig(0);
+    g.bench_function("tx_burst32_x16", |b| {
+        b.iter_custom(|n| time_tx(&pool, &port, &mut q, n))
+    });
+    let mut ring = vec![[0u64; 8]; 1024];
+    g.bench_function("floor_store64_x512", |b| {
+        b.iter_custom(|n| time_floor(&mut ring, n))
+    });
+    let (_rxpool, rxport, mut rxq) = rx_rig();
+    g.bench_function("rx_refill32_x16", |b| {
+        b.iter_custom(|n| time_rx(&rxport, &mut rxq, n))
+    });
+    g.finish();
+}
+
+#[inline(never)]
+fn callgrind_tx(q: &mut Queue, bursts: &mut [Vec<Packet>]) -> usize {
+    let mut n = 0;
+    for b in bursts.iter_mut() {
+        n += q.tx_burst(b);
+    }
+    n
+}
+
+#[inline(never)]
+fn callgrind_rx(q: &mut Queue, out: &mut Vec<Packet>) -> usize {
+    let mut n = 0;
+    for _ in 0..BATCH {
+        n += q.rx_burst(out, BURST);
+    }
+    n
+}
+
+fn callgrind(rounds: u64) {
+    let (pool, port, mut q) = tx_rig(0);
+    let mut bursts: Vec<Vec<Packet>> = (0..BATCH).map(|_| Vec::with_capacity(BURST)).collect();
+    let mut sent = 0;
+    for _ in 0..rounds {
+        fill(&pool, &mut bursts);
+        sent += callgrind_tx(&mut q, &mut bursts);
+        port.process();
+    }
+    let (_rxpool, rxport, mut rxq) = rx_rig();
+    let mut out = Vec::with_capacity(BURST * BATCH);
+    let mut got = 0;
+    for _ in 0..rounds {
+        for _ in 0..BURST * BATCH {
+            rxport.inject_frame(&[0u8; 64]);
+        }
+        rxport.process();
+        got += callgrind_rx(&mut rxq, &mut out);
+        out.clear();
+    }
+    println!("callgrind: tx_packets {sent} rx_packets {got}");
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    if let Some(n) = std::env::var("RAWQ_DV_CALLGRIND")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        callgrind(n);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# rawq bench: pktgen over AF_XDP against trafgen (netsniff-ng) and dpdk-testpmd (net_af_xdp, txonly)
+# on the same veth pair, same frame size, one sender core, every tool judged at the receiver.
+#
+# Two throwaway network namespaces joined by a veth pair; the receiving end runs an XDP program
+# that drops every frame (pktgen --rx --rule 'promiscuous -> drop'). Each sender in turn is
+# pinned to core 0 and sends N-byte UDP/IPv4 frames (no FCS) as fast as it can; once frames
+# arrive, a warm-up is skipped and the frames the receiver's XDP program dropped
+# (ethtool -S: rx_queue_0_xdp_drops) are counted over the measurement window. Every tool is
+# measured by that same counter; each tool's own figure is printed too where it gives one.
+#
+# Usage (as root): bash scripts/bench-xdp.sh [--seconds 5] [--warmup 1] [--size 60] [--rounds 1]
+#                                             [--tools pktgen,testpmd,trafgen] [--burst 32]
+# PKTGEN=/path/to/pktgen uses that binary instead of building one; TRAFGEN and TESTPMD override
+# /usr/sbin/trafgen and dpdk-testpmd; BENCH_KEEP=1 keeps each tool's output (path printed at exit). With several rounds the tools take turns and the summary
+# gives each tool's median. A tool that is not installed is reported as n/a.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECS=5 WARMUP=1 SIZE=60 ROUNDS=1 TOOLS=pktgen,testpmd,trafgen BURST=32
+usage() {
+  echo "usage: $0 [--seconds S] [--warmup S] [--size N] [--rounds R] [--tools a,b,c] [--burst B]" >&2
+  exit 2
+}
+while (($#)); do
+  case "$1" in
+    --seconds) SECS=${2:?}; shift 2 ;;
+    --warmup) WARMUP=${2:?}; shift 2 ;;
+    --size) SIZE=${2:?}; shift 2 ;;
+    --rounds) ROUNDS=${2:?}; shift 2 ;;
+    --tools) TOOLS=${2:?}; shift 2 ;;
+    --burst) BURST=${2:?}; shift 2 ;;
+    -h | --help) usage ;;
+    *) usage ;;
+  esac
+done
+[[ $SECS =~ ^[0-9]+([.][0-9]+)?$ && $WARMUP =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
+[[ $SIZE =~ ^[0-9]+$ && $ROUNDS =~ ^[1-9][0-9]*$ && $BURST =~ ^[1-9][0-9]*$ ]] || usage
+((SIZE >= 60 && SIZE <= 1514)) || { echo "bench: --size must be 60..1514" >&2; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "bench: run as root (it creates network namespaces)" >&2; exit 1; }
+(($(nproc) >= 2)) || echo "bench: warning: one CPU; sender and receiver share it" >&2
+
+TRAFGEN=${TRAFGEN:-/usr/sbin/trafgen}
+TESTPMD=${TESTPMD:-$(command -v dpdk-testpmd || echo /usr/bin/dpdk-testpmd)}
+if [[ -z ${PKTGEN:-} ]]; then
+  echo "bench: building pktgen (release)…"
+  cargo build --release --quiet --example pktgen
+  PKTGEN=$PWD/target/release/examples/pktgen
+fi
+
+TX_CORE=0 RX_CORE=1
+((RX_CORE < $(nproc))) || RX_CORE=0
+TAG=$$
+NSA=rawq-bench-$TAG-a NSB=rawq-bench-$TAG-b
+VA=rqbn${TAG}a VB=rqbn${TAG}b
+VA=${VA:0:15} VB=${VB:0:15}
+IPA=10.203.252.1 IPB=10.203.252.2
+OUT=$(mktemp -d)
+RX=
+cleanup() {
+  # Stop whatever is still running (each wrapped in `timeout`, which passes the signal on).
+  local p
+  for p in $(jobs -p); do kill -INT "$p" 2>/dev/null || true; done
+  for p in $(jobs -p); do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  ip netns del "$NSA" 2>/dev/null || true
+  ip netns del "$NSB" 2>/dev/null || true
+  rm -rf "/var/run/dpdk/rawq-bench-$TAG"
+  if [[ -n ${BENCH_KEEP:-} ]]; then echo "bench: outputs kept in $OUT" >&2; else rm -rf "$OUT"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$NSA"
+ip netns add "$NSB"
+for ns in "$NSA" "$NSB"; do
+  # No IPv6: no router solicitations or DAD frames in the counted window.
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+    2>/dev/null || true
+  ip -n "$ns" link set lo up
+done
+ip link add "$VA" netns "$NSA" type veth peer name "$VB" netns "$NSB"
+ip -n "$NSA" addr add $IPA/24 dev "$VA"
+ip -n "$NSB" addr add $IPB/24 dev "$VB"
+ip -n "$NSA" link set "$VA" up
+ip -n "$NSB" link set "$VB" up
+MACA=$(ip -n "$NSA" -br link show "$VA" | awk '{print $3}')
+MACB=$(ip -n "$NSB" -br link show "$VB" | awk '{print $3}')
+
+# Per tool: startup (testpmd builds a mempool) + warm-up + window + slack, and the whole run.
+TOOL_BOUND=$(awk -v w="$WARMUP" -v s="$SECS" 'BEGIN { printf "%d", w + s + 40 }')
+NTOOLS=$(tr ',' '\n' <<<"$TOOLS" | grep -c .)
+RX_BOUND=$((TOOL_BOUND * NTOOLS * ROUNDS + 30))
+
+# Receiver: XDP_DROP for every frame; its user-space thread naps when idle, on the other core.
+ip netns exec "$NSB" "$PKTGEN" -b xdp -d "$VB" --rx --rule 'promiscuous -> drop' --cores $RX_CORE \
+  -t "$RX_BOUND" --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
+RX=$!
+for _ in $(seq 50); do
+  ip -n "$NSB" link show "$VB" | grep -q 'prog/xdp' && break
+  kill -0 $RX 2>/dev/null || break
+  sleep 0.1
+done
+ip -n "$NSB" link show "$VB" | grep -q 'prog/xdp' \
+  || { echo "bench: the XDP_DROP receiver did not start:" >&2; cat "$OUT/rx.err" >&2; exit 1; }
+
+drops() { ip netns exec "$NSB" ethtool -S "$VB" | awk '$1 == "rx_queue_0_xdp_drops:" { print $2 }'; }
+xbytes() { ip netns exec "$NSB" ethtool -S "$VB" | awk '$1 == "rx_queue_0_xdp_bytes:" { print $2 }'; }
+now() { date +%s.%N; }
+[[ -n $(drops) ]] || { echo "bench: no rx_queue_0_xdp_drops counter on $VB (ethtool -S)" >&2; exit 1; }
+
+# trafgen: the same UDP/IPv4 frame pktgen sends (eth 14 + ip 20 + udp 8 + payload), no FCS.
+cat >"$OUT/trafgen.cfg" <<EOF
+{ eth(da=$MACB, sa=$MACA, type=0x0800),
+  ipv4(saddr=$IPA, daddr=$IPB, ttl=64),
+  udp(sport=1024, dport=9000),
+  fill(0x00, $((SIZE - 42))) }
+EOF
+
+# Starts one sender in the background (pid in SENDER); its output goes to $OUT/<tool>.{out,err}.
+start_sender() {
+  local tool=$1
+  case $tool in
+    pktgen)
+      timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" taskset -c $TX_CORE "$PKTGEN" \
+        -b xdp -d "$VA" --dst-mac "$MACB" --src-ip $IPA --dst-ip $IPB -s "$SIZE" -r max \
+        --queues 1 --cores $TX_CORE --burst "$BURST" --json --quiet \
+        >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
+      ;;
+    trafgen)
+      # -P 1: one sender process; -Q: leave IRQ affinities alone. It cannot tune the host's
+      # socket memory from inside a namespace (it says so and carries on).
+      timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" taskset -c $TX_CORE "$TRAFGEN" \
+        -o "$VA" -i "$OUT/trafgen.cfg" -P 1 -Q \
+        >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
+      ;;
+    testpmd)
+      # Forwarding lcore = the sender core; the main lcore only prints stats on the other one.
+      timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" "$TESTPMD" \
+        -l $TX_CORE,$RX_CORE --main-lcore $RX_CORE --no-pci --no-huge -m 512 --no-shconf \
+        --file-prefix "rawq-bench-$TAG" --log-level=lib.eal:error \
+        --vdev "net_af_xdp0,iface=$VA,start_queue=0,queue_count=1" -- \
+        --forward-mode=txonly --txpkts="$SIZE" --burst="$BURST" --eth-peer="0,$MACB" \
+        --tx-ip="$IPA,$IPB" --txq=1 --rxq=1 --total-num-mbufs=16384 \
+        --auto-start --stats-period 1 </dev/null \
+        >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
+      ;;
+  esac
+  SENDER=$!
+}
+
+# What the tool says it did: packets per second over its own run (or its last 1 s figure).
+self_rate() {
+  local tool=$1
+  case $tool in
+    pktgen)
+      python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["pps"] / 1e6))' \
+        "$OUT/pktgen.out" 2>/dev/null || echo "?"
+      ;;
+    trafgen)
+      # "N packets outgoing" and "S sec, U usec on CPU0 (N packets)"
+      cat "$OUT/trafgen.out" "$OUT/trafgen.err" | tr '\r' '\n' |
+        awk '/packets outgoing/ { p = $1 } / sec, .* usec on CPU/ { t += $1 + $3 / 1e6 }
+             END { if (p && t) printf "%.3f\n", p / t / 1e6; else print "?" }'
+      ;;
+    testpmd)
+      # The last once-a-second Tx-pps that the forwarding was still running for.
+      tr -d '\033' <"$OUT/testpmd.out" | awk '/Tx-pps:/ { if ($2 > 0) v = $2 }
+           END { if (v) printf "%.3f\n", v / 1e6; else print "?" }'
+      ;;
+  esac
+}
+
+# Runs one tool; sets RESULT to "Mpps-at-receiver self-reported-Mpps frame-bytes" (or n/a).
+# (Not in a subshell, so that the cleanup trap sees a running sender.)
+measure() {
+  local tool=$1 bin
+  case $tool in
+    pktgen) bin=$PKTGEN ;;
+    trafgen) bin=$TRAFGEN ;;
+    testpmd) bin=$TESTPMD ;;
+    *) echo "bench: unknown tool $tool" >&2; exit 2 ;;
+  esac
+  if [[ ! -x $bin ]]; then
+    echo "bench: $tool: $bin not found" >&2
+    RESULT="n/a n/a n/a"
+    return
+  fi
+  local d0 d1 b0 b1 t0 t1 ok=0
+  d0=$(drops)
+  start_sender "$tool"
+  # Wait for the first frames (testpmd takes a few seconds to set up), then warm up.
+  for _ in $(seq 300); do
+    (($(drops) - d0 > 1000)) && { ok=1; break; }
+    kill -0 "$SENDER" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ((!ok)); then
+    kill -INT "$SENDER" 2>/dev/null || true
+    wait "$SENDER" 2>/dev/null || true
+    echo "bench: $tool: no frames arrived; its output:" >&2
+    tail -n 20 "$OUT/$tool.out" "$OUT/$tool.err" >&2
+    RESULT="n/a n/a n/a"
+    return
+  fi
+  sleep "$WARMUP"
+  t0=$(now) d0=$(drops) b0=$(xbytes)
+  sleep "$SECS"
+  t1=$(now) d1=$(drops) b1=$(xbytes)
+  kill -0 "$SENDER" 2>/dev/null || echo "bench: $tool: stopped before the window ended" >&2
+  kill -INT "$SENDER" 2>/dev/null || true
+  wait "$SENDER" 2>/dev/null || true
+  sleep 0.5 # let the kernel finish with the last frames before the next tool
+  # The veth's XDP byte counter starts at the IP header: + 14 for the Ethernet header.
+  RESULT=$(awk -v n=$((d1 - d0)) -v b=$((b1 - b0)) -v t0="$t0" -v t1="$t1" -v s="$(self_rate "$tool")" \
+    'BEGIN { printf "%.3f %s %.1f\n", n / (t1 - t0) / 1e6, s, n ? b / n + 14 : 0 }')
+}
+
+echo "bench: $NSA/$VA -> $NSB/$VB (XDP_DROP), ${SIZE}-byte frames, sender on core $TX_CORE," \
+  "warm-up ${WARMUP} s, window ${SECS} s, ${ROUNDS} round(s)"
+echo "bench: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+declare -A RES
+printf '\n%-8s %5s %14s %14s %10s\n' tool round "Mpps(rx)" "Mpps(self)" frame
+for ((r = 1; r <= ROUNDS; r++)); do
+  for tool in "${TOOL_LIST[@]}"; do
+    measure "$tool"
+    read -r mpps self frame <<<"$RESULT"
+    RES[$tool]+="$mpps "
+    printf '%-8s %5d %14s %14s %10s\n' "$tool" "$r" "$mpps" "$self" "$frame"
+  done
+done
+echo "bench: load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 }
+  END { if (!NR) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "n/a" }'; }
+P=$(median <<<"${RES[pktgen]:-}") T=$(median <<<"${RES[testpmd]:-}") G=$(median <<<"${RES[trafgen]:-}")
+echo
+printf '%-26s %12s %14s %14s\n' tool "Mpps at rx" "rawq/testpmd" "rawq/trafgen"
+printf '%-26s %12s %14s %14s\n' "rawq pktgen (AF_XDP)" "$P" "$(ratio "$P" "$T")" "$(ratio "$P" "$G")"
+printf '%-26s %12s\n' "dpdk-testpmd net_af_xdp" "$T"
+printf '%-26s %12s\n' "trafgen (netsniff-ng)" "$G"
+((ROUNDS == 1)) || echo "(medians over $ROUNDS rounds)"

@@ -1,0 +1,141 @@
+//! Completion-queue polling: the ownership test, the consumer index and its doorbell record.
+//!
+//! A CQE at consumer index `ci` belongs to software when its opcode is not INVALID (0xF) **and**
+//! its owner bit equals `(ci >> log2(cqe_cnt)) & 1`. The `op_own` load is an acquire, the read
+//! barrier before the rest of the CQE is read. The 24-bit consumer index is written to the CQ's
+//! doorbell record once per poll batch ([`Cq::publish`]).
+
+use std::ptr::NonNull;
+
+use super::mmio;
+use super::rings::CqRing;
+use super::wire::cqe;
+
+/// A CQ as the data path polls it.
+pub struct Cq {
+    buf: *mut u8,
+    mask: u32,
+    log: u32,
+    /// log2 of the slot size (6 or 7).
+    slot_shift: u32,
+    /// Offset of the 64-byte CQE inside its slot (0, or 64 for 128-byte CQEs).
+    off64: usize,
+    dbrec: NonNull<u32>,
+    /// Free-running consumer index.
+    pub ci: u32,
+    published: u32,
+}
+
+// SAFETY: the CQ memory is owned by the queue's control objects (kept alive with the queue) and
+// this poller is its only CPU-side user.
+unsafe impl Send for Cq {}
+
+impl Cq {
+    /// A poller over `ring`, starting at consumer index 0.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] if the ring geometry is not a power of two or the CQE size is
+    /// neither 64 nor 128.
+    pub fn new(ring: &CqRing) -> crate::Result<Cq> {
+        if !ring.cqe_cnt.is_power_of_two() || ring.cqe_cnt > 1 << 24 {
+            return Err(crate::Error::Config(format!(
+                "CQ with {} entries: must be a power of two up to 2^24",
+                ring.cqe_cnt
+            )));
+        }
+        let (slot_shift, off64) = match ring.cqe_size {
+            64 => (6, 0),
+            128 => (7, 64),
+            s => {
+                return Err(crate::Error::Config(format!(
+                    "CQE size {s}: must be 64 or 128"
+                )))
+            }
+        };
+        Ok(Cq {
+            buf: ring.buf.as_ptr(),
+            mask: ring.cqe_cnt - 1,
+            log: ring.cqe_cnt.trailing_zeros(),
+            slot_shift,
+            off64,
+            dbrec: ring.dbrec,
+            ci: 0,
+            published: 0,
+        })
+    }
+
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Always false (a CQ has at least one entry).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Pointer to the 64-byte CQE at consumer index `i`.
+    #[inline(always)]
+    pub(crate) fn slot(&self, i: u32) -> *mut u8 {
+        let o = ((i & self.mask) as usize) << self.slot_shift;
+        self.buf.wrapping_add(o + self.off64)
+    }
+
+    /// The owner bit software expects at consumer index `i`.
+    #[inline(always)]
+    pub(crate) fn owner_at(&self, i: u32) -> u8 {
+        ((i >> self.log) & 1) as u8
+    }
+
+    /// The CQE at `ci` if software owns it, else `None`.
+    ///
+    /// The reference stays valid (and the entry unchanged) until the consumer index is
+    /// published past it: the device does not rewrite a slot software has not released.
+    #[inline(always)]
+    pub(crate) fn peek<'a>(&self) -> Option<&'a [u8; 64]> {
+        self.peek_at(self.ci)
+    }
+
+    /// As [`Cq::peek`] at consumer index `ci` (a caller keeping the index in a local).
+    #[inline(always)]
+    pub(crate) fn peek_at<'a>(&self, ci: u32) -> Option<&'a [u8; 64]> {
+        let p = self.slot(ci);
+        // SAFETY: `p` is a CQE of the live CQ ring (index masked); byte 63 is `op_own`.
+        let op = unsafe { mmio::op_own_load(p.add(cqe::field::OP_OWN)) };
+        if op >> 4 == cqe::OP_INVALID || op & 1 != self.owner_at(ci) {
+            return None;
+        }
+        // SAFETY: the acquire load above orders every later read of the entry after the
+        // ownership check; the entry is 64 bytes inside the ring, and the device leaves it alone
+        // until software publishes a consumer index past it (see above).
+        Some(unsafe { &*(p as *const [u8; 64]) })
+    }
+
+    /// Copies the 64 bytes at consumer index `i` without an ownership test (mini-CQE arrays of a
+    /// compressed session, which carry no owner bit).
+    #[inline(always)]
+    pub(crate) fn read_raw(&self, i: u32) -> [u8; 64] {
+        let mut c = [0u8; 64];
+        // SAFETY: slot `i` is inside the ring; it belongs to a session whose title software owns.
+        unsafe { std::ptr::copy_nonoverlapping(self.slot(i), c.as_mut_ptr(), 64) };
+        c
+    }
+
+    /// Marks slot `i` invalid (`op_own = 0xF0`) so that a stale entry never looks valid later.
+    #[inline(always)]
+    pub(crate) fn scrub(&self, i: u32) {
+        // SAFETY: slot `i` is inside the ring and consumed by software (not yet published).
+        unsafe { mmio::op_own_store(self.slot(i).add(cqe::field::OP_OWN), cqe::OP_OWN_INVALID) };
+    }
+
+    /// Writes the consumer index to the CQ doorbell record if it moved.
+    #[inline(always)]
+    pub fn publish(&mut self) {
+        if self.ci != self.published {
+            self.published = self.ci;
+            mmio::dbrec_store(self.dbrec, self.ci & 0x00ff_ffff);
+        }
+    }
+}

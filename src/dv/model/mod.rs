@@ -1,0 +1,490 @@
+//! A software mlx5 NIC that plays the device's side of the DV rings, for tests (yours too).
+//!
+//! A [`ModelPort`] is one NIC port with `queues` queue pairs. It owns ring memory laid out as
+//! libmlx5 hands it out (SQ of 64-byte WQEBBs, CQs initialized to `op_own = 0xF0`, a cyclic or
+//! striding RQ, doorbell records, a fake UAR page) and gives out [`DvQueue`]s over it. Then, on
+//! each [`ModelPort::process`] (or in a thread, [`ModelPort::spawn`]), it does what the hardware
+//! does:
+//!
+//! * **Send**: reads the SQ doorbell record, parses every new WQE and checks it strictly (opcode,
+//!   DS count, WQE index, QPN, minimum inline header, lkey, every address+length inside the
+//!   registered region, frame length limits). A good WQE puts its frame(s) on the wire (checksum
+//!   offload applied) and writes a send CQE if the WQE asked for one. A bad WQE produces the
+//!   error CQE the hardware would (LOCAL_PROT_ERR for a bad key or address, LOCAL_LENGTH_ERR for
+//!   a bad length, LOCAL_QP_OP_ERR for a bad opcode / DS / index); every later WQE is flushed
+//!   (WR_FLUSH_ERR) until the queue is reset through the [`Recover`] hook.
+//!   In stepped mode it also checks that the UAR register holds the last WQE's first 8 bytes.
+//! * **Receive**: takes frames from the wire, drops runts and oversize frames (counted), applies
+//!   the flow rules ([`crate::flow::classify`]: a rule's action picks the queue; unmatched frames
+//!   go "to the kernel", i.e. are counted and dropped; without rules frames are spread by RSS),
+//!   strips a VLAN tag if asked, computes checksums-ok bits, header types, the Toeplitz RSS hash
+//!   and the flow tag (the matching rule's index + 1), fills the RQ (cyclic, or striding with
+//!   filler CQEs), and writes receive CQEs, compressed (title + mini-CQE arrays) when
+//!   configured and the shared fields of a run agree.
+//! * **Wire**: [`ModelWire::Loopback`] (a port's frames come back to it), [`ModelWire::Sink`],
+//!   [`ModelWire::Bridge`] (an `AF_PACKET` socket on a Linux interface), or two ports joined by
+//!   [`ModelPort::pair`].
+//! * **Faults**: [`ModelPort::inject_tx_error`], [`ModelPort::delay_tx_completions`],
+//!   [`ModelPort::inject_frame`] (runts, oversize), and no flow control
+//!   ([`ModelOptions::flow_control`] = false: an empty RQ drops and counts).
+//!
+//! Nothing a driver writes makes the model panic; malformed work becomes error CQEs and counters
+//! ([`ModelCounters`]).
+
+mod engine;
+mod link;
+mod mem;
+pub mod net;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::dv::queue::{DvQueue, Recover};
+use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing, Striding};
+use crate::error::{Error, Result};
+use crate::flow::Rule;
+use crate::mempool::Mempool;
+
+pub use engine::ModelCounters;
+use engine::PortState;
+
+/// Receive queue type of a modelled port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxKind {
+    /// Cyclic RQ with `sges` scatter entries (pool buffers) per WQE.
+    Cyclic {
+        /// Scatter entries per WQE (a frame may span this many buffers).
+        sges: u32,
+    },
+    /// Striding RQ.
+    Striding(Striding),
+}
+
+/// What a modelled port's wire is connected to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelWire {
+    /// Frames sent come back to the same port.
+    Loopback,
+    /// Frames sent are counted and discarded; nothing is received.
+    Sink,
+    /// An `AF_PACKET` socket bound to a Linux interface (opened in the calling thread's network
+    /// namespace): frames sent go out of that interface, frames it receives come in.
+    Bridge {
+        /// Interface name.
+        ifname: String,
+    },
+}
+
+/// Configuration of a modelled port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Queue pairs.
+    pub queues: u16,
+    /// SQ size in 64-byte WQEBBs (power of two).
+    pub sq_wqebbs: u32,
+    /// RQ size in WQEs (power of two).
+    pub rq_wqes: u32,
+    /// Cyclic or striding RQ.
+    pub rx: RxKind,
+    /// Minimum inline header the device demands: 0 or 18.
+    pub min_inline: u16,
+    /// Enhanced multi-packet send WQEs allowed.
+    pub empw: bool,
+    /// CQE compression on the receive CQs.
+    pub cqe_compression: Option<MiniCqeFormat>,
+    /// TX checksum offload available.
+    pub tx_csum: bool,
+    /// Strip one 802.1Q tag on receive (TCI reported in the CQE).
+    pub vlan_strip: bool,
+    /// Pause the sender rather than drop when a receiver has no free RQ entry (lossless tests).
+    /// With `false`, an empty RQ drops the frame and counts `rx_no_buffer`.
+    pub flow_control: bool,
+    /// Largest frame accepted on send and receive (bytes, no FCS).
+    pub max_frame: u32,
+    /// Smallest frame accepted on receive; shorter ones are runts.
+    pub min_frame: u32,
+    /// Frames the wire holds in front of a port.
+    pub wire_capacity: u32,
+    /// The wire.
+    pub wire: ModelWire,
+    /// Flow rules (empty: every frame is taken, spread by RSS).
+    pub rules: Vec<Rule>,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            queues: 1,
+            sq_wqebbs: 1024,
+            rq_wqes: 512,
+            rx: RxKind::Cyclic { sges: 1 },
+            min_inline: 0,
+            empw: false,
+            cqe_compression: None,
+            tx_csum: true,
+            vlan_strip: false,
+            flow_control: true,
+            max_frame: 1518,
+            min_frame: 14,
+            wire_capacity: 1024,
+            wire: ModelWire::Loopback,
+            rules: Vec::new(),
+        }
+    }
+}
+
+impl ModelOptions {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.queues == 0 || self.queues > 256 {
+            return bad(format!("model queues = {}: must be 1..=256", self.queues));
+        }
+        for (n, v) in [("sq_wqebbs", self.sq_wqebbs), ("rq_wqes", self.rq_wqes)] {
+            if !v.is_power_of_two() || !(4..=32768).contains(&v) {
+                return bad(format!(
+                    "model {n} = {v}: must be a power of two from 4 to 32768"
+                ));
+            }
+        }
+        if self.min_inline != 0 && self.min_inline != 18 {
+            return bad(format!(
+                "model min_inline = {}: must be 0 or 18",
+                self.min_inline
+            ));
+        }
+        match self.rx {
+            RxKind::Cyclic { sges } => {
+                if !(1..=64).contains(&sges) {
+                    return bad(format!("model sges = {sges}: must be 1..=64"));
+                }
+            }
+            RxKind::Striding(s) => {
+                if !(1..=12).contains(&s.log_num_strides) || !(6..=13).contains(&s.log_stride_size)
+                {
+                    return bad(format!(
+                        "model striding RQ 2^{} strides of 2^{} bytes: need 1..=12 and 6..=13",
+                        s.log_num_strides, s.log_stride_size
+                    ));
+                }
+                if self.cqe_compression == Some(MiniCqeFormat::Hash) {
+                    return bad("a striding RQ needs the CsumStrideIdx mini-CQE format".into());
+                }
+            }
+        }
+        if self.wire_capacity == 0 {
+            return bad("model wire_capacity must be at least 1".into());
+        }
+        for r in &self.rules {
+            r.validate(self.queues)?;
+        }
+        Ok(())
+    }
+
+    /// The capabilities a driver sees on this port.
+    pub fn caps(&self) -> DvCaps {
+        DvCaps {
+            min_inline: self.min_inline,
+            empw: self.empw,
+            cqe_compression: self.cqe_compression,
+            tx_csum: self.tx_csum,
+        }
+    }
+}
+
+struct PortShared {
+    st: Mutex<PortState>,
+}
+
+impl PortShared {
+    fn lock(&self) -> MutexGuard<'_, PortState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One modelled NIC port. Cheap to clone (a handle); `Send + Sync`.
+#[derive(Clone)]
+pub struct ModelPort {
+    shared: Arc<PortShared>,
+}
+
+impl std::fmt::Debug for ModelPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelPort")
+            .field("counters", &self.counters())
+            .finish()
+    }
+}
+
+impl ModelPort {
+    /// Creates a port and its rings.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for bad options; [`Error::Os`] if the ring memory or the bridge socket
+    /// cannot be had.
+    pub fn new(opts: ModelOptions) -> Result<ModelPort> {
+        opts.validate()?;
+        let st = PortState::new(opts)?;
+        Ok(ModelPort {
+            shared: Arc::new(PortShared { st: Mutex::new(st) }),
+        })
+    }
+
+    /// Two ports whose wires are joined: what one sends, the other receives.
+    ///
+    /// # Errors
+    /// As [`ModelPort::new`].
+    pub fn pair(a: ModelOptions, b: ModelOptions) -> Result<(ModelPort, ModelPort)> {
+        let pa = ModelPort::new(ModelOptions {
+            wire: ModelWire::Sink,
+            ..a
+        })?;
+        let pb = ModelPort::new(ModelOptions {
+            wire: ModelWire::Sink,
+            ..b
+        })?;
+        let ia = pa.shared.lock().inbox.clone();
+        let ib = pb.shared.lock().inbox.clone();
+        pa.shared.lock().connect(ib);
+        pb.shared.lock().connect(ia);
+        Ok((pa, pb))
+    }
+
+    /// The capabilities a driver sees on this port.
+    pub fn caps(&self) -> DvCaps {
+        self.shared.lock().opts.caps()
+    }
+
+    /// Registers `pool` (once per pool) and returns the data path of queue `i` over the model's
+    /// rings. Each queue can be opened once.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if `i` does not exist or is already open, or the ring geometry does
+    /// not suit the pool.
+    pub fn queue(&self, i: u16, pool: &Mempool) -> Result<DvQueue> {
+        let (rings, keep) = self.shared.lock().open_queue(i, pool)?;
+        let hook = ModelRecover {
+            port: self.shared.clone(),
+            q: i as usize,
+        };
+        // SAFETY: `rings` points into `keep` (the queue's ring mapping), which the DvQueue owns
+        // until it is dropped; the model touches it only as the device side; `rings.lkey`
+        // registers the whole region of `pool` with this model port.
+        let q = unsafe { DvQueue::new(i, rings, pool, Box::new(hook), Box::new(keep)) };
+        if q.is_err() {
+            self.shared.lock().close_queue(i as usize);
+        }
+        q
+    }
+
+    /// The raw rings of queue `i` (for a data path of your own), registering `pool`. The box
+    /// owns the ring memory: keep it alive as long as the rings are used. Each queue can be
+    /// opened once. [`ModelPort::recover_hook`] gives the matching recovery hook.
+    ///
+    /// # Errors
+    /// As [`ModelPort::queue`].
+    pub fn rings(
+        &self,
+        i: u16,
+        pool: &Mempool,
+    ) -> Result<(QueueRings, Box<dyn std::any::Any + Send>)> {
+        let (rings, keep) = self.shared.lock().open_queue(i, pool)?;
+        Ok((rings, Box::new(keep)))
+    }
+
+    /// The recovery hook of queue `i` (resets the model's side of that queue).
+    pub fn recover_hook(&self, i: u16) -> Box<dyn Recover> {
+        Box::new(ModelRecover {
+            port: self.shared.clone(),
+            q: i as usize,
+        })
+    }
+
+    /// Does one round of device work in the calling thread: send WQEs, the wire, receive,
+    /// completions. Also checks each doorbell's UAR write. Returns how many work items (WQEs,
+    /// frames, CQEs) it handled.
+    pub fn process(&self) -> usize {
+        self.shared.lock().process(true)
+    }
+
+    /// Runs the port in a thread of its own until the returned handle is dropped.
+    pub fn spawn(&self) -> ModelThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let port = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("rawq-mlx5-model".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !s2.load(Ordering::Relaxed) {
+                    if port.shared.lock().process(false) == 0 {
+                        idle += 1;
+                        if idle > 64 {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    } else {
+                        idle = 0;
+                    }
+                }
+            })
+            .ok();
+        ModelThread { stop, handle }
+    }
+
+    /// The port's counters.
+    pub fn counters(&self) -> ModelCounters {
+        self.shared.lock().counters
+    }
+
+    /// Makes the `nth` send WQE from now on queue `q` (0 = the next one) fail with `syndrome`.
+    pub fn inject_tx_error(&self, q: u16, nth: u64, syndrome: u8) {
+        self.shared
+            .lock()
+            .inject_tx_error(q as usize, nth, syndrome);
+    }
+
+    /// Holds back the send completions of queue `q` for `steps` calls of `process`.
+    pub fn delay_tx_completions(&self, q: u16, steps: u64) {
+        self.shared.lock().delay_tx(q as usize, steps);
+    }
+
+    /// Puts `frame` on the wire in front of this port, as if it had been received.
+    pub fn inject_frame(&self, frame: &[u8]) {
+        let inbox = self.shared.lock().inbox.clone();
+        let mut q = inbox.lock();
+        if q.len() < inbox.cap {
+            q.push_back(frame.to_vec());
+        }
+    }
+
+    /// Turns flow control on or off (see [`ModelOptions::flow_control`]).
+    pub fn set_flow_control(&self, on: bool) {
+        self.shared.lock().opts.flow_control = on;
+    }
+}
+
+/// A port running in its own thread; stops (and joins) when dropped.
+#[derive(Debug)]
+pub struct ModelThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ModelThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+struct ModelRecover {
+    port: Arc<PortShared>,
+    q: usize,
+}
+
+impl Recover for ModelRecover {
+    fn recover_sq(&mut self) -> Result<()> {
+        self.port.lock().reset_sq(self.q);
+        Ok(())
+    }
+    fn recover_rq(&mut self) -> Result<()> {
+        self.port.lock().reset_rq(self.q);
+        Ok(())
+    }
+    fn quiesce(&mut self) {
+        self.port.lock().close_queue(self.q);
+    }
+}
+
+/// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
+/// in its own thread, which stops when the port is dropped.
+pub(crate) fn open(
+    cfg: &crate::port::PortConfig,
+    opts: &ModelOptions,
+    pool: &Mempool,
+) -> Result<(
+    Vec<crate::Queue>,
+    crate::PortInfo,
+    Box<dyn std::any::Any + Send>,
+)> {
+    let mut o = opts.clone();
+    o.queues = cfg.queues;
+    o.sq_wqebbs = cfg.tx_ring;
+    // About `rx_ring` buffers posted per queue, whatever the WQE shape.
+    let per_wqe = match o.rx {
+        RxKind::Cyclic { sges } => sges,
+        RxKind::Striding(s) => 1 << s.log_num_strides,
+    };
+    o.rq_wqes = (cfg.rx_ring / per_wqe.max(1)).max(4).next_power_of_two();
+    if !cfg.rules.is_empty() {
+        o.rules = cfg.rules.clone();
+    }
+    let port = ModelPort::new(o)?;
+    let mut queues = Vec::new();
+    for i in 0..cfg.queues {
+        queues.push(port.queue(i, pool)?.into_queue());
+    }
+    let thread = port.spawn();
+    let info = crate::PortInfo {
+        backend: "model",
+        device: "mlx5-model".into(),
+        mode: "software device".into(),
+        queues: cfg.queues,
+    };
+    Ok((queues, info, Box::new((thread, port))))
+}
+
+fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {
+    std::ptr::NonNull::new(p as *mut T).ok_or_else(|| Error::Config("null ring pointer".into()))
+}
+
+pub(crate) fn rings_of(
+    m: &mem::QueueMem,
+    sqn: u32,
+    lkey: u32,
+    opts: &ModelOptions,
+) -> Result<QueueRings> {
+    let g = m.g;
+    Ok(QueueRings {
+        sq: SqRing {
+            buf: ring_ptr(m.ptr(m.sq))?,
+            wqe_cnt: g.sq_cnt,
+            dbrec: ring_ptr(m.ptr(m.db + mem::DB_SQ))?,
+            bf_reg: ring_ptr(m.ptr(m.uar + mem::BF_OFFSET))?,
+            bf_size: mem::BF_SIZE,
+            sqn,
+        },
+        tx_cq: CqRing {
+            buf: ring_ptr(m.ptr(m.txcq))?,
+            cqe_cnt: g.txcq_cnt,
+            cqe_size: 64,
+            dbrec: ring_ptr(m.ptr(m.db + mem::DB_TXCQ))?,
+            cqn: sqn + 0x100,
+        },
+        rq: RqRing {
+            buf: ring_ptr(m.ptr(m.rq))?,
+            wqe_cnt: g.rq_cnt,
+            stride: g.rq_stride,
+            dbrec: ring_ptr(m.ptr(m.db + mem::DB_RQ))?,
+            striding: match opts.rx {
+                RxKind::Striding(s) => Some(s),
+                RxKind::Cyclic { .. } => None,
+            },
+        },
+        rx_cq: CqRing {
+            buf: ring_ptr(m.ptr(m.rxcq))?,
+            cqe_cnt: g.rxcq_cnt,
+            cqe_size: 64,
+            dbrec: ring_ptr(m.ptr(m.db + mem::DB_RXCQ))?,
+            cqn: sqn + 0x200,
+        },
+        lkey,
+        caps: opts.caps(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

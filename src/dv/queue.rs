@@ -1,0 +1,269 @@
+//! [`DvQueue`]: the mlx5 DV data path of one queue pair, implementing [`QueueOps`].
+//!
+//! It drives a [`QueueRings`] (from the control path, or from the [device model](super::model))
+//! with a private [`PoolCache`]. Error completions put a side of the queue in the error state;
+//! the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
+//! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
+//! counters, and reports what happened through [`QueueOps::take_error`] as
+//! [`Error::Queue`]. Nothing is lost silently: every packet taken by
+//! `tx_burst` is eventually counted once, as `tx_packets` (completed) or `tx_drops`.
+
+use std::any::Any;
+
+use super::rings::QueueRings;
+use super::rx::{Rx, RxErr};
+use super::tx::{Tx, TxErr};
+use super::wire::cqe;
+use crate::error::{Error, Result};
+use crate::mempool::{Mempool, PoolCache};
+use crate::packet::Packet;
+use crate::queue::{Queue, QueueOps};
+use crate::stats::{Counter, StatsWriter};
+
+/// How the data path gets a failed queue back: implemented by the control path (verbs state
+/// transitions RESET → INIT → RTR → RTS) and by the device model (a reset), so that the data path
+/// depends on neither.
+///
+/// Before calling a `recover_*` method the data path has written 0 to that queue's doorbell
+/// record; after it returns `Ok`, the device's counters for that queue are 0 and it writes no
+/// further CQEs for work posted before the call.
+pub trait Recover: Send {
+    /// Brings the send queue back to ready-to-send.
+    ///
+    /// # Errors
+    /// Whatever the transition reports; the queue then stays out of service.
+    fn recover_sq(&mut self) -> Result<()>;
+    /// Brings the receive queue back to ready-to-receive.
+    ///
+    /// # Errors
+    /// As [`Recover::recover_sq`].
+    fn recover_rq(&mut self) -> Result<()>;
+    /// Stops the device from touching the rings (before the queue's buffers go back to the pool
+    /// on drop). Default: nothing.
+    fn quiesce(&mut self) {}
+}
+
+/// A recovery hook that cannot recover (the queue stays in error after an error completion).
+#[derive(Debug, Default)]
+pub struct NoRecover;
+
+impl Recover for NoRecover {
+    fn recover_sq(&mut self) -> Result<()> {
+        Err(Error::Unsupported("no recovery hook for this queue".into()))
+    }
+    fn recover_rq(&mut self) -> Result<()> {
+        Err(Error::Unsupported("no recovery hook for this queue".into()))
+    }
+}
+
+/// Name of a CQE error syndrome.
+pub fn syndrome_name(s: u8) -> &'static str {
+    match s {
+        cqe::SYND_LOCAL_LENGTH_ERR => "local length error",
+        cqe::SYND_LOCAL_QP_OP_ERR => "local QP operation error",
+        cqe::SYND_LOCAL_PROT_ERR => "local protection error",
+        cqe::SYND_WR_FLUSH_ERR => "work request flushed",
+        0x06 => "memory window bind error",
+        0x10 => "bad response",
+        0x11 => "local access error",
+        0x12..=0x14 => "remote error",
+        0x15 => "transport retry counter exceeded",
+        0x16 => "RNR retry counter exceeded",
+        0x22 => "remote aborted",
+        _ => "unknown syndrome",
+    }
+}
+
+/// The DV data path of one queue pair.
+pub struct DvQueue {
+    index: u16,
+    tx: Tx,
+    rx: Rx,
+    cache: PoolCache,
+    pool: Mempool,
+    stats: StatsWriter,
+    recover: Box<dyn Recover>,
+    error: Option<Error>,
+    tx_down: bool,
+    rx_down: bool,
+    // Declared last: dropped after the rings are no longer used.
+    _keep: Box<dyn Any + Send>,
+}
+
+impl std::fmt::Debug for DvQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DvQueue")
+            .field("index", &self.index)
+            .field("tx_outstanding", &self.tx.outstanding())
+            .field("stats", &self.stats.snapshot())
+            .finish()
+    }
+}
+
+impl DvQueue {
+    /// Builds the data path over `rings`, receiving into `pool`, and posts the receive ring
+    /// (writing its doorbell record): create it once the queue is ready to receive (RTR for a
+    /// RAW_PACKET QP, RDY for a WQ), since libmlx5 never writes that record earlier.
+    ///
+    /// # Safety
+    /// Every pointer in `rings` must name live ring memory of the geometry it describes (SQ,
+    /// CQs, RQ, doorbell records, UAR register) that stays valid and is used by no other CPU-side
+    /// code for as long as the returned queue exists (`keep` is dropped last and may own it), and
+    /// `rings.lkey` must be a key registering the whole region of `pool` with the device.
+    ///
+    /// # Errors
+    /// [`Error::Config`] / [`Error::Unsupported`] for a geometry the data path cannot use.
+    pub unsafe fn new(
+        index: u16,
+        rings: QueueRings,
+        pool: &Mempool,
+        recover: Box<dyn Recover>,
+        keep: Box<dyn Any + Send>,
+    ) -> Result<DvQueue> {
+        let tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps)?;
+        let rx = Rx::new(
+            &rings.rq,
+            &rings.rx_cq,
+            rings.lkey,
+            rings.caps.cqe_compression,
+            pool,
+        )?;
+        let mut q = DvQueue {
+            index,
+            tx,
+            rx,
+            cache: pool.cache(),
+            pool: pool.clone(),
+            stats: StatsWriter::default(),
+            recover,
+            error: None,
+            tx_down: false,
+            rx_down: false,
+            _keep: keep,
+        };
+        q.rx.refill(&mut q.cache);
+        Ok(q)
+    }
+
+    /// Wraps the queue as a [`Queue`].
+    pub fn into_queue(self) -> Queue {
+        let i = self.index;
+        Queue::new(i, Box::new(self))
+    }
+
+    /// Packets handed to the device and not yet completed.
+    pub fn tx_outstanding(&self) -> u32 {
+        self.tx.outstanding()
+    }
+
+    fn tx_error(&mut self, e: TxErr) {
+        self.stats.add(Counter::TxErrors, 1);
+        self.tx.complete_before(e.wqe, &self.stats, &mut self.cache);
+        self.tx.zero_dbrec();
+        let r = self.recover.recover_sq();
+        let dropped = self.tx.reset(&self.stats, &mut self.cache);
+        let outcome = match &r {
+            Ok(()) => "the send queue was recovered".to_string(),
+            Err(err) => format!("recovering the send queue failed ({err}); it stays down"),
+        };
+        self.tx_down = r.is_err();
+        self.error = Some(Error::Queue {
+            queue: self.index,
+            detail: format!(
+                "send error completion: syndrome 0x{:02x} ({}), vendor syndrome 0x{:02x}, WQE \
+                 {} (opcode 0x{:02x}); {dropped} packet(s) dropped; {outcome}",
+                e.syndrome,
+                syndrome_name(e.syndrome),
+                e.vendor,
+                e.wqe,
+                e.opcode
+            ),
+        });
+    }
+
+    fn rx_error(&mut self, e: RxErr) {
+        self.stats.add(Counter::RxErrors, 1);
+        self.rx.zero_dbrec();
+        let r = self.recover.recover_rq();
+        self.rx.reset(&mut self.cache);
+        let outcome = match &r {
+            Ok(()) => {
+                self.rx.refill(&mut self.cache);
+                "the receive queue was recovered".to_string()
+            }
+            Err(err) => format!("recovering the receive queue failed ({err}); it stays down"),
+        };
+        self.rx_down = r.is_err();
+        self.error = Some(Error::Queue {
+            queue: self.index,
+            detail: format!(
+                "receive error completion: syndrome 0x{:02x} ({}), vendor syndrome 0x{:02x}, WQE \
+                 {}; {outcome}",
+                e.syndrome,
+                syndrome_name(e.syndrome),
+                e.vendor,
+                e.wqe
+            ),
+        });
+    }
+
+    fn tx_poll(&mut self) {
+        if let Some(e) = self.tx.poll(&self.stats, &mut self.cache) {
+            self.tx_error(e);
+        }
+    }
+}
+
+impl QueueOps for DvQueue {
+    fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        if self.rx_down {
+            return 0;
+        }
+        let (n, err) = self.rx.poll(out, max, &self.stats, &mut self.cache);
+        if let Some(e) = err {
+            self.rx_error(e);
+        } else {
+            self.rx.refill(&mut self.cache);
+        }
+        n
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
+        self.tx_poll();
+        if self.tx_down || pkts.is_empty() {
+            return 0;
+        }
+        self.tx.burst(pkts, &self.stats, &mut self.cache)
+    }
+
+    fn reclaim(&mut self) -> usize {
+        let before = self.stats.snapshot();
+        self.tx_poll();
+        if !self.tx_down {
+            self.tx.flush_request();
+        }
+        let after = self.stats.snapshot();
+        (after.tx_packets + after.tx_drops - before.tx_packets - before.tx_drops) as usize
+    }
+
+    fn stats(&self) -> &StatsWriter {
+        &self.stats
+    }
+
+    fn pool(&self) -> &Mempool {
+        &self.pool
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+}
+
+impl Drop for DvQueue {
+    fn drop(&mut self) {
+        self.recover.quiesce();
+        self.tx.release_all(&mut self.cache);
+        self.rx.release_all(&mut self.cache);
+        self.cache.flush();
+    }
+}

@@ -1,0 +1,616 @@
+//! The receive side: RQ posting and refill, CQE processing (plain and compressed), cyclic and
+//! striding RQs.
+//!
+//! **Cyclic RQ.** Each WQE is a scatter list of `stride / 16` data segments, each pointing at a
+//! pool buffer after its headroom. A packet fills as many of them as its length needs; only those
+//! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
+//! counter) is written once per refill batch.
+//!
+//! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
+//! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
+//! device's logical WQE buffer is the concatenation of those tails). A packet starting at stride
+//! *s* and covering *c* strides becomes a packet chained over those *c* buffers, zero copy. Filler
+//! CQEs give their strides' buffers back to the cache. A WQE is retired, and refilled with fresh
+//! buffers, when the consumed strides of all its CQEs (packets and fillers) add up to the stride
+//! count. The price: a stride holds at most `buf_size - 8` bytes rounded down to a power of two
+//! (1 KiB strides with 2 KiB buffers).
+//!
+//! **Compressed CQEs.** A title (format 3) at CI announces N completions carried by mini-CQEs in
+//! arrays at CI+1, CI+8, CI+16, …; the session occupies N slots. The driver builds each packet from
+//! the title's shared fields plus its mini-CQE, scrubs slots CI+1 … CI+N-1 (`op_own = 0xF0`) and
+//! moves CI by N. A session larger than the caller's burst is resumed on the next call.
+
+use std::ptr::NonNull;
+
+use super::cq::Cq;
+use super::mmio;
+use super::rings::{CqRing, MiniCqeFormat, RqRing};
+use super::wire::{cqe, mini_cqe, Cqe, DataSeg, MiniCqe, SrqNextSeg};
+use crate::mempool::{PoolCache, Shared, BUF_HEADER};
+use crate::packet::{Packet, RxMeta};
+use crate::stats::{Counter, StatsWriter};
+
+const EMPTY: u32 = u32::MAX;
+
+/// An error completion taken off the receive CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxErr {
+    pub wqe: u16,
+    pub syndrome: u8,
+    pub vendor: u8,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Cyclic {
+        /// Data bytes per buffer (`buf_size - headroom`).
+        seg_room: u32,
+    },
+    Striding {
+        num_strides: u32,
+        stride_size: u32,
+        shift: u32,
+        /// Offset of the stride inside its buffer.
+        buf_off: u32,
+    },
+}
+
+struct Zip {
+    title: [u8; 64],
+    n: u32,
+    i: u32,
+}
+
+/// The receive half of a DV queue.
+pub struct Rx {
+    base: *mut u8,
+    wqe_cnt: u32,
+    mask: u32,
+    stride: u32,
+    dbrec: NonNull<u32>,
+    kind: Kind,
+    per_wqe: u32,
+    bufs: Box<[u32]>,
+    /// WQEs posted (free-running).
+    pi: u32,
+    /// WQEs consumed / retired (free-running).
+    ci: u32,
+    /// Strides consumed in WQE `ci` (striding RQ).
+    consumed: u32,
+    lkey: u32,
+    shared: &'static Shared,
+    headroom: u32,
+    mini: Option<MiniCqeFormat>,
+    zip: Option<Zip>,
+    pub(crate) cq: Cq,
+}
+
+// SAFETY: the RQ/CQ memory belongs to the queue's control objects, kept alive with the queue;
+// the queue is driven from one thread at a time.
+unsafe impl Send for Rx {}
+
+#[inline(always)]
+fn meta_of(c: &Cqe<&[u8; 64]>, hash: u32) -> RxMeta {
+    // Bytes 28 and 29 hold every flag used here.
+    let ok = c.hds_ip_ext();
+    let l3 = c.l3_type();
+    RxMeta {
+        l3_csum_ok: (l3 == cqe::L3_IPV4 && ok & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
+        l4_csum_ok: c.l4_type() != cqe::L4_NONE && ok & cqe::L4_OK != 0,
+        vlan_tci: if c.vlan_stripped() {
+            Some(c.vlan_info())
+        } else {
+            None
+        },
+        rss_hash: hash,
+        flow_tag: c.flow_tag(),
+    }
+}
+
+impl Rx {
+    /// The receive half over `rq` and its CQ, receiving into the pool of `cache`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] for a geometry the driver cannot use with this pool.
+    pub(crate) fn new(
+        rq: &RqRing,
+        cq: &CqRing,
+        lkey: u32,
+        mini: Option<MiniCqeFormat>,
+        pool: &crate::Mempool,
+    ) -> crate::Result<Rx> {
+        let bad = |m: String| Err(crate::Error::Config(m));
+        if !rq.wqe_cnt.is_power_of_two() || rq.wqe_cnt > 1 << 15 {
+            return bad(format!(
+                "RQ with {} WQEs: must be a power of two up to 32768",
+                rq.wqe_cnt
+            ));
+        }
+        if !rq.stride.is_power_of_two() || rq.stride < 16 {
+            return bad(format!(
+                "RQ stride {}: must be a power of two of at least 16",
+                rq.stride
+            ));
+        }
+        let shared = pool.shared();
+        let buf_size = pool.buf_size();
+        let headroom = pool.headroom() as u32;
+        let (kind, per_wqe) = match rq.striding {
+            None => (
+                Kind::Cyclic {
+                    seg_room: buf_size - headroom,
+                },
+                rq.stride / 16,
+            ),
+            Some(s) => {
+                let num_strides = 1u32 << s.log_num_strides;
+                let stride_size = 1u32 << s.log_stride_size;
+                if stride_size as usize > buf_size as usize - BUF_HEADER {
+                    return bad(format!(
+                        "stride size {stride_size} does not fit a {buf_size}-byte pool buffer \
+                         (the strides are pool buffers; use strides of at most {} bytes)",
+                        (buf_size / 2)
+                    ));
+                }
+                if 16 * (1 + num_strides) > rq.stride {
+                    return bad(format!(
+                        "RQ stride {} cannot hold the next-segment header and {num_strides} data \
+                         segments (one per stride)",
+                        rq.stride
+                    ));
+                }
+                (
+                    Kind::Striding {
+                        num_strides,
+                        stride_size,
+                        shift: if s.two_byte_shift { 2 } else { 0 },
+                        buf_off: buf_size - stride_size,
+                    },
+                    num_strides,
+                )
+            }
+        };
+        if let Some(MiniCqeFormat::Hash) = mini {
+            if rq.striding.is_some() {
+                return bad("a striding RQ needs the CsumStrideIdx mini-CQE format".into());
+            }
+        }
+        let mut rx = Rx {
+            base: rq.buf.as_ptr(),
+            wqe_cnt: rq.wqe_cnt,
+            mask: rq.wqe_cnt - 1,
+            stride: rq.stride,
+            dbrec: rq.dbrec,
+            kind,
+            per_wqe,
+            bufs: vec![EMPTY; (rq.wqe_cnt * per_wqe) as usize].into_boxed_slice(),
+            pi: 0,
+            ci: 0,
+            consumed: 0,
+            lkey,
+            shared,
+            headroom,
+            mini,
+            zip: None,
+            cq: Cq::new(cq)?,
+        };
+        rx.format_wqes();
+        Ok(rx)
+    }
+
+    /// Writes the constant parts of every WQE (striding next segments, cyclic terminators).
+    fn format_wqes(&mut self) {
+        for w in 0..self.wqe_cnt {
+            let wqe = self.wqe(w);
+            match self.kind {
+                Kind::Striding { stride_size, .. } => {
+                    SrqNextSeg::new_unchecked(&mut wqe[..16]).fill(((w + 1) & self.mask) as u16);
+                    for k in 1..wqe.len() / 16 {
+                        let mut d = DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16]);
+                        if k <= self.per_wqe as usize {
+                            d.fill(stride_size, self.lkey, 0);
+                        } else {
+                            d.fill_terminator();
+                        }
+                    }
+                }
+                Kind::Cyclic { seg_room } => {
+                    for k in 0..wqe.len() / 16 {
+                        DataSeg::new_unchecked(&mut wqe[16 * k..16 * k + 16])
+                            .fill(seg_room, self.lkey, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bytes of WQE slot `w`.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    fn wqe(&self, w: u32) -> &mut [u8] {
+        let o = ((w & self.mask) * self.stride) as usize;
+        // SAFETY: the WQE lies inside the RQ ring; WQEs from `pi` to `ci + wqe_cnt` belong to
+        // software until the doorbell record publishes them, and the driver writes one at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(o), self.stride as usize) }
+    }
+
+    /// Posts every WQE that can be completely refilled; one doorbell record write. Only the
+    /// addresses change: lengths and lkeys were written once by `format_wqes`.
+    pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
+        let start = self.pi;
+        let limit = self.ci.wrapping_add(self.wqe_cnt);
+        let per_wqe = self.per_wqe as usize;
+        let (off, dseg0) = match self.kind {
+            Kind::Cyclic { .. } => (self.headroom as u64, 0),
+            Kind::Striding { buf_off, .. } => (buf_off as u64, 1),
+        };
+        let mut pi = self.pi;
+        if per_wqe == 1 && dseg0 == 0 {
+            // One buffer per WQE (the common cyclic RQ).
+            while pi != limit {
+                let w = (pi & self.mask) as usize;
+                // SAFETY: `w <= mask` and `bufs.len() == mask + 1` here.
+                let b = unsafe { self.bufs.get_unchecked_mut(w) };
+                if *b == EMPTY {
+                    let Some(idx) = cache.get() else { break };
+                    *b = idx;
+                    let addr = self.shared.buf_ptr(idx) as u64 + off;
+                    let wqe = self.base.wrapping_add(w * self.stride as usize);
+                    // SAFETY: the first data segment of WQE `w`, inside the RQ ring, owned by
+                    // software until the doorbell record below publishes it.
+                    let d = unsafe { &mut *(wqe as *mut [u8; 16]) };
+                    DataSeg::new_unchecked(d).set_addr(addr);
+                }
+                pi = pi.wrapping_add(1);
+            }
+        }
+        'wqes: while pi != limit {
+            let w = pi & self.mask;
+            let first = w as usize * per_wqe;
+            let wqe = self.base.wrapping_add((w * self.stride) as usize);
+            for k in 0..per_wqe {
+                // SAFETY: `w <= mask` and `k < per_wqe`, so the index is below `bufs.len()`.
+                let b = unsafe { self.bufs.get_unchecked_mut(first + k) };
+                if *b != EMPTY {
+                    continue;
+                }
+                let Some(idx) = cache.get() else {
+                    break 'wqes;
+                };
+                *b = idx;
+                let addr = self.shared.buf_ptr(idx) as u64 + off;
+                // SAFETY: data segment `k + dseg0` lies inside WQE `w` (the stride holds the
+                // next-segment header and `per_wqe` segments), which belongs to software until
+                // the doorbell record below publishes it.
+                let d = unsafe { &mut *(wqe.add(16 * (k + dseg0)) as *mut [u8; 16]) };
+                DataSeg::new_unchecked(d).set_addr(addr);
+            }
+            pi = pi.wrapping_add(1);
+        }
+        self.pi = pi;
+        if pi != start {
+            mmio::dbrec_store(self.dbrec, pi & 0xffff);
+        }
+    }
+
+    /// Builds the packet of `len` bytes scattered over `bufs[first..]` starting at byte `off` of
+    /// the first buffer, `room` bytes per buffer after that one's `off`; marks the buffers taken.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn take_packet(
+        &mut self,
+        first: usize,
+        nsegs: usize,
+        off0: u32,
+        room0: u32,
+        off: u32,
+        room: u32,
+        len: u32,
+    ) -> Option<Packet> {
+        // A CQE naming buffers the driver does not hold (a bogus or stale entry) is refused.
+        if (0..nsegs).any(|k| self.bufs.get(first + k).is_none_or(|&b| b == EMPTY)) {
+            return None;
+        }
+        let l0 = len.min(room0);
+        let idx0 = self.bufs[first];
+        self.bufs[first] = EMPTY;
+        let mut p = Packet::from_raw_parts(self.shared, idx0, off0 as u16, l0 as u16);
+        let mut rem = len - l0;
+        for k in 1..nsegs {
+            let l = rem.min(room);
+            let idx = self.bufs[first + k];
+            self.bufs[first + k] = EMPTY;
+            let s = Packet::from_raw_parts(self.shared, idx, off as u16, l as u16);
+            // Same pool, single buffer: cannot fail.
+            let _ = p.chain(s);
+            rem -= l;
+        }
+        Some(p)
+    }
+
+    /// One completion: `wqe_counter` (cyclic: WQE counter; striding: stride index), `wqe_id`
+    /// (striding WQE index), `byte_cnt`. Returns the packet length, or `None` when no packet came of it (a filler, a bad CQE).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &mut self,
+        wqe_counter: u16,
+        wqe_id: u16,
+        byte_cnt: u32,
+        meta: RxMeta,
+        out: &mut Vec<Packet>,
+        stats: &StatsWriter,
+        cache: &mut PoolCache,
+    ) -> Option<u32> {
+        match self.kind {
+            Kind::Cyclic { seg_room } => {
+                let w = wqe_counter as u32 & self.mask;
+                let len = byte_cnt;
+                let nsegs = (len.div_ceil(seg_room).max(1)) as usize;
+                if nsegs > self.per_wqe as usize {
+                    stats.add(Counter::RxErrors, 1);
+                    self.ci = self.ci.wrapping_add(1);
+                    return None;
+                }
+                let first = (w * self.per_wqe) as usize;
+                let p = self.take_packet(
+                    first,
+                    nsegs,
+                    self.headroom,
+                    seg_room,
+                    self.headroom,
+                    seg_room,
+                    len,
+                );
+                let Some(mut p) = p else {
+                    stats.add(Counter::RxErrors, 1);
+                    return None;
+                };
+                p.meta = meta;
+                out.push(p);
+                self.ci = self.ci.wrapping_add(1);
+                Some(len)
+            }
+            Kind::Striding {
+                num_strides,
+                stride_size,
+                shift,
+                buf_off,
+            } => {
+                let (len, strides, filler) = cqe::mprq_decode(byte_cnt);
+                let (len, strides) = (len as u32, strides as u32);
+                let w = wqe_id as u32 & self.mask;
+                let s = wqe_counter as u32;
+                if s >= num_strides {
+                    stats.add(Counter::RxErrors, 1);
+                    return None;
+                }
+                let first = (w * num_strides + s) as usize;
+                let end = (s + strides).min(num_strides);
+                let need = if filler {
+                    0
+                } else {
+                    (len + shift).div_ceil(stride_size).max(1)
+                };
+                let mut got = None;
+                if !filler && s + need <= end {
+                    let p = self.take_packet(
+                        first,
+                        need as usize,
+                        buf_off + shift,
+                        stride_size - shift,
+                        buf_off,
+                        stride_size,
+                        len,
+                    );
+                    if let Some(mut p) = p {
+                        p.meta = meta;
+                        out.push(p);
+                        got = Some(len);
+                    } else {
+                        stats.add(Counter::RxErrors, 1);
+                    }
+                } else if !filler {
+                    stats.add(Counter::RxErrors, 1);
+                }
+                // Strides consumed but not part of a packet go back to the cache.
+                for k in first..(w * num_strides + end) as usize {
+                    let idx = std::mem::replace(&mut self.bufs[k], EMPTY);
+                    if idx != EMPTY {
+                        cache.put(idx);
+                    }
+                }
+                self.consumed += strides;
+                if self.consumed >= num_strides {
+                    self.consumed = 0;
+                    self.ci = self.ci.wrapping_add(1);
+                }
+                got
+            }
+        }
+    }
+
+    /// The common case of a cyclic RQ: plain (uncompressed) CQEs of single-buffer packets,
+    /// with the counters in locals. Stops at the first CQE it does not handle (the general loop
+    /// then takes over). Returns (packets, bytes).
+    #[inline(always)]
+    fn poll_cyclic_fast(
+        &mut self,
+        seg_room: u32,
+        out: &mut Vec<Packet>,
+        max: usize,
+    ) -> (usize, u64) {
+        let (mut n, mut bytes) = (0usize, 0u64);
+        let (mut cq_ci, mut ci) = (self.cq.ci, self.ci);
+        let per_wqe = self.per_wqe;
+        while n < max {
+            let Some(c) = self.cq.peek_at(cq_ci) else {
+                break;
+            };
+            let q = Cqe::new_unchecked(c);
+            // RESP_SEND, format 0 (owner and SE bits masked).
+            if q.op_own() & 0xfc != cqe::OP_RESP_SEND << 4 {
+                break;
+            }
+            let len = q.byte_cnt();
+            if len > seg_room {
+                break;
+            }
+            let first = ((q.wqe_counter() as u32 & self.mask) * per_wqe) as usize;
+            let meta = meta_of(&q, q.rx_hash());
+            // SAFETY: the masked WQE index times `per_wqe` is below `bufs.len()`.
+            let slot = unsafe { self.bufs.get_unchecked_mut(first) };
+            if *slot == EMPTY {
+                break; // not a buffer we posted: the general loop counts the error
+            }
+            let idx = std::mem::replace(slot, EMPTY);
+            out.push(Packet::from_device(
+                self.shared,
+                idx,
+                self.headroom as u16,
+                len as u16,
+                meta,
+            ));
+            cq_ci = cq_ci.wrapping_add(1);
+            ci = ci.wrapping_add(1);
+            n += 1;
+            bytes += len as u64;
+        }
+        self.cq.ci = cq_ci;
+        self.ci = ci;
+        (n, bytes)
+    }
+
+    /// Receives up to `max` packets into `out`; stops at an error CQE and returns it.
+    pub(crate) fn poll(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+        stats: &StatsWriter,
+        cache: &mut PoolCache,
+    ) -> (usize, Option<RxErr>) {
+        let mut n = 0usize;
+        let mut bytes = 0u64;
+        let mut err = None;
+        if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
+            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max);
+        }
+        while n < max {
+            if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
+                let t = Cqe::new_unchecked(&title);
+                let mut i = zi;
+                while i < zn && n < max {
+                    let slot = if i < 8 {
+                        self.cq.ci.wrapping_add(1)
+                    } else {
+                        self.cq.ci.wrapping_add(8 * (i / 8))
+                    };
+                    let arr = self.cq.read_raw(slot);
+                    let o = (i as usize % mini_cqe::PER_SLOT) * mini_cqe::SIZE;
+                    let m = MiniCqe::new_unchecked(&arr[o..o + mini_cqe::SIZE]);
+                    let (ctr, hash) = match self.mini {
+                        Some(MiniCqeFormat::CsumStrideIdx) => (m.stride_idx(), t.rx_hash()),
+                        _ => (t.wqe_counter().wrapping_add(i as u16), m.rx_hash()),
+                    };
+                    let meta = meta_of(&t, hash);
+                    if let Some(l) =
+                        self.complete(ctr, t.wqe_id(), m.byte_cnt(), meta, out, stats, cache)
+                    {
+                        n += 1;
+                        bytes += l as u64;
+                    }
+                    i += 1;
+                }
+                if i < zn {
+                    if let Some(z) = self.zip.as_mut() {
+                        z.i = i;
+                    }
+                    break;
+                }
+                for k in 1..zn {
+                    self.cq.scrub(self.cq.ci.wrapping_add(k));
+                }
+                self.cq.ci = self.cq.ci.wrapping_add(zn);
+                self.zip = None;
+                continue;
+            }
+            let Some(c) = self.cq.peek() else { break };
+            let q = Cqe::new_unchecked(c);
+            match q.opcode() {
+                cqe::OP_RESP_SEND if q.format() == cqe::FORMAT_COMPRESSED => {
+                    let nn = q.byte_cnt();
+                    if nn == 0 || nn > self.cq.len() {
+                        stats.add(Counter::RxErrors, 1);
+                        self.cq.ci = self.cq.ci.wrapping_add(1);
+                        continue;
+                    }
+                    self.zip = Some(Zip {
+                        title: *c,
+                        n: nn,
+                        i: 0,
+                    });
+                    continue;
+                }
+                cqe::OP_RESP_SEND => {
+                    let meta = meta_of(&q, q.rx_hash());
+                    if let Some(l) = self.complete(
+                        q.wqe_counter(),
+                        q.wqe_id(),
+                        q.byte_cnt(),
+                        meta,
+                        out,
+                        stats,
+                        cache,
+                    ) {
+                        n += 1;
+                        bytes += l as u64;
+                    }
+                }
+                cqe::OP_RESP_ERR => {
+                    err = Some(RxErr {
+                        wqe: q.wqe_counter(),
+                        syndrome: q.syndrome(),
+                        vendor: q.vendor_err_synd(),
+                    });
+                    self.cq.ci = self.cq.ci.wrapping_add(1);
+                    break;
+                }
+                _ => stats.add(Counter::RxErrors, 1),
+            }
+            self.cq.ci = self.cq.ci.wrapping_add(1);
+        }
+        self.cq.publish();
+        stats.rx(n as u64, bytes);
+        (n, err)
+    }
+
+    /// After the device side of the RQ was reset: drains the CQ, takes every posted buffer back
+    /// into `cache` and restarts the counters at 0. The caller refills.
+    pub(crate) fn reset(&mut self, cache: &mut PoolCache) {
+        self.zip = None;
+        while self.cq.peek().is_some() {
+            self.cq.ci = self.cq.ci.wrapping_add(1);
+        }
+        self.cq.publish();
+        self.release_all(cache);
+        self.pi = 0;
+        self.ci = 0;
+        self.consumed = 0;
+        self.format_wqes();
+    }
+
+    /// Writes 0 to the RQ doorbell record (before a reset of the device side).
+    pub(crate) fn zero_dbrec(&mut self) {
+        mmio::dbrec_store(self.dbrec, 0);
+    }
+
+    /// Returns every posted buffer to `cache` (teardown; the device must be stopped).
+    pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
+        for b in self.bufs.iter_mut() {
+            let idx = std::mem::replace(b, EMPTY);
+            if idx != EMPTY {
+                cache.put(idx);
+            }
+        }
+    }
+}

@@ -1,0 +1,781 @@
+//! The send side: WQEs into the SQ, one doorbell per burst, completions every N WQEs.
+//!
+//! * One WQE per packet (`SEND`): control segment, Ethernet segment inlining the device's minimum
+//!   header (18 or 0 bytes, [`DvCaps::min_inline`](super::rings::DvCaps::min_inline)), then one data
+//!   pointer segment per buffer. A WQE that reaches the end of the ring continues at WQEBB 0.
+//! * With [`DvCaps::empw`](super::rings::DvCaps::empw) and no minimum inline, single-buffer packets
+//!   with the same checksum flags share **enhanced multi-packet WQEs** (opcode 0x29): title WQEBB =
+//!   control + Ethernet segment without inline + the first data segments, then one data segment
+//!   per packet, at most 32 packets / 60 DS per WQE.
+//! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 32 packets or
+//!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
+//!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
+//!   cut per WQE by cumulative counters, so freeing is a walk with no allocation.
+//! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
+//!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
+//!   register (alternating BlueFlame halves when the register has two).
+
+use std::ptr::NonNull;
+
+use super::cq::Cq;
+use super::mmio;
+use super::rings::{DvCaps, SqRing};
+use super::wire::{cqe, ctrl, data, eth, Cqe, WQEBB};
+use crate::mempool::PoolCache;
+use crate::packet::{Packet, TxOffload};
+use crate::stats::{Counter, StatsWriter};
+
+/// Packets per completion request.
+pub const COMP_THRESH_PKTS: u32 = 32;
+/// Maximum packets in one eMPW WQE.
+pub const EMPW_MAX_PKTS: u32 = 32;
+/// Maximum DS of a WQE this driver writes.
+pub const MAX_DS: u32 = 60;
+/// Smallest frame the driver hands to the device (an Ethernet header).
+pub const MIN_FRAME: usize = 14;
+
+/// Bookkeeping of one WQE, stored at the slot of its first WQEBB.
+#[derive(Clone, Copy, Default)]
+struct WqeRec {
+    /// WQEBB producer counter just after this WQE.
+    end: u16,
+    /// Buffer-ring producer counter just after this WQE.
+    buf_end: u32,
+    /// Packets posted, cumulative, after this WQE.
+    pkt_end: u32,
+    /// Bytes posted, cumulative, after this WQE.
+    byte_end: u64,
+}
+
+/// An error completion taken off the send CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TxErr {
+    pub wqe: u16,
+    pub syndrome: u8,
+    pub vendor: u8,
+    pub opcode: u8,
+}
+
+/// How a burst is written; chosen once per burst, so the per-packet loop is monomorphic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// SEND with 18 inline bytes.
+    Inline18,
+    /// SEND with no inline header.
+    NoInline,
+    /// eMPW for single-buffer packets, SEND without inline for the rest.
+    Empw,
+}
+
+/// The send half of a DV queue.
+pub struct Tx {
+    base: *mut u8,
+    mask: u32,
+    wqe_cnt: u32,
+    sqn: u32,
+    lkey: u32,
+    dbrec: NonNull<u32>,
+    bf_reg: *mut u8,
+    bf_size: u32,
+    bf_off: u32,
+    /// WQEBB producer counter (next free WQEBB).
+    pi: u16,
+    /// WQEBB consumer counter (first WQEBB not known to be complete).
+    ci: u16,
+    recs: Box<[WqeRec]>,
+    bufs: Box<[u32]>,
+    buf_mask: u32,
+    buf_pi: u32,
+    buf_ci: u32,
+    pkts_posted: u32,
+    pkts_done: u32,
+    bytes_posted: u64,
+    bytes_done: u64,
+    unreq_pkts: u32,
+    unreq_bbs: u32,
+    req_thresh_bbs: u32,
+    pending_reqs: u32,
+    mode: Mode,
+    tx_csum: bool,
+    /// The single-buffer SEND WQE, built once and patched per packet (VPP style).
+    tmpl: [u8; 64],
+    pub(crate) cq: Cq,
+}
+
+// SAFETY: the SQ/CQ memory and the UAR register belong to the queue's control objects, kept alive
+// with the queue; the queue is driven from one thread at a time.
+unsafe impl Send for Tx {}
+
+#[inline(always)]
+fn cs_flags(p: &Packet, enabled: bool) -> u8 {
+    // CS_L3 is bit 6 and CS_L4 bit 7 of the eth segment's `cs_flags`.
+    let f = (p.offload.l3_csum as u8) << 6 | (p.offload.l4_csum as u8) << 7;
+    f & 0u8.wrapping_sub(enabled as u8)
+}
+
+impl Tx {
+    /// The send half over `sq` and its CQ.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] for a ring geometry the driver cannot use.
+    pub(crate) fn new(
+        sq: &SqRing,
+        cq: &super::rings::CqRing,
+        lkey: u32,
+        caps: &DvCaps,
+    ) -> crate::Result<Tx> {
+        if !sq.wqe_cnt.is_power_of_two() || !(4..=32768).contains(&sq.wqe_cnt) {
+            return Err(crate::Error::Config(format!(
+                "SQ with {} WQEBBs: must be a power of two from 4 to 32768",
+                sq.wqe_cnt
+            )));
+        }
+        if caps.min_inline != 0 && caps.min_inline as usize != eth::L2_INLINE {
+            return Err(crate::Error::Unsupported(format!(
+                "minimum inline header of {} bytes (only 0 and 18 are supported)",
+                caps.min_inline
+            )));
+        }
+        let mode = if caps.min_inline != 0 {
+            Mode::Inline18
+        } else if caps.empw {
+            Mode::Empw
+        } else {
+            Mode::NoInline
+        };
+        let nbufs = (sq.wqe_cnt * 4) as usize;
+        let mut tmpl = [0u8; 64];
+        let (ds, eth_len, inl) = if mode == Mode::Inline18 {
+            (4, 32, eth::L2_INLINE)
+        } else {
+            (3, 16, 0)
+        };
+        ctrl::CtrlSeg::new_unchecked(&mut tmpl[0..16]).fill(
+            0,
+            0,
+            ctrl::OPCODE_SEND,
+            sq.sqn,
+            ds,
+            0,
+            0,
+        );
+        eth::EthSeg::new_unchecked(&mut tmpl[16..16 + eth_len]).fill(0, inl as u16);
+        data::DataSeg::new_unchecked(&mut tmpl[16 + eth_len..32 + eth_len]).fill(0, lkey, 0);
+        Ok(Tx {
+            tmpl,
+            base: sq.buf.as_ptr(),
+            mask: sq.wqe_cnt - 1,
+            wqe_cnt: sq.wqe_cnt,
+            sqn: sq.sqn,
+            lkey,
+            dbrec: sq.dbrec,
+            bf_reg: sq.bf_reg.as_ptr(),
+            bf_size: sq.bf_size,
+            bf_off: 0,
+            pi: 0,
+            ci: 0,
+            recs: vec![WqeRec::default(); sq.wqe_cnt as usize].into_boxed_slice(),
+            bufs: vec![0u32; nbufs].into_boxed_slice(),
+            buf_mask: nbufs as u32 - 1,
+            buf_pi: 0,
+            buf_ci: 0,
+            pkts_posted: 0,
+            pkts_done: 0,
+            bytes_posted: 0,
+            bytes_done: 0,
+            unreq_pkts: 0,
+            unreq_bbs: 0,
+            req_thresh_bbs: (sq.wqe_cnt / 8).max(1),
+            pending_reqs: 0,
+            mode,
+            tx_csum: caps.tx_csum,
+            cq: Cq::new(cq)?,
+        })
+    }
+
+    /// WQEBBs free for new WQEs.
+    #[inline(always)]
+    fn free_bbs(&self) -> u32 {
+        self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
+    }
+
+    /// Packets handed to the device and not completed yet.
+    pub fn outstanding(&self) -> u32 {
+        self.pkts_posted.wrapping_sub(self.pkts_done)
+    }
+
+    /// The 64-byte WQEBB at producer counter `bb`.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    fn wqebb(&self, bb: u16) -> &mut [u8; 64] {
+        let o = ((bb as u32 & self.mask) as usize) * WQEBB;
+        // SAFETY: the slot is inside the SQ ring; WQEBBs between `ci` and `pi + free` belong to
+        // software until the doorbell publishes them, and no two live references to one slot
+        // are made (each WQE is written once, front to back).
+        unsafe { &mut *(self.base.add(o) as *mut [u8; 64]) }
+    }
+
+    /// DS unit `k` of the WQE starting at WQEBB `bb`, wrapping at the ring end.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    fn ds(&self, bb: u16, k: u32) -> &mut [u8; 16] {
+        let slot = (bb as u32).wrapping_add(k >> 2) & self.mask;
+        let o = (slot as usize) * WQEBB + ((k & 3) as usize) * 16;
+        // SAFETY: as in `wqebb`; a DS unit lies inside one WQEBB.
+        unsafe { &mut *(self.base.add(o) as *mut [u8; 16]) }
+    }
+
+    #[inline(always)]
+    fn push_buf(&mut self, idx: u32) {
+        let i = (self.buf_pi & self.buf_mask) as usize;
+        // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`), so the masked index is in bounds.
+        unsafe { *self.bufs.get_unchecked_mut(i) = idx };
+        self.buf_pi = self.buf_pi.wrapping_add(1);
+    }
+
+    /// Accounts a WQE of `bbs` WQEBBs at `start` carrying `pkts` packets / `bytes` bytes. (The
+    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the buffer-ring position at the
+    /// WQE's start; only WQEs that ask for a completion get a [`WqeRec`].)
+    #[inline(always)]
+    fn close_wqe(&mut self, start: u16, bbs: u32, pkts: u32, bytes: u64) {
+        self.pi = start.wrapping_add(bbs as u16);
+        self.pkts_posted = self.pkts_posted.wrapping_add(pkts);
+        self.bytes_posted = self.bytes_posted.wrapping_add(bytes);
+    }
+
+    /// Records the state after the WQE at `last` (the last one posted), which asks for a CQE.
+    #[inline(always)]
+    fn record(&mut self, last: u16) {
+        let rec = WqeRec {
+            end: self.pi,
+            buf_end: self.buf_pi,
+            pkt_end: self.pkts_posted,
+            byte_end: self.bytes_posted,
+        };
+        // SAFETY: `recs.len() == mask + 1` (set in `new`), so the masked index is in bounds.
+        unsafe {
+            *self
+                .recs
+                .get_unchecked_mut((last as u32 & self.mask) as usize) = rec
+        };
+    }
+
+    /// Sends packets from the front of `pkts`; returns how many were taken (sent, or dropped and
+    /// counted as `tx_drops` when they cannot be sent at all: shorter than 14 bytes or more
+    /// buffers than a WQE can point at).
+    pub(crate) fn burst(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        stats: &StatsWriter,
+        cache: &mut PoolCache,
+    ) -> usize {
+        match self.mode {
+            Mode::Inline18 => self.burst_send::<true>(pkts, stats, cache),
+            Mode::NoInline => self.burst_send::<false>(pkts, stats, cache),
+            Mode::Empw => self.burst_empw(pkts, stats, cache),
+        }
+    }
+
+    fn burst_send<const INLINE: bool>(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        stats: &StatsWriter,
+        cache: &mut PoolCache,
+    ) -> usize {
+        let min_len = if INLINE { eth::L2_INLINE } else { 0 };
+        let total = pkts.len();
+        let base = pkts.as_mut_ptr();
+        // SAFETY: from here the Vec does not own its elements: each of the first `n` is either
+        // moved into the ring (its buffers recorded in `bufs`) or read out and freed, and the
+        // rest are moved back to the front before `set_len` below. Nothing in between panics;
+        // if it did, packets would leak, never be freed twice.
+        unsafe { pkts.set_len(0) };
+        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
+        let mut last = None;
+        let mut n = 0;
+        while n < total {
+            // Fast run: consecutive single-buffer packets, bookkeeping in locals.
+            let room = (self.free_bbs() as usize).min(total - n);
+            let run_end = n + room;
+            let (mut pi, mut bp) = (self.pi, self.buf_pi);
+            let (mut np, mut nb) = (self.pkts_posted, self.bytes_posted);
+            while n < run_end {
+                // SAFETY: `n < total`; element `n` is initialized and has not been moved.
+                let p = unsafe { &*base.add(n) };
+                if p.segment_count() != 1 || p.len() <= min_len {
+                    break;
+                }
+                let len = p.len() as u32;
+                self.write_single::<INLINE>(pi, bp, p, len);
+                let i = (bp & self.buf_mask) as usize;
+                // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`).
+                unsafe { *self.bufs.get_unchecked_mut(i) = p.buffer_index() };
+                bp = bp.wrapping_add(1);
+                pi = pi.wrapping_add(1);
+                np = np.wrapping_add(1);
+                nb = nb.wrapping_add(len as u64);
+                n += 1;
+            }
+            if pi != self.pi {
+                last = Some(pi.wrapping_sub(1));
+            }
+            (self.pi, self.buf_pi, self.pkts_posted, self.bytes_posted) = (pi, bp, np, nb);
+            if n == total {
+                break;
+            }
+            // SAFETY: as above.
+            let p = unsafe { &*base.add(n) };
+            if p.segment_count() == 1 && p.len() > min_len {
+                break; // the fast run stopped because the ring is full
+            }
+            match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
+                Some(Some(start)) => last = Some(start),
+                Some(None) => {
+                    stats.add(Counter::TxDrops, 1);
+                    // SAFETY: element `n` is initialized and is moved out exactly once.
+                    cache.free(unsafe { std::ptr::read(base.add(n)) });
+                }
+                None => break,
+            }
+            n += 1;
+        }
+        // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
+        unsafe {
+            std::ptr::copy(base.add(n), base, total - n);
+            pkts.set_len(total - n);
+        }
+        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
+        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        if let Some(last) = last {
+            self.request_completion(last);
+            self.doorbell(last);
+        }
+        n
+    }
+
+    /// Hands the first `n` packets over (their buffers are in the buffer ring now, or they were
+    /// dropped) and rings the doorbell once.
+    #[inline(always)]
+    fn finish_burst(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        n: usize,
+        last: Option<u16>,
+        cache: &mut PoolCache,
+    ) {
+        for p in pkts.drain(..n) {
+            // Buffers recorded in the ring are the device's now; a dropped packet is freed.
+            if !self.was_posted(&p) {
+                cache.free(p);
+            } else {
+                let _ = p.into_raw();
+            }
+        }
+        if let Some(last) = last {
+            self.request_completion(last);
+            self.doorbell(last);
+        }
+    }
+
+    /// Whether `p` went into a WQE (false for packets the burst dropped).
+    #[inline(always)]
+    fn was_posted(&self, p: &Packet) -> bool {
+        p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
+    }
+
+    /// Single-buffer packet, one WQEBB: the template (ctrl + eth (+18 inline) + data segment),
+    /// patched with the WQE index, checksum flags, length and address.
+    #[inline(always)]
+    fn write_single<const INLINE: bool>(&self, pi: u16, buf_pos: u32, p: &Packet, len: u32) {
+        let addr = p.data_addr();
+        let cs = if p.offload == TxOffload::default() {
+            0
+        } else {
+            cs_flags(p, self.tx_csum)
+        };
+        let bb = self.wqebb(pi);
+        if INLINE {
+            *bb = self.tmpl;
+        } else {
+            bb[..48].copy_from_slice(&self.tmpl[..48]);
+        }
+        let mut c = ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]);
+        c.set_opmod_idx_opcode(0, pi, ctrl::OPCODE_SEND);
+        c.set_imm(buf_pos);
+        bb[16 + eth::field::CS_FLAGS] = cs;
+        if INLINE {
+            bb[30..48].copy_from_slice(&p.data()[..eth::L2_INLINE]);
+            let mut d = data::DataSeg::new_unchecked(&mut bb[48..64]);
+            d.set_byte_count(len - eth::L2_INLINE as u32);
+            d.set_addr(addr + eth::L2_INLINE as u64);
+        } else {
+            let mut d = data::DataSeg::new_unchecked(&mut bb[32..48]);
+            d.set_byte_count(len);
+            d.set_addr(addr);
+        }
+    }
+
+    /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).
+    /// `None`: no room (stop the burst); `Some(None)`: unsendable (drop it);
+    /// `Some(Some(start))`: written at `start`.
+    fn write_general(&mut self, p: &Packet, cs: u8, min_inline: usize) -> Option<Option<u16>> {
+        let len = p.len();
+        if len < MIN_FRAME || p.segment_count() as u32 > MAX_DS - 3 {
+            return Some(None);
+        }
+        let inl = min_inline.min(len);
+        let eth_ds = (eth::size_for_inline(inl) / 16) as u32;
+        // Data segments: one per buffer that still has bytes after the inlined prefix.
+        let mut nd = 0u32;
+        let mut skip = inl;
+        for s in p.segments() {
+            let l = s.data.len();
+            if l > skip {
+                nd += 1;
+            }
+            skip = skip.saturating_sub(l);
+        }
+        let ds = 1 + eth_ds + nd;
+        if ds > MAX_DS {
+            return Some(None);
+        }
+        let bbs = ds.div_ceil(4);
+        if bbs > self.free_bbs() {
+            return None;
+        }
+        let pi = self.pi;
+        {
+            let c = self.ds(pi, 0);
+            ctrl::CtrlSeg::new_unchecked(&mut c[..]).fill(
+                0,
+                pi,
+                ctrl::OPCODE_SEND,
+                self.sqn,
+                ds as u8,
+                0,
+                self.buf_pi,
+            );
+        }
+        // The eth segment (1 or 2 DS) lies in the first WQEBB.
+        let mut hdr = [0u8; 18];
+        let mut got = 0;
+        for s in p.segments() {
+            if got == inl {
+                break;
+            }
+            let k = (inl - got).min(s.data.len());
+            hdr[got..got + k].copy_from_slice(&s.data[..k]);
+            got += k;
+        }
+        {
+            let bb = self.wqebb(pi);
+            let mut e = eth::EthSeg::new_unchecked(&mut bb[16..16 + 16 * eth_ds as usize]);
+            e.fill(cs, inl as u16);
+            if inl > 0 {
+                e.inline_hdr_mut()[..inl].copy_from_slice(&hdr[..inl]);
+            }
+        }
+        let mut k = 1 + eth_ds;
+        let mut skip = inl;
+        let lkey = self.lkey;
+        for s in p.segments() {
+            let l = s.data.len();
+            if l > skip {
+                let d = self.ds(pi, k);
+                data::DataSeg::new_unchecked(&mut d[..]).fill(
+                    (l - skip) as u32,
+                    lkey,
+                    s.addr + skip as u64,
+                );
+                k += 1;
+            }
+            skip = skip.saturating_sub(l);
+            self.push_buf(s.index);
+        }
+        self.close_wqe(pi, bbs, 1, len as u64);
+        Some(Some(pi))
+    }
+
+    fn burst_empw(
+        &mut self,
+        pkts: &mut Vec<Packet>,
+        stats: &StatsWriter,
+        cache: &mut PoolCache,
+    ) -> usize {
+        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
+        let mut last = None;
+        let mut n = 0;
+        // Open session: (start WQEBB, packets, bytes, cs flags).
+        let mut sess: Option<(u16, u32, u64, u8)> = None;
+        for p in pkts.iter() {
+            let cs = cs_flags(p, self.tx_csum);
+            if p.segment_count() == 1 && p.len() >= MIN_FRAME {
+                if let Some((start, k, bytes, scs)) = sess {
+                    let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
+                    if scs == cs && k < EMPW_MAX_PKTS && room {
+                        let d = self.ds(start, 2 + k);
+                        data::DataSeg::new_unchecked(&mut d[..]).fill(
+                            p.len() as u32,
+                            self.lkey,
+                            p.data_addr(),
+                        );
+                        self.push_buf(p.buffer_index());
+                        sess = Some((start, k + 1, bytes + p.len() as u64, scs));
+                        n += 1;
+                        continue;
+                    }
+                    self.close_empw(start, k, bytes, scs);
+                    last = Some(start);
+                    sess = None;
+                }
+                // Open a new session with this packet: needs one WQEBB.
+                if self.free_bbs() == 0 {
+                    break;
+                }
+                let start = self.pi;
+                let d = self.ds(start, 2);
+                data::DataSeg::new_unchecked(&mut d[..]).fill(
+                    p.len() as u32,
+                    self.lkey,
+                    p.data_addr(),
+                );
+                self.push_buf(p.buffer_index());
+                sess = Some((start, 1, p.len() as u64, cs));
+                n += 1;
+                continue;
+            }
+            if let Some((start, k, bytes, scs)) = sess.take() {
+                self.close_empw(start, k, bytes, scs);
+                last = Some(start);
+            }
+            match self.write_general(p, cs, 0) {
+                Some(Some(start)) => last = Some(start),
+                Some(None) => stats.add(Counter::TxDrops, 1),
+                None => break,
+            }
+            n += 1;
+        }
+        if let Some((start, k, bytes, scs)) = sess {
+            self.close_empw(start, k, bytes, scs);
+            last = Some(start);
+        }
+        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
+        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        self.finish_burst(pkts, n, last, cache);
+        n
+    }
+
+    /// Writes the title of an eMPW session of `k` packets at `start` and records it.
+    #[inline(always)]
+    fn close_empw(&mut self, start: u16, k: u32, bytes: u64, cs: u8) {
+        let ds = 2 + k;
+        let bb = self.wqebb(start);
+        ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]).fill(
+            0,
+            start,
+            ctrl::OPCODE_ENHANCED_MPSW,
+            self.sqn,
+            ds as u8,
+            0,
+            self.buf_pi.wrapping_sub(k),
+        );
+        eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
+        // `pi` has not moved during the session: close_wqe moves it past the whole WQE.
+        self.close_wqe(start, ds.div_ceil(4), k, bytes);
+    }
+
+    /// Asks for a completion on the WQE at `last` if enough has gone out since the last request.
+    #[inline(always)]
+    fn request_completion(&mut self, last: u16) {
+        if (self.unreq_pkts >= COMP_THRESH_PKTS || self.unreq_bbs >= self.req_thresh_bbs)
+            && self.pending_reqs < self.cq.len()
+        {
+            self.wqebb(last)[ctrl::field::FM_CE_SE] = ctrl::CE_ALWAYS;
+            self.record(last);
+            self.unreq_pkts = 0;
+            self.unreq_bbs = 0;
+            self.pending_reqs += 1;
+        }
+    }
+
+    /// Rings the doorbell for everything up to `pi`; `last` is the last WQE written.
+    #[inline(always)]
+    fn doorbell(&mut self, last: u16) {
+        let mut first8 = [0u8; 8];
+        first8.copy_from_slice(&self.wqebb(last)[0..8]);
+        mmio::release_fence();
+        mmio::dbrec_store(self.dbrec, self.pi as u32);
+        mmio::store_fence();
+        // SAFETY: `bf_reg + bf_off` is this queue's doorbell register (or one of its two
+        // BlueFlame halves), 8-byte aligned, in the UAR page the control objects keep mapped.
+        unsafe { mmio::uar_write64(self.bf_reg.add(self.bf_off as usize), first8) };
+        self.bf_off ^= self.bf_size;
+    }
+
+    /// Posts a NOP asking for a completion when posted WQEs have none requested, so that their
+    /// buffers come back even if no more traffic follows.
+    pub(crate) fn flush_request(&mut self) {
+        if self.unreq_bbs == 0 || self.free_bbs() == 0 {
+            return;
+        }
+        let pi = self.pi;
+        let bb = self.wqebb(pi);
+        ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]).fill(
+            0,
+            pi,
+            ctrl::OPCODE_NOP,
+            self.sqn,
+            1,
+            ctrl::CE_ALWAYS,
+            self.buf_pi,
+        );
+        self.close_wqe(pi, 1, 0, 0);
+        self.record(pi);
+        self.unreq_pkts = 0;
+        self.unreq_bbs = 0;
+        self.pending_reqs += 1;
+        self.doorbell(pi);
+    }
+
+    /// Completes every WQE up to and including the one at `wqe`.
+    fn complete(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+        let r = self.recs[(wqe as u32 & self.mask) as usize];
+        // A stale or foreign counter would free buffers we do not hold: ignore it.
+        let in_flight = self.pi.wrapping_sub(self.ci);
+        let bufs_out = self.buf_pi.wrapping_sub(self.buf_ci);
+        if r.end.wrapping_sub(self.ci) > in_flight
+            || r.end == self.ci
+            || r.buf_end.wrapping_sub(self.buf_ci) > bufs_out
+            || r.pkt_end.wrapping_sub(self.pkts_done) > self.outstanding()
+        {
+            stats.add(Counter::TxErrors, 1);
+            return;
+        }
+        self.free_bufs_to(r.buf_end, cache);
+        stats.tx(
+            r.pkt_end.wrapping_sub(self.pkts_done) as u64,
+            r.byte_end.wrapping_sub(self.bytes_done),
+        );
+        self.pkts_done = r.pkt_end;
+        self.bytes_done = r.byte_end;
+        self.ci = r.end;
+    }
+
+    /// Returns the buffers of the ring from `buf_ci` up to `end` to `cache`, in at most two
+    /// slices (the ring may wrap).
+    #[inline(always)]
+    fn free_bufs_to(&mut self, end: u32, cache: &mut PoolCache) {
+        let n = end.wrapping_sub(self.buf_ci) as usize;
+        let from = (self.buf_ci & self.buf_mask) as usize;
+        let first = n.min(self.bufs.len() - from);
+        cache.put_slice(&self.bufs[from..from + first]);
+        cache.put_slice(&self.bufs[..n - first]);
+        self.buf_ci = end;
+    }
+
+    /// Takes completions off the send CQ; stops at an error CQE and returns it.
+    pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
+        let mut err = None;
+        while let Some(c) = self.cq.peek() {
+            let q = Cqe::new_unchecked(c);
+            match q.opcode() {
+                cqe::OP_REQ => {
+                    self.complete(q.wqe_counter(), stats, cache);
+                    self.pending_reqs = self.pending_reqs.saturating_sub(1);
+                }
+                cqe::OP_REQ_ERR => {
+                    err = Some(TxErr {
+                        wqe: q.wqe_counter(),
+                        syndrome: q.syndrome(),
+                        vendor: q.vendor_err_synd(),
+                        opcode: q.s_wqe_opcode(),
+                    });
+                    self.cq.ci = self.cq.ci.wrapping_add(1);
+                    break;
+                }
+                _ => stats.add(Counter::TxErrors, 1),
+            }
+            self.cq.ci = self.cq.ci.wrapping_add(1);
+        }
+        self.cq.publish();
+        err
+    }
+
+    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, buffer-ring
+    /// position at its start). The device never writes SQ memory.
+    fn summary(&self, start: u16) -> (u16, u32, u64, u32) {
+        let bb = self.wqebb(start);
+        let c = ctrl::CtrlSeg::new_unchecked(&bb[0..16]);
+        let ds = (c.ds() & 0x3f) as u32;
+        let (first, pkts, mut bytes) = match c.opcode() {
+            ctrl::OPCODE_SEND => {
+                let e = eth::EthSeg::new_unchecked(&bb[16..32]);
+                let inl = e.inline_hdr_sz() as usize;
+                (1 + (eth::size_for_inline(inl) / 16) as u32, 1, inl as u64)
+            }
+            ctrl::OPCODE_ENHANCED_MPSW => (2, ds.saturating_sub(2), 0),
+            _ => (ds, 0, 0),
+        };
+        for k in first..ds {
+            bytes += data::DataSeg::new_unchecked(&self.ds(start, k)[..]).byte_count() as u64;
+        }
+        (ds.div_ceil(4).max(1) as u16, pkts, bytes, c.imm())
+    }
+
+    /// After an error CQE for WQE `wqe`: completes the WQEs before it (reading them back from
+    /// the ring), so that only the failed WQE and those after it are outstanding.
+    pub(crate) fn complete_before(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+        let (mut s, mut pkts, mut bytes, mut guard) = (self.ci, 0u32, 0u64, 0);
+        while s != wqe && s != self.pi && guard < self.wqe_cnt {
+            let (bbs, p, b, _) = self.summary(s);
+            pkts += p;
+            bytes += b;
+            s = s.wrapping_add(bbs);
+            guard += 1;
+        }
+        if s != wqe || s == self.pi {
+            return; // not a WQE start we know: leave everything outstanding
+        }
+        let (_, _, _, buf_pos) = self.summary(wqe);
+        if buf_pos.wrapping_sub(self.buf_ci) > self.buf_pi.wrapping_sub(self.buf_ci) {
+            return;
+        }
+        self.free_bufs_to(buf_pos, cache);
+        stats.tx(pkts as u64, bytes);
+        self.pkts_done = self.pkts_done.wrapping_add(pkts);
+        self.bytes_done = self.bytes_done.wrapping_add(bytes);
+        self.ci = wqe;
+    }
+
+    /// Resets the SQ after the device side was recovered: drains the CQ, returns every
+    /// outstanding buffer to `cache` counting its packets as `tx_drops`, and restarts the
+    /// counters at 0 (as the device does after RESET → RTS). Returns the packets dropped.
+    pub(crate) fn reset(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> u32 {
+        while self.cq.peek().is_some() {
+            self.cq.ci = self.cq.ci.wrapping_add(1);
+        }
+        self.cq.publish();
+        let dropped = self.outstanding();
+        self.free_bufs_to(self.buf_pi, cache);
+        stats.add(Counter::TxDrops, dropped as u64);
+        self.pkts_done = self.pkts_posted;
+        self.bytes_done = self.bytes_posted;
+        self.pi = 0;
+        self.ci = 0;
+        self.unreq_bbs = 0;
+        self.unreq_pkts = 0;
+        self.pending_reqs = 0;
+        dropped
+    }
+
+    /// Writes 0 to the SQ doorbell record (before a reset of the device side).
+    pub(crate) fn zero_dbrec(&mut self) {
+        mmio::dbrec_store(self.dbrec, 0);
+    }
+
+    /// Returns every outstanding buffer (queue teardown; the device must be stopped).
+    pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
+        self.free_bufs_to(self.buf_pi, cache);
+        self.pkts_done = self.pkts_posted;
+    }
+}
