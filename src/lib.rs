@@ -42,6 +42,10 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+/// The C-oracle helpers shared with the integration tests.
+#[cfg(test)]
+#[path = "../tests/support/cc.rs"]
+pub(crate) mod cc_oracle;
 pub mod error;
 pub mod flow;
 pub mod gen;

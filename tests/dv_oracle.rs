@@ -5,8 +5,7 @@
 //! vendor struct fields on cases we generate; we compare byte for byte with `rawq::dv::wire`.
 #![cfg(feature = "mlx5")]
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod support;
 
 use rawq::dv::wire::{self, Cqe, CtrlSeg, DataSeg, EthSeg, SrqNextSeg};
 
@@ -29,39 +28,19 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn build_oracle() -> std::path::PathBuf {
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/mlx5_oracle.c");
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mlx5_oracle");
-    let res = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&out)
-        .arg(src)
-        .output();
-    match res {
-        Err(e) => panic!("cannot run the C compiler `cc` ({e}); install build-essential"),
-        Ok(o) if !o.status.success() => panic!(
-            "compiling {src} failed (needs /usr/include/infiniband/mlx5dv.h from \
-             libibverbs-dev / rdma-core):\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(_) => out,
-    }
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/mlx5_oracle.c");
+            let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mlx5_oracle");
+            support::cc::compile(&src, &out, &["-O1", "-Wall"])
+        })
+        .clone()
 }
 
 fn run_oracle(input: &str) -> Vec<String> {
-    let exe = build_oracle();
-    let mut child = Command::new(exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run oracle");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_owned();
-    let w = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().expect("oracle output");
-    w.join().expect("writer").expect("write cases");
-    assert!(out.status.success(), "oracle failed");
-    String::from_utf8(out.stdout)
-        .expect("utf8")
+    support::cc::run(&build_oracle(), input)
         .lines()
         .map(str::to_owned)
         .collect()

@@ -5,10 +5,10 @@
 //! Needs a C compiler (`cc`) and the rdma-core headers (libibverbs-dev); it fails with a clear
 //! message if either is missing.
 
+mod support;
+
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use rawq::flow::verbs::compile;
 use rawq::flow::{IpMatch, L4Proto, MacMatch, Rule};
@@ -93,24 +93,7 @@ fn build_oracle() -> PathBuf {
 fn compile_oracle() -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/flow_oracle.c");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("flow_oracle");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let res = Command::new(&cc)
-        .args(["-Wall", "-Wextra", "-Werror", "-std=gnu11", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output();
-    match res {
-        Err(e) => panic!(
-            "cannot run the C compiler `{cc}` ({e}); this test needs a C compiler (install gcc, or \
-             set CC) and the rdma-core headers (libibverbs-dev)"
-        ),
-        Ok(o) if !o.status.success() => panic!(
-            "`{cc}` failed to build {} (are the rdma-core headers, libibverbs-dev, installed?):\n{}",
-            src.display(),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(_) => out,
-    }
+    support::cc::compile(&src, &out, &["-Wall", "-Wextra", "-Werror", "-std=gnu11"])
 }
 
 const CASES: &[&str] = &[
@@ -164,20 +147,7 @@ fn compile_equals_rdma_core_structs() {
         input.push('\n');
         ours.push(hex(&c.bytes));
     }
-    let mut child = Command::new(&oracle)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run the oracle");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write to the oracle");
-    let out = child.wait_with_output().expect("oracle output");
-    assert!(out.status.success(), "the oracle failed");
-    let text = String::from_utf8(out.stdout).expect("hex output");
+    let text = support::cc::run(&oracle, &input);
     let theirs: Vec<&str> = text.lines().collect();
     assert_eq!(theirs.len(), CASES.len(), "one line per case:\n{text}");
     let mut bad = Vec::new();
@@ -200,17 +170,6 @@ fn protocol_without_ip_version_is_refused_by_both() {
     let oracle = build_oracle();
     let rule: Rule = "proto 47 -> queue 0".parse().unwrap();
     assert!(compile(&rule, 1).is_err());
-    let mut child = Command::new(&oracle)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run the oracle");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(format!("{}\n", oracle_line(&rule, 1)).as_bytes())
-        .expect("write to the oracle");
-    let out = child.wait_with_output().expect("oracle output");
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("error"));
+    let out = support::cc::run(&oracle, &format!("{}\n", oracle_line(&rule, 1)));
+    assert!(out.starts_with("error"), "{out}");
 }

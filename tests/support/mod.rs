@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod cc;
+
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 

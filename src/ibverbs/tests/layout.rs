@@ -4,15 +4,13 @@ use rdma_sys::*;
 
 /// rdma-sys writes the unions of `ibv_send_wr` and `ibv_wc` by hand; the hot path depends on
 /// them, so check them (and the other structs rawq fills) against the C compiler's view of
-/// verbs.h. Skips when no C compiler is installed.
+/// verbs.h.
 #[test]
 fn verbs_struct_layouts_match_the_c_compiler() {
     use std::mem::{offset_of, size_of};
     let dir = std::env::temp_dir().join(format!("rawq-verbs-sizes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let (src, exe) = (dir.join("sizes.c"), dir.join("sizes"));
-    std::fs::write(
-        &src,
+    let c = crate::cc_oracle::numbers(
+        &dir,
         r#"#include <stdio.h>
 #include <stddef.h>
 #include <infiniband/verbs.h>
@@ -28,32 +26,7 @@ int main(void) {
     return 0;
 }
 "#,
-    )
-    .expect("write sizes.c");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match std::process::Command::new(&cc)
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("{cc} failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            println!("skipped: no C compiler ({cc}: {e})");
-            return;
-        }
-    }
-    let out = std::process::Command::new(&exe)
-        .output()
-        .expect("run sizes");
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let c: std::collections::HashMap<&str, usize> = text
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k, v.trim().parse().expect("number")))
-        .collect();
+    );
     let rust = [
         ("ibv_send_wr", size_of::<ibv_send_wr>()),
         ("ibv_recv_wr", size_of::<ibv_recv_wr>()),
@@ -85,7 +58,7 @@ int main(void) {
         ),
         ("ibv_qp_attr.port_num", offset_of!(ibv_qp_attr, port_num)),
     ];
-    assert_eq!(c.len(), rust.len(), "C program printed: {text}");
+    assert_eq!(c.len(), rust.len(), "C program printed: {c:?}");
     for (name, r) in rust {
         assert_eq!(
             c.get(name),
