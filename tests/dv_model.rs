@@ -8,22 +8,13 @@
 //! count.
 #![cfg(feature = "mlx5")]
 
+mod support;
+
+use support::Rng;
+
 use rawq::dv::model::{ModelCounters, ModelOptions, ModelPort, ModelWire, RxKind};
 use rawq::dv::rings::{MiniCqeFormat, Striding};
 use rawq::{HugePages, Mempool, MempoolConfig, Packet, Queue};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const ROOM: usize = 2048 - 128;
 

@@ -7,21 +7,9 @@
 
 mod support;
 
-use rawq::dv::wire::{self, Cqe, CtrlSeg, DataSeg, EthSeg, SrqNextSeg};
+use support::Rng;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rawq::dv::wire::{self, Cqe, CtrlSeg, DataSeg, EthSeg, SrqNextSeg};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()

@@ -3,32 +3,14 @@
 
 mod support;
 
+use support::Rng;
+
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use rawq::flow::{
     self, Action, IpMatch, Ipv4Net, Ipv6Net, L4Match, L4Proto, MacMatch, Pattern, Rule,
 };
 use rawq::xdp::bpf::{self, action, Program, Variant, XskMap, VERDICT_BASE, VERDICT_NONE};
-
-/// xorshift64*: deterministic, seedable, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-}
 
 const MACS: [[u8; 6]; 3] = [
     [0x02, 0, 0, 0, 0, 1],
