@@ -37,6 +37,9 @@ done
 [[ $SECS =~ ^[0-9]+([.][0-9]+)?$ && $WARMUP =~ ^[0-9]+([.][0-9]+)?$ ]] || usage
 [[ $SIZE =~ ^[0-9]+$ && $ROUNDS =~ ^[1-9][0-9]*$ && $BURST =~ ^[1-9][0-9]*$ ]] || usage
 ((SIZE >= 60 && SIZE <= 1514)) || { echo "bench: --size must be 60..1514" >&2; exit 2; }
+for t in ${TOOLS//,/ }; do
+  [[ $t == @(pktgen|testpmd|trafgen) ]] || { echo "bench: unknown tool $t (pktgen, testpmd, trafgen)" >&2; exit 2; }
+done
 [[ $(id -u) == 0 ]] || { echo "bench: run as root (it creates network namespaces)" >&2; exit 1; }
 (($(nproc) >= 2)) || echo "bench: warning: one CPU; sender and receiver share it" >&2
 
@@ -174,8 +177,22 @@ self_rate() {
   esac
 }
 
-# Runs one tool; sets RESULT to "Mpps-at-receiver self-reported-Mpps frame-bytes" (or n/a).
-# (Not in a subshell, so that the cleanup trap sees a running sender.)
+# The sender's busiest thread (of the tool's processes under the `timeout` wrapper) and its CPU
+# time in clock ticks (user + system; softirq time is accounted apart, so the XDP_DROP work that
+# runs in softirq on the sender core does not count here).
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+ticks() { sed 's/.*) //' "$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+busiest_task() {
+  local p t
+  for p in $(descendants "$SENDER"); do
+    for t in /proc/"$p"/task/*; do echo "$(ticks "$t") $t"; done
+  done | sort -n | tail -n 1 | cut -d' ' -f2
+}
+HZ=$(getconf CLK_TCK)
+
+# Runs one tool; sets RESULT to "Mpps-at-receiver self-reported-Mpps frame-bytes core-share
+# sender-cpu-µs-per-packet" (n/a where unknown). Not in a subshell, so that the cleanup trap sees
+# a running sender.
 measure() {
   local tool=$1 bin
   case $tool in
@@ -184,12 +201,12 @@ measure() {
     testpmd) bin=$TESTPMD ;;
     *) echo "bench: unknown tool $tool" >&2; exit 2 ;;
   esac
+  RESULT="n/a n/a n/a n/a n/a"
   if [[ ! -x $bin ]]; then
     echo "bench: $tool: $bin not found" >&2
-    RESULT="n/a n/a n/a"
     return
   fi
-  local d0 d1 b0 b1 t0 t1 ok=0
+  local d0 d1 b0 b1 t0 t1 c0 c1 task ok=0
   d0=$(drops)
   start_sender "$tool"
   # Wait for the first frames (testpmd takes a few seconds to set up), then warm up.
@@ -203,45 +220,69 @@ measure() {
     wait "$SENDER" 2>/dev/null || true
     echo "bench: $tool: no frames arrived; its output:" >&2
     tail -n 20 "$OUT/$tool.out" "$OUT/$tool.err" >&2
-    RESULT="n/a n/a n/a"
     return
   fi
   sleep "$WARMUP"
-  t0=$(now) d0=$(drops) b0=$(xbytes)
+  task=$(busiest_task)
+  t0=$(now) d0=$(drops) b0=$(xbytes) c0=$(ticks "$task")
   sleep "$SECS"
-  t1=$(now) d1=$(drops) b1=$(xbytes)
+  t1=$(now) d1=$(drops) b1=$(xbytes) c1=$(ticks "$task")
   kill -0 "$SENDER" 2>/dev/null || echo "bench: $tool: stopped before the window ended" >&2
   kill -INT "$SENDER" 2>/dev/null || true
   wait "$SENDER" 2>/dev/null || true
   sleep 0.5 # let the kernel finish with the last frames before the next tool
   # The veth's XDP byte counter starts at the IP header: + 14 for the Ethernet header.
   RESULT=$(awk -v n=$((d1 - d0)) -v b=$((b1 - b0)) -v t0="$t0" -v t1="$t1" -v s="$(self_rate "$tool")" \
-    'BEGIN { printf "%.3f %s %.1f\n", n / (t1 - t0) / 1e6, s, n ? b / n + 14 : 0 }')
+    -v c0="${c0:-}" -v c1="${c1:-}" -v hz="$HZ" 'BEGIN {
+      cpu = (c0 != "" && c1 != "") ? (c1 - c0) / hz : -1
+      printf "%.3f %s %.1f ", n / (t1 - t0) / 1e6, s, n ? b / n + 14 : 0
+      if (cpu >= 0 && n) printf "%.0f%% %.3f\n", 100 * cpu / (t1 - t0), cpu * 1e6 / n
+      else print "n/a n/a" }')
 }
 
 echo "bench: $NSA/$VA -> $NSB/$VB (XDP_DROP), ${SIZE}-byte frames, sender on core $TX_CORE," \
   "warm-up ${WARMUP} s, window ${SECS} s, ${ROUNDS} round(s)"
 echo "bench: load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
-declare -A RES
-printf '\n%-8s %5s %14s %14s %10s\n' tool round "Mpps(rx)" "Mpps(self)" frame
+declare -A RES CPU
+printf '\n%-8s %5s %9s %11s %6s %6s %13s\n' tool round "Mpps(rx)" "Mpps(self)" frame core "cpu us/pkt"
 for ((r = 1; r <= ROUNDS; r++)); do
-  for tool in "${TOOL_LIST[@]}"; do
+  # The tools take turns: each round starts one further along the list.
+  for ((k = 0; k < ${#TOOL_LIST[@]}; k++)); do
+    tool=${TOOL_LIST[$(((k + r - 1) % ${#TOOL_LIST[@]}))]}
     measure "$tool"
-    read -r mpps self frame <<<"$RESULT"
-    RES[$tool]+="$mpps "
-    printf '%-8s %5d %14s %14s %10s\n' "$tool" "$r" "$mpps" "$self" "$frame"
+    read -r mpps self frame core cpu <<<"$RESULT"
+    RES[$tool]+="$mpps " CPU[$tool]+="$cpu "
+    printf '%-8s %5d %9s %11s %6s %6s %13s\n' "$tool" "$r" "$mpps" "$self" "$frame" "$core" "$cpu"
   done
 done
 echo "bench: load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{ v[NR] = $1 }
-  END { if (!NR) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+numbers() { tr ' ' '\n' | awk '/^[0-9.]+$/' | sort -g; }
+median() { numbers | awk '{ v[NR] = $1 } END { if (!NR) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2]
+  else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+best() { numbers | awk '{ v = $1 } END { print NR ? v : "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "n/a" }'; }
-P=$(median <<<"${RES[pktgen]:-}") T=$(median <<<"${RES[testpmd]:-}") G=$(median <<<"${RES[trafgen]:-}")
+declare -A MED BEST CMED
+for tool in pktgen testpmd trafgen; do
+  MED[$tool]=$(median <<<"${RES[$tool]:-}")
+  BEST[$tool]=$(best <<<"${RES[$tool]:-}")
+  CMED[$tool]=$(median <<<"${CPU[$tool]:-}")
+done
 echo
-printf '%-26s %12s %14s %14s\n' tool "Mpps at rx" "rawq/testpmd" "rawq/trafgen"
-printf '%-26s %12s %14s %14s\n' "rawq pktgen (AF_XDP)" "$P" "$(ratio "$P" "$T")" "$(ratio "$P" "$G")"
-printf '%-26s %12s\n' "dpdk-testpmd net_af_xdp" "$T"
-printf '%-26s %12s\n' "trafgen (netsniff-ng)" "$G"
-((ROUNDS == 1)) || echo "(medians over $ROUNDS rounds)"
+printf '%-24s %10s %10s %13s %15s %15s\n' tool "Mpps(rx)" "best" "cpu us/pkt" "rawq/testpmd" "rawq/trafgen"
+declare -A name=([pktgen]="rawq pktgen (AF_XDP)" [testpmd]="dpdk-testpmd net_af_xdp" [trafgen]="trafgen (netsniff-ng)")
+for tool in pktgen testpmd trafgen; do
+  printf '%-24s %10s %10s %13s' "${name[$tool]}" "${MED[$tool]}" "${BEST[$tool]}" "${CMED[$tool]}"
+  if [[ $tool == pktgen ]]; then
+    printf ' %15s %15s' "$(ratio "${MED[pktgen]}" "${MED[testpmd]}")" "$(ratio "${MED[pktgen]}" "${MED[trafgen]}")"
+  fi
+  echo
+done
+echo
+echo "ratios of Mpps at the receiver$( ((ROUNDS == 1)) || echo ", medians over $ROUNDS rounds")."
+echo "ratios of sender CPU per frame (the other way round, higher = rawq cheaper):" \
+  "rawq/testpmd $(ratio "${CMED[testpmd]}" "${CMED[pktgen]}")," \
+  "rawq/trafgen $(ratio "${CMED[trafgen]}" "${CMED[pktgen]}")"
+echo "core = share of the sender core the sending thread got in the window (the rest went to" \
+  "softirq work and to other processes on a shared machine)."

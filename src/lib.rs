@@ -71,4 +71,4 @@ pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
 pub use port::{Backend, Port, PortBuilder, PortConfig, PortInfo};
 pub use queue::{Queue, QueueOps};
-pub use stats::{QueueStats, StatsReader, StatsWriter};
+pub use stats::{QueueStats, Rates, StatsReader, StatsWriter};

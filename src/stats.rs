@@ -30,7 +30,46 @@ pub struct QueueStats {
     pub tx_errors: u64,
 }
 
+/// Packet and layer-1 bit rates over an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rates {
+    /// Packets per second.
+    pub pps: f64,
+    /// Bits per second on the wire: frame bytes plus 24 per frame (FCS, preamble, gap).
+    pub bps_l1: f64,
+}
+
+impl Rates {
+    fn of(packets: u64, bytes: u64, secs: f64) -> Rates {
+        if secs <= 0.0 {
+            return Rates::default();
+        }
+        Rates {
+            pps: packets as f64 / secs,
+            bps_l1: (bytes + packets * crate::gen::WIRE_OVERHEAD) as f64 * 8.0 / secs,
+        }
+    }
+}
+
 impl QueueStats {
+    /// Receive rates since `prev` (an earlier snapshot), `secs` seconds ago.
+    pub fn rx_rates(&self, prev: &QueueStats, secs: f64) -> Rates {
+        Rates::of(
+            self.rx_packets.wrapping_sub(prev.rx_packets),
+            self.rx_bytes.wrapping_sub(prev.rx_bytes),
+            secs,
+        )
+    }
+
+    /// Transmit rates since `prev` (an earlier snapshot), `secs` seconds ago.
+    pub fn tx_rates(&self, prev: &QueueStats, secs: f64) -> Rates {
+        Rates::of(
+            self.tx_packets.wrapping_sub(prev.tx_packets),
+            self.tx_bytes.wrapping_sub(prev.tx_bytes),
+            secs,
+        )
+    }
+
     /// Adds `other` into `self` (for port totals).
     pub fn accumulate(&mut self, other: &QueueStats) {
         self.rx_packets += other.rx_packets;
@@ -166,5 +205,10 @@ mod tests {
         let mut sum = last;
         sum.accumulate(&last);
         assert_eq!(sum.rx_bytes, 256_000);
+        // 1000 frames of 64 bytes in 0.5 s: 2000 pps, (64 + 24) * 8 * 2000 bit/s on the wire.
+        let r = last.tx_rates(&QueueStats::default(), 0.5);
+        assert_eq!(r.pps, 2000.0);
+        assert_eq!(r.bps_l1, 88.0 * 8.0 * 2000.0);
+        assert_eq!(last.rx_rates(&last, 1.0), Rates::default());
     }
 }

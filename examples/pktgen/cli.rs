@@ -1,10 +1,12 @@
-//! Command-line options of pktgen (definitions only).
+//! Command-line options of pktgen, and their translation into rawq configuration.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use rawq::gen::{FlowVary, Rate, SizeSpec};
+use rawq::flow::Rule;
+use rawq::gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
+use rawq::{Backend, Error};
 
 /// Which backend to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -166,4 +168,109 @@ pub struct Args {
     /// No live stats.
     #[arg(long)]
     pub quiet: bool,
+}
+
+impl Args {
+    /// The backend the options name.
+    pub fn backend(&self) -> rawq::Result<Backend> {
+        let dev = || {
+            if self.dev.is_empty() {
+                Err(Error::Config("this backend needs --dev".into()))
+            } else {
+                Ok(self.dev.clone())
+            }
+        };
+        Ok(match self.backend {
+            BackendKind::Xdp => Backend::Xdp { ifname: dev()? },
+            BackendKind::Verbs => Backend::Verbs {
+                device: dev()?,
+                port: self.port,
+            },
+            BackendKind::Dv => Backend::Dv {
+                device: dev()?,
+                port: self.port,
+            },
+            BackendKind::Model => self.model_backend()?,
+        })
+    }
+
+    /// The software mlx5 device: a sink when only sending (what is measured is the driver's
+    /// cost), a loopback for --txrx / --rx.
+    #[cfg(feature = "mlx5")]
+    fn model_backend(&self) -> rawq::Result<Backend> {
+        use rawq::dv::model::{ModelOptions, ModelWire};
+        let wire = if self.txrx || self.rx {
+            ModelWire::Loopback
+        } else {
+            ModelWire::Sink
+        };
+        Ok(Backend::Model(ModelOptions {
+            wire,
+            empw: true,
+            ..Default::default()
+        }))
+    }
+    #[cfg(not(feature = "mlx5"))]
+    fn model_backend(&self) -> rawq::Result<Backend> {
+        Err(Error::BackendUnavailable {
+            backend: "model",
+            feature: "mlx5",
+        })
+    }
+
+    /// The frames to send: the template the options describe, or the frames of --pcap.
+    pub fn source(&self) -> rawq::Result<FrameSource> {
+        if let Some(path) = &self.pcap {
+            return read_pcap(path)
+                .map(FrameSource::Frames)
+                .map_err(|e| Error::Config(format!("--pcap {}: {e}", path.display())));
+        }
+        let src_mac = self
+            .src_mac
+            .or_else(|| rawq::gen::netdev_mac(&self.dev))
+            .unwrap_or([2, 0, 0, 0, 0, 1]);
+        Ok(FrameSource::Template(Stamper::new(FrameSpec {
+            dst_mac: self.dst_mac,
+            src_mac,
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            flows: self.flows,
+            vary: self.vary.into(),
+            sizes: self.size.clone(),
+            stamp: self.seq,
+        })?))
+    }
+
+    /// The receive rules: --rule, or UDP to --dst-port spread over all queues.
+    pub fn rules(&self) -> rawq::Result<Vec<Rule>> {
+        if self.rules.is_empty() {
+            let qs: Vec<String> = (0..self.queues).map(|q| q.to_string()).collect();
+            return Ok(vec![format!(
+                "udp dst-port {} -> rss {}",
+                self.dst_port,
+                qs.join(",")
+            )
+            .parse()?]);
+        }
+        Ok(self
+            .rules
+            .iter()
+            .map(|r| r.parse())
+            .collect::<Result<_, _>>()?)
+    }
+}
+
+fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut r = pcap_file::pcap::PcapReader::new(f).map_err(|e| e.to_string())?;
+    let mut frames = Vec::new();
+    while let Some(p) = r.next_packet() {
+        frames.push(p.map_err(|e| e.to_string())?.data.into_owned());
+    }
+    if frames.is_empty() {
+        return Err("no packets in the file".into());
+    }
+    Ok(frames)
 }

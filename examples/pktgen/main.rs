@@ -15,11 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rawq::flow::Rule;
-use rawq::gen::{FrameSpec, Pacer, SeqTracker, Stamper, WIRE_OVERHEAD};
-use rawq::{Backend, MempoolConfig, Port, Queue, QueueStats};
+use rawq::gen::{FrameSource, Pacer, SeqTracker, Stamper};
+use rawq::{MempoolConfig, Port, Queue, QueueStats};
 
-use cli::{Args, BackendKind};
+use cli::Args;
 
 /// The final report (`--json`).
 #[derive(serde::Serialize)]
@@ -43,8 +42,7 @@ struct Summary {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
+    match run(&Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pktgen: {e}");
@@ -53,102 +51,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn backend(a: &Args) -> rawq::Result<Backend> {
-    let dev = || {
-        if a.dev.is_empty() {
-            Err(rawq::Error::Config("this backend needs --dev".into()))
-        } else {
-            Ok(a.dev.clone())
-        }
-    };
-    Ok(match a.backend {
-        BackendKind::Xdp => Backend::Xdp { ifname: dev()? },
-        BackendKind::Verbs => Backend::Verbs {
-            device: dev()?,
-            port: a.port,
-        },
-        BackendKind::Dv => Backend::Dv {
-            device: dev()?,
-            port: a.port,
-        },
-        BackendKind::Model => model_backend(a)?,
-    })
-}
-
-/// The software mlx5 device: a sink for sending (what is measured is the driver's cost), a
-/// loopback for --txrx / --rx.
-#[cfg(feature = "mlx5")]
-fn model_backend(a: &Args) -> rawq::Result<Backend> {
-    use rawq::dv::model::{ModelOptions, ModelWire};
-    Ok(Backend::Model(ModelOptions {
-        wire: if a.txrx || a.rx {
-            ModelWire::Loopback
-        } else {
-            ModelWire::Sink
-        },
-        empw: true,
-        ..Default::default()
-    }))
-}
-#[cfg(not(feature = "mlx5"))]
-fn model_backend(_: &Args) -> rawq::Result<Backend> {
-    Err(rawq::Error::BackendUnavailable {
-        backend: "model",
-        feature: "mlx5",
-    })
-}
-
-/// Frames to send: a template stamper or the frames of a pcap file.
-enum Source {
-    Template(Stamper),
-    Pcap(Vec<Vec<u8>>),
-}
-
-fn source(a: &Args) -> rawq::Result<Source> {
-    if let Some(path) = &a.pcap {
-        let frames = read_pcap(path)
-            .map_err(|e| rawq::Error::Config(format!("--pcap {}: {e}", path.display())))?;
-        return Ok(Source::Pcap(frames));
-    }
-    let src_mac = a
-        .src_mac
-        .or_else(|| rawq::gen::netdev_mac(&a.dev))
-        .unwrap_or([2, 0, 0, 0, 0, 1]);
-    Ok(Source::Template(Stamper::new(FrameSpec {
-        dst_mac: a.dst_mac,
-        src_mac,
-        src_ip: a.src_ip,
-        dst_ip: a.dst_ip,
-        src_port: a.src_port,
-        dst_port: a.dst_port,
-        flows: a.flows,
-        vary: a.vary.into(),
-        sizes: a.size.clone(),
-        stamp: a.seq,
-    })?))
-}
-
-fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut r = pcap_file::pcap::PcapReader::new(f).map_err(|e| e.to_string())?;
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.map_err(|e| e.to_string())?.data.into_owned());
-    }
-    if frames.is_empty() {
-        return Err("no packets in the file".into());
-    }
-    Ok(frames)
-}
-
 fn run(a: &Args) -> rawq::Result<()> {
-    let src = Arc::new(source(a)?);
-    let max_len = match &*src {
-        Source::Template(s) => s.spec().sizes.bounds().1 as usize,
-        Source::Pcap(f) => f.iter().map(Vec::len).max().unwrap_or(60),
-    };
-    let buf_size = (max_len + 256).next_power_of_two().max(2048) as u32;
-    let mut b = Port::builder(backend(a)?)
+    let src = Arc::new(a.source()?);
+    let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
+    let mut b = Port::builder(a.backend()?)
         .queues(a.queues)
         .rx_ring(a.ring)
         .tx_ring(a.ring)
@@ -157,16 +63,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             ..Default::default()
         });
     if a.rx || a.txrx {
-        let rules: Vec<Rule> = if a.rules.is_empty() {
-            let qs: Vec<String> = (0..a.queues).map(|q| q.to_string()).collect();
-            vec![format!("udp dst-port {} -> rss {}", a.dst_port, qs.join(",")).parse()?]
-        } else {
-            a.rules
-                .iter()
-                .map(|r| r.parse())
-                .collect::<Result<_, _>>()?
-        };
-        b = b.rules(rules);
+        b = b.rules(a.rules()?);
     }
     let mut port = b.open()?;
     let info = port.info().clone();
@@ -185,41 +82,32 @@ fn run(a: &Args) -> rawq::Result<()> {
         .map_err(|e| rawq::Error::Config(format!("cannot install the Ctrl-C handler: {e}")))?;
 
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per_q_count = a.count.div_ceil(a.queues as u64);
-    let mean = match &*src {
-        Source::Template(s) => s.spec().sizes.mean(),
-        Source::Pcap(f) => f.iter().map(Vec::len).sum::<usize>() as f64 / f.len() as f64,
-    };
-    let per_q_pps = a.rate.pps(mean).map(|p| p / a.queues as f64);
+    let count = a.count.div_ceil(a.queues as u64);
+    let pps = a.rate.pps(src.mean_len()).map(|p| p / a.queues as f64);
     let workers: Vec<_> = port
         .take_queues()
         .into_iter()
         .map(|q| {
-            let core = a.cores.as_ref().map_or(q.index() as usize % ncores, |c| {
-                c[q.index() as usize % c.len()]
-            });
+            let i = q.index() as usize;
+            let core = a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
-                    eprintln!("pktgen: queue {}: not pinned: {e}", q.index());
+                    eprintln!("pktgen: queue {i}: not pinned: {e}");
                 }
                 if rx {
                     rx_loop(q, &stop, burst)
                 } else {
-                    tx_loop(q, &src, &stop, burst, per_q_count, per_q_pps, txrx)
+                    tx_loop(q, &src, &stop, burst, count, pps, txrx)
                 }
             })
         })
         .collect();
 
-    // Live stats and stop conditions.
+    // Live stats and the stop conditions.
     let t0 = Instant::now();
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
-    let mut last = (
-        t0,
-        QueueStats::default(),
-        vec![QueueStats::default(); a.queues as usize],
-    );
+    let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
@@ -227,66 +115,28 @@ fn run(a: &Args) -> rawq::Result<()> {
             stop.store(true, Relaxed);
         }
         if now - last.0 >= Duration::from_secs(1) && !a.quiet {
-            let per_q: Vec<QueueStats> =
-                port.stats_readers().iter().map(|r| r.snapshot()).collect();
-            let dt = (now - last.0).as_secs_f64();
-            let tot = port.stats();
-            eprintln!("{}", rate_line("total", a.rx, &tot, &last.1, dt));
-            if a.verbose {
-                for (i, (s, p)) in per_q.iter().zip(&last.2).enumerate() {
-                    eprintln!("{}", rate_line(&format!("  q{i}"), a.rx, s, p, dt));
-                }
-            }
-            last = (now, tot, per_q);
+            let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
+            print_rates(a, &cur, &last.1, (now - last.0).as_secs_f64());
+            last = (now, cur);
         }
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let mut seq = SeqTracker::default();
     for w in workers {
-        let t = w
-            .join()
-            .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?;
-        seq.stamped += t.stamped;
-        seq.gaps += t.gaps;
-        seq.out_of_order += t.out_of_order;
+        seq.merge(
+            &w.join()
+                .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?,
+        );
     }
     report(a, &port, &info, elapsed, &seq);
     Ok(())
-}
-
-fn rate_line(label: &str, rx: bool, s: &QueueStats, prev: &QueueStats, dt: f64) -> String {
-    let (p, b, e, p0, b0) = if rx {
-        (
-            s.rx_packets,
-            s.rx_bytes,
-            s.rx_errors + s.rx_drops,
-            prev.rx_packets,
-            prev.rx_bytes,
-        )
-    } else {
-        (
-            s.tx_packets,
-            s.tx_bytes,
-            s.tx_errors + s.tx_drops,
-            prev.tx_packets,
-            prev.tx_bytes,
-        )
-    };
-    let pps = (p - p0) as f64 / dt;
-    let bps = ((b - b0) + (p - p0) * WIRE_OVERHEAD) as f64 * 8.0 / dt;
-    format!(
-        "{label}: {} {:>10.0} pps {:>8.3} Gbit/s (L1)  total {p}  errors {e}",
-        if rx { "rx" } else { "tx" },
-        pps,
-        bps / 1e9
-    )
 }
 
 /// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
 fn tx_loop(
     mut q: Queue,
-    src: &Source,
+    src: &FrameSource,
     stop: &AtomicBool,
     burst: usize,
     count: u64,
@@ -294,20 +144,16 @@ fn tx_loop(
     txrx: bool,
 ) -> SeqTracker {
     let mut pacer = Pacer::new(pps);
-    let mut pkts = Vec::with_capacity(burst);
-    let mut back = Vec::with_capacity(burst);
+    let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
     let mut seq = SeqTracker::default();
     let mut receive = |q: &mut Queue| {
         if txrx && q.rx_burst(&mut back, burst) > 0 {
-            for p in back.drain(..) {
-                if let Some(s) = Stamper::read_stamp(p.data()) {
-                    seq.record(s);
-                }
-            }
+            back.drain(..)
+                .filter_map(|p| Stamper::read_stamp(p.data()))
+                .for_each(|s| seq.record(s));
         }
     };
-    let (stream, mut i) = (q.index(), 0u64);
-    let mut sent = 0u64;
+    let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
     while !stop.load(Relaxed) && (count == 0 || sent < count) {
         receive(&mut q);
         let room = if count == 0 {
@@ -324,24 +170,15 @@ fn tx_loop(
             continue;
         }
         // Packets left over from a full ring go first; top up with fresh ones.
-        let fresh = want.saturating_sub(pkts.len());
         let start = pkts.len();
-        if q.alloc_burst(&mut pkts, fresh).is_err() {
+        if q.alloc_burst(&mut pkts, want.saturating_sub(start))
+            .is_err()
+        {
             q.reclaim();
             continue;
         }
         for p in &mut pkts[start..] {
-            let ok = match src {
-                Source::Template(st) => {
-                    let len = st.spec().sizes.size(i) as usize;
-                    p.set_len(len)
-                        .map(|_| st.write(p.data_mut(), len, i as u32, stream, i))
-                }
-                Source::Pcap(frames) => {
-                    p.copy_from_slice(&frames[(i % frames.len() as u64) as usize])
-                }
-            };
-            if let Err(e) = ok {
+            if let Err(e) = src.fill(p, i, stream) {
                 eprintln!("pktgen: queue {stream}: {e}");
                 stop.store(true, Relaxed);
                 return seq;
@@ -356,11 +193,8 @@ fn tx_loop(
     // Let the device finish what it has (and, with txrx, the last frames come back).
     let t = Instant::now();
     let linger = Duration::from_millis(if txrx { 300 } else { 20 });
-    while q.reclaim() > 0 || t.elapsed() < linger {
+    while (q.reclaim() > 0 || t.elapsed() < linger) && t.elapsed() < Duration::from_millis(500) {
         receive(&mut q);
-        if t.elapsed() > Duration::from_millis(500) {
-            break;
-        }
     }
     seq
 }
@@ -383,21 +217,60 @@ fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
             continue;
         }
         idle = 0;
-        for p in pkts.drain(..) {
-            if let Some(s) = Stamper::read_stamp(p.data()) {
-                seq.record(s);
-            }
-        }
+        pkts.drain(..)
+            .filter_map(|p| Stamper::read_stamp(p.data()))
+            .for_each(|s| seq.record(s));
     }
     seq
 }
 
+fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
+    let line = |label: &str, c: &QueueStats, p: &QueueStats| {
+        let (r, total, errors) = if a.rx {
+            (c.rx_rates(p, secs), c.rx_packets, c.rx_errors + c.rx_drops)
+        } else {
+            (c.tx_rates(p, secs), c.tx_packets, c.tx_errors + c.tx_drops)
+        };
+        let dir = if a.rx { "rx" } else { "tx" };
+        eprintln!(
+            "{label}: {dir} {:>10.0} pps {:>8.3} Gbit/s (L1)  total {total}  errors {errors}",
+            r.pps,
+            r.bps_l1 / 1e9
+        );
+    };
+    let sum = |s: &[QueueStats]| {
+        s.iter().fold(QueueStats::default(), |mut acc, q| {
+            acc.accumulate(q);
+            acc
+        })
+    };
+    line("total", &sum(cur), &sum(prev));
+    if a.verbose {
+        for (i, (c, p)) in cur.iter().zip(prev).enumerate() {
+            line(&format!("  q{i}"), c, p);
+        }
+    }
+}
+
 fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTracker) {
     let s = port.stats();
-    let (packets, bytes, errors, drops) = if a.rx {
-        (s.rx_packets, s.rx_bytes, s.rx_errors, s.rx_drops)
+    let zero = QueueStats::default();
+    let (packets, bytes, errors, drops, r) = if a.rx {
+        (
+            s.rx_packets,
+            s.rx_bytes,
+            s.rx_errors,
+            s.rx_drops,
+            s.rx_rates(&zero, secs),
+        )
     } else {
-        (s.tx_packets, s.tx_bytes, s.tx_errors, s.tx_drops)
+        (
+            s.tx_packets,
+            s.tx_bytes,
+            s.tx_errors,
+            s.tx_drops,
+            s.tx_rates(&zero, secs),
+        )
     };
     let sum = Summary {
         backend: info.backend,
@@ -408,8 +281,8 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         duration_s: secs,
         packets,
         bytes,
-        pps: packets as f64 / secs,
-        bps_l1: (bytes + packets * WIRE_OVERHEAD) as f64 * 8.0 / secs,
+        pps: r.pps,
+        bps_l1: r.bps_l1,
         errors,
         drops,
         rx_packets: s.rx_packets,
@@ -419,22 +292,18 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
     };
     if a.json {
         println!("{}", serde_json::to_string(&sum).unwrap_or_default());
-    } else {
-        println!(
-            "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{}",
-            sum.direction,
-            sum.packets,
-            sum.bytes,
-            sum.duration_s,
-            sum.pps / 1e6,
-            sum.bps_l1 / 1e9,
-            sum.errors,
-            sum.drops,
-            if seq.stamped > 0 {
-                format!(", seq: {} stamped, {} missing, {} out of order", seq.stamped, seq.gaps, seq.out_of_order)
-            } else {
-                String::new()
-            }
-        );
+        return;
     }
+    let seq_text = if seq.stamped > 0 {
+        format!(
+            ", seq: {} stamped, {} missing, {} out of order",
+            seq.stamped, seq.gaps, seq.out_of_order
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{seq_text}",
+        sum.direction, sum.packets, sum.bytes, sum.duration_s, sum.pps / 1e6, sum.bps_l1 / 1e9, sum.errors, sum.drops
+    );
 }

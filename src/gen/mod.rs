@@ -12,11 +12,13 @@
 
 mod affinity;
 mod pace;
+mod source;
 mod template;
 
 pub use affinity::{netdev_mac, pin_to_core};
 
 pub use pace::{Pacer, Rate};
+pub use source::FrameSource;
 pub use template::{
     checksum, csum_fold, csum_update16, FlowVary, FrameSpec, SeqTracker, SizeSpec, Stamp, Stamper,
     SEQ_MAGIC, WIRE_OVERHEAD,

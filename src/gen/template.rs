@@ -364,6 +364,13 @@ pub struct SeqTracker {
 }
 
 impl SeqTracker {
+    /// Adds the counts of another tracker (e.g. another queue's) into this one.
+    pub fn merge(&mut self, other: &SeqTracker) {
+        self.stamped += other.stamped;
+        self.out_of_order += other.out_of_order;
+        self.gaps += other.gaps;
+    }
+
     /// Accounts for one received stamp.
     #[inline]
     pub fn record(&mut self, s: Stamp) {
@@ -429,5 +436,9 @@ mod tests {
         }
         t.record(Stamp { stream: 3, seq: 10 });
         assert_eq!((t.stamped, t.gaps, t.out_of_order), (7, 2, 1));
+        let mut sum = SeqTracker::default();
+        sum.merge(&t);
+        sum.merge(&t);
+        assert_eq!((sum.stamped, sum.gaps, sum.out_of_order), (14, 4, 2));
     }
 }
