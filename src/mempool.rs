@@ -496,8 +496,12 @@ impl PoolCache {
     /// Frees a packet into this cache (rather than the thread-local cache a plain drop uses).
     #[inline]
     pub fn free(&mut self, pkt: Packet) {
-        for idx in pkt.into_buffer_indices() {
-            self.put(idx);
+        if pkt.is_single() {
+            self.put(pkt.into_raw());
+        } else {
+            for idx in pkt.into_buffer_indices() {
+                self.put(idx);
+            }
         }
     }
 

@@ -190,6 +190,7 @@ impl Packet {
     }
 
     /// Consumes the packet, yielding the indices of all its buffers, without freeing them.
+    #[inline]
     pub(crate) fn into_buffer_indices(self) -> ChainIndices {
         let pool = self.pool;
         let idx = self.into_raw();
@@ -391,20 +392,34 @@ impl std::fmt::Debug for Packet {
 }
 
 impl Drop for Packet {
+    #[inline]
     fn drop(&mut self) {
+        if self.nb_segs == 1 {
+            self.pool.put_local(self.idx);
+        } else {
+            self.drop_chain();
+        }
+    }
+}
+
+impl Packet {
+    #[cold]
+    fn drop_chain(&mut self) {
         let mut idx = self.idx;
         for _ in 0..self.nb_segs {
-            let next = if self.nb_segs > 1 {
-                raw::read_header(self.pool, idx).next
-            } else {
-                NO_NEXT
-            };
+            let next = raw::read_header(self.pool, idx).next;
             self.pool.put_local(idx);
             if next == NO_NEXT {
                 break;
             }
             idx = next;
         }
+    }
+
+    /// True for a single-buffer packet.
+    #[inline]
+    pub(crate) fn is_single(&self) -> bool {
+        self.nb_segs == 1
     }
 }
 
@@ -452,6 +467,7 @@ pub(crate) struct ChainIndices {
 
 impl Iterator for ChainIndices {
     type Item = u32;
+    #[inline]
     fn next(&mut self) -> Option<u32> {
         if self.next == NO_NEXT {
             return None;
