@@ -9,7 +9,7 @@
 //!   touched in bulk, `cache_size` indices at a time.
 //! * A [`PoolCache`] is a private stack in front of the shared one. Each queue owns one for its
 //!   refill and completion paths, so allocating and freeing in a burst touches no shared cache line.
-//! * Dropping a [`Packet`](crate::Packet) returns its buffer to a thread-local `PoolCache` of the
+//! * Dropping a [`Packet`] returns its buffer to a thread-local `PoolCache` of the
 //!   same pool (the DPDK per-lcore cache), so `drop` is as cheap as a push.
 //!
 //! Cached buffers are free but not in the shared stack: [`Mempool::available`] counts the shared
