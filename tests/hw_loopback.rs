@@ -1,6 +1,6 @@
-//! The verbs backend on real hardware: a burst sent on queue 0 of a port comes back on queue 1
-//! through a steering rule (the NIC loops locally addressed frames back), and frames no rule
-//! matches reach no rawq queue (they stay with the kernel).
+//! The verbs and mlx5 DV backends on real hardware: a burst sent on queue 0 of a port comes back
+//! on queue 1 through a steering rule (the NIC loops locally addressed frames back), and frames no
+//! rule matches reach no rawq queue (they stay with the kernel).
 //!
 //! Runs only when `RAWQ_TEST_DEVICE` names a device with an Ethernet port (port from
 //! `RAWQ_TEST_PORT`, default 1). Frames use a locally administered destination MAC and the
@@ -61,10 +61,23 @@ fn send(port: &mut Port, ethertype: u16) {
 }
 
 #[test]
-fn steered_burst_loops_back_to_the_other_queue_and_the_rest_stays_with_the_kernel() {
-    let Some((dev, port_no)) = support::test_device() else {
+fn verbs_steered_burst_loops_back_to_the_other_queue_and_the_rest_stays_with_the_kernel() {
+    let Some((device, port)) = support::test_device() else {
         return;
     };
+    loop_back_through_a_rule(Backend::Verbs { device, port });
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn dv_steered_burst_loops_back_to_the_other_queue_and_the_rest_stays_with_the_kernel() {
+    let Some((device, port)) = support::test_device() else {
+        return;
+    };
+    loop_back_through_a_rule(Backend::Dv { device, port });
+}
+
+fn loop_back_through_a_rule(backend: Backend) {
     let rule = Rule::to_queue(
         Pattern {
             dst_mac: Some(MacMatch::exact(DST)),
@@ -73,16 +86,13 @@ fn steered_burst_loops_back_to_the_other_queue_and_the_rest_stays_with_the_kerne
         },
         1,
     );
-    let mut port = Port::builder(Backend::Verbs {
-        device: dev.clone(),
-        port: port_no,
-    })
-    .queues(2)
-    .rx_ring(256)
-    .tx_ring(256)
-    .rule(rule)
-    .open()
-    .expect("open verbs port");
+    let mut port = Port::builder(backend.clone())
+        .queues(2)
+        .rx_ring(256)
+        .tx_ring(256)
+        .rule(rule)
+        .open()
+        .unwrap_or_else(|e| panic!("open a {} port: {e}", backend.name()));
 
     send(&mut port, ETHERTYPE_MATCHED);
     let got = collect(&mut port, 1, BURST, Duration::from_secs(2));
