@@ -5,10 +5,10 @@ set -euo pipefail
 
 PKGS=(
   # build: rdma-sys / bindgen over mlx5dv.h
-  build-essential pkg-config libclang-dev clang
+  build-essential pkg-config libclang-dev
   libibverbs-dev ibverbs-providers librdmacm-dev
   # tests and demo: namespaces, veth, captures, peers
-  iproute2 iputils-ping tcpdump tshark netsniff-ng python3 python3-scapy
+  iproute2 iputils-ping tcpdump tshark netsniff-ng python3
   # bench peers and instruction counts
   dpdk-dev librte-net-af-xdp23 valgrind ethtool
 )
