@@ -12,8 +12,11 @@
 # Usage (as root): bash scripts/bench-xdp.sh [--seconds 5] [--warmup 1] [--size 60] [--rounds 1]
 #                                             [--tools pktgen,testpmd,trafgen] [--burst 32]
 # PKTGEN=/path/to/pktgen uses that binary instead of building one; TRAFGEN and TESTPMD override
-# /usr/sbin/trafgen and dpdk-testpmd; BENCH_KEEP=1 keeps each tool's output (path printed at exit). With several rounds the tools take turns and the summary
-# gives each tool's median. A tool that is not installed is reported as n/a.
+# /usr/sbin/trafgen and dpdk-testpmd; BENCH_KEEP=1 keeps each tool's output (path printed at
+# exit). With several rounds the tools take turns and the summary gives each tool's median and
+# best. A tool that is not installed is reported as n/a. The machine should be otherwise idle:
+# on a shared one the figures swing by ±30 % from run to run; the sender's CPU time per frame
+# (also printed) is steadier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,7 +74,7 @@ cleanup() {
   wait 2>/dev/null || true
   ip netns del "$NSA" 2>/dev/null || true
   ip netns del "$NSB" 2>/dev/null || true
-  rm -rf "/var/run/dpdk/rawq-bench-$TAG"
+  rm -rf "/var/run/dpdk/rawq-bench-$TAG"; rmdir /var/run/dpdk 2>/dev/null || true
   if [[ -n ${BENCH_KEEP:-} ]]; then echo "bench: outputs kept in $OUT" >&2; else rm -rf "$OUT"; fi
 }
 trap cleanup EXIT
@@ -113,6 +116,8 @@ ip -n "$NSB" link show "$VB" | grep -q 'prog/xdp' \
 drops() { ip netns exec "$NSB" ethtool -S "$VB" | awk '$1 == "rx_queue_0_xdp_drops:" { print $2 }'; }
 xbytes() { ip netns exec "$NSB" ethtool -S "$VB" | awk '$1 == "rx_queue_0_xdp_bytes:" { print $2 }'; }
 now() { date +%s.%N; }
+# sleep in the background: a signal then runs the trap at once instead of after the sleep.
+nap() { sleep "$1" & wait $!; }
 [[ -n $(drops) ]] || { echo "bench: no rx_queue_0_xdp_drops counter on $VB (ethtool -S)" >&2; exit 1; }
 
 # trafgen: the same UDP/IPv4 frame pktgen sends (eth 14 + ip 20 + udp 8 + payload), no FCS.
@@ -222,10 +227,10 @@ measure() {
     tail -n 20 "$OUT/$tool.out" "$OUT/$tool.err" >&2
     return
   fi
-  sleep "$WARMUP"
+  nap "$WARMUP"
   task=$(busiest_task)
   t0=$(now) d0=$(drops) b0=$(xbytes) c0=$(ticks "$task")
-  sleep "$SECS"
+  nap "$SECS"
   t1=$(now) d1=$(drops) b1=$(xbytes) c1=$(ticks "$task")
   kill -0 "$SENDER" 2>/dev/null || echo "bench: $tool: stopped before the window ended" >&2
   kill -INT "$SENDER" 2>/dev/null || true
