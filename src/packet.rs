@@ -200,10 +200,21 @@ impl Packet {
     /// Keeps the in-buffer header of the first segment equal to `off`/`seg_len`.
     #[inline]
     fn sync_header(&mut self) {
-        let mut h = raw::read_header(self.pool, self.idx);
-        h.off = self.off;
-        h.len = self.seg_len;
-        raw::write_header(self.pool, self.idx, h);
+        // A single buffer has no next segment: write the whole header, no read needed.
+        let next = if self.nb_segs == 1 {
+            NO_NEXT
+        } else {
+            raw::read_header(self.pool, self.idx).next
+        };
+        raw::write_header(
+            self.pool,
+            self.idx,
+            SegHeader {
+                next,
+                off: self.off,
+                len: self.seg_len,
+            },
+        );
     }
 
     /// Total length in bytes over all segments.

@@ -18,12 +18,13 @@ const UDP: usize = 8;
 /// magic (4) + stream (2) + reserved (2) + seq (8)
 const STAMP: usize = 16;
 
-/// One's-complement sum of `data` (big-endian 16-bit words), not folded or inverted.
+/// One's-complement sum of `data` (big-endian 16-bit words) added to `sum`, not folded or
+/// inverted. Carries accumulate in the upper bits ([`csum_fold`] folds them); a `u32` holds the
+/// sum of 65535 words, far more than a jumbo frame.
 pub fn checksum(data: &[u8], mut sum: u32) -> u32 {
     let mut chunks = data.chunks_exact(2);
     for c in &mut chunks {
         sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-        sum = (sum & 0xffff) + (sum >> 16);
     }
     if let [b] = chunks.remainder() {
         sum += (*b as u32) << 8;
@@ -208,6 +209,17 @@ pub struct Stamper {
     /// checksum of any size is known without touching the payload: `payload_sum[n]` covers
     /// `tmpl[l4 + 8 + stamp .. l4 + 8 + stamp + n]`.
     payload_sum: Vec<u32>,
+    /// Offset of the last 16 bits of the source address (the word `FlowVary::SrcIp` changes).
+    src_last: usize,
+    /// Its value in the template.
+    src_last_base: u16,
+    /// IPv4 header sum without the total length, the checksum and (with `SrcIp`) the varying
+    /// source word.
+    ip_base: u32,
+    /// UDP checksum sum of everything constant: pseudo-header addresses (less the varying source
+    /// word with `SrcIp`), protocol, destination port, the source port (with `SrcIp`), and the
+    /// stamp's magic.
+    udp_base: u32,
 }
 
 impl Stamper {
@@ -261,12 +273,37 @@ impl Stamper {
             let add = if (n - 1) % 2 == 0 { b << 8 } else { b };
             payload_sum.push(prev + add);
         }
+        let src_last = if v4 { ETH + 14 } else { ETH + 22 };
+        let src_last_base = u16::from_be_bytes([t[src_last], t[src_last + 1]]);
+        let vary_ip = spec.vary == FlowVary::SrcIp;
+        // Sums of the constant words; the template has 0 in every length and checksum field.
+        let less_src = |sum: u32| {
+            if vary_ip {
+                sum + (!src_last_base) as u32 // one's-complement subtraction of the word
+            } else {
+                sum
+            }
+        };
+        let ip_base = if v4 { less_src(checksum(&t[ETH..ETH + IP4], 0)) } else { 0 };
+        let (a0, alen) = if v4 { (ETH + 12, 8) } else { (ETH + 8, 32) };
+        let mut udp_base = less_src(checksum(&t[a0..a0 + alen], 17));
+        udp_base += spec.dst_port as u32;
+        if vary_ip {
+            udp_base += spec.src_port as u32;
+        }
+        if spec.stamp {
+            udp_base += (SEQ_MAGIC >> 16) + (SEQ_MAGIC & 0xffff);
+        }
         Ok(Stamper {
             spec,
             tmpl: t,
             v4,
             l4,
             payload_sum,
+            src_last,
+            src_last_base,
+            ip_base,
+            udp_base,
         })
     }
 
@@ -279,31 +316,33 @@ impl Stamper {
     /// `out` must be at least `len` bytes and `len` within the spec's sizes.
     #[inline]
     pub fn write(&self, out: &mut [u8], len: usize, flow: u32, stream: u16, seq: u64) {
-        let (l4, v4) = (self.l4, self.v4);
+        let l4 = self.l4;
         let out = &mut out[..len];
         out.copy_from_slice(&self.tmpl[..len]);
         let udp_len = (len - l4) as u16;
         let flow = flow % self.spec.flows;
-        // Fields that vary: lengths, flow field, stamp. Headers are summed fresh (a handful of
-        // words); the payload's sum comes precomputed from the template.
-        let (src_port, src_lo) = match self.spec.vary {
-            FlowVary::SrcPort => (self.spec.src_port.wrapping_add(flow as u16), None),
-            FlowVary::SrcIp => (self.spec.src_port, Some(flow as u16)),
-        };
-        out[l4..l4 + 2].copy_from_slice(&src_port.to_be_bytes());
-        out[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
-        let src_last = if v4 { ETH + 14 } else { ETH + 22 };
-        if let Some(d) = src_lo {
-            let base = u16::from_be_bytes([self.tmpl[src_last], self.tmpl[src_last + 1]]);
-            let v = base.wrapping_add(d);
-            out[src_last..src_last + 2].copy_from_slice(&v.to_be_bytes());
+        // Only lengths, the flow field and the stamp vary: both checksums are the precomputed
+        // sums of everything else plus these few words (and the payload's precomputed sum).
+        let mut ip_sum = self.ip_base;
+        let mut udp_sum = self.udp_base + 2 * udp_len as u32; // pseudo-header + UDP header
+        match self.spec.vary {
+            FlowVary::SrcPort => {
+                let port = self.spec.src_port.wrapping_add(flow as u16);
+                out[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+                udp_sum += port as u32;
+            }
+            FlowVary::SrcIp => {
+                let v = self.src_last_base.wrapping_add(flow as u16);
+                out[self.src_last..self.src_last + 2].copy_from_slice(&v.to_be_bytes());
+                udp_sum += v as u32;
+                ip_sum += v as u32;
+            }
         }
-        if v4 {
+        out[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        if self.v4 {
             let tot = (len - ETH) as u16;
             out[ETH + 2..ETH + 4].copy_from_slice(&tot.to_be_bytes());
-            // IPv4 header checksum over 20 bytes: small enough to sum fresh.
-            out[ETH + 10..ETH + 12].copy_from_slice(&[0, 0]);
-            let c = csum_fold(checksum(&out[ETH..ETH + IP4], 0));
+            let c = csum_fold(ip_sum + tot as u32);
             out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
         } else {
             out[ETH + 4..ETH + 6].copy_from_slice(&udp_len.to_be_bytes());
@@ -313,19 +352,15 @@ impl Stamper {
             let s = &mut out[pay..pay + STAMP];
             s[0..4].copy_from_slice(&SEQ_MAGIC.to_be_bytes());
             s[4..6].copy_from_slice(&stream.to_be_bytes());
-            s[6..8].copy_from_slice(&[0, 0]);
             s[8..16].copy_from_slice(&seq.to_be_bytes());
+            udp_sum += stream as u32
+                + (seq >> 48) as u32
+                + ((seq >> 32) & 0xffff) as u32
+                + ((seq >> 16) & 0xffff) as u32
+                + (seq & 0xffff) as u32;
             pay += STAMP;
         }
-        // UDP checksum: pseudo-header + UDP header + stamp (summed fresh) + payload (precomputed).
-        let mut sum = 0u32;
-        let (a0, alen) = if v4 { (ETH + 12, 8) } else { (ETH + 8, 32) };
-        sum = checksum(&out[a0..a0 + alen], sum);
-        sum += 17 + udp_len as u32;
-        out[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
-        sum = checksum(&out[l4..pay], sum);
-        sum += self.payload_sum[len - pay];
-        let mut c = csum_fold(sum);
+        let mut c = csum_fold(udp_sum + self.payload_sum[len - pay]);
         if c == 0 {
             c = 0xffff; // 0 means "no checksum" for UDP over IPv4 and is invalid over IPv6
         }
