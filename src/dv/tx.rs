@@ -20,9 +20,9 @@ use std::ptr::NonNull;
 use super::cq::Cq;
 use super::mmio;
 use super::rings::{DvCaps, SqRing};
-use super::wire::{cqe, ctrl, data, eth, Cqe, WQEBB};
+use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
 use crate::mempool::PoolCache;
-use crate::packet::{Packet, TxOffload};
+use crate::packet::Packet;
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
@@ -97,8 +97,8 @@ pub struct Tx {
     pending_reqs: u32,
     mode: Mode,
     tx_csum: bool,
-    /// The single-buffer SEND WQE, built once and patched per packet (VPP style).
-    tmpl: [u8; 64],
+    /// The single-buffer SEND WQE's constant words, computed once (VPP style).
+    tmpl: SendTemplate,
     pub(crate) cq: Cq,
 }
 
@@ -111,6 +111,49 @@ fn cs_flags(p: &Packet, enabled: bool) -> u8 {
     // CS_L3 is bit 6 and CS_L4 bit 7 of the eth segment's `cs_flags`.
     let f = (p.offload.l3_csum as u8) << 6 | (p.offload.l4_csum as u8) << 7;
     f & 0u8.wrapping_sub(enabled as u8)
+}
+
+/// Writes one single-buffer SEND WQE per packet of `src` into `wqes`, recording each buffer
+/// in `bufs`, until a packet needs the general path (chained, or not longer than `min_len - 1`
+/// bytes). `pi` is the WQEBB counter of the first slot. Returns the packets written and adds
+/// their bytes to `bytes`.
+///
+/// The three slices have the same length, so the loop runs without index checks or wraps.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn fast_run<const INLINE: bool>(
+    tmpl: &SendTemplate,
+    wqes: &mut [[u8; WQEBB]],
+    bufs: &mut [u32],
+    src: &[Packet],
+    pi: u16,
+    min_len: usize,
+    bytes: &mut u64,
+) -> usize {
+    // The run never crosses the ring end, and the ring size divides 2^16: the 16-bit WQE index
+    // does not wrap inside it, so the control word just steps.
+    let mut cw = tmpl.ctrl_word(pi);
+    let mut k = 0;
+    let mut b = 0u64;
+    for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
+        let frame = p.data();
+        if p.segment_count() != 1 || frame.len() < min_len {
+            break;
+        }
+        let cs = SendTemplate::cs_index(p.offload.l3_csum, p.offload.l4_csum);
+        let addr = frame.as_ptr() as u64;
+        if INLINE {
+            tmpl.write_inline18(w, cw, cs, frame, addr);
+        } else {
+            tmpl.write(w, cw, cs, frame.len() as u32, addr);
+        }
+        *slot = p.buffer_index();
+        b += frame.len() as u64;
+        cw = cw.wrapping_add(SendTemplate::IDX_STEP);
+        k += 1;
+    }
+    *bytes = bytes.wrapping_add(b);
+    k
 }
 
 impl Tx {
@@ -144,23 +187,7 @@ impl Tx {
             Mode::NoInline
         };
         let nbufs = (sq.wqe_cnt * 4) as usize;
-        let mut tmpl = [0u8; 64];
-        let (ds, eth_len, inl) = if mode == Mode::Inline18 {
-            (4, 32, eth::L2_INLINE)
-        } else {
-            (3, 16, 0)
-        };
-        ctrl::CtrlSeg::new_unchecked(&mut tmpl[0..16]).fill(
-            0,
-            0,
-            ctrl::OPCODE_SEND,
-            sq.sqn,
-            ds,
-            0,
-            0,
-        );
-        eth::EthSeg::new_unchecked(&mut tmpl[16..16 + eth_len]).fill(0, inl as u16);
-        data::DataSeg::new_unchecked(&mut tmpl[16 + eth_len..32 + eth_len]).fill(0, lkey, 0);
+        let tmpl = SendTemplate::new(sq.sqn, lkey, mode == Mode::Inline18, caps.tx_csum);
         Ok(Tx {
             tmpl,
             base: sq.buf.as_ptr(),
@@ -234,8 +261,8 @@ impl Tx {
     }
 
     /// Accounts a WQE of `bbs` WQEBBs at `start` carrying `pkts` packets / `bytes` bytes. (The
-    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the buffer-ring position at the
-    /// WQE's start; only WQEs that ask for a completion get a [`WqeRec`].)
+    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the number of pool buffers the
+    /// WQE holds; only WQEs that ask for a completion get a [`WqeRec`].)
     #[inline(always)]
     fn close_wqe(&mut self, start: u16, bbs: u32, pkts: u32, bytes: u64) {
         self.pi = start.wrapping_add(bbs as u16);
@@ -282,7 +309,13 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
-        let min_len = if INLINE { eth::L2_INLINE } else { 0 };
+        // Frames the one-WQEBB fast path takes: longer than the inline header (so the data
+        // segment is not empty) and at least an Ethernet header.
+        let min_len = if INLINE {
+            eth::L2_INLINE + 1
+        } else {
+            MIN_FRAME
+        };
         let total = pkts.len();
         let base = pkts.as_mut_ptr();
         // SAFETY: from here the Vec does not own its elements: each of the first `n` is either
@@ -294,41 +327,55 @@ impl Tx {
         let mut last = None;
         let mut n = 0;
         while n < total {
-            // Fast run: consecutive single-buffer packets, bookkeeping in locals.
-            let room = (self.free_bbs() as usize).min(total - n);
-            let run_end = n + room;
-            let (mut pi, mut bp) = (self.pi, self.buf_pi);
-            let (mut np, mut nb) = (self.pkts_posted, self.bytes_posted);
-            while n < run_end {
-                // SAFETY: `n < total`; element `n` is initialized and has not been moved.
-                let p = unsafe { &*base.add(n) };
-                if p.segment_count() != 1 || p.len() <= min_len {
-                    break;
+            // Fast run: consecutive single-buffer packets into consecutive WQEBBs, up to the end
+            // of the SQ ring or of the buffer ring (so that neither index wraps inside the run).
+            let sq_slot = (self.pi as u32 & self.mask) as usize;
+            let buf_slot = (self.buf_pi & self.buf_mask) as usize;
+            let run = (self.free_bbs() as usize)
+                .min(total - n)
+                .min(self.wqe_cnt as usize - sq_slot)
+                .min(self.bufs.len() - buf_slot);
+            // SAFETY: elements `n..n + run` of the Vec are initialized and not moved yet
+            // (`n + run <= total`); they stay in place while this shared slice lives.
+            let src = unsafe { std::slice::from_raw_parts(base.add(n), run) };
+            // SAFETY: WQEBBs `sq_slot..sq_slot + run` lie inside the ring (`run <= wqe_cnt -
+            // sq_slot`) and are free (`run <= free_bbs`): software owns them until the doorbell,
+            // and nothing else refers to them while this slice lives.
+            let wqes = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.base.add(sq_slot * WQEBB) as *mut [u8; WQEBB],
+                    run,
+                )
+            };
+            let k = fast_run::<INLINE>(
+                &self.tmpl,
+                wqes,
+                &mut self.bufs[buf_slot..buf_slot + run],
+                src,
+                self.pi,
+                min_len,
+                &mut self.bytes_posted,
+            );
+            if k > 0 {
+                self.pi = self.pi.wrapping_add(k as u16);
+                self.buf_pi = self.buf_pi.wrapping_add(k as u32);
+                self.pkts_posted = self.pkts_posted.wrapping_add(k as u32);
+                last = Some(self.pi.wrapping_sub(1));
+                n += k;
+                if k == run {
+                    continue; // maybe more after a ring wrap
                 }
-                let len = p.len() as u32;
-                self.write_single::<INLINE>(pi, bp, p, len);
-                let i = (bp & self.buf_mask) as usize;
-                // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`).
-                unsafe { *self.bufs.get_unchecked_mut(i) = p.buffer_index() };
-                bp = bp.wrapping_add(1);
-                pi = pi.wrapping_add(1);
-                np = np.wrapping_add(1);
-                nb = nb.wrapping_add(len as u64);
-                n += 1;
             }
-            if pi != self.pi {
-                last = Some(pi.wrapping_sub(1));
-            }
-            (self.pi, self.buf_pi, self.pkts_posted, self.bytes_posted) = (pi, bp, np, nb);
             if n == total {
                 break;
             }
-            // SAFETY: as above.
+            // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() > min_len {
+            if p.segment_count() == 1 && p.len() >= min_len {
                 break; // the fast run stopped because the ring is full
             }
-            match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
+            let inl = if INLINE { eth::L2_INLINE } else { 0 };
+            match self.write_general(p, cs_flags(p, self.tx_csum), inl) {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
@@ -339,11 +386,12 @@ impl Tx {
             }
             n += 1;
         }
-        // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
-        unsafe {
-            std::ptr::copy(base.add(n), base, total - n);
-            pkts.set_len(total - n);
+        if n < total {
+            // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
+            unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
+        // SAFETY: the first `total - n` elements are initialized (moved there just above).
+        unsafe { pkts.set_len(total - n) };
         self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
         self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
         if let Some(last) = last {
@@ -381,38 +429,6 @@ impl Tx {
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
-    }
-
-    /// Single-buffer packet, one WQEBB: the template (ctrl + eth (+18 inline) + data segment),
-    /// patched with the WQE index, checksum flags, length and address.
-    #[inline(always)]
-    fn write_single<const INLINE: bool>(&self, pi: u16, buf_pos: u32, p: &Packet, len: u32) {
-        let addr = p.data_addr();
-        let cs = if p.offload == TxOffload::default() {
-            0
-        } else {
-            cs_flags(p, self.tx_csum)
-        };
-        let bb = self.wqebb(pi);
-        if INLINE {
-            *bb = self.tmpl;
-        } else {
-            bb[..48].copy_from_slice(&self.tmpl[..48]);
-        }
-        let mut c = ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]);
-        c.set_opmod_idx_opcode(0, pi, ctrl::OPCODE_SEND);
-        c.set_imm(buf_pos);
-        bb[16 + eth::field::CS_FLAGS] = cs;
-        if INLINE {
-            bb[30..48].copy_from_slice(&p.data()[..eth::L2_INLINE]);
-            let mut d = data::DataSeg::new_unchecked(&mut bb[48..64]);
-            d.set_byte_count(len - eth::L2_INLINE as u32);
-            d.set_addr(addr + eth::L2_INLINE as u64);
-        } else {
-            let mut d = data::DataSeg::new_unchecked(&mut bb[32..48]);
-            d.set_byte_count(len);
-            d.set_addr(addr);
-        }
     }
 
     /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).
@@ -453,7 +469,8 @@ impl Tx {
                 self.sqn,
                 ds as u8,
                 0,
-                self.buf_pi,
+                // Buffers this WQE holds (see `close_wqe`): one per segment.
+                p.segment_count() as u32,
             );
         }
         // The eth segment (1 or 2 DS) lies in the first WQEBB.
@@ -577,7 +594,7 @@ impl Tx {
             self.sqn,
             ds as u8,
             0,
-            self.buf_pi.wrapping_sub(k),
+            k,
         );
         eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
         // `pi` has not moved during the session: close_wqe moves it past the whole WQE.
@@ -627,7 +644,7 @@ impl Tx {
             self.sqn,
             1,
             ctrl::CE_ALWAYS,
-            self.buf_pi,
+            0,
         );
         self.close_wqe(pi, 1, 0, 0);
         self.record(pi);
@@ -669,7 +686,9 @@ impl Tx {
         let from = (self.buf_ci & self.buf_mask) as usize;
         let first = n.min(self.bufs.len() - from);
         cache.put_slice(&self.bufs[from..from + first]);
-        cache.put_slice(&self.bufs[..n - first]);
+        if first < n {
+            cache.put_slice(&self.bufs[..n - first]);
+        }
         self.buf_ci = end;
     }
 
@@ -701,8 +720,8 @@ impl Tx {
         err
     }
 
-    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, buffer-ring
-    /// position at its start). The device never writes SQ memory.
+    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, pool buffers
+    /// it holds). The device never writes SQ memory.
     fn summary(&self, start: u16) -> (u16, u32, u64, u32) {
         let bb = self.wqebb(start);
         let c = ctrl::CtrlSeg::new_unchecked(&bb[0..16]);
@@ -725,21 +744,23 @@ impl Tx {
     /// After an error CQE for WQE `wqe`: completes the WQEs before it (reading them back from
     /// the ring), so that only the failed WQE and those after it are outstanding.
     pub(crate) fn complete_before(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
-        let (mut s, mut pkts, mut bytes, mut guard) = (self.ci, 0u32, 0u64, 0);
+        // `buf_ci` is the buffer-ring position of WQE `ci` (the two move together).
+        let (mut s, mut pkts, mut bytes, mut bufs, mut guard) = (self.ci, 0u32, 0u64, 0u32, 0);
         while s != wqe && s != self.pi && guard < self.wqe_cnt {
-            let (bbs, p, b, _) = self.summary(s);
+            let (bbs, p, b, nb) = self.summary(s);
             pkts += p;
             bytes += b;
+            bufs = bufs.wrapping_add(nb);
             s = s.wrapping_add(bbs);
             guard += 1;
         }
         if s != wqe || s == self.pi {
             return; // not a WQE start we know: leave everything outstanding
         }
-        let (_, _, _, buf_pos) = self.summary(wqe);
-        if buf_pos.wrapping_sub(self.buf_ci) > self.buf_pi.wrapping_sub(self.buf_ci) {
+        if bufs > self.buf_pi.wrapping_sub(self.buf_ci) {
             return;
         }
+        let buf_pos = self.buf_ci.wrapping_add(bufs);
         self.free_bufs_to(buf_pos, cache);
         stats.tx(pkts as u64, bytes);
         self.pkts_done = self.pkts_done.wrapping_add(pkts);
