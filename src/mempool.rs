@@ -194,6 +194,17 @@ impl Shared {
             .wrapping_add((idx as usize) << self.buf_shift)
     }
 
+    /// Where the buffers are, as a copyable value a hot loop can keep in registers (the pool's
+    /// own fields would be reloaded after every store through a raw pointer).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn geometry(&self) -> BufGeometry {
+        BufGeometry {
+            base: self.base.as_ptr(),
+            size: self.buf_size as usize,
+        }
+    }
+
     #[inline]
     pub(crate) fn buf_size(&self) -> u32 {
         self.buf_size
@@ -215,6 +226,23 @@ impl Shared {
             // Thread-local storage is being torn down: go straight to the shared stack.
             self.lock_free().push(idx);
         }
+    }
+}
+
+/// Buffer addresses of one pool: buffer `idx` starts at `base + idx * size`. (A multiply,
+/// not a shift: it needs no count register, which a hot loop is short of.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct BufGeometry {
+    base: *mut u8,
+    size: usize,
+}
+
+impl BufGeometry {
+    /// Start address of buffer `idx` (as [`Shared::buf_ptr`]).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn buf_ptr(&self, idx: u32) -> *mut u8 {
+        self.base.wrapping_add(idx as usize * self.size)
     }
 }
 
@@ -449,6 +477,22 @@ impl PoolCache {
         }
         self.shared.take_bulk(&mut self.stack, self.size);
         self.stack.pop()
+    }
+
+    /// Lends the cache's top indices to `take`, which uses some of them **from the end** of the
+    /// slice it is given and returns how many; those leave the cache. The slice holds at least
+    /// `min(n, cache_size)` indices unless the pool runs dry (one refill from the shared stack,
+    /// no allocation). A driver's refill batch: one length check instead of one per buffer.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn get_bulk(&mut self, n: usize, take: impl FnOnce(&[u32]) -> usize) {
+        let n = n.min(self.size);
+        if self.stack.len() < n {
+            self.shared.take_bulk(&mut self.stack, self.size);
+        }
+        let used = take(&self.stack);
+        let keep = self.stack.len() - used.min(self.stack.len());
+        self.stack.truncate(keep);
     }
 
     /// Makes sure at least `n` indices are cached (taking more from the shared stack if needed).
