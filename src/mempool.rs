@@ -244,6 +244,13 @@ impl BufGeometry {
     pub(crate) fn buf_ptr(&self, idx: u32) -> *mut u8 {
         self.base.wrapping_add(idx as usize * self.size)
     }
+
+    /// Bytes per buffer.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn buf_size(&self) -> usize {
+        self.size
+    }
 }
 
 /// Owner of the `Shared` block: frees it when the last `Mempool` handle goes, unless buffers are

@@ -354,25 +354,30 @@ impl Rx {
             while pi != limit {
                 let w0 = (pi & self.mask) as usize;
                 let run = (limit.wrapping_sub(pi) as usize).min(self.wqe_cnt as usize - w0);
-                let (mut done, mut dry) = (0usize, false);
+                let (mut done, mut dry) = (run, false);
                 let (bufs, ring) = (&mut self.bufs[w0..w0 + run], self.base);
+                // The data segment of the WQE of `bufs[k]`, and where buffer 0's data goes.
+                let mut d = ring.wrapping_add(w0 * stride);
+                let data0 = geo.buf_ptr(0) as u64 + off;
+                let size = geo.buf_size() as u64;
                 cache.get_bulk(run, |idxs| {
                     let mut free = idxs.iter().rev();
-                    for (k, b) in bufs.iter_mut().enumerate() {
+                    let mut slots = bufs.iter_mut();
+                    while let Some(b) = slots.next() {
                         if *b == EMPTY {
                             let Some(&idx) = free.next() else {
+                                done = run - slots.len() - 1;
                                 dry = true;
                                 break;
                             };
                             *b = idx;
-                            let addr = geo.buf_ptr(idx) as u64 + off;
-                            // SAFETY: the first data segment of WQE `w0 + k` (`k < run <=
-                            // wqe_cnt - w0`), inside the RQ ring, owned by software until the
-                            // doorbell record below publishes it.
-                            let d = unsafe { &mut *(ring.add((w0 + k) * stride) as *mut [u8; 16]) };
-                            DataSeg::new_unchecked(d).set_addr(addr);
+                            // SAFETY: `d` is the first data segment of WQE `w0 + k` (`k <
+                            // run <= wqe_cnt - w0`), inside the RQ ring, owned by software
+                            // until the doorbell record below publishes it.
+                            let seg = unsafe { &mut *(d as *mut [u8; 16]) };
+                            DataSeg::new_unchecked(seg).set_addr(data0 + idx as u64 * size);
                         }
-                        done += 1;
+                        d = d.wrapping_add(stride);
                     }
                     idxs.len() - free.len()
                 });
