@@ -34,6 +34,9 @@ pub struct SendTemplate {
     ctrl0: u64,
     /// Data segment word 0..8 without the byte count: the lkey.
     lkey: u64,
+    /// The same word for the data after an 18-byte inline header, less 18 bytes: adding
+    /// `frame_len << 32` gives `(frame_len - 18) << 32 | lkey`.
+    lkey_after_inline: u64,
     /// Ethernet segment bytes 0..8 (software-parser offsets, `cs_flags`, MSS), in memory order,
     /// for each checksum request: index bit 0 = L3, bit 1 = L4 (all 0 without checksum offload).
     eth0: [u64; 4],
@@ -53,6 +56,7 @@ impl SendTemplate {
         SendTemplate {
             ctrl0: (ctrl::OPCODE_SEND as u64) << 32 | ((sqn & 0x00ff_ffff) as u64) << 8 | ds,
             lkey: lkey as u64,
+            lkey_after_inline: (lkey as u64).wrapping_sub((eth::L2_INLINE as u64) << 32),
             eth0: [0, l3, l4, l3 | l4],
         }
     }
@@ -87,14 +91,10 @@ impl SendTemplate {
     /// software; the driver keeps the number of pool buffers the WQE holds there (here one).
     pub const IMM: u32 = 1;
 
-    /// Data segment at `at`: `len` bytes at `addr`.
+    /// Data segment at `at`: `count_lkey` = `byte_count << 32 | lkey`, address `addr`.
     #[inline(always)]
-    fn dseg(&self, w: &mut [u8; WQEBB], at: usize, len: u32, addr: u64) {
-        put64(
-            w,
-            at + data::field::BYTE_COUNT.start,
-            (len as u64) << 32 | self.lkey,
-        );
+    fn dseg(&self, w: &mut [u8; WQEBB], at: usize, count_lkey: u64, addr: u64) {
+        put64(w, at + data::field::BYTE_COUNT.start, count_lkey);
         put64(w, at + data::field::ADDR.start, addr);
     }
 
@@ -107,7 +107,7 @@ impl SendTemplate {
         put_raw64(w, ETH + eth::field::SWP_OFFS.start, self.eth0[cs & 3]);
         // Metadata 0, inline_hdr_sz 0, two unused inline bytes.
         put64(w, ETH + eth::field::METADATA.start, 0);
-        self.dseg(w, ETH + DS, frame_len, addr);
+        self.dseg(w, ETH + DS, (frame_len as u64) << 32 | self.lkey, addr);
     }
 
     /// Writes the WQE with control word `cw`, inlining the first 18 bytes of
@@ -125,12 +125,9 @@ impl SendTemplate {
         );
         let hdr = ETH + eth::field::INLINE_HDR.start;
         w[hdr..hdr + eth::L2_INLINE].copy_from_slice(&frame[..eth::L2_INLINE]);
-        self.dseg(
-            w,
-            ETH + eth::SIZE,
-            (frame.len() - eth::L2_INLINE) as u32,
-            addr + eth::L2_INLINE as u64,
-        );
+        // `frame.len() > 18`: the sum is `(frame.len() - 18) << 32 | lkey`.
+        let count_lkey = ((frame.len() as u64) << 32).wrapping_add(self.lkey_after_inline);
+        self.dseg(w, ETH + eth::SIZE, count_lkey, addr + eth::L2_INLINE as u64);
     }
 }
 
