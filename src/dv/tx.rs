@@ -654,20 +654,29 @@ impl Tx {
         self.doorbell(pi);
     }
 
-    /// Completes every WQE up to and including the one at `wqe`.
-    fn complete(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+    /// The record of a CQE for WQE `wqe`, if it completes more than `done` (the last record
+    /// applied or about to be; `None`: the current state): a stale or foreign counter would
+    /// free buffers we do not hold.
+    #[inline(always)]
+    fn completion(&self, wqe: u16, done: Option<WqeRec>) -> Option<WqeRec> {
         let r = self.recs[(wqe as u32 & self.mask) as usize];
-        // A stale or foreign counter would free buffers we do not hold: ignore it.
-        let in_flight = self.pi.wrapping_sub(self.ci);
-        let bufs_out = self.buf_pi.wrapping_sub(self.buf_ci);
-        if r.end.wrapping_sub(self.ci) > in_flight
-            || r.end == self.ci
-            || r.buf_end.wrapping_sub(self.buf_ci) > bufs_out
-            || r.pkt_end.wrapping_sub(self.pkts_done) > self.outstanding()
-        {
-            stats.add(Counter::TxErrors, 1);
-            return;
-        }
+        let (ci, buf_ci, pkts_done) = match done {
+            Some(d) => (d.end, d.buf_end, d.pkt_end),
+            None => (self.ci, self.buf_ci, self.pkts_done),
+        };
+        let in_flight = self.pi.wrapping_sub(ci);
+        let bufs_out = self.buf_pi.wrapping_sub(buf_ci);
+        let pkts_out = self.pkts_posted.wrapping_sub(pkts_done);
+        let bad = r.end.wrapping_sub(ci) > in_flight
+            || r.end == ci
+            || r.buf_end.wrapping_sub(buf_ci) > bufs_out
+            || r.pkt_end.wrapping_sub(pkts_done) > pkts_out;
+        (!bad).then_some(r)
+    }
+
+    /// Completes every WQE up to the record `r` (from [`Tx::completion`]): one bulk return of
+    /// the buffers, one stats update.
+    fn complete(&mut self, r: WqeRec, stats: &StatsWriter, cache: &mut PoolCache) {
         self.free_bufs_to(r.buf_end, cache);
         stats.tx(
             r.pkt_end.wrapping_sub(self.pkts_done) as u64,
@@ -692,14 +701,20 @@ impl Tx {
         self.buf_ci = end;
     }
 
-    /// Takes completions off the send CQ; stops at an error CQE and returns it.
+    /// Takes completions off the send CQ; stops at an error CQE and returns it. The CQEs of one
+    /// call are applied together (the records are cumulative: the last good one covers the
+    /// others), so a batch of them frees its buffers in one bulk return.
     pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
         let mut err = None;
+        let mut done = None;
         while let Some(c) = self.cq.peek() {
             let q = Cqe::new_unchecked(c);
             match q.opcode() {
                 cqe::OP_REQ => {
-                    self.complete(q.wqe_counter(), stats, cache);
+                    match self.completion(q.wqe_counter(), done) {
+                        Some(r) => done = Some(r),
+                        None => stats.add(Counter::TxErrors, 1),
+                    }
                     self.pending_reqs = self.pending_reqs.saturating_sub(1);
                 }
                 cqe::OP_REQ_ERR => {
@@ -715,6 +730,9 @@ impl Tx {
                 _ => stats.add(Counter::TxErrors, 1),
             }
             self.cq.ci = self.cq.ci.wrapping_add(1);
+        }
+        if let Some(r) = done {
+            self.complete(r, stats, cache);
         }
         self.cq.publish();
         err
