@@ -123,11 +123,7 @@ fn meta_of(c: &Cqe<&[u8; 64]>, hash: u32) -> RxMeta {
     RxMeta {
         l3_csum_ok,
         l4_csum_ok,
-        vlan_tci: if t & cqe::CV != 0 {
-            Some(c.vlan_info())
-        } else {
-            None
-        },
+        vlan_tci: (t & cqe::CV != 0).then_some(c.vlan_info()),
         rss_hash: hash,
         flow_tag: c.flow_tag(),
     }
