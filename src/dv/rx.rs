@@ -4,7 +4,11 @@
 //! **Cyclic RQ.** Each WQE is a scatter list of `stride / 16` data segments, each pointing at a
 //! pool buffer after its headroom. A packet fills as many of them as its length needs; only those
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
-//! counter) is written once per refill batch.
+//! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
+//! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
+//! metadata bytes, and writes the packets straight into the caller's spare capacity; refill takes
+//! buffers from the queue's cache in bulk and rewrites only the WQE addresses (lengths and lkeys
+//! stay from the first fill).
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the

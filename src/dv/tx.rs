@@ -3,6 +3,11 @@
 //! * One WQE per packet (`SEND`): control segment, Ethernet segment inlining the device's minimum
 //!   header (18 or 0 bytes, [`DvCaps::min_inline`](super::rings::DvCaps::min_inline)), then one data
 //!   pointer segment per buffer. A WQE that reaches the end of the ring continues at WQEBB 0.
+//!   Single-buffer packets (the fast path) take one WQEBB each, written from a
+//!   [`SendTemplate`] (a few 8-byte stores of precomputed big-endian words) in runs that stop
+//!   at the ring's end, so the loop has no index wrap and no bounds check.
+//! * The control segment's immediate (free for software on an Ethernet SEND) holds the number
+//!   of pool buffers the WQE holds, which error recovery reads back.
 //! * With [`DvCaps::empw`](super::rings::DvCaps::empw) and no minimum inline, single-buffer packets
 //!   with the same checksum flags share **enhanced multi-packet WQEs** (opcode 0x29): title WQEBB =
 //!   control + Ethernet segment without inline + the first data segments, then one data segment
@@ -10,7 +15,8 @@
 //! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 32 packets or
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
-//!   cut per WQE by cumulative counters, so freeing is a walk with no allocation.
+//!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
+//!   found by one poll are applied together: one bulk return of buffers to the cache.
 //! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
 //!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
 //!   register (alternating BlueFlame halves when the register has two).
