@@ -17,9 +17,10 @@
 //! | callgrind tx, min inline 0 | 77.8 instr/pkt | 50.1 |
 //! | callgrind tx, min inline 18 | 97.8 | 56.0 |
 //! | callgrind rx + refill | 150.7 | 95.1 |
-//! | ratio line of `cargo bench --bench dv`: tx / floor, inline 0 / 18 | 1.52x / 2.58x | 1.25x / 1.84x–1.90x |
-//! | same line: ns/pkt tx0 / tx18 / rx | 5.14 / 8.68 / 21.6 | 4.19 / 6.2–6.4 / 17.8–18.3 |
-//! | median of 15 interleaved standalone runs of that line (ratios) | 1.28x / 2.15x | 1.03x / 1.53x |
+//! | ratio line of `cargo bench --bench dv`: tx / floor, inline 0 / 18 | 1.52x / 2.58x | 1.26x / 1.84x |
+//! | same line: ns/pkt tx0 / tx18 / rx | 5.14 / 8.68 / 21.6 | 4.17 / 6.07 / 14.8 |
+//! | median of 15 interleaved standalone runs of that line: ratios, rx ns/pkt | 1.27x / 2.14x, 21.6 | 1.03x / 1.53x, 15.4 |
+//! | criterion `tx_burst32_x16` / `floor_store64_x512` / `rx_refill32_x16` | 2.71 / 1.98 / 10.6 µs | 2.24 / 1.97 / 7.73 µs |
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
