@@ -185,6 +185,18 @@ impl Shared {
         debug_assert!(free.len() <= self.count as usize);
     }
 
+    /// Moves `from[keep..]` and all of `more` into the shared stack, under one lock.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    fn give_bulk_and(&self, from: &mut Vec<u32>, keep: usize, more: &[u32]) {
+        if from.len() <= keep && more.is_empty() {
+            return;
+        }
+        let mut free = self.lock_free();
+        free.extend(from.drain(keep.min(from.len())..));
+        free.extend_from_slice(more);
+        debug_assert!(free.len() <= self.count as usize);
+    }
+
     #[inline]
     pub(crate) fn buf_ptr(&self, idx: u32) -> *mut u8 {
         debug_assert!(idx < self.count);
@@ -192,6 +204,17 @@ impl Shared {
         self.base
             .as_ptr()
             .wrapping_add((idx as usize) << self.buf_shift)
+    }
+
+    /// Where the buffers are, as a copyable value a hot loop can keep in registers (the pool's
+    /// own fields would be reloaded after every store through a raw pointer).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn geometry(&self) -> BufGeometry {
+        BufGeometry {
+            base: self.base.as_ptr(),
+            size: self.buf_size as usize,
+        }
     }
 
     #[inline]
@@ -215,6 +238,30 @@ impl Shared {
             // Thread-local storage is being torn down: go straight to the shared stack.
             self.lock_free().push(idx);
         }
+    }
+}
+
+/// Buffer addresses of one pool: buffer `idx` starts at `base + idx * size`. (A multiply,
+/// not a shift: it needs no count register, which a hot loop is short of.)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct BufGeometry {
+    base: *mut u8,
+    size: usize,
+}
+
+impl BufGeometry {
+    /// Start address of buffer `idx` (as [`Shared::buf_ptr`]).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn buf_ptr(&self, idx: u32) -> *mut u8 {
+        self.base.wrapping_add(idx as usize * self.size)
+    }
+
+    /// Bytes per buffer.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn buf_size(&self) -> usize {
+        self.size
     }
 }
 
@@ -451,6 +498,24 @@ impl PoolCache {
         self.stack.pop()
     }
 
+    /// Lends the cache's top indices to `take`, which uses some of them **from the end** of the
+    /// slice it is given and returns how many; those leave the cache. The slice holds at least
+    /// `min(n, cache_size)` indices unless the pool runs dry (one refill from the shared stack,
+    /// no allocation). A driver's refill batch: one length check instead of one per buffer.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn get_bulk(&mut self, n: usize, take: impl FnOnce(&[u32]) -> usize) {
+        let n = n.min(self.size);
+        if self.stack.len() < n {
+            // Fill up to the cache's limit: half as many trips to the shared stack as `get`.
+            let want = 2 * self.size - self.stack.len();
+            self.shared.take_bulk(&mut self.stack, want);
+        }
+        let used = take(&self.stack);
+        let keep = self.stack.len() - used.min(self.stack.len());
+        self.stack.truncate(keep);
+    }
+
     /// Makes sure at least `n` indices are cached (taking more from the shared stack if needed).
     /// Returns false if the pool does not have that many free.
     pub fn ensure(&mut self, n: usize) -> bool {
@@ -474,17 +539,20 @@ impl PoolCache {
     }
 
     /// Returns several indices at once (a driver's completion batch): one copy instead of a
-    /// push per index, flushing to the shared stack as `put` would.
+    /// push per index. When they do not all fit (the cache holds at most `2 * cache_size`), the
+    /// cache keeps `cache_size` and the rest goes to the shared stack under one lock.
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline]
     pub(crate) fn put_slice(&mut self, idx: &[u32]) {
-        for chunk in idx.chunks(self.size) {
-            if self.stack.len() + chunk.len() > 2 * self.size {
-                let keep = self.stack.len().min(self.size);
-                self.shared.give_bulk(&mut self.stack, keep);
-            }
-            self.stack.extend_from_slice(chunk);
+        if self.stack.len() + idx.len() <= 2 * self.size {
+            self.stack.extend_from_slice(idx);
+            return;
         }
+        let fill = self.size.saturating_sub(self.stack.len()).min(idx.len());
+        self.stack.extend_from_slice(&idx[..fill]);
+        let keep = self.stack.len().min(self.size);
+        self.shared
+            .give_bulk_and(&mut self.stack, keep, &idx[fill..]);
     }
 
     /// Allocates a packet.
@@ -674,5 +742,33 @@ mod tests {
         assert_eq!(pool.available() as usize + c.len(), 64);
         drop(c);
         assert_eq!(pool.available(), 64);
+    }
+
+    #[test]
+    fn bulk_put_and_get_keep_every_index() {
+        let pool = small(256);
+        let mut c = pool.cache();
+        let mut taken = Vec::new();
+        for _ in 0..25 {
+            c.get_bulk(5, |idx| {
+                assert!(idx.len() >= 5);
+                taken.extend_from_slice(&idx[idx.len() - 5..]);
+                5
+            });
+            assert!(c.len() <= 16, "at most 2 * cache_size cached");
+        }
+        let before = c.len();
+        c.get_bulk(5, |_| 0);
+        assert_eq!(c.len(), before, "nothing used, nothing taken");
+        let mut seen = taken.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 125, "no index handed out twice");
+        assert_eq!(c.len() + pool.available() as usize, 256 - 125);
+        c.put_slice(&taken);
+        assert!(c.len() <= 16, "{}", c.len());
+        assert_eq!(c.len() + pool.available() as usize, 256);
+        drop(c);
+        assert_eq!(pool.available(), 256);
     }
 }

@@ -8,7 +8,7 @@
 //! segments of a multi-buffer packet (`next` index, offset and length of that segment's data).
 
 use crate::error::{Error, Result};
-use crate::mempool::{Shared, BUF_HEADER};
+use crate::mempool::{BufGeometry, Shared, BUF_HEADER};
 
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;
@@ -92,6 +92,20 @@ mod raw {
         unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, BUF_HEADER) };
     }
 
+    /// As `write_header` for buffer `idx` of a pool of geometry `geo`.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn write_header_at(geo: BufGeometry, idx: u32, h: SegHeader) {
+        let p = geo.buf_ptr(idx);
+        let mut b = [0u8; BUF_HEADER];
+        b[0..4].copy_from_slice(&h.next.to_ne_bytes());
+        b[4..6].copy_from_slice(&h.off.to_ne_bytes());
+        b[6..8].copy_from_slice(&h.len.to_ne_bytes());
+        // SAFETY: as in `write_header`: `geo` is the geometry of the pool the caller's buffer
+        // `idx` belongs to, so `p` is that buffer's start inside the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, BUF_HEADER) };
+    }
+
     /// Bytes `off..off + len` of buffer `idx` (never the header: `off >= BUF_HEADER`).
     ///
     /// Callers must own buffer `idx` (a `Packet` or a backend holding its index).
@@ -149,18 +163,22 @@ impl Packet {
         }
     }
 
-    /// As [`Packet::from_raw_parts`], with the receive metadata the device reported.
+    /// As [`Packet::from_raw_parts`], with the receive metadata the device reported and
+    /// `geo == pool.geometry()` already at hand (a receive loop keeps it in registers): one
+    /// 8-byte header store and the handle.
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
-    pub(crate) fn from_device(
+    pub(crate) fn from_device_in(
         pool: &'static Shared,
+        geo: BufGeometry,
         idx: u32,
         off: u16,
         len: u16,
         meta: RxMeta,
     ) -> Packet {
-        raw::write_header(
-            pool,
+        debug_assert!(pool.geometry() == geo, "geometry of another pool");
+        raw::write_header_at(
+            geo,
             idx,
             SegHeader {
                 next: NO_NEXT,

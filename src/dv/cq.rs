@@ -83,10 +83,29 @@ impl Cq {
         self.buf.wrapping_add(o + self.off64)
     }
 
+    /// Bytes from one CQE to the next (64 or 128).
+    #[inline(always)]
+    pub(crate) fn slot_size(&self) -> usize {
+        1 << self.slot_shift
+    }
+
     /// The owner bit software expects at consumer index `i`.
     #[inline(always)]
     pub(crate) fn owner_at(&self, i: u32) -> u8 {
         ((i >> self.log) & 1) as u8
+    }
+
+    /// The slots from consumer index `ci` to the end of the ring, for a loop that walks them
+    /// with a pointer: (the CQE at `ci`, slots up to the ring end, bytes from one CQE to the
+    /// next, the owner bit software expects on all of them).
+    #[inline(always)]
+    pub(crate) fn run_from(&self, ci: u32) -> (*const u8, u32, usize, u8) {
+        (
+            self.slot(ci),
+            self.mask + 1 - (ci & self.mask),
+            1 << self.slot_shift,
+            self.owner_at(ci),
+        )
     }
 
     /// The CQE at `ci` if software owns it, else `None`.

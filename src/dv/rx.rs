@@ -4,7 +4,11 @@
 //! **Cyclic RQ.** Each WQE is a scatter list of `stride / 16` data segments, each pointing at a
 //! pool buffer after its headroom. A packet fills as many of them as its length needs; only those
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
-//! counter) is written once per refill batch.
+//! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
+//! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
+//! metadata bytes, and writes the packets straight into the caller's spare capacity; refill takes
+//! buffers from the queue's cache in bulk and rewrites only the WQE addresses (lengths and lkeys
+//! stay from the first fill).
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
@@ -26,7 +30,9 @@ use super::cq::Cq;
 use super::mmio;
 use super::rings::{CqRing, MiniCqeFormat, RqRing};
 use super::wire::{cqe, mini_cqe, Cqe, DataSeg, MiniCqe, SrqNextSeg};
-use crate::mempool::{PoolCache, Shared, BUF_HEADER};
+use std::mem::MaybeUninit;
+
+use crate::mempool::{BufGeometry, PoolCache, Shared, BUF_HEADER};
 use crate::packet::{Packet, RxMeta};
 use crate::stats::{Counter, StatsWriter};
 
@@ -89,21 +95,116 @@ pub struct Rx {
 // the queue is driven from one thread at a time.
 unsafe impl Send for Rx {}
 
+/// Index into [`CSUM_OK`] of a CQE's checksum bits: byte 29 bits 6:2 (L4 and L3 types) and
+/// byte 28 bits 2:1 (L4 / L3 ok), as bits 6:2 and 1:0.
+#[inline(always)]
+fn csum_index(hds_ip_ext: u8, l4_hdr_type_etc: u8) -> usize {
+    (l4_hdr_type_etc & 0x7c | (hds_ip_ext >> 1) & 3) as usize
+}
+
+/// (l3_csum_ok, l4_csum_ok) of a CQE by [`csum_index`]: the IPv4 header checksum was verified
+/// (or the packet is IPv6, which has none); a TCP/UDP checksum was verified.
+static CSUM_OK: [(bool, bool); 128] = {
+    let mut t = [(false, false); 128];
+    let mut i = 0;
+    while i < 128 {
+        let (ok, types) = ((i as u8 & 3) << 1, i as u8 & 0x7c);
+        let (l3, l4) = ((types >> 2) & 3, (types >> 4) & 7);
+        t[i] = (
+            (l3 == cqe::L3_IPV4 && ok & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
+            l4 != cqe::L4_NONE && ok & cqe::L4_OK != 0,
+        );
+        i += 1;
+    }
+    t
+};
+
 #[inline(always)]
 fn meta_of(c: &Cqe<&[u8; 64]>, hash: u32) -> RxMeta {
     // Bytes 28 and 29 hold every flag used here.
-    let ok = c.hds_ip_ext();
-    let l3 = c.l3_type();
+    let t = c.l4_hdr_type_etc();
+    let (l3_csum_ok, l4_csum_ok) = CSUM_OK[csum_index(c.hds_ip_ext(), t) & 127];
     RxMeta {
-        l3_csum_ok: (l3 == cqe::L3_IPV4 && ok & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
-        l4_csum_ok: c.l4_type() != cqe::L4_NONE && ok & cqe::L4_OK != 0,
-        vlan_tci: if c.vlan_stripped() {
-            Some(c.vlan_info())
-        } else {
-            None
-        },
+        l3_csum_ok,
+        l4_csum_ok,
+        vlan_tci: (t & cqe::CV != 0).then_some(c.vlan_info()),
         rss_hash: hash,
         flow_tag: c.flow_tag(),
+    }
+}
+
+/// The loop-invariant state of [`Rx::poll_cyclic_fast`].
+struct FastRx {
+    shared: &'static Shared,
+    geo: BufGeometry,
+    headroom: u16,
+    mask: u32,
+    shift: u32,
+    seg_room: u32,
+}
+
+impl FastRx {
+    /// Turns the plain CQEs from `cq.ci` on into packets in `out`, with `STEP`-byte CQE slots
+    /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
+    /// (packets, bytes).
+    #[inline(always)]
+    fn run<const STEP: usize, const ONE: bool>(
+        &self,
+        cq: &mut Cq,
+        out: &mut [MaybeUninit<Packet>],
+        bufs: &mut [u32],
+    ) -> (usize, u64) {
+        let (mut n, mut bytes) = (0usize, 0u64);
+        let mut cq_ci = cq.ci;
+        while n < out.len() {
+            // Walk the CQ slots up to the ring end (one owner bit, no index masking).
+            let (first, to_end, _, owner) = cq.run_from(cq_ci);
+            let run = (out.len() - n).min(to_end as usize);
+            // RESP_SEND, format 0, the expected owner (the SE bit masked out).
+            let want = cqe::OP_RESP_SEND << 4 | owner;
+            let mut k = 0usize;
+            for o in out[n..n + run].iter_mut() {
+                let c = first.wrapping_add(k * STEP);
+                // SAFETY: `k < run <= to_end`: slot `cq_ci + k` lies inside the CQ ring.
+                let op = unsafe { mmio::op_own_load(c.add(cqe::field::OP_OWN)) };
+                if op & !cqe::OP_OWN_SE != want {
+                    break;
+                }
+                // SAFETY: software owns this CQE (checked above with an acquire load); it is 64
+                // bytes inside the ring and the device leaves it alone until the consumer index
+                // is published past it.
+                let q = Cqe::new_unchecked(unsafe { &*(c as *const [u8; 64]) });
+                let len = q.byte_cnt();
+                if len > self.seg_room {
+                    break;
+                }
+                let w = q.wqe_counter() as u32 & self.mask;
+                let w = if ONE { w } else { w << self.shift } as usize;
+                // SAFETY: `w < wqe_cnt * per_wqe == bufs.len()` (`per_wqe == 1 << shift`).
+                let slot = unsafe { bufs.get_unchecked_mut(w) };
+                if *slot == EMPTY {
+                    break; // not a buffer we posted: the general loop counts the error
+                }
+                let idx = std::mem::replace(slot, EMPTY);
+                o.write(Packet::from_device_in(
+                    self.shared,
+                    self.geo,
+                    idx,
+                    self.headroom,
+                    len as u16,
+                    meta_of(&q, q.rx_hash()),
+                ));
+                bytes += len as u64;
+                k += 1;
+            }
+            n += k;
+            cq_ci = cq_ci.wrapping_add(k as u32);
+            if k < run {
+                break;
+            }
+        }
+        cq.ci = cq_ci;
+        (n, bytes)
     }
 }
 
@@ -245,23 +346,45 @@ impl Rx {
             Kind::Striding { buf_off, .. } => (buf_off as u64, 1),
         };
         let mut pi = self.pi;
+        let geo = self.shared.geometry();
         if per_wqe == 1 && dseg0 == 0 {
-            // One buffer per WQE (the common cyclic RQ).
+            // One buffer per WQE (the common cyclic RQ): WQEs up to the ring end at a time, the
+            // buffers lent by the cache in bulk.
+            let stride = self.stride as usize;
             while pi != limit {
-                let w = (pi & self.mask) as usize;
-                // SAFETY: `w <= mask` and `bufs.len() == mask + 1` here.
-                let b = unsafe { self.bufs.get_unchecked_mut(w) };
-                if *b == EMPTY {
-                    let Some(idx) = cache.get() else { break };
-                    *b = idx;
-                    let addr = self.shared.buf_ptr(idx) as u64 + off;
-                    let wqe = self.base.wrapping_add(w * self.stride as usize);
-                    // SAFETY: the first data segment of WQE `w`, inside the RQ ring, owned by
-                    // software until the doorbell record below publishes it.
-                    let d = unsafe { &mut *(wqe as *mut [u8; 16]) };
-                    DataSeg::new_unchecked(d).set_addr(addr);
+                let w0 = (pi & self.mask) as usize;
+                let run = (limit.wrapping_sub(pi) as usize).min(self.wqe_cnt as usize - w0);
+                let (mut done, mut dry) = (run, false);
+                let (bufs, ring) = (&mut self.bufs[w0..w0 + run], self.base);
+                // The data segment of the WQE of `bufs[k]`, and where buffer 0's data goes.
+                let mut d = ring.wrapping_add(w0 * stride);
+                let data0 = geo.buf_ptr(0) as u64 + off;
+                let size = geo.buf_size() as u64;
+                cache.get_bulk(run, |idxs| {
+                    let mut free = idxs.iter().rev();
+                    let mut slots = bufs.iter_mut();
+                    while let Some(b) = slots.next() {
+                        if *b == EMPTY {
+                            let Some(&idx) = free.next() else {
+                                done = run - slots.len() - 1;
+                                dry = true;
+                                break;
+                            };
+                            *b = idx;
+                            // SAFETY: `d` is the first data segment of WQE `w0 + k` (`k <
+                            // run <= wqe_cnt - w0`), inside the RQ ring, owned by software
+                            // until the doorbell record below publishes it.
+                            let seg = unsafe { &mut *(d as *mut [u8; 16]) };
+                            DataSeg::new_unchecked(seg).set_addr(data0 + idx as u64 * size);
+                        }
+                        d = d.wrapping_add(stride);
+                    }
+                    idxs.len() - free.len()
+                });
+                pi = pi.wrapping_add(done as u32);
+                if dry && done == 0 {
+                    break; // the pool is dry
                 }
-                pi = pi.wrapping_add(1);
             }
         }
         'wqes: while pi != limit {
@@ -278,7 +401,7 @@ impl Rx {
                     break 'wqes;
                 };
                 *b = idx;
-                let addr = self.shared.buf_ptr(idx) as u64 + off;
+                let addr = geo.buf_ptr(idx) as u64 + off;
                 // SAFETY: data segment `k + dseg0` lies inside WQE `w` (the stride holds the
                 // next-segment header and `per_wqe` segments), which belongs to software until
                 // the doorbell record below publishes it.
@@ -431,8 +554,9 @@ impl Rx {
     }
 
     /// The common case of a cyclic RQ: plain (uncompressed) CQEs of single-buffer packets,
-    /// with the counters in locals. Stops at the first CQE it does not handle (the general loop
-    /// then takes over). Returns (packets, bytes).
+    /// written straight into `out`'s spare capacity (at most `max` packets, and no more than
+    /// fit without growing it). Stops at the first CQE it does not handle (the general loop then
+    /// takes over). Returns (packets, bytes).
     #[inline(always)]
     fn poll_cyclic_fast(
         &mut self,
@@ -440,44 +564,30 @@ impl Rx {
         out: &mut Vec<Packet>,
         max: usize,
     ) -> (usize, u64) {
-        let (mut n, mut bytes) = (0usize, 0u64);
-        let (mut cq_ci, mut ci) = (self.cq.ci, self.ci);
-        let per_wqe = self.per_wqe;
-        while n < max {
-            let Some(c) = self.cq.peek_at(cq_ci) else {
-                break;
-            };
-            let q = Cqe::new_unchecked(c);
-            // RESP_SEND, format 0 (owner and SE bits masked).
-            if q.op_own() & 0xfc != cqe::OP_RESP_SEND << 4 {
-                break;
-            }
-            let len = q.byte_cnt();
-            if len > seg_room {
-                break;
-            }
-            let first = ((q.wqe_counter() as u32 & self.mask) * per_wqe) as usize;
-            let meta = meta_of(&q, q.rx_hash());
-            // SAFETY: the masked WQE index times `per_wqe` is below `bufs.len()`.
-            let slot = unsafe { self.bufs.get_unchecked_mut(first) };
-            if *slot == EMPTY {
-                break; // not a buffer we posted: the general loop counts the error
-            }
-            let idx = std::mem::replace(slot, EMPTY);
-            out.push(Packet::from_device(
-                self.shared,
-                idx,
-                self.headroom as u16,
-                len as u16,
-                meta,
-            ));
-            cq_ci = cq_ci.wrapping_add(1);
-            ci = ci.wrapping_add(1);
-            n += 1;
-            bytes += len as u64;
-        }
-        self.cq.ci = cq_ci;
-        self.ci = ci;
+        let len0 = out.len();
+        let spare = out.spare_capacity_mut();
+        let max = max.min(spare.len());
+        let f = FastRx {
+            shared: self.shared,
+            geo: self.shared.geometry(),
+            headroom: self.headroom as u16,
+            mask: self.mask,
+            shift: self.per_wqe.trailing_zeros(),
+            seg_room,
+        };
+        let spare = &mut spare[..max];
+        let bufs = &mut self.bufs[..];
+        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
+        // slot step nor the WQE-to-buffer shift takes a register.
+        let (n, bytes) = match (self.cq.slot_size(), f.shift) {
+            (64, 0) => f.run::<64, true>(&mut self.cq, spare, bufs),
+            (64, _) => f.run::<64, false>(&mut self.cq, spare, bufs),
+            (_, 0) => f.run::<128, true>(&mut self.cq, spare, bufs),
+            (_, _) => f.run::<128, false>(&mut self.cq, spare, bufs),
+        };
+        // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
+        unsafe { out.set_len(len0 + n) };
+        self.ci = self.ci.wrapping_add(n as u32);
         (n, bytes)
     }
 
@@ -610,6 +720,31 @@ impl Rx {
             let idx = std::mem::replace(b, EMPTY);
             if idx != EMPTY {
                 cache.put(idx);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csum_table_matches_the_cqe_bits() {
+        for b28 in 0..=255u8 {
+            for b29 in 0..=255u8 {
+                let mut c = [0u8; 64];
+                c[cqe::field::HDS_IP_EXT] = b28;
+                c[cqe::field::L4_HDR_TYPE_ETC] = b29;
+                let q = Cqe::new_unchecked(&c);
+                let l3 = q.l3_type();
+                let want = (
+                    (l3 == cqe::L3_IPV4 && b28 & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
+                    q.l4_type() != cqe::L4_NONE && b28 & cqe::L4_OK != 0,
+                );
+                let m = meta_of(&q, 0);
+                assert_eq!((m.l3_csum_ok, m.l4_csum_ok), want, "{b28:#x} {b29:#x}");
+                assert_eq!(m.vlan_tci.is_some(), b29 & cqe::CV != 0);
             }
         }
     }

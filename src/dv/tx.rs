@@ -3,6 +3,11 @@
 //! * One WQE per packet (`SEND`): control segment, Ethernet segment inlining the device's minimum
 //!   header (18 or 0 bytes, [`DvCaps::min_inline`](super::rings::DvCaps::min_inline)), then one data
 //!   pointer segment per buffer. A WQE that reaches the end of the ring continues at WQEBB 0.
+//!   Single-buffer packets (the fast path) take one WQEBB each, written from a
+//!   [`SendTemplate`] (a few 8-byte stores of precomputed big-endian words) in runs that stop
+//!   at the ring's end, so the loop has no index wrap and no bounds check.
+//! * The control segment's immediate (free for software on an Ethernet SEND) holds the number
+//!   of pool buffers the WQE holds, which error recovery reads back.
 //! * With [`DvCaps::empw`](super::rings::DvCaps::empw) and no minimum inline, single-buffer packets
 //!   with the same checksum flags share **enhanced multi-packet WQEs** (opcode 0x29): title WQEBB =
 //!   control + Ethernet segment without inline + the first data segments, then one data segment
@@ -10,7 +15,8 @@
 //! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 32 packets or
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
-//!   cut per WQE by cumulative counters, so freeing is a walk with no allocation.
+//!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
+//!   found by one poll are applied together: one bulk return of buffers to the cache.
 //! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
 //!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
 //!   register (alternating BlueFlame halves when the register has two).
@@ -20,9 +26,9 @@ use std::ptr::NonNull;
 use super::cq::Cq;
 use super::mmio;
 use super::rings::{DvCaps, SqRing};
-use super::wire::{cqe, ctrl, data, eth, Cqe, WQEBB};
+use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
 use crate::mempool::PoolCache;
-use crate::packet::{Packet, TxOffload};
+use crate::packet::Packet;
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
@@ -97,8 +103,8 @@ pub struct Tx {
     pending_reqs: u32,
     mode: Mode,
     tx_csum: bool,
-    /// The single-buffer SEND WQE, built once and patched per packet (VPP style).
-    tmpl: [u8; 64],
+    /// The single-buffer SEND WQE's constant words, computed once (VPP style).
+    tmpl: SendTemplate,
     pub(crate) cq: Cq,
 }
 
@@ -111,6 +117,49 @@ fn cs_flags(p: &Packet, enabled: bool) -> u8 {
     // CS_L3 is bit 6 and CS_L4 bit 7 of the eth segment's `cs_flags`.
     let f = (p.offload.l3_csum as u8) << 6 | (p.offload.l4_csum as u8) << 7;
     f & 0u8.wrapping_sub(enabled as u8)
+}
+
+/// Writes one single-buffer SEND WQE per packet of `src` into `wqes`, recording each buffer
+/// in `bufs`, until a packet needs the general path (chained, or not longer than `min_len - 1`
+/// bytes). `pi` is the WQEBB counter of the first slot. Returns the packets written and adds
+/// their bytes to `bytes`.
+///
+/// The three slices have the same length, so the loop runs without index checks or wraps.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn fast_run<const INLINE: bool>(
+    tmpl: &SendTemplate,
+    wqes: &mut [[u8; WQEBB]],
+    bufs: &mut [u32],
+    src: &[Packet],
+    pi: u16,
+    min_len: usize,
+    bytes: &mut u64,
+) -> usize {
+    // The run never crosses the ring end, and the ring size divides 2^16: the 16-bit WQE index
+    // does not wrap inside it, so the control word just steps.
+    let mut cw = tmpl.ctrl_word(pi);
+    let mut k = 0;
+    let mut b = 0u64;
+    for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
+        let frame = p.data();
+        if p.segment_count() != 1 || frame.len() < min_len {
+            break;
+        }
+        let cs = SendTemplate::cs_index(p.offload.l3_csum, p.offload.l4_csum);
+        let addr = frame.as_ptr() as u64;
+        if INLINE {
+            tmpl.write_inline18(w, cw, cs, frame, addr);
+        } else {
+            tmpl.write(w, cw, cs, frame.len() as u32, addr);
+        }
+        *slot = p.buffer_index();
+        b += frame.len() as u64;
+        cw = cw.wrapping_add(SendTemplate::IDX_STEP);
+        k += 1;
+    }
+    *bytes = bytes.wrapping_add(b);
+    k
 }
 
 impl Tx {
@@ -144,23 +193,7 @@ impl Tx {
             Mode::NoInline
         };
         let nbufs = (sq.wqe_cnt * 4) as usize;
-        let mut tmpl = [0u8; 64];
-        let (ds, eth_len, inl) = if mode == Mode::Inline18 {
-            (4, 32, eth::L2_INLINE)
-        } else {
-            (3, 16, 0)
-        };
-        ctrl::CtrlSeg::new_unchecked(&mut tmpl[0..16]).fill(
-            0,
-            0,
-            ctrl::OPCODE_SEND,
-            sq.sqn,
-            ds,
-            0,
-            0,
-        );
-        eth::EthSeg::new_unchecked(&mut tmpl[16..16 + eth_len]).fill(0, inl as u16);
-        data::DataSeg::new_unchecked(&mut tmpl[16 + eth_len..32 + eth_len]).fill(0, lkey, 0);
+        let tmpl = SendTemplate::new(sq.sqn, lkey, mode == Mode::Inline18, caps.tx_csum);
         Ok(Tx {
             tmpl,
             base: sq.buf.as_ptr(),
@@ -234,8 +267,8 @@ impl Tx {
     }
 
     /// Accounts a WQE of `bbs` WQEBBs at `start` carrying `pkts` packets / `bytes` bytes. (The
-    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the buffer-ring position at the
-    /// WQE's start; only WQEs that ask for a completion get a [`WqeRec`].)
+    /// per-WQE bookkeeping lives in the WQE itself: `imm` holds the number of pool buffers the
+    /// WQE holds; only WQEs that ask for a completion get a [`WqeRec`].)
     #[inline(always)]
     fn close_wqe(&mut self, start: u16, bbs: u32, pkts: u32, bytes: u64) {
         self.pi = start.wrapping_add(bbs as u16);
@@ -282,7 +315,13 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
-        let min_len = if INLINE { eth::L2_INLINE } else { 0 };
+        // Frames the one-WQEBB fast path takes: longer than the inline header (so the data
+        // segment is not empty) and at least an Ethernet header.
+        let min_len = if INLINE {
+            eth::L2_INLINE + 1
+        } else {
+            MIN_FRAME
+        };
         let total = pkts.len();
         let base = pkts.as_mut_ptr();
         // SAFETY: from here the Vec does not own its elements: each of the first `n` is either
@@ -294,41 +333,55 @@ impl Tx {
         let mut last = None;
         let mut n = 0;
         while n < total {
-            // Fast run: consecutive single-buffer packets, bookkeeping in locals.
-            let room = (self.free_bbs() as usize).min(total - n);
-            let run_end = n + room;
-            let (mut pi, mut bp) = (self.pi, self.buf_pi);
-            let (mut np, mut nb) = (self.pkts_posted, self.bytes_posted);
-            while n < run_end {
-                // SAFETY: `n < total`; element `n` is initialized and has not been moved.
-                let p = unsafe { &*base.add(n) };
-                if p.segment_count() != 1 || p.len() <= min_len {
-                    break;
+            // Fast run: consecutive single-buffer packets into consecutive WQEBBs, up to the end
+            // of the SQ ring or of the buffer ring (so that neither index wraps inside the run).
+            let sq_slot = (self.pi as u32 & self.mask) as usize;
+            let buf_slot = (self.buf_pi & self.buf_mask) as usize;
+            let run = (self.free_bbs() as usize)
+                .min(total - n)
+                .min(self.wqe_cnt as usize - sq_slot)
+                .min(self.bufs.len() - buf_slot);
+            // SAFETY: elements `n..n + run` of the Vec are initialized and not moved yet
+            // (`n + run <= total`); they stay in place while this shared slice lives.
+            let src = unsafe { std::slice::from_raw_parts(base.add(n), run) };
+            // SAFETY: WQEBBs `sq_slot..sq_slot + run` lie inside the ring (`run <= wqe_cnt -
+            // sq_slot`) and are free (`run <= free_bbs`): software owns them until the doorbell,
+            // and nothing else refers to them while this slice lives.
+            let wqes = unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.base.add(sq_slot * WQEBB) as *mut [u8; WQEBB],
+                    run,
+                )
+            };
+            let k = fast_run::<INLINE>(
+                &self.tmpl,
+                wqes,
+                &mut self.bufs[buf_slot..buf_slot + run],
+                src,
+                self.pi,
+                min_len,
+                &mut self.bytes_posted,
+            );
+            if k > 0 {
+                self.pi = self.pi.wrapping_add(k as u16);
+                self.buf_pi = self.buf_pi.wrapping_add(k as u32);
+                self.pkts_posted = self.pkts_posted.wrapping_add(k as u32);
+                last = Some(self.pi.wrapping_sub(1));
+                n += k;
+                if k == run {
+                    continue; // maybe more after a ring wrap
                 }
-                let len = p.len() as u32;
-                self.write_single::<INLINE>(pi, bp, p, len);
-                let i = (bp & self.buf_mask) as usize;
-                // SAFETY: `bufs.len() == buf_mask + 1` (set in `new`).
-                unsafe { *self.bufs.get_unchecked_mut(i) = p.buffer_index() };
-                bp = bp.wrapping_add(1);
-                pi = pi.wrapping_add(1);
-                np = np.wrapping_add(1);
-                nb = nb.wrapping_add(len as u64);
-                n += 1;
             }
-            if pi != self.pi {
-                last = Some(pi.wrapping_sub(1));
-            }
-            (self.pi, self.buf_pi, self.pkts_posted, self.bytes_posted) = (pi, bp, np, nb);
             if n == total {
                 break;
             }
-            // SAFETY: as above.
+            // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() > min_len {
+            if p.segment_count() == 1 && p.len() >= min_len {
                 break; // the fast run stopped because the ring is full
             }
-            match self.write_general(p, cs_flags(p, self.tx_csum), min_len) {
+            let inl = if INLINE { eth::L2_INLINE } else { 0 };
+            match self.write_general(p, cs_flags(p, self.tx_csum), inl) {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
@@ -339,11 +392,12 @@ impl Tx {
             }
             n += 1;
         }
-        // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
-        unsafe {
-            std::ptr::copy(base.add(n), base, total - n);
-            pkts.set_len(total - n);
+        if n < total {
+            // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
+            unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
+        // SAFETY: the first `total - n` elements are initialized (moved there just above).
+        unsafe { pkts.set_len(total - n) };
         self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
         self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
         if let Some(last) = last {
@@ -381,38 +435,6 @@ impl Tx {
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
-    }
-
-    /// Single-buffer packet, one WQEBB: the template (ctrl + eth (+18 inline) + data segment),
-    /// patched with the WQE index, checksum flags, length and address.
-    #[inline(always)]
-    fn write_single<const INLINE: bool>(&self, pi: u16, buf_pos: u32, p: &Packet, len: u32) {
-        let addr = p.data_addr();
-        let cs = if p.offload == TxOffload::default() {
-            0
-        } else {
-            cs_flags(p, self.tx_csum)
-        };
-        let bb = self.wqebb(pi);
-        if INLINE {
-            *bb = self.tmpl;
-        } else {
-            bb[..48].copy_from_slice(&self.tmpl[..48]);
-        }
-        let mut c = ctrl::CtrlSeg::new_unchecked(&mut bb[0..16]);
-        c.set_opmod_idx_opcode(0, pi, ctrl::OPCODE_SEND);
-        c.set_imm(buf_pos);
-        bb[16 + eth::field::CS_FLAGS] = cs;
-        if INLINE {
-            bb[30..48].copy_from_slice(&p.data()[..eth::L2_INLINE]);
-            let mut d = data::DataSeg::new_unchecked(&mut bb[48..64]);
-            d.set_byte_count(len - eth::L2_INLINE as u32);
-            d.set_addr(addr + eth::L2_INLINE as u64);
-        } else {
-            let mut d = data::DataSeg::new_unchecked(&mut bb[32..48]);
-            d.set_byte_count(len);
-            d.set_addr(addr);
-        }
     }
 
     /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).
@@ -453,7 +475,8 @@ impl Tx {
                 self.sqn,
                 ds as u8,
                 0,
-                self.buf_pi,
+                // Buffers this WQE holds (see `close_wqe`): one per segment.
+                p.segment_count() as u32,
             );
         }
         // The eth segment (1 or 2 DS) lies in the first WQEBB.
@@ -577,7 +600,7 @@ impl Tx {
             self.sqn,
             ds as u8,
             0,
-            self.buf_pi.wrapping_sub(k),
+            k,
         );
         eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
         // `pi` has not moved during the session: close_wqe moves it past the whole WQE.
@@ -627,7 +650,7 @@ impl Tx {
             self.sqn,
             1,
             ctrl::CE_ALWAYS,
-            self.buf_pi,
+            0,
         );
         self.close_wqe(pi, 1, 0, 0);
         self.record(pi);
@@ -637,20 +660,29 @@ impl Tx {
         self.doorbell(pi);
     }
 
-    /// Completes every WQE up to and including the one at `wqe`.
-    fn complete(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+    /// The record of a CQE for WQE `wqe`, if it completes more than `done` (the last record
+    /// applied or about to be; `None`: the current state): a stale or foreign counter would
+    /// free buffers we do not hold.
+    #[inline(always)]
+    fn completion(&self, wqe: u16, done: Option<WqeRec>) -> Option<WqeRec> {
         let r = self.recs[(wqe as u32 & self.mask) as usize];
-        // A stale or foreign counter would free buffers we do not hold: ignore it.
-        let in_flight = self.pi.wrapping_sub(self.ci);
-        let bufs_out = self.buf_pi.wrapping_sub(self.buf_ci);
-        if r.end.wrapping_sub(self.ci) > in_flight
-            || r.end == self.ci
-            || r.buf_end.wrapping_sub(self.buf_ci) > bufs_out
-            || r.pkt_end.wrapping_sub(self.pkts_done) > self.outstanding()
-        {
-            stats.add(Counter::TxErrors, 1);
-            return;
-        }
+        let (ci, buf_ci, pkts_done) = match done {
+            Some(d) => (d.end, d.buf_end, d.pkt_end),
+            None => (self.ci, self.buf_ci, self.pkts_done),
+        };
+        let in_flight = self.pi.wrapping_sub(ci);
+        let bufs_out = self.buf_pi.wrapping_sub(buf_ci);
+        let pkts_out = self.pkts_posted.wrapping_sub(pkts_done);
+        let bad = r.end.wrapping_sub(ci) > in_flight
+            || r.end == ci
+            || r.buf_end.wrapping_sub(buf_ci) > bufs_out
+            || r.pkt_end.wrapping_sub(pkts_done) > pkts_out;
+        (!bad).then_some(r)
+    }
+
+    /// Completes every WQE up to the record `r` (from [`Tx::completion`]): one bulk return of
+    /// the buffers, one stats update.
+    fn complete(&mut self, r: WqeRec, stats: &StatsWriter, cache: &mut PoolCache) {
         self.free_bufs_to(r.buf_end, cache);
         stats.tx(
             r.pkt_end.wrapping_sub(self.pkts_done) as u64,
@@ -669,18 +701,26 @@ impl Tx {
         let from = (self.buf_ci & self.buf_mask) as usize;
         let first = n.min(self.bufs.len() - from);
         cache.put_slice(&self.bufs[from..from + first]);
-        cache.put_slice(&self.bufs[..n - first]);
+        if first < n {
+            cache.put_slice(&self.bufs[..n - first]);
+        }
         self.buf_ci = end;
     }
 
-    /// Takes completions off the send CQ; stops at an error CQE and returns it.
+    /// Takes completions off the send CQ; stops at an error CQE and returns it. The CQEs of one
+    /// call are applied together (the records are cumulative: the last good one covers the
+    /// others), so a batch of them frees its buffers in one bulk return.
     pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
         let mut err = None;
+        let mut done = None;
         while let Some(c) = self.cq.peek() {
             let q = Cqe::new_unchecked(c);
             match q.opcode() {
                 cqe::OP_REQ => {
-                    self.complete(q.wqe_counter(), stats, cache);
+                    match self.completion(q.wqe_counter(), done) {
+                        Some(r) => done = Some(r),
+                        None => stats.add(Counter::TxErrors, 1),
+                    }
                     self.pending_reqs = self.pending_reqs.saturating_sub(1);
                 }
                 cqe::OP_REQ_ERR => {
@@ -697,12 +737,15 @@ impl Tx {
             }
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
+        if let Some(r) = done {
+            self.complete(r, stats, cache);
+        }
         self.cq.publish();
         err
     }
 
-    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, buffer-ring
-    /// position at its start). The device never writes SQ memory.
+    /// Reads back the WQE this driver wrote at `start`: (WQEBBs, packets, bytes, pool buffers
+    /// it holds). The device never writes SQ memory.
     fn summary(&self, start: u16) -> (u16, u32, u64, u32) {
         let bb = self.wqebb(start);
         let c = ctrl::CtrlSeg::new_unchecked(&bb[0..16]);
@@ -725,21 +768,23 @@ impl Tx {
     /// After an error CQE for WQE `wqe`: completes the WQEs before it (reading them back from
     /// the ring), so that only the failed WQE and those after it are outstanding.
     pub(crate) fn complete_before(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
-        let (mut s, mut pkts, mut bytes, mut guard) = (self.ci, 0u32, 0u64, 0);
+        // `buf_ci` is the buffer-ring position of WQE `ci` (the two move together).
+        let (mut s, mut pkts, mut bytes, mut bufs, mut guard) = (self.ci, 0u32, 0u64, 0u32, 0);
         while s != wqe && s != self.pi && guard < self.wqe_cnt {
-            let (bbs, p, b, _) = self.summary(s);
+            let (bbs, p, b, nb) = self.summary(s);
             pkts += p;
             bytes += b;
+            bufs = bufs.wrapping_add(nb);
             s = s.wrapping_add(bbs);
             guard += 1;
         }
         if s != wqe || s == self.pi {
             return; // not a WQE start we know: leave everything outstanding
         }
-        let (_, _, _, buf_pos) = self.summary(wqe);
-        if buf_pos.wrapping_sub(self.buf_ci) > self.buf_pi.wrapping_sub(self.buf_ci) {
+        if bufs > self.buf_pi.wrapping_sub(self.buf_ci) {
             return;
         }
+        let buf_pos = self.buf_ci.wrapping_add(bufs);
         self.free_bufs_to(buf_pos, cache);
         stats.tx(pkts as u64, bytes);
         self.pkts_done = self.pkts_done.wrapping_add(pkts);
@@ -777,5 +822,92 @@ impl Tx {
     pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
         self.free_bufs_to(self.buf_pi, cache);
         self.pkts_done = self.pkts_posted;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::wire::cqe;
+    use crate::{HugePages, Mempool, MempoolConfig, Packet};
+
+    /// A packet of `lens.len()` buffers holding `lens[i]` bytes each.
+    fn chained(pool: &Mempool, lens: &[usize]) -> Packet {
+        let mut head = pool.alloc().unwrap();
+        head.copy_from_slice(&vec![0x11; lens[0]]).unwrap();
+        for &l in &lens[1..] {
+            let mut s = pool.alloc().unwrap();
+            s.copy_from_slice(&vec![0x22; l]).unwrap();
+            head.chain(s).unwrap();
+        }
+        head
+    }
+
+    /// Bursts mixing one-WQEBB packets, chains (one whose first buffer the 18-byte inline
+    /// header swallows whole) and runts, with a send error in the middle: after recovery every
+    /// packet taken is counted once, as sent or dropped, and every buffer comes home.
+    fn error_with_chains(min_inline: u16, empw: bool) {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 2048,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            sq_wqebbs: 64,
+            min_inline,
+            empw,
+            wire: ModelWire::Sink,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut q = port.queue(0, &pool).unwrap().into_queue();
+        port.inject_tx_error(0, 25, cqe::SYND_LOCAL_PROT_ERR);
+        let shapes: [&[usize]; 6] = [&[60], &[10, 100], &[200], &[30, 40, 50], &[8], &[1000]];
+        let (mut taken, mut runts) = (0u64, 0u64);
+        let mut saw_error = false;
+        for round in 0..40 {
+            let mut burst: Vec<Packet> = (0..7)
+                .map(|i| chained(&pool, shapes[(round + i) % shapes.len()]))
+                .collect();
+            let before = burst.len();
+            let n = q.tx_burst(&mut burst);
+            runts += (0..n)
+                .filter(|&i| shapes[(round + i) % shapes.len()] == [8])
+                .count() as u64;
+            taken += n as u64;
+            assert_eq!(burst.len(), before - n, "the rest stay, in order");
+            drop(burst);
+            port.process();
+            saw_error |= q.take_error().is_some();
+        }
+        for _ in 0..10 {
+            q.reclaim();
+            port.process();
+            saw_error |= q.take_error().is_some();
+        }
+        assert!(saw_error, "the injected error was reported");
+        let s = q.stats();
+        assert_eq!(s.tx_errors, 1, "{s:?}");
+        assert!(s.tx_drops >= runts, "{s:?}");
+        assert_eq!(s.tx_packets + s.tx_drops, taken, "{s:?}");
+        drop(q);
+        pool.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity(), "buffers leaked");
+    }
+
+    #[test]
+    fn send_error_with_chains_no_inline() {
+        error_with_chains(0, false);
+    }
+
+    #[test]
+    fn send_error_with_chains_inline18() {
+        error_with_chains(18, false);
+    }
+
+    #[test]
+    fn send_error_with_chains_empw() {
+        error_with_chains(0, true);
     }
 }

@@ -77,6 +77,8 @@ pub const OP_RESP_ERR: u8 = 14;
 pub const OP_INVALID: u8 = 15;
 /// `op_own` of a freshly initialized (or scrubbed) CQE.
 pub const OP_OWN_INVALID: u8 = 0xf0;
+/// `op_own` bit 1: solicited event.
+pub const OP_OWN_SE: u8 = 1 << 1;
 
 /// CQE format: no inline data.
 pub const FORMAT_NONE: u8 = 0;

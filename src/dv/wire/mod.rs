@@ -17,6 +17,7 @@ pub mod eth;
 pub mod inline;
 pub mod mini_cqe;
 pub mod rwqe;
+pub mod send;
 
 pub use cqe::Cqe;
 pub use ctrl::CtrlSeg;
@@ -25,6 +26,7 @@ pub use eth::EthSeg;
 pub use inline::InlineSeg;
 pub use mini_cqe::MiniCqe;
 pub use rwqe::SrqNextSeg;
+pub use send::SendTemplate;
 
 /// Size of a send WQE basic block (WQEBB).
 pub const WQEBB: usize = 64;
@@ -90,6 +92,12 @@ pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
 #[inline(always)]
 pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Stores 8 bytes given in memory order (a word precomputed with `u64::from_ne_bytes`).
+#[inline(always)]
+pub(crate) fn put_raw64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
 }
 
 #[inline(always)]
