@@ -83,17 +83,10 @@ mod raw {
 
     #[inline]
     pub(super) fn write_header(pool: &Shared, idx: u32, h: SegHeader) {
-        let p = pool.buf_ptr(idx);
-        let mut b = [0u8; BUF_HEADER];
-        b[0..4].copy_from_slice(&h.next.to_ne_bytes());
-        b[4..6].copy_from_slice(&h.off.to_ne_bytes());
-        b[6..8].copy_from_slice(&h.len.to_ne_bytes());
-        // SAFETY: as in `read_header`; the caller owns buffer `idx`.
-        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, BUF_HEADER) };
+        write_header_at(pool.geometry(), idx, h)
     }
 
     /// As `write_header` for buffer `idx` of a pool of geometry `geo`.
-    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(super) fn write_header_at(geo: BufGeometry, idx: u32, h: SegHeader) {
         let p = geo.buf_ptr(idx);
@@ -142,31 +135,12 @@ impl Packet {
     /// wrote). The caller must own the buffer (it came off a free list or back from the device).
     #[inline]
     pub(crate) fn from_raw_parts(pool: &'static Shared, idx: u32, off: u16, len: u16) -> Packet {
-        raw::write_header(
-            pool,
-            idx,
-            SegHeader {
-                next: NO_NEXT,
-                off,
-                len,
-            },
-        );
-        Packet {
-            pool,
-            idx,
-            off,
-            seg_len: len,
-            pkt_len: len as u32,
-            nb_segs: 1,
-            meta: RxMeta::default(),
-            offload: TxOffload::default(),
-        }
+        Packet::from_device_in(pool, pool.geometry(), idx, off, len, RxMeta::default())
     }
 
     /// As [`Packet::from_raw_parts`], with the receive metadata the device reported and
     /// `geo == pool.geometry()` already at hand (a receive loop keeps it in registers): one
     /// 8-byte header store and the handle.
-    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn from_device_in(
         pool: &'static Shared,

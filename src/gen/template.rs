@@ -284,7 +284,11 @@ impl Stamper {
                 sum
             }
         };
-        let ip_base = if v4 { less_src(checksum(&t[ETH..ETH + IP4], 0)) } else { 0 };
+        let ip_base = if v4 {
+            less_src(checksum(&t[ETH..ETH + IP4], 0))
+        } else {
+            0
+        };
         let (a0, alen) = if v4 { (ETH + 12, 8) } else { (ETH + 8, 32) };
         let mut udp_base = less_src(checksum(&t[a0..a0 + alen], 17));
         udp_base += spec.dst_port as u32;
