@@ -261,6 +261,7 @@ impl Packet {
     ///
     /// # Errors
     /// [`Error::Config`] if `len` does not fit in the buffer or the packet is chained.
+    #[inline]
     pub fn set_len(&mut self, len: usize) -> Result<()> {
         if self.nb_segs != 1 {
             return Err(Error::Config("set_len on a multi-segment packet".into()));
@@ -281,6 +282,7 @@ impl Packet {
     ///
     /// # Errors
     /// As [`Packet::set_len`].
+    #[inline]
     pub fn copy_from_slice(&mut self, bytes: &[u8]) -> Result<()> {
         self.set_len(bytes.len())?;
         self.data_mut().copy_from_slice(bytes);
@@ -291,6 +293,7 @@ impl Packet {
     ///
     /// # Errors
     /// [`Error::Config`] if there is not enough headroom.
+    #[inline]
     pub fn prepend(&mut self, n: usize) -> Result<&mut [u8]> {
         if n > self.headroom() {
             return Err(Error::Config(format!(
@@ -309,6 +312,7 @@ impl Packet {
     ///
     /// # Errors
     /// [`Error::Config`] if the first segment is shorter than `n`.
+    #[inline]
     pub fn trim_front(&mut self, n: usize) -> Result<()> {
         if n > self.seg_len as usize {
             return Err(Error::Config(format!(
