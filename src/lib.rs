@@ -66,6 +66,11 @@ pub mod ibverbs;
 #[allow(unsafe_code)]
 pub mod xdp;
 
+/// README.md's Rust examples, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use error::{Error, Result};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
