@@ -1,4 +1,5 @@
-//! fwd: rawq as the packet I/O layer of a forwarder (testpmd's io / macswap modes).
+//! fwd: rawq as the packet I/O layer of a forwarder (testpmd's io / macswap modes), on any
+//! backend (`-b xdp|verbs|dv|model`).
 //!
 //! ```text
 //! fwd -d veth1 --mode macswap --rule 'udp dst-port 9000 -> queue 0'      # reflect on one port
@@ -29,9 +30,15 @@ enum Mode {
 #[derive(Debug, Parser)]
 #[command(name = "fwd", version, about)]
 struct Args {
-    /// Interface(s) (AF_XDP); give one or two.
+    /// Backend: xdp, verbs, dv or model.
+    #[arg(short, long, default_value = "xdp")]
+    backend: String,
+    /// Interface(s) (xdp) or RDMA device(s) (verbs, dv); give one or two.
     #[arg(short, long = "dev", required = true, num_args = 1)]
     devs: Vec<String>,
+    /// RDMA port number (verbs, dv).
+    #[arg(long, default_value_t = 1)]
+    port: u8,
     /// Forwarding mode.
     #[arg(short, long, value_enum, default_value = "io")]
     mode: Mode,
@@ -70,7 +77,7 @@ fn run(a: &Args) -> rawq::Result<()> {
         .collect::<Result<_, _>>()?;
     let mut ports = Vec::new();
     for d in &a.devs {
-        let port = Port::builder(Backend::Xdp { ifname: d.clone() })
+        let port = Port::builder(Backend::named(&a.backend, d, a.port)?)
             .rules(rules.clone())
             .open()?;
         eprintln!("fwd: {} ({}, {})", d, port.info().backend, port.info().mode);

@@ -53,6 +53,49 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend called `kind` (`xdp`, `verbs`, `dv`, `model`, `loopback`) on `device` (an
+    /// interface for xdp, an RDMA device for verbs and dv, ignored otherwise) and RDMA `port`.
+    /// For command lines.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown name or a missing device; [`Error::BackendUnavailable`]
+    /// for a backend this build lacks.
+    pub fn named(kind: &str, device: &str, port: u8) -> Result<Backend> {
+        let dev = || {
+            if device.is_empty() {
+                Err(Error::Config(format!("the {kind} backend needs a device")))
+            } else {
+                Ok(device.to_string())
+            }
+        };
+        Ok(match kind {
+            "xdp" => Backend::Xdp { ifname: dev()? },
+            "verbs" => Backend::Verbs {
+                device: dev()?,
+                port,
+            },
+            "dv" => Backend::Dv {
+                device: dev()?,
+                port,
+            },
+            "loopback" => Backend::Loopback,
+            #[cfg(feature = "mlx5")]
+            "model" => Backend::Model(Default::default()),
+            #[cfg(not(feature = "mlx5"))]
+            "model" => {
+                return Err(Error::BackendUnavailable {
+                    backend: "model",
+                    feature: "mlx5",
+                })
+            }
+            other => {
+                return Err(Error::Config(format!(
+                    "unknown backend {other:?}: use xdp, verbs, dv, model or loopback"
+                )))
+            }
+        })
+    }
+
     /// Short name: `loopback`, `xdp`, `verbs`, `dv`, `model`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -331,5 +374,43 @@ impl Port {
             s.accumulate(&r.snapshot());
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod backend_name_tests {
+    use super::*;
+
+    #[test]
+    fn backends_by_name() {
+        assert_eq!(
+            Backend::named("xdp", "veth0", 1).unwrap(),
+            Backend::Xdp {
+                ifname: "veth0".into()
+            }
+        );
+        assert_eq!(
+            Backend::named("dv", "mlx5_0", 2).unwrap(),
+            Backend::Dv {
+                device: "mlx5_0".into(),
+                port: 2
+            }
+        );
+        assert_eq!(
+            Backend::named("loopback", "", 1).unwrap(),
+            Backend::Loopback
+        );
+        assert!(matches!(
+            Backend::named("verbs", "", 1),
+            Err(Error::Config(_))
+        ));
+        assert!(
+            matches!(Backend::named("dpdk", "x", 1), Err(Error::Config(m)) if m.contains("dpdk"))
+        );
+        for kind in ["xdp", "verbs", "dv", "model", "loopback"] {
+            if let Ok(b) = Backend::named(kind, "d", 1) {
+                assert_eq!(b.name(), kind);
+            }
+        }
     }
 }

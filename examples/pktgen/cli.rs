@@ -22,6 +22,18 @@ pub enum BackendKind {
     Model,
 }
 
+impl BackendKind {
+    /// The name `rawq::Backend::named` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Xdp => "xdp",
+            BackendKind::Verbs => "verbs",
+            BackendKind::Dv => "dv",
+            BackendKind::Model => "model",
+        }
+    }
+}
+
 /// What flows vary in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Vary {
@@ -171,51 +183,19 @@ pub struct Args {
 }
 
 impl Args {
-    /// The backend the options name.
+    /// The backend the options name. On the software device a tx-only run uses a sink wire
+    /// (what is measured is the driver's cost); --txrx / --rx use its loopback.
     pub fn backend(&self) -> rawq::Result<Backend> {
-        let dev = || {
-            if self.dev.is_empty() {
-                Err(Error::Config("this backend needs --dev".into()))
-            } else {
-                Ok(self.dev.clone())
+        let b = Backend::named(self.backend.name(), &self.dev, self.port)?;
+        #[cfg(feature = "mlx5")]
+        if let Backend::Model(mut o) = b {
+            if !(self.txrx || self.rx) {
+                o.wire = rawq::dv::model::ModelWire::Sink;
             }
-        };
-        Ok(match self.backend {
-            BackendKind::Xdp => Backend::Xdp { ifname: dev()? },
-            BackendKind::Verbs => Backend::Verbs {
-                device: dev()?,
-                port: self.port,
-            },
-            BackendKind::Dv => Backend::Dv {
-                device: dev()?,
-                port: self.port,
-            },
-            BackendKind::Model => self.model_backend()?,
-        })
-    }
-
-    /// The software mlx5 device: a sink when only sending (what is measured is the driver's
-    /// cost), a loopback for --txrx / --rx.
-    #[cfg(feature = "mlx5")]
-    fn model_backend(&self) -> rawq::Result<Backend> {
-        use rawq::dv::model::{ModelOptions, ModelWire};
-        let wire = if self.txrx || self.rx {
-            ModelWire::Loopback
-        } else {
-            ModelWire::Sink
-        };
-        Ok(Backend::Model(ModelOptions {
-            wire,
-            empw: true,
-            ..Default::default()
-        }))
-    }
-    #[cfg(not(feature = "mlx5"))]
-    fn model_backend(&self) -> rawq::Result<Backend> {
-        Err(Error::BackendUnavailable {
-            backend: "model",
-            feature: "mlx5",
-        })
+            o.empw = true;
+            return Ok(Backend::Model(o));
+        }
+        Ok(b)
     }
 
     /// The frames to send: the template the options describe, or the frames of --pcap.
