@@ -6,9 +6,12 @@
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
-//! metadata bytes, and writes the packets straight into the caller's spare capacity; refill takes
-//! buffers from the queue's cache in bulk and rewrites only the WQE addresses (lengths and lkeys
-//! stay from the first fill).
+//! metadata bytes, and writes the packets straight into the caller's spare capacity (handles
+//! only: a single-buffer packet needs no in-buffer header); refill takes buffers from the queue's
+//! cache in bulk and rewrites only the WQE addresses (lengths and lkeys stay from the first fill).
+//! With one buffer per WQE and a full ring, that refill is fused into the polling loop: each
+//! completed WQE gets its fresh buffer as its packet is built, and the RQ doorbell record is
+//! written once per burst.
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
@@ -141,19 +144,36 @@ struct FastRx {
     mask: u32,
     shift: u32,
     seg_room: u32,
+    /// The RQ ring (its WQEs are 16 bytes apart when the loop reposts them).
+    ring: *mut u8,
+    /// Where buffer 0's data goes (`buf_ptr(0) + headroom`).
+    data0: u64,
 }
 
 impl FastRx {
     /// Turns the plain CQEs from `cq.ci` on into packets in `out`, with `STEP`-byte CQE slots
     /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
     /// (packets, bytes).
+    ///
+    /// `REPOST` (only with `ONE`, on a full ring of 16-byte WQEs): each completed WQE is posted
+    /// again at once with a fresh buffer from the end of `fresh` (packet `i` takes
+    /// `fresh[fresh.len() - 1 - i]`), so at most `fresh.len()` packets are taken; the caller
+    /// moves the RQ producer index and writes the doorbell record. Otherwise `fresh` is unused.
     #[inline(always)]
-    fn run<const STEP: usize, const ONE: bool>(
+    fn run<const STEP: usize, const ONE: bool, const REPOST: bool>(
         &self,
         cq: &mut Cq,
         out: &mut [MaybeUninit<Packet>],
         bufs: &mut [u32],
+        fresh: &[u32],
     ) -> (usize, u64) {
+        let out = if REPOST {
+            let m = out.len().min(fresh.len());
+            &mut out[..m]
+        } else {
+            out
+        };
+        let size = self.geo.buf_size() as u64;
         let (mut n, mut bytes) = (0usize, 0u64);
         let mut cq_ci = cq.ci;
         while n < out.len() {
@@ -185,10 +205,21 @@ impl FastRx {
                 if *slot == EMPTY {
                     break; // not a buffer we posted: the general loop counts the error
                 }
-                let idx = std::mem::replace(slot, EMPTY);
+                let idx = if REPOST {
+                    // SAFETY: `n + k < out.len() <= fresh.len()` (`out` was cut to `fresh`).
+                    let new = unsafe { *fresh.get_unchecked(fresh.len() - 1 - (n + k)) };
+                    let d = self.ring.wrapping_add(w * 16);
+                    // SAFETY: `w <= mask`: `d` is the data segment of WQE `w` (16-byte WQEs),
+                    // inside the RQ ring. The device completed that WQE, so software owns it
+                    // until the doorbell record written after this loop publishes it again.
+                    let seg = unsafe { &mut *(d as *mut [u8; 16]) };
+                    DataSeg::new_unchecked(seg).set_addr(self.data0 + new as u64 * size);
+                    std::mem::replace(slot, new)
+                } else {
+                    std::mem::replace(slot, EMPTY)
+                };
                 o.write(Packet::from_device_in(
                     self.shared,
-                    self.geo,
                     idx,
                     self.headroom,
                     len as u16,
@@ -557,37 +588,64 @@ impl Rx {
     /// written straight into `out`'s spare capacity (at most `max` packets, and no more than
     /// fit without growing it). Stops at the first CQE it does not handle (the general loop then
     /// takes over). Returns (packets, bytes).
+    ///
+    /// With one buffer per WQE and every WQE posted (the steady state), each completed WQE is
+    /// posted again inside the loop with a buffer lent by `cache` (the refill fused into the
+    /// receive loop), and the RQ doorbell record is written once at the end.
     #[inline(always)]
     fn poll_cyclic_fast(
         &mut self,
         seg_room: u32,
         out: &mut Vec<Packet>,
         max: usize,
+        cache: &mut PoolCache,
     ) -> (usize, u64) {
         let len0 = out.len();
         let spare = out.spare_capacity_mut();
         let max = max.min(spare.len());
+        let geo = self.shared.geometry();
         let f = FastRx {
             shared: self.shared,
-            geo: self.shared.geometry(),
+            geo,
             headroom: self.headroom as u16,
             mask: self.mask,
             shift: self.per_wqe.trailing_zeros(),
             seg_room,
+            ring: self.base,
+            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
         };
         let spare = &mut spare[..max];
         let bufs = &mut self.bufs[..];
+        let cq = &mut self.cq;
+        let repost =
+            f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
         // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
         // slot step nor the WQE-to-buffer shift takes a register.
-        let (n, bytes) = match (self.cq.slot_size(), f.shift) {
-            (64, 0) => f.run::<64, true>(&mut self.cq, spare, bufs),
-            (64, _) => f.run::<64, false>(&mut self.cq, spare, bufs),
-            (_, 0) => f.run::<128, true>(&mut self.cq, spare, bufs),
-            (_, _) => f.run::<128, false>(&mut self.cq, spare, bufs),
+        let (n, bytes) = if repost {
+            let mut got = (0, 0);
+            cache.get_bulk(max, |fresh| {
+                got = match cq.slot_size() {
+                    64 => f.run::<64, true, true>(cq, spare, bufs, fresh),
+                    _ => f.run::<128, true, true>(cq, spare, bufs, fresh),
+                };
+                got.0
+            });
+            got
+        } else {
+            match (cq.slot_size(), f.shift) {
+                (64, 0) => f.run::<64, true, false>(cq, spare, bufs, &[]),
+                (64, _) => f.run::<64, false, false>(cq, spare, bufs, &[]),
+                (_, 0) => f.run::<128, true, false>(cq, spare, bufs, &[]),
+                (_, _) => f.run::<128, false, false>(cq, spare, bufs, &[]),
+            }
         };
         // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
         unsafe { out.set_len(len0 + n) };
         self.ci = self.ci.wrapping_add(n as u32);
+        if repost && n > 0 {
+            self.pi = self.pi.wrapping_add(n as u32);
+            mmio::dbrec_store(self.dbrec, self.pi & 0xffff);
+        }
         (n, bytes)
     }
 
@@ -603,7 +661,7 @@ impl Rx {
         let mut bytes = 0u64;
         let mut err = None;
         if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
-            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max);
+            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
         }
         while n < max {
             if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
