@@ -91,6 +91,8 @@ pub struct Rx {
     headroom: u32,
     mini: Option<MiniCqeFormat>,
     zip: Option<Zip>,
+    /// Fill [`RxMeta`] from the CQEs (default); off: packets carry `RxMeta::default()`.
+    meta: bool,
     pub(crate) cq: Cq,
 }
 
@@ -155,12 +157,14 @@ impl FastRx {
     /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
     /// (packets, bytes).
     ///
+    /// `META`: fill the packets' [`RxMeta`] from the CQEs (else leave it at its default).
+    ///
     /// `REPOST` (only with `ONE`, on a full ring of 16-byte WQEs): each completed WQE is posted
     /// again at once with a fresh buffer from the end of `fresh` (packet `i` takes
     /// `fresh[fresh.len() - 1 - i]`), so at most `fresh.len()` packets are taken; the caller
     /// moves the RQ producer index and writes the doorbell record. Otherwise `fresh` is unused.
-    #[inline(always)]
-    fn run<const STEP: usize, const ONE: bool, const REPOST: bool>(
+    #[inline(never)]
+    fn run<const STEP: usize, const ONE: bool, const REPOST: bool, const META: bool>(
         &self,
         cq: &mut Cq,
         out: &mut [MaybeUninit<Packet>],
@@ -223,7 +227,11 @@ impl FastRx {
                     idx,
                     self.headroom,
                     len as u16,
-                    meta_of(&q, q.rx_hash()),
+                    if META {
+                        meta_of(&q, q.rx_hash())
+                    } else {
+                        RxMeta::default()
+                    },
                 ));
                 bytes += len as u64;
                 k += 1;
@@ -324,10 +332,17 @@ impl Rx {
             headroom,
             mini,
             zip: None,
+            meta: true,
             cq: Cq::new(cq)?,
         };
         rx.format_wqes();
         Ok(rx)
+    }
+
+    /// Whether packets get their [`RxMeta`] filled from the CQEs (the default) or leave it at
+    /// `RxMeta::default()`, which saves the receive loop reading and decoding those CQE bytes.
+    pub(crate) fn set_metadata(&mut self, on: bool) {
+        self.meta = on;
     }
 
     /// Writes the constant parts of every WQE (striding next segments, cyclic terminators).
@@ -371,6 +386,9 @@ impl Rx {
     pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
         let start = self.pi;
         let limit = self.ci.wrapping_add(self.wqe_cnt);
+        if start == limit {
+            return; // every WQE is posted (the receive loop reposted them)
+        }
         let per_wqe = self.per_wqe as usize;
         let (off, dseg0) = match self.kind {
             Kind::Cyclic { .. } => (self.headroom as u64, 0),
@@ -619,24 +637,31 @@ impl Rx {
         let cq = &mut self.cq;
         let repost =
             f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
-        // slot step nor the WQE-to-buffer shift takes a register.
+        // One copy of the loop per CQE size, per "one buffer per WQE" and per metadata choice,
+        // so that neither the slot step nor the WQE-to-buffer shift takes a register.
         let (n, bytes) = if repost {
             let mut got = (0, 0);
+            let meta = self.meta;
             cache.get_bulk(max, |fresh| {
-                got = match cq.slot_size() {
-                    64 => f.run::<64, true, true>(cq, spare, bufs, fresh),
-                    _ => f.run::<128, true, true>(cq, spare, bufs, fresh),
+                got = match (cq.slot_size(), meta) {
+                    (64, true) => f.run::<64, true, true, true>(cq, spare, bufs, fresh),
+                    (64, false) => f.run::<64, true, true, false>(cq, spare, bufs, fresh),
+                    (_, true) => f.run::<128, true, true, true>(cq, spare, bufs, fresh),
+                    (_, false) => f.run::<128, true, true, false>(cq, spare, bufs, fresh),
                 };
                 got.0
             });
             got
         } else {
-            match (cq.slot_size(), f.shift) {
-                (64, 0) => f.run::<64, true, false>(cq, spare, bufs, &[]),
-                (64, _) => f.run::<64, false, false>(cq, spare, bufs, &[]),
-                (_, 0) => f.run::<128, true, false>(cq, spare, bufs, &[]),
-                (_, _) => f.run::<128, false, false>(cq, spare, bufs, &[]),
+            match (cq.slot_size(), f.shift, self.meta) {
+                (64, 0, true) => f.run::<64, true, false, true>(cq, spare, bufs, &[]),
+                (64, 0, false) => f.run::<64, true, false, false>(cq, spare, bufs, &[]),
+                (64, _, true) => f.run::<64, false, false, true>(cq, spare, bufs, &[]),
+                (64, _, false) => f.run::<64, false, false, false>(cq, spare, bufs, &[]),
+                (_, 0, true) => f.run::<128, true, false, true>(cq, spare, bufs, &[]),
+                (_, 0, false) => f.run::<128, true, false, false>(cq, spare, bufs, &[]),
+                (_, _, true) => f.run::<128, false, false, true>(cq, spare, bufs, &[]),
+                (_, _, false) => f.run::<128, false, false, false>(cq, spare, bufs, &[]),
             }
         };
         // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
@@ -680,7 +705,11 @@ impl Rx {
                         Some(MiniCqeFormat::CsumStrideIdx) => (m.stride_idx(), t.rx_hash()),
                         _ => (t.wqe_counter().wrapping_add(i as u16), m.rx_hash()),
                     };
-                    let meta = meta_of(&t, hash);
+                    let meta = if self.meta {
+                        meta_of(&t, hash)
+                    } else {
+                        RxMeta::default()
+                    };
                     if let Some(l) =
                         self.complete(ctr, t.wqe_id(), m.byte_cnt(), meta, out, stats, cache)
                     {
@@ -720,7 +749,11 @@ impl Rx {
                     continue;
                 }
                 cqe::OP_RESP_SEND => {
-                    let meta = meta_of(&q, q.rx_hash());
+                    let meta = if self.meta {
+                        meta_of(&q, q.rx_hash())
+                    } else {
+                        RxMeta::default()
+                    };
                     if let Some(l) = self.complete(
                         q.wqe_counter(),
                         q.wqe_id(),
@@ -786,6 +819,83 @@ impl Rx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv4/UDP frame from source port `sport` with a valid IPv4 header checksum.
+    fn udp_frame(sport: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&50u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        let sum: u32 = (14..34)
+            .step_by(2)
+            .map(|i| u16::from_be_bytes([f[i], f[i + 1]]) as u32)
+            .sum();
+        let sum = (sum & 0xffff) + (sum >> 16);
+        let sum = (sum & 0xffff) + (sum >> 16);
+        f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&2000u16.to_be_bytes());
+        f[38..40].copy_from_slice(&30u16.to_be_bytes());
+        f
+    }
+
+    /// Packets received with metadata on and off: same bytes; off leaves `RxMeta::default()`,
+    /// on carries what the device reported (here: a verified IPv4 header checksum). Several
+    /// bursts, so that the reposting loop and the ring wrap are both crossed.
+    #[test]
+    fn metadata_switch_leaves_meta_at_default_and_nothing_else_changes() {
+        use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+        use crate::{HugePages, Mempool, MempoolConfig};
+        let mut seen = Vec::new();
+        for meta in [true, false] {
+            let pool = Mempool::new(&MempoolConfig {
+                buffers: 512,
+                huge_pages: HugePages::Never,
+                ..Default::default()
+            })
+            .unwrap();
+            let port = ModelPort::new(ModelOptions {
+                rq_wqes: 64,
+                wire: ModelWire::Sink,
+                ..Default::default()
+            })
+            .unwrap();
+            let mut dq = port.queue(0, &pool).unwrap();
+            dq.set_rx_metadata(meta);
+            let mut q = dq.into_queue();
+            let mut got = Vec::new();
+            let mut out = Vec::with_capacity(32);
+            for round in 0..10u16 {
+                for k in 0..40u16 {
+                    port.inject_frame(&udp_frame(1000 + round * 40 + k));
+                }
+                port.process();
+                for _ in 0..4 {
+                    q.rx_burst(&mut out, 32);
+                    for p in out.drain(..) {
+                        got.push((p.to_vec(), p.meta));
+                    }
+                }
+            }
+            assert_eq!(got.len(), 400, "meta {meta}");
+            if meta {
+                assert!(got.iter().all(|(_, m)| m.l3_csum_ok), "{:?}", got[0].1);
+            } else {
+                assert!(got.iter().all(|(_, m)| *m == RxMeta::default()));
+            }
+            seen.push(got.into_iter().map(|(b, _)| b).collect::<Vec<_>>());
+            drop(q);
+            drop(port);
+            pool.flush_local_cache();
+            assert_eq!(pool.available(), pool.capacity(), "meta {meta}");
+        }
+        assert_eq!(seen[0], seen[1]);
+    }
 
     #[test]
     fn csum_table_matches_the_cqe_bits() {
