@@ -139,25 +139,29 @@ impl Packet {
     /// wrote). The caller must own the buffer (it came off a free list or back from the device).
     #[inline]
     pub(crate) fn from_raw_parts(pool: &'static Shared, idx: u32, off: u16, len: u16) -> Packet {
-        Packet::from_device_in(pool, idx, off, len, RxMeta::default())
+        Packet::from_device_in(pool, idx, off, len as u32, RxMeta::default())
     }
 
-    /// As [`Packet::from_raw_parts`], with the receive metadata the device reported: only the
-    /// handle is written (a single buffer keeps no in-buffer header).
+    /// As [`Packet::from_raw_parts`] (`len` below 64 KiB), with the receive metadata the device
+    /// reported: only the handle is written (a single buffer keeps no in-buffer header).
     #[inline(always)]
     pub(crate) fn from_device_in(
         pool: &'static Shared,
         idx: u32,
         off: u16,
-        len: u16,
+        len: u32,
         meta: RxMeta,
     ) -> Packet {
+        debug_assert!(
+            len <= u16::MAX as u32,
+            "a single buffer holds less than 64 KiB"
+        );
         Packet {
             pool,
             idx,
             off,
-            seg_len: len,
-            pkt_len: len as u32,
+            seg_len: len as u16,
+            pkt_len: len,
             nb_segs: 1,
             meta,
             offload: TxOffload::default(),

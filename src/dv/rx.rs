@@ -226,7 +226,7 @@ impl FastRx {
                     self.shared,
                     idx,
                     self.headroom,
-                    len as u16,
+                    len,
                     if META {
                         meta_of(&q, q.rx_hash())
                     } else {
