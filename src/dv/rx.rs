@@ -6,12 +6,13 @@
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
-//! metadata bytes, and writes the packets straight into the caller's spare capacity (handles
-//! only: a single-buffer packet needs no in-buffer header); refill takes buffers from the queue's
-//! cache in bulk and rewrites only the WQE addresses (lengths and lkeys stay from the first fill).
-//! With one buffer per WQE and a full ring, that refill is fused into the polling loop: each
-//! completed WQE gets its fresh buffer as its packet is built, and the RQ doorbell record is
-//! written once per burst.
+//! metadata bytes (not those when the queue's metadata is off: see
+//! [`DvQueue::set_rx_metadata`](super::queue::DvQueue::set_rx_metadata)), and writes the
+//! packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
+//! no in-buffer header); refill takes buffers from the queue's cache in bulk and rewrites only
+//! the WQE addresses (lengths and lkeys stay from the first fill). With one buffer per WQE and a
+//! full ring, that refill is fused into the polling loop: each completed WQE gets its fresh
+//! buffer as its packet is built, and the RQ doorbell record is written once per burst.
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
