@@ -5,27 +5,33 @@
 //! never be touched after it has been given to the NIC.
 //!
 //! Buffer layout: `[8-byte rawq header][headroom ...][data ...][tailroom]`. The header links the
-//! segments of a multi-buffer packet (`next` index, offset and length of that segment's data).
+//! segments of a multi-buffer packet (`next` index, offset and length of that segment's data). It
+//! is kept only on the buffers of a chain (`segment_count() > 1`): a single-buffer packet has its
+//! offset and length in the handle, and its header bytes are left as they are (a receive path
+//! does not have to write them).
 
 use crate::error::{Error, Result};
-use crate::mempool::{BufGeometry, Shared, BUF_HEADER};
+use crate::mempool::{Shared, BUF_HEADER};
 
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;
 
 /// Receive metadata a NIC reports with a packet. Plain fields; all default to "nothing known".
+///
+/// (`repr(C)` in this order: 16 bytes a receive loop writes with few stores.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct RxMeta {
-    /// The device verified the IPv4 header checksum (or the packet is IPv6, which has none).
-    pub l3_csum_ok: bool,
-    /// The device verified the TCP/UDP checksum.
-    pub l4_csum_ok: bool,
-    /// VLAN TCI the device stripped from the frame, if it stripped one.
-    pub vlan_tci: Option<u16>,
     /// RSS hash of the packet (0 when not computed).
     pub rss_hash: u32,
     /// Flow tag / mark set by a steering rule (0 when none).
     pub flow_tag: u32,
+    /// VLAN TCI the device stripped from the frame, if it stripped one.
+    pub vlan_tci: Option<u16>,
+    /// The device verified the IPv4 header checksum (or the packet is IPv6, which has none).
+    pub l3_csum_ok: bool,
+    /// The device verified the TCP/UDP checksum.
+    pub l4_csum_ok: bool,
 }
 
 /// Transmit offloads requested for a packet.
@@ -38,20 +44,24 @@ pub struct TxOffload {
 }
 
 /// An owned packet buffer (possibly a chain of buffers).
+///
+/// (`repr(C)`, 40 bytes: what a receive path writes the same for every packet of a queue comes
+/// first, then the per-packet words, so that building one takes few, wide stores.)
+#[repr(C)]
 pub struct Packet {
     pool: &'static Shared,
-    idx: u32,
     /// Offset of the data from the start of the buffer.
     off: u16,
-    /// Bytes of data in this (the first) buffer.
-    seg_len: u16,
-    /// Bytes over all segments.
-    pkt_len: u32,
     nb_segs: u16,
-    /// Receive metadata (filled by `rx_burst`).
-    pub meta: RxMeta,
     /// Transmit offloads to request (read by `tx_burst`).
     pub offload: TxOffload,
+    /// Bytes of data in this (the first) buffer.
+    seg_len: u16,
+    idx: u32,
+    /// Bytes over all segments.
+    pkt_len: u32,
+    /// Receive metadata (filled by `rx_burst`).
+    pub meta: RxMeta,
 }
 
 // Segment header kept in the first BUF_HEADER bytes of each buffer.
@@ -83,19 +93,13 @@ mod raw {
 
     #[inline]
     pub(super) fn write_header(pool: &Shared, idx: u32, h: SegHeader) {
-        write_header_at(pool.geometry(), idx, h)
-    }
-
-    /// As `write_header` for buffer `idx` of a pool of geometry `geo`.
-    #[inline(always)]
-    pub(super) fn write_header_at(geo: BufGeometry, idx: u32, h: SegHeader) {
-        let p = geo.buf_ptr(idx);
+        let p = pool.buf_ptr(idx);
         let mut b = [0u8; BUF_HEADER];
         b[0..4].copy_from_slice(&h.next.to_ne_bytes());
         b[4..6].copy_from_slice(&h.off.to_ne_bytes());
         b[6..8].copy_from_slice(&h.len.to_ne_bytes());
-        // SAFETY: as in `write_header`: `geo` is the geometry of the pool the caller's buffer
-        // `idx` belongs to, so `p` is that buffer's start inside the mapping.
+        // SAFETY: as in `read_header`: `p` is the start of buffer `idx`, owned by the caller,
+        // inside the mapping.
         unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, BUF_HEADER) };
     }
 
@@ -135,37 +139,29 @@ impl Packet {
     /// wrote). The caller must own the buffer (it came off a free list or back from the device).
     #[inline]
     pub(crate) fn from_raw_parts(pool: &'static Shared, idx: u32, off: u16, len: u16) -> Packet {
-        Packet::from_device_in(pool, pool.geometry(), idx, off, len, RxMeta::default())
+        Packet::from_device_in(pool, idx, off, len as u32, RxMeta::default())
     }
 
-    /// As [`Packet::from_raw_parts`], with the receive metadata the device reported and
-    /// `geo == pool.geometry()` already at hand (a receive loop keeps it in registers): one
-    /// 8-byte header store and the handle.
+    /// As [`Packet::from_raw_parts`] (`len` below 64 KiB), with the receive metadata the device
+    /// reported: only the handle is written (a single buffer keeps no in-buffer header).
     #[inline(always)]
     pub(crate) fn from_device_in(
         pool: &'static Shared,
-        geo: BufGeometry,
         idx: u32,
         off: u16,
-        len: u16,
+        len: u32,
         meta: RxMeta,
     ) -> Packet {
-        debug_assert!(pool.geometry() == geo, "geometry of another pool");
-        raw::write_header_at(
-            geo,
-            idx,
-            SegHeader {
-                next: NO_NEXT,
-                off,
-                len,
-            },
+        debug_assert!(
+            len <= u16::MAX as u32,
+            "a single buffer holds less than 64 KiB"
         );
         Packet {
             pool,
             idx,
             off,
-            seg_len: len,
-            pkt_len: len as u32,
+            seg_len: len as u16,
+            pkt_len: len,
             nb_segs: 1,
             meta,
             offload: TxOffload::default(),
@@ -185,19 +181,34 @@ impl Packet {
     #[inline]
     pub(crate) fn into_buffer_indices(self) -> ChainIndices {
         let pool = self.pool;
+        let next = self.next_index();
         let idx = self.into_raw();
-        ChainIndices { pool, next: idx }
+        ChainIndices {
+            pool,
+            head: Some(idx),
+            next,
+        }
     }
 
-    /// Keeps the in-buffer header of the first segment equal to `off`/`seg_len`.
+    /// The index of the second buffer, or `NO_NEXT` for a single buffer (whose header is not
+    /// kept).
     #[inline]
-    fn sync_header(&mut self) {
-        // A single buffer has no next segment: write the whole header, no read needed.
-        let next = if self.nb_segs == 1 {
+    fn next_index(&self) -> u32 {
+        if self.nb_segs == 1 {
             NO_NEXT
         } else {
             raw::read_header(self.pool, self.idx).next
-        };
+        }
+    }
+
+    /// Keeps the in-buffer header of the first segment of a chain equal to `off`/`seg_len` (a
+    /// single buffer keeps none).
+    #[inline]
+    fn sync_header(&mut self) {
+        if self.nb_segs == 1 {
+            return;
+        }
+        let next = raw::read_header(self.pool, self.idx).next;
         raw::write_header(
             self.pool,
             self.idx,
@@ -344,19 +355,42 @@ impl Packet {
             ));
         }
         let add = seg.pkt_len;
+        // The new last buffer gets its header (a single buffer keeps none).
+        raw::write_header(
+            self.pool,
+            seg.idx,
+            SegHeader {
+                next: NO_NEXT,
+                off: seg.off,
+                len: seg.seg_len,
+            },
+        );
         let seg_idx = seg.into_raw();
-        // Walk to the last buffer and link the new one.
-        let mut last = self.idx;
-        loop {
-            let h = raw::read_header(self.pool, last);
-            if h.next == NO_NEXT {
-                break;
+        if self.nb_segs == 1 {
+            // The head becomes a chain: its header starts now.
+            raw::write_header(
+                self.pool,
+                self.idx,
+                SegHeader {
+                    next: seg_idx,
+                    off: self.off,
+                    len: self.seg_len,
+                },
+            );
+        } else {
+            // Walk to the last buffer and link the new one.
+            let mut last = self.idx;
+            loop {
+                let h = raw::read_header(self.pool, last);
+                if h.next == NO_NEXT {
+                    break;
+                }
+                last = h.next;
             }
-            last = h.next;
+            let mut h = raw::read_header(self.pool, last);
+            h.next = seg_idx;
+            raw::write_header(self.pool, last, h);
         }
-        let mut h = raw::read_header(self.pool, last);
-        h.next = seg_idx;
-        raw::write_header(self.pool, last, h);
         self.nb_segs += 1;
         self.pkt_len += add;
         Ok(())
@@ -366,7 +400,8 @@ impl Packet {
     pub fn segments(&self) -> SegmentIter<'_> {
         SegmentIter {
             pool: self.pool,
-            next: self.idx,
+            head: Some((self.idx, self.off, self.seg_len)),
+            next: self.next_index(),
             _p: std::marker::PhantomData,
         }
     }
@@ -444,6 +479,9 @@ pub struct Segment<'a> {
 /// Iterator over the segments of a packet.
 pub struct SegmentIter<'a> {
     pool: &'static Shared,
+    /// The first segment (index, offset, length), from the handle.
+    head: Option<(u32, u16, u16)>,
+    /// The buffer after the one last yielded (headers from the second buffer on).
     next: u32,
     _p: std::marker::PhantomData<&'a Packet>,
 }
@@ -451,13 +489,19 @@ pub struct SegmentIter<'a> {
 impl<'a> Iterator for SegmentIter<'a> {
     type Item = Segment<'a>;
     fn next(&mut self) -> Option<Segment<'a>> {
-        if self.next == NO_NEXT {
-            return None;
-        }
-        let idx = self.next;
-        let h = raw::read_header(self.pool, idx);
-        self.next = h.next;
-        let data = raw::bytes(self.pool, idx, h.off, h.len);
+        let (idx, off, len) = match self.head.take() {
+            Some(h) => h,
+            None => {
+                if self.next == NO_NEXT {
+                    return None;
+                }
+                let h = raw::read_header(self.pool, self.next);
+                let idx = self.next;
+                self.next = h.next;
+                (idx, h.off, h.len)
+            }
+        };
+        let data = raw::bytes(self.pool, idx, off, len);
         Some(Segment {
             index: idx,
             addr: data.as_ptr() as u64,
@@ -469,6 +513,9 @@ impl<'a> Iterator for SegmentIter<'a> {
 /// The buffer indices of a packet given up with `into_buffer_indices`.
 pub(crate) struct ChainIndices {
     pool: &'static Shared,
+    /// The first buffer, not yet yielded.
+    head: Option<u32>,
+    /// The buffer after the one last yielded.
     next: u32,
 }
 
@@ -476,6 +523,9 @@ impl Iterator for ChainIndices {
     type Item = u32;
     #[inline]
     fn next(&mut self) -> Option<u32> {
+        if let Some(h) = self.head.take() {
+            return Some(h);
+        }
         if self.next == NO_NEXT {
             return None;
         }
@@ -537,6 +587,35 @@ mod tests {
         drop(v);
         p.flush_local_cache();
         assert_eq!(p.available(), 4);
+    }
+
+    #[test]
+    fn a_single_buffer_ignores_its_header_bytes() {
+        let p = pool(8);
+        let mut a = p.alloc().unwrap();
+        a.copy_from_slice(b"abc").unwrap();
+        let other = p.alloc().unwrap();
+        // Stale bytes where a chain keeps its header (a receive path leaves them as they are).
+        super::raw::write_header(
+            p.shared(),
+            a.buffer_index(),
+            super::SegHeader {
+                next: other.buffer_index(),
+                off: 9,
+                len: 1,
+            },
+        );
+        let segs: Vec<_> = a.segments().map(|s| s.data.to_vec()).collect();
+        assert_eq!(segs, vec![b"abc".to_vec()]);
+        let mut b = p.alloc().unwrap();
+        b.copy_from_slice(b"de").unwrap();
+        a.chain(b).unwrap();
+        assert_eq!(a.segment_count(), 2);
+        assert_eq!(a.to_vec(), b"abcde");
+        drop(a);
+        drop(other);
+        p.flush_local_cache();
+        assert_eq!(p.available(), 8);
     }
 
     #[test]

@@ -6,9 +6,13 @@
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
-//! metadata bytes, and writes the packets straight into the caller's spare capacity; refill takes
-//! buffers from the queue's cache in bulk and rewrites only the WQE addresses (lengths and lkeys
-//! stay from the first fill).
+//! metadata bytes (not those when the queue's metadata is off: see
+//! [`DvQueue::set_rx_metadata`](super::queue::DvQueue::set_rx_metadata)), and writes the
+//! packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
+//! no in-buffer header); refill takes buffers from the queue's cache in bulk and rewrites only
+//! the WQE addresses (lengths and lkeys stay from the first fill). With one buffer per WQE and a
+//! full ring, that refill is fused into the polling loop: each completed WQE gets its fresh
+//! buffer as its packet is built, and the RQ doorbell record is written once per burst.
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
@@ -88,6 +92,8 @@ pub struct Rx {
     headroom: u32,
     mini: Option<MiniCqeFormat>,
     zip: Option<Zip>,
+    /// Fill [`RxMeta`] from the CQEs (default); off: packets carry `RxMeta::default()`.
+    meta: bool,
     pub(crate) cq: Cq,
 }
 
@@ -141,19 +147,38 @@ struct FastRx {
     mask: u32,
     shift: u32,
     seg_room: u32,
+    /// The RQ ring (its WQEs are 16 bytes apart when the loop reposts them).
+    ring: *mut u8,
+    /// Where buffer 0's data goes (`buf_ptr(0) + headroom`).
+    data0: u64,
 }
 
 impl FastRx {
     /// Turns the plain CQEs from `cq.ci` on into packets in `out`, with `STEP`-byte CQE slots
     /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
     /// (packets, bytes).
-    #[inline(always)]
-    fn run<const STEP: usize, const ONE: bool>(
+    ///
+    /// `META`: fill the packets' [`RxMeta`] from the CQEs (else leave it at its default).
+    ///
+    /// `REPOST` (only with `ONE`, on a full ring of 16-byte WQEs): each completed WQE is posted
+    /// again at once with a fresh buffer from the end of `fresh` (packet `i` takes
+    /// `fresh[fresh.len() - 1 - i]`), so at most `fresh.len()` packets are taken; the caller
+    /// moves the RQ producer index and writes the doorbell record. Otherwise `fresh` is unused.
+    #[inline(never)]
+    fn run<const STEP: usize, const ONE: bool, const REPOST: bool, const META: bool>(
         &self,
         cq: &mut Cq,
         out: &mut [MaybeUninit<Packet>],
         bufs: &mut [u32],
+        fresh: &[u32],
     ) -> (usize, u64) {
+        let out = if REPOST {
+            let m = out.len().min(fresh.len());
+            &mut out[..m]
+        } else {
+            out
+        };
+        let size = self.geo.buf_size() as u64;
         let (mut n, mut bytes) = (0usize, 0u64);
         let mut cq_ci = cq.ci;
         while n < out.len() {
@@ -185,14 +210,29 @@ impl FastRx {
                 if *slot == EMPTY {
                     break; // not a buffer we posted: the general loop counts the error
                 }
-                let idx = std::mem::replace(slot, EMPTY);
+                let idx = if REPOST {
+                    // SAFETY: `n + k < out.len() <= fresh.len()` (`out` was cut to `fresh`).
+                    let new = unsafe { *fresh.get_unchecked(fresh.len() - 1 - (n + k)) };
+                    let d = self.ring.wrapping_add(w * 16);
+                    // SAFETY: `w <= mask`: `d` is the data segment of WQE `w` (16-byte WQEs),
+                    // inside the RQ ring. The device completed that WQE, so software owns it
+                    // until the doorbell record written after this loop publishes it again.
+                    let seg = unsafe { &mut *(d as *mut [u8; 16]) };
+                    DataSeg::new_unchecked(seg).set_addr(self.data0 + new as u64 * size);
+                    std::mem::replace(slot, new)
+                } else {
+                    std::mem::replace(slot, EMPTY)
+                };
                 o.write(Packet::from_device_in(
                     self.shared,
-                    self.geo,
                     idx,
                     self.headroom,
-                    len as u16,
-                    meta_of(&q, q.rx_hash()),
+                    len,
+                    if META {
+                        meta_of(&q, q.rx_hash())
+                    } else {
+                        RxMeta::default()
+                    },
                 ));
                 bytes += len as u64;
                 k += 1;
@@ -293,10 +333,17 @@ impl Rx {
             headroom,
             mini,
             zip: None,
+            meta: true,
             cq: Cq::new(cq)?,
         };
         rx.format_wqes();
         Ok(rx)
+    }
+
+    /// Whether packets get their [`RxMeta`] filled from the CQEs (the default) or leave it at
+    /// `RxMeta::default()`, which saves the receive loop reading and decoding those CQE bytes.
+    pub(crate) fn set_metadata(&mut self, on: bool) {
+        self.meta = on;
     }
 
     /// Writes the constant parts of every WQE (striding next segments, cyclic terminators).
@@ -340,6 +387,9 @@ impl Rx {
     pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
         let start = self.pi;
         let limit = self.ci.wrapping_add(self.wqe_cnt);
+        if start == limit {
+            return; // every WQE is posted (the receive loop reposted them)
+        }
         let per_wqe = self.per_wqe as usize;
         let (off, dseg0) = match self.kind {
             Kind::Cyclic { .. } => (self.headroom as u64, 0),
@@ -557,37 +607,71 @@ impl Rx {
     /// written straight into `out`'s spare capacity (at most `max` packets, and no more than
     /// fit without growing it). Stops at the first CQE it does not handle (the general loop then
     /// takes over). Returns (packets, bytes).
+    ///
+    /// With one buffer per WQE and every WQE posted (the steady state), each completed WQE is
+    /// posted again inside the loop with a buffer lent by `cache` (the refill fused into the
+    /// receive loop), and the RQ doorbell record is written once at the end.
     #[inline(always)]
     fn poll_cyclic_fast(
         &mut self,
         seg_room: u32,
         out: &mut Vec<Packet>,
         max: usize,
+        cache: &mut PoolCache,
     ) -> (usize, u64) {
         let len0 = out.len();
         let spare = out.spare_capacity_mut();
         let max = max.min(spare.len());
+        let geo = self.shared.geometry();
         let f = FastRx {
             shared: self.shared,
-            geo: self.shared.geometry(),
+            geo,
             headroom: self.headroom as u16,
             mask: self.mask,
             shift: self.per_wqe.trailing_zeros(),
             seg_room,
+            ring: self.base,
+            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
         };
         let spare = &mut spare[..max];
         let bufs = &mut self.bufs[..];
-        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
-        // slot step nor the WQE-to-buffer shift takes a register.
-        let (n, bytes) = match (self.cq.slot_size(), f.shift) {
-            (64, 0) => f.run::<64, true>(&mut self.cq, spare, bufs),
-            (64, _) => f.run::<64, false>(&mut self.cq, spare, bufs),
-            (_, 0) => f.run::<128, true>(&mut self.cq, spare, bufs),
-            (_, _) => f.run::<128, false>(&mut self.cq, spare, bufs),
+        let cq = &mut self.cq;
+        let repost =
+            f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
+        // One copy of the loop per CQE size, per "one buffer per WQE" and per metadata choice,
+        // so that neither the slot step nor the WQE-to-buffer shift takes a register.
+        let (n, bytes) = if repost {
+            let mut got = (0, 0);
+            let meta = self.meta;
+            cache.get_bulk(max, |fresh| {
+                got = match (cq.slot_size(), meta) {
+                    (64, true) => f.run::<64, true, true, true>(cq, spare, bufs, fresh),
+                    (64, false) => f.run::<64, true, true, false>(cq, spare, bufs, fresh),
+                    (_, true) => f.run::<128, true, true, true>(cq, spare, bufs, fresh),
+                    (_, false) => f.run::<128, true, true, false>(cq, spare, bufs, fresh),
+                };
+                got.0
+            });
+            got
+        } else {
+            match (cq.slot_size(), f.shift, self.meta) {
+                (64, 0, true) => f.run::<64, true, false, true>(cq, spare, bufs, &[]),
+                (64, 0, false) => f.run::<64, true, false, false>(cq, spare, bufs, &[]),
+                (64, _, true) => f.run::<64, false, false, true>(cq, spare, bufs, &[]),
+                (64, _, false) => f.run::<64, false, false, false>(cq, spare, bufs, &[]),
+                (_, 0, true) => f.run::<128, true, false, true>(cq, spare, bufs, &[]),
+                (_, 0, false) => f.run::<128, true, false, false>(cq, spare, bufs, &[]),
+                (_, _, true) => f.run::<128, false, false, true>(cq, spare, bufs, &[]),
+                (_, _, false) => f.run::<128, false, false, false>(cq, spare, bufs, &[]),
+            }
         };
         // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
         unsafe { out.set_len(len0 + n) };
         self.ci = self.ci.wrapping_add(n as u32);
+        if repost && n > 0 {
+            self.pi = self.pi.wrapping_add(n as u32);
+            mmio::dbrec_store(self.dbrec, self.pi & 0xffff);
+        }
         (n, bytes)
     }
 
@@ -603,7 +687,7 @@ impl Rx {
         let mut bytes = 0u64;
         let mut err = None;
         if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
-            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max);
+            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
         }
         while n < max {
             if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
@@ -622,7 +706,11 @@ impl Rx {
                         Some(MiniCqeFormat::CsumStrideIdx) => (m.stride_idx(), t.rx_hash()),
                         _ => (t.wqe_counter().wrapping_add(i as u16), m.rx_hash()),
                     };
-                    let meta = meta_of(&t, hash);
+                    let meta = if self.meta {
+                        meta_of(&t, hash)
+                    } else {
+                        RxMeta::default()
+                    };
                     if let Some(l) =
                         self.complete(ctr, t.wqe_id(), m.byte_cnt(), meta, out, stats, cache)
                     {
@@ -662,7 +750,11 @@ impl Rx {
                     continue;
                 }
                 cqe::OP_RESP_SEND => {
-                    let meta = meta_of(&q, q.rx_hash());
+                    let meta = if self.meta {
+                        meta_of(&q, q.rx_hash())
+                    } else {
+                        RxMeta::default()
+                    };
                     if let Some(l) = self.complete(
                         q.wqe_counter(),
                         q.wqe_id(),
@@ -728,6 +820,83 @@ impl Rx {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv4/UDP frame from source port `sport` with a valid IPv4 header checksum.
+    fn udp_frame(sport: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&50u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        let sum: u32 = (14..34)
+            .step_by(2)
+            .map(|i| u16::from_be_bytes([f[i], f[i + 1]]) as u32)
+            .sum();
+        let sum = (sum & 0xffff) + (sum >> 16);
+        let sum = (sum & 0xffff) + (sum >> 16);
+        f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&2000u16.to_be_bytes());
+        f[38..40].copy_from_slice(&30u16.to_be_bytes());
+        f
+    }
+
+    /// Packets received with metadata on and off: same bytes; off leaves `RxMeta::default()`,
+    /// on carries what the device reported (here: a verified IPv4 header checksum). Several
+    /// bursts, so that the reposting loop and the ring wrap are both crossed.
+    #[test]
+    fn metadata_switch_leaves_meta_at_default_and_nothing_else_changes() {
+        use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+        use crate::{HugePages, Mempool, MempoolConfig};
+        let mut seen = Vec::new();
+        for meta in [true, false] {
+            let pool = Mempool::new(&MempoolConfig {
+                buffers: 512,
+                huge_pages: HugePages::Never,
+                ..Default::default()
+            })
+            .unwrap();
+            let port = ModelPort::new(ModelOptions {
+                rq_wqes: 64,
+                wire: ModelWire::Sink,
+                ..Default::default()
+            })
+            .unwrap();
+            let mut dq = port.queue(0, &pool).unwrap();
+            dq.set_rx_metadata(meta);
+            let mut q = dq.into_queue();
+            let mut got = Vec::new();
+            let mut out = Vec::with_capacity(32);
+            for round in 0..10u16 {
+                for k in 0..40u16 {
+                    port.inject_frame(&udp_frame(1000 + round * 40 + k));
+                }
+                port.process();
+                for _ in 0..4 {
+                    q.rx_burst(&mut out, 32);
+                    for p in out.drain(..) {
+                        got.push((p.to_vec(), p.meta));
+                    }
+                }
+            }
+            assert_eq!(got.len(), 400, "meta {meta}");
+            if meta {
+                assert!(got.iter().all(|(_, m)| m.l3_csum_ok), "{:?}", got[0].1);
+            } else {
+                assert!(got.iter().all(|(_, m)| *m == RxMeta::default()));
+            }
+            seen.push(got.into_iter().map(|(b, _)| b).collect::<Vec<_>>());
+            drop(q);
+            drop(port);
+            pool.flush_local_cache();
+            assert_eq!(pool.available(), pool.capacity(), "meta {meta}");
+        }
+        assert_eq!(seen[0], seen[1]);
+    }
 
     #[test]
     fn csum_table_matches_the_cqe_bits() {
