@@ -14,10 +14,10 @@
 //!   for [`Backend::Model`](crate::Backend).
 //!
 //! Cost, measured with `benches/dv.rs` (model completing inline, one core): a 32-packet
-//! `tx_burst` of 64-byte packets costs about 1.3x a bare loop storing 64 bytes per packet with no
-//! minimum inline header, 1.8x with the 18-byte one; `scripts/callgrind-dv.sh` counts about 50
-//! instructions per packet on send (56 with the inline header; completions included) and 95 on
-//! receive (refill and metadata included).
+//! `tx_burst` of 64-byte packets costs about 1.1-1.3x a bare loop storing 64 bytes per packet
+//! with no minimum inline header, 1.6x with the 18-byte one; `scripts/callgrind-dv.sh` counts about 51
+//! instructions per packet on send (57 with the inline header; completions included) and 76 on
+//! receive (refill and all metadata included; 55 with metadata off).
 
 pub mod control;
 pub mod cq;
