@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rawq::flow::{Action, L4Match, L4Proto, Pattern, Rule};
+use rawq::flow::Rule;
 use rawq::{Backend, Packet, Port};
 use support::NetnsPair;
 
@@ -37,6 +37,13 @@ fn template(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     f
 }
 
+/// The rule `udp dst-port PORT -> <action>`.
+fn udp_to_port(action: &str) -> Rule {
+    format!("udp dst-port {PORT} -> {action}")
+        .parse()
+        .expect("a valid rule")
+}
+
 #[test]
 fn a_million_frames_none_lost_none_duplicated() {
     let Some(p) = NetnsPair::new("xring") else {
@@ -48,18 +55,7 @@ fn a_million_frames_none_lost_none_duplicated() {
     let mut port_b = p
         .run_in(&p.b, move || {
             Port::builder(Backend::Xdp { ifname: dev_b })
-                .rule(Rule {
-                    pattern: Pattern {
-                        l4: Some(L4Match {
-                            proto: L4Proto::Udp,
-                            src_port: None,
-                            dst_port: Some(PORT),
-                        }),
-                        ..Default::default()
-                    },
-                    priority: 0,
-                    action: Action::Queue(0),
-                })
+                .rule(udp_to_port("queue 0"))
                 .open()
         })
         .expect("receiving port");
@@ -211,18 +207,7 @@ fn tx_rate_copy_mode_60_byte_frames() {
     let port_b = p
         .run_in(&p.b, move || {
             Port::builder(Backend::Xdp { ifname: dev_b })
-                .rule(Rule {
-                    pattern: Pattern {
-                        l4: Some(L4Match {
-                            proto: L4Proto::Udp,
-                            src_port: None,
-                            dst_port: Some(PORT),
-                        }),
-                        ..Default::default()
-                    },
-                    priority: 0,
-                    action: Action::Drop,
-                })
+                .rule(udp_to_port("drop"))
                 .open()
         })
         .expect("dropping port");

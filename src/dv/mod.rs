@@ -64,10 +64,10 @@ pub(crate) fn open(
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
         let (index, recover) = (i as u16, Box::new(keep));
-        // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns; the queue owns
-        // `keep` (as its recovery hook) until it is dropped, and nothing else drives these rings.
-        // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`, and
-        // the queues are in RTS / RDY, so posting the RQ now is allowed.
+        // The queue owns `keep` (its recovery hook) until it is dropped; nothing else drives
+        // these rings, and the queues are in RTS / RDY, so posting the RQ now is allowed.
+        // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns, and
+        // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`.
         let q = unsafe { queue::DvQueue::new(index, rings, pool, recover, Box::new(())) }?;
         queues.push(q.into_queue());
     }

@@ -326,10 +326,11 @@ impl Tx {
         };
         let total = pkts.len();
         let base = pkts.as_mut_ptr();
-        // SAFETY: from here the Vec does not own its elements: each of the first `n` is either
-        // moved into the ring (its buffers recorded in `bufs`) or read out and freed, and the
-        // rest are moved back to the front before `set_len` below. Nothing in between panics;
-        // if it did, packets would leak, never be freed twice.
+        // From here the Vec does not own its elements: each of the first `n` is moved into the
+        // ring (its buffers recorded in `bufs`) or read out and freed, and the rest are moved
+        // back to the front before `set_len` below. A panic in between would leak, not double
+        // free.
+        // SAFETY: shrinking the length to 0 only forgets elements (see above); none is dropped.
         unsafe { pkts.set_len(0) };
         let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
