@@ -8,23 +8,15 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use rawq::flow::{Action, L4Match, L4Proto, Pattern, Rule};
+use rawq::flow::{Action, Rule};
 use rawq::{Backend, Error, Mempool, Packet, Port};
 use support::NetnsPair;
 
+/// The rule `udp dst-port <port> -> queue 0`.
 fn udp_dst(port: u16) -> Rule {
-    Rule {
-        pattern: Pattern {
-            l4: Some(L4Match {
-                proto: L4Proto::Udp,
-                src_port: None,
-                dst_port: Some(port),
-            }),
-            ..Default::default()
-        },
-        priority: 0,
-        action: Action::Queue(0),
-    }
+    format!("udp dst-port {port} -> queue 0")
+        .parse()
+        .expect("a valid rule")
 }
 
 /// Opens an XDP port on `dev` from a thread inside `ns`.
