@@ -235,6 +235,29 @@ fn slot_eq(a: &mut Asm, slot: i16, v: i32, next: Label) {
 
 /// Compares `bytes.len()` (2 or 4) packet bytes at `base + off` under `mask` with `want`.
 /// Loads are in host order, so the constants are taken from the bytes in host order too.
+/// A prefix to compare: offset in the IP header, address bytes, mask bytes (`None`: absent).
+type Prefix = (i16, Option<(Vec<u8>, Vec<u8>)>);
+
+/// An IP-version match: the ethertype, a parsed IP header, and each present prefix (address
+/// and mask bytes at header offset `o`) compared 4 bytes at a time.
+fn ip_prefixes(a: &mut Asm, ethertype: i32, hdr_len: i32, nets: &[Prefix], next: Label) {
+    use Reg::*;
+    slot_ne(a, SLOT_ETYPE, ethertype, next);
+    slot_eq(a, SLOT_PROTO, NONE8, next);
+    if nets.iter().all(|(_, n)| n.is_none()) {
+        return;
+    }
+    a.emit(Insn::mov64_reg(R2, DATA));
+    a.emit(Insn::alu64_reg(AluOp::Add, R2, L3));
+    bounds(a, R4, R2, hdr_len, next);
+    for (o, n) in nets {
+        let Some((want, mask)) = n else { continue };
+        for r in (0..want.len()).step_by(4) {
+            masked_bytes_ne(a, R2, o + r as i16, &want[r..r + 4], &mask[r..r + 4], next);
+        }
+    }
+}
+
 fn masked_bytes_ne(a: &mut Asm, base: Reg, off: i16, want: &[u8], mask: &[u8], next: Label) {
     let (w, m) = match want.len() {
         2 => (
@@ -271,7 +294,6 @@ fn mac_ne(a: &mut Asm, off: i16, m: &MacMatch, next: Label) {
 }
 
 fn emit_pattern(a: &mut Asm, rule: &Rule, next: Label) {
-    use Reg::*;
     let p = &rule.pattern;
     if let Some(m) = &p.dst_mac {
         mac_ne(a, 0, m, next);
@@ -287,50 +309,18 @@ fn emit_pattern(a: &mut Asm, rule: &Rule, next: Label) {
     }
     match p.ip {
         Some(IpMatch::V4 { src, dst }) => {
-            slot_ne(a, SLOT_ETYPE, 0x0800, next);
-            slot_eq(a, SLOT_PROTO, NONE8, next);
-            let nets: Vec<(i16, _)> = [(12, src), (16, dst)]
-                .into_iter()
-                .filter_map(|(o, n)| n.filter(|n| n.prefix > 0).map(|n| (o, n)))
-                .collect();
-            if !nets.is_empty() {
-                a.emit(Insn::mov64_reg(R2, DATA));
-                a.emit(Insn::alu64_reg(AluOp::Add, R2, L3));
-                bounds(a, R4, R2, 20, next);
-                for (o, n) in nets {
-                    let want = n.addr.octets();
-                    let mask = n.mask().to_be_bytes();
-                    masked_bytes_ne(a, R2, o, &want, &mask, next);
-                }
-            }
+            let net = |n: Option<crate::flow::Ipv4Net>| {
+                n.filter(|n| n.prefix > 0)
+                    .map(|n| (n.addr.octets().to_vec(), n.mask().to_be_bytes().to_vec()))
+            };
+            ip_prefixes(a, 0x0800, 20, &[(12, net(src)), (16, net(dst))], next);
         }
         Some(IpMatch::V6 { src, dst }) => {
-            slot_ne(a, SLOT_ETYPE, 0x86dd, next);
-            slot_eq(a, SLOT_PROTO, NONE8, next);
-            let nets: Vec<(i16, _)> = [(8, src), (24, dst)]
-                .into_iter()
-                .filter_map(|(o, n)| n.filter(|n| n.prefix > 0).map(|n| (o, n)))
-                .collect();
-            if !nets.is_empty() {
-                a.emit(Insn::mov64_reg(R2, DATA));
-                a.emit(Insn::alu64_reg(AluOp::Add, R2, L3));
-                bounds(a, R4, R2, 40, next);
-                for (o, n) in nets {
-                    let want = n.addr.octets();
-                    let mask = n.mask().to_be_bytes();
-                    for k in 0..4 {
-                        let r = 4 * k;
-                        masked_bytes_ne(
-                            a,
-                            R2,
-                            o + r as i16,
-                            &want[r..r + 4],
-                            &mask[r..r + 4],
-                            next,
-                        );
-                    }
-                }
-            }
+            let net = |n: Option<crate::flow::Ipv6Net>| {
+                n.filter(|n| n.prefix > 0)
+                    .map(|n| (n.addr.octets().to_vec(), n.mask().to_be_bytes().to_vec()))
+            };
+            ip_prefixes(a, 0x86dd, 40, &[(8, net(src)), (24, net(dst))], next);
         }
         None => {}
     }
