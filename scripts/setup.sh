@@ -9,8 +9,10 @@ PKGS=(
   libibverbs-dev ibverbs-providers librdmacm-dev
   # tests and demo: namespaces, veth, captures, peers
   iproute2 iputils-ping tcpdump tshark netsniff-ng python3
+  # emulated NIC peers: libibverbs' own tools and perftest run against the emulator
+  ibverbs-utils perftest
   # bench peers and instruction counts
-  dpdk-dev librte-net-af-xdp23 valgrind ethtool
+  dpdk-dev librte-net-af-xdp23 valgrind ethtool xdp-tools
 )
 
 missing=()

@@ -32,6 +32,7 @@
 //! ([`ModelCounters`]).
 
 mod engine;
+pub mod hw;
 mod link;
 mod mem;
 pub mod net;
