@@ -49,6 +49,7 @@ use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
 pub mod bpf;
+pub mod live;
 mod netlink;
 mod ring;
 mod rx;

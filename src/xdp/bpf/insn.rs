@@ -419,6 +419,71 @@ pub fn to_bytes(insns: &[Insn]) -> Vec<u8> {
     insns.iter().flat_map(|i| i.encode()).collect()
 }
 
+/// Access mode of an atomic read-modify-write store (`BPF_ATOMIC`).
+pub const MODE_ATOMIC: u8 = 0xc0;
+/// `imm` flag of an atomic operation: the old value is returned in `src_reg` (`BPF_FETCH`).
+pub const ATOMIC_FETCH: i32 = 0x01;
+/// Modulo (`BPF_MOD`, high 4 bits of an ALU opcode).
+pub const OP_MOD: u8 = 0x90;
+
+impl Insn {
+    /// `*(u16 *)(dst + off) = src`
+    pub fn stx_h(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(class::STX | MODE_MEM | size::H, dst, src, off, 0)
+    }
+
+    /// `*(u32 *)(dst + off) = src`
+    pub fn stx_w(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(class::STX | MODE_MEM | size::W, dst, src, off, 0)
+    }
+
+    /// `src = atomic_fetch_add((u64 *)(dst + off), src)`: adds `src` to the 8 bytes at
+    /// `dst + off` and puts their old value in `src` (`BPF_ATOMIC | BPF_DW`, `imm = BPF_ADD |
+    /// BPF_FETCH`; kernel 5.12).
+    pub fn atomic_fetch_add_dw(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(
+            class::STX | MODE_ATOMIC | size::DW,
+            dst,
+            src,
+            off,
+            AluOp::Add as i32 | ATOMIC_FETCH,
+        )
+    }
+
+    /// `dst %= imm` (64-bit, unsigned; the verifier rejects `imm == 0`).
+    pub fn mod64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(class::ALU64 | SRC_K | OP_MOD, dst, Reg::R0, 0, imm)
+    }
+}
+
+#[cfg(test)]
+mod live_encodings {
+    use super::*;
+
+    // Bytes of the kernel's BPF_STX_MEM(BPF_H/BPF_W), BPF_ATOMIC_OP(BPF_DW, BPF_ADD | BPF_FETCH)
+    // and BPF_ALU64_IMM(BPF_MOD) macros, from the opcode tables of
+    // Documentation/bpf/standardization/instruction-set.rst.
+    #[test]
+    fn encodings_match_the_instruction_set() {
+        assert_eq!(
+            Insn::stx_h(Reg::R8, 34, Reg::R2).encode(),
+            [0x6b, 0x28, 34, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            Insn::stx_w(Reg::R10, -4, Reg::R1).encode(),
+            [0x63, 0x1a, 0xfc, 0xff, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            Insn::atomic_fetch_add_dw(Reg::R0, 0, Reg::R7).encode(),
+            [0xdb, 0x70, 0, 0, 1, 0, 0, 0]
+        );
+        assert_eq!(
+            Insn::mod64_imm(Reg::R1, 100).encode(),
+            [0x97, 0x01, 0, 0, 100, 0, 0, 0]
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
