@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# rawq bench: pktgen over AF_XDP against trafgen (netsniff-ng) and dpdk-testpmd (net_af_xdp, txonly)
-# on the same veth pair, same frame size, one sender core, every tool judged at the receiver.
+# rawq bench: pktgen over AF_XDP against trafgen (netsniff-ng) and dpdk-testpmd (net_af_xdp, txonly),
+# and pktgen's live-frames engine (--engine live) against xdp-trafficgen (xdp-tools), on the same
+# veth pair, same frame size, one sender core, every tool judged at the receiver.
 #
 # Two throwaway network namespaces joined by a veth pair; the receiving end runs an XDP program
 # that drops every frame (pktgen --rx --rule 'promiscuous -> drop'). Each sender in turn is
@@ -10,9 +11,14 @@
 # measured by that same counter; each tool's own figure is printed too where it gives one.
 #
 # Usage (as root): bash scripts/bench-xdp.sh [--seconds 5] [--warmup 1] [--size 60] [--rounds 1]
-#                                             [--tools pktgen,testpmd,trafgen] [--burst 32]
-# PKTGEN=/path/to/pktgen uses that binary instead of building one; TRAFGEN and TESTPMD override
-# /usr/sbin/trafgen and dpdk-testpmd; BENCH_KEEP=1 keeps each tool's output (path printed at
+#                              [--tools pktgen,live,trafficgen,testpmd,trafgen] [--burst 32]
+# Tools: pktgen = rawq pktgen, AF_XDP engine; live = rawq pktgen --engine live (the kernel's
+# live-frames generator, BPF_F_TEST_XDP_LIVE_FRAMES); trafficgen = xdp-trafficgen udp (same
+# kernel facility; its frame is its own fixed 62-byte IPv6/UDP one, it has no size option in
+# Debian's 1.3.1); testpmd; trafgen. xdp-trafficgen is probed first: if it cannot run on this
+# kernel it is skipped with its reason.
+# PKTGEN=/path/to/pktgen uses that binary instead of building one; TRAFGEN, TESTPMD and
+# TRAFFICGEN override /usr/sbin/trafgen, dpdk-testpmd and /usr/sbin/xdp-trafficgen; BENCH_KEEP=1 keeps each tool's output (path printed at
 # exit). With several rounds the tools take turns and the summary gives each tool's median and
 # best. A tool that is not installed is reported as n/a. The machine should be otherwise idle:
 # on a shared one the figures swing by ±30 % from run to run; the sender's CPU time per frame
@@ -20,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SECS=5 WARMUP=1 SIZE=60 ROUNDS=1 TOOLS=pktgen,testpmd,trafgen BURST=32
+SECS=5 WARMUP=1 SIZE=60 ROUNDS=1 TOOLS=pktgen,live,trafficgen,testpmd,trafgen BURST=32
 usage() {
   echo "usage: $0 [--seconds S] [--warmup S] [--size N] [--rounds R] [--tools a,b,c] [--burst B]" >&2
   exit 2
@@ -41,13 +47,15 @@ done
 [[ $SIZE =~ ^[0-9]+$ && $ROUNDS =~ ^[1-9][0-9]*$ && $BURST =~ ^[1-9][0-9]*$ ]] || usage
 ((SIZE >= 60 && SIZE <= 1514)) || { echo "bench: --size must be 60..1514" >&2; exit 2; }
 for t in ${TOOLS//,/ }; do
-  [[ $t == @(pktgen|testpmd|trafgen) ]] || { echo "bench: unknown tool $t (pktgen, testpmd, trafgen)" >&2; exit 2; }
+  [[ $t == @(pktgen|live|trafficgen|testpmd|trafgen) ]] ||
+    { echo "bench: unknown tool $t (pktgen, live, trafficgen, testpmd, trafgen)" >&2; exit 2; }
 done
 [[ $(id -u) == 0 ]] || { echo "bench: run as root (it creates network namespaces)" >&2; exit 1; }
 (($(nproc) >= 2)) || echo "bench: warning: one CPU; sender and receiver share it" >&2
 
 TRAFGEN=${TRAFGEN:-/usr/sbin/trafgen}
 TESTPMD=${TESTPMD:-$(command -v dpdk-testpmd || echo /usr/bin/dpdk-testpmd)}
+TRAFFICGEN=${TRAFFICGEN:-$(command -v xdp-trafficgen || echo /usr/sbin/xdp-trafficgen)}
 if [[ -z ${PKTGEN:-} ]]; then
   echo "bench: building pktgen (release)…"
   cargo build --release --quiet --example pktgen
@@ -128,6 +136,21 @@ cat >"$OUT/trafgen.cfg" <<EOF
   fill(0x00, $((SIZE - 42))) }
 EOF
 
+# xdp-trafficgen: can it run here? A 1000-frame run; on failure its own words are the reason.
+TRAFFICGEN_SKIP=
+if [[ ,$TOOLS, == *,trafficgen,* ]]; then
+  if [[ ! -x $TRAFFICGEN ]]; then
+    TRAFFICGEN_SKIP="$TRAFFICGEN not found"
+  elif ! timeout -s INT -k 5 20 ip netns exec "$NSA" "$TRAFFICGEN" udp -n 1000 -m "$MACB" "$VA" \
+      >"$OUT/trafficgen-probe.out" 2>&1; then
+    TRAFFICGEN_SKIP="xdp-trafficgen $(dpkg-query -W -f '${Version}' xdp-tools 2>/dev/null) cannot run on Linux $(uname -r): $(grep -v '^ *$' "$OUT/trafficgen-probe.out" | tail -n 4 | tr -s ' \n' ' ')"
+    if grep -q "kernel BTF type ID of 'xdp_redirect_map_err'" "$OUT/trafficgen-probe.out"; then
+      TRAFFICGEN_SKIP+="(its statistics object attaches to the tracepoint xdp:xdp_redirect_map_err, which this kernel no longer has: see /sys/kernel/tracing/events/xdp/)"
+    fi
+  fi
+  [[ -z $TRAFFICGEN_SKIP ]] || echo "bench: trafficgen skipped: $TRAFFICGEN_SKIP" >&2
+fi
+
 # Starts one sender in the background (pid in SENDER); its output goes to $OUT/<tool>.{out,err}.
 start_sender() {
   local tool=$1
@@ -136,6 +159,18 @@ start_sender() {
       timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" taskset -c $TX_CORE "$PKTGEN" \
         -b xdp -d "$VA" --dst-mac "$MACB" --src-ip $IPA --dst-ip $IPB -s "$SIZE" -r max \
         --queues 1 --cores $TX_CORE --burst "$BURST" --json --quiet \
+        >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
+      ;;
+    live)
+      timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" taskset -c $TX_CORE "$PKTGEN" \
+        -b xdp --engine live -d "$VA" --dst-mac "$MACB" --src-ip $IPA --dst-ip $IPB -s "$SIZE" \
+        -r max --queues 1 --cores $TX_CORE --json --quiet \
+        >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
+      ;;
+    trafficgen)
+      # -t 1: one thread, which xdp-trafficgen pins to core 0 (= TX_CORE).
+      timeout -s INT -k 5 "$TOOL_BOUND" ip netns exec "$NSA" taskset -c $TX_CORE "$TRAFFICGEN" \
+        udp -t 1 -m "$MACB" "$VA" \
         >"$OUT/$tool.out" 2>"$OUT/$tool.err" &
       ;;
     trafgen)
@@ -164,10 +199,11 @@ start_sender() {
 self_rate() {
   local tool=$1
   case $tool in
-    pktgen)
+    pktgen | live)
       python3 -c 'import json,sys; print("%.3f" % (json.load(open(sys.argv[1]))["pps"] / 1e6))' \
-        "$OUT/pktgen.out" 2>/dev/null || echo "?"
+        "$OUT/$tool.out" 2>/dev/null || echo "?"
       ;;
+    trafficgen) echo "?" ;;
     trafgen)
       # "N packets outgoing" and "S sec, U usec on CPU0 (N packets)"
       cat "$OUT/trafgen.out" "$OUT/trafgen.err" | tr '\r' '\n' |
@@ -208,12 +244,16 @@ HZ=$(getconf CLK_TCK)
 measure() {
   local tool=$1 bin
   case $tool in
-    pktgen) bin=$PKTGEN ;;
+    pktgen | live) bin=$PKTGEN ;;
+    trafficgen) bin=$TRAFFICGEN ;;
     trafgen) bin=$TRAFGEN ;;
     testpmd) bin=$TESTPMD ;;
     *) echo "bench: unknown tool $tool" >&2; exit 2 ;;
   esac
   RESULT="n/a n/a n/a n/a n/a"
+  if [[ $tool == trafficgen && -n $TRAFFICGEN_SKIP ]]; then
+    return
+  fi
   if [[ ! -x $bin ]]; then
     echo "bench: $tool: $bin not found" >&2
     return
@@ -243,11 +283,16 @@ measure() {
   kill -INT "$SENDER" 2>/dev/null || true
   wait "$SENDER" 2>/dev/null || true
   sleep 0.5 # let the kernel finish with the last frames before the next tool
-  # The veth's XDP byte counter starts at the IP header: + 14 for the Ethernet header.
+  # The veth's XDP byte counter starts at the IP header for frames that came as socket buffers:
+  # + 14 for the Ethernet header. Frames redirected by XDP (live, trafficgen) arrive as XDP
+  # frames, counted whole.
+  local hdr=14
+  [[ $tool == @(live|trafficgen) ]] && hdr=0
   RESULT=$(awk -v n=$((d1 - d0)) -v b=$((b1 - b0)) -v t0="$t0" -v t1="$t1" -v s="$(self_rate "$tool")" \
+    -v hdr=$hdr \
     -v c0="${c0:-}" -v c1="${c1:-}" -v hz="$HZ" 'BEGIN {
       cpu = (c0 != "" && c1 != "") ? (c1 - c0) / hz : -1
-      printf "%.3f %s %.1f ", n / (t1 - t0) / 1e6, s, n ? b / n + 14 : 0
+      printf "%.3f %s %.1f ", n / (t1 - t0) / 1e6, s, n ? b / n + hdr : 0
       if (cpu >= 0 && n) printf "%.0f%% %.3f\n", 100 * cpu / (t1 - t0), cpu * 1e6 / n
       else print "n/a n/a" }')
 }
@@ -276,15 +321,16 @@ median() { numbers | awk '{ v[NR] = $1 } END { if (!NR) print "n/a"; else if (NR
 best() { numbers | awk '{ v = $1 } END { print NR ? v : "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "n/a" }'; }
 declare -A MED BEST CMED
-for tool in pktgen testpmd trafgen; do
+for tool in pktgen live trafficgen testpmd trafgen; do
   MED[$tool]=$(median <<<"${RES[$tool]:-}")
   BEST[$tool]=$(best <<<"${RES[$tool]:-}")
   CMED[$tool]=$(median <<<"${CPU[$tool]:-}")
 done
 echo
 printf '%-24s %10s %10s %13s %15s %15s\n' tool "Mpps(rx)" "best" "cpu us/pkt" "rawq/testpmd" "rawq/trafgen"
-declare -A name=([pktgen]="rawq pktgen (AF_XDP)" [testpmd]="dpdk-testpmd net_af_xdp" [trafgen]="trafgen (netsniff-ng)")
-for tool in pktgen testpmd trafgen; do
+declare -A name=([pktgen]="rawq pktgen (AF_XDP)" [live]="rawq pktgen --engine live"
+  [trafficgen]="xdp-trafficgen" [testpmd]="dpdk-testpmd net_af_xdp" [trafgen]="trafgen (netsniff-ng)")
+for tool in pktgen live trafficgen testpmd trafgen; do
   printf '%-24s %10s %10s %13s' "${name[$tool]}" "${MED[$tool]}" "${BEST[$tool]}" "${CMED[$tool]}"
   if [[ $tool == pktgen ]]; then
     printf ' %15s %15s' "$(ratio "${MED[pktgen]}" "${MED[testpmd]}")" "$(ratio "${MED[pktgen]}" "${MED[trafgen]}")"
@@ -292,6 +338,10 @@ for tool in pktgen testpmd trafgen; do
   echo
 done
 echo
+echo "live engine: live/xdp-trafficgen $(ratio "${MED[live]}" "${MED[trafficgen]}")," \
+  "live/AF_XDP pktgen $(ratio "${MED[live]}" "${MED[pktgen]}")," \
+  "sender CPU per frame AF_XDP/live $(ratio "${CMED[pktgen]}" "${CMED[live]}")"
+[[ -z $TRAFFICGEN_SKIP ]] || echo "xdp-trafficgen skipped: $TRAFFICGEN_SKIP"
 echo "ratios of Mpps at the receiver$( ((ROUNDS == 1)) || echo ", medians over $ROUNDS rounds")."
 echo "ratios of sender CPU per frame (the other way round, higher = rawq cheaper):" \
   "rawq/testpmd $(ratio "${CMED[testpmd]}" "${CMED[pktgen]}")," \

@@ -104,6 +104,10 @@ pub struct Args {
     /// RDMA port number (verbs, dv).
     #[arg(long, default_value_t = 1)]
     pub port: u8,
+    /// Send engine of -b xdp: afxdp (a socket per queue) or live (the kernel's live-frames
+    /// generator: send only, one fixed size, coarse --rate).
+    #[arg(long, value_enum, default_value = "afxdp")]
+    pub engine: crate::live::Engine,
     /// Receive and count instead of sending.
     #[arg(long, conflicts_with = "txrx")]
     pub rx: bool,

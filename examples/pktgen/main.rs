@@ -8,6 +8,7 @@
 //! (or `--json`) on Ctrl-C, at `--count` or after `--duration`.
 
 mod cli;
+mod live;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -52,6 +53,9 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    if a.engine == live::Engine::Live {
+        return live::run(a);
+    }
     let src = Arc::new(a.source()?);
     let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
     let mut b = Port::builder(a.backend()?)
