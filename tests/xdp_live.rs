@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use rawq::gen::{FlowVary, FrameSpec, SizeSpec, SEQ_MAGIC};
@@ -45,10 +46,29 @@ fn ethtool(p: &NetnsPair, ns: &str, args: &[&str]) {
     );
 }
 
-/// A UDP socket on port 9000 in namespace b, read on its own thread until 1 s passes without a
-/// datagram; returns (source port, stream, seq) of every datagram.
-fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> mpsc::Receiver<Vec<(u16, u16, u64)>> {
+/// The receiver's handle: set `done` once sending is over; the datagrams come on `rx`.
+struct Receiver {
+    done: Arc<AtomicBool>,
+    rx: mpsc::Receiver<Vec<(u16, u16, u64)>>,
+}
+
+impl Receiver {
+    /// Everything received, once 1 s has passed without a datagram after sending ended.
+    fn finish(self) -> Vec<(u16, u16, u64)> {
+        self.done.store(true, Ordering::Relaxed);
+        self.rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("receiver")
+    }
+}
+
+/// A UDP socket on port 9000 in namespace b, read on its own thread until sending is over and
+/// 1 s passes without a datagram (60 s at most); gives (source port, stream, seq) of every
+/// datagram.
+fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> Receiver {
     let (tx, rx) = mpsc::channel();
+    let done = Arc::new(AtomicBool::new(false));
+    let over = done.clone();
     let (ready_tx, ready_rx) = mpsc::channel();
     let path = format!("/var/run/netns/{}", p.b);
     std::thread::spawn(move || {
@@ -70,7 +90,12 @@ fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> mpsc::Receiver<Vec<(u16, u16, u6
         let mut got = Vec::new();
         let mut buf = [0u8; 2048];
         let start = Instant::now();
-        while let Ok((n, from)) = s.recv_from(&mut buf) {
+        while start.elapsed() < Duration::from_secs(60) {
+            let (n, from) = match s.recv_from(&mut buf) {
+                Ok(r) => r,
+                Err(_) if !over.load(Ordering::Relaxed) => continue,
+                Err(_) => break,
+            };
             let d = &buf[..n];
             assert!(n >= 16, "short datagram");
             assert_eq!(u32::from_be_bytes(d[0..4].try_into().unwrap()), SEQ_MAGIC);
@@ -79,14 +104,11 @@ fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> mpsc::Receiver<Vec<(u16, u16, u6
                 u16::from_be_bytes([d[4], d[5]]),
                 u64::from_be_bytes(d[8..16].try_into().unwrap()),
             ));
-            if start.elapsed() > Duration::from_secs(30) {
-                break;
-            }
         }
         let _ = tx.send(got);
     });
     ready_rx.recv().expect("receiver ready");
-    rx
+    Receiver { done, rx }
 }
 
 /// Per stream, the sequence numbers must be exactly 0..n: nothing lost, nothing twice.
@@ -124,7 +146,7 @@ fn exact_count_reaches_a_kernel_udp_socket_over_the_flows() {
     let rep = send(&p, cfg).expect("live send");
     assert_eq!(rep.sent, n, "{rep:?}");
     assert_eq!(rep.redirected, n, "{rep:?}");
-    let got = rx.recv_timeout(Duration::from_secs(40)).expect("receiver");
+    let got = rx.finish();
     assert_eq!(got.len() as u64, n, "datagrams received");
     // Each stream (sending CPU) goes round the flows: frame `seq` is flow `seq % 5`.
     let mut ports: BTreeMap<u16, u64> = BTreeMap::new();
@@ -168,7 +190,7 @@ fn ipv6_count_is_exact_over_two_threads() {
     cfg.pps = Some(2_000.0);
     let rep = send(&p, cfg).expect("live send");
     assert_eq!(rep.redirected, n, "{rep:?}");
-    let got = rx.recv_timeout(Duration::from_secs(40)).expect("receiver");
+    let got = rx.finish();
     // What the engine counts as sent is what arrived, whatever the peer's ring refused.
     assert_eq!(got.len() as u64, rep.sent, "datagrams received; {rep:?}");
     assert_eq!(rep.sent, n, "{rep:?}");
@@ -354,4 +376,104 @@ fn bad_configurations_are_refused() {
     let cfg = LiveConfig::new("rawq-nope0", s);
     let e = p.run_in(&p.a, move || LiveEngine::new(cfg).unwrap_err());
     assert!(matches!(e, Error::NotFound { .. }), "{e}");
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `pktgen -b xdp --engine live` end to end: its JSON reports exactly --count packets, and the
+/// peer's kernel UDP socket receives exactly that many, over the 4 flows.
+#[test]
+fn pktgen_engine_live_sends_the_count() {
+    let Some(p) = NetnsPair::new("livpg") else {
+        return;
+    };
+    ethtool(&p, &p.b, &["-K", &p.veth_b, "gro", "on"]);
+    let rx = udp_receiver(&p, p.ip_b.parse().unwrap());
+    let pktgen = support::example("pktgen");
+    let dst_mac = mac_str(p.mac(&p.b, &p.veth_b));
+    let out = p.exec(
+        &p.a,
+        &[
+            pktgen.to_str().unwrap(),
+            "-b",
+            "xdp",
+            "--engine",
+            "live",
+            "-d",
+            &p.veth_a,
+            "--dst-mac",
+            &dst_mac,
+            "--src-ip",
+            &p.ip_a,
+            "--dst-ip",
+            &p.ip_b,
+            "--src-port",
+            "40000",
+            "-f",
+            "4",
+            "--seq",
+            "-s",
+            "80",
+            "-n",
+            "3000",
+            "-r",
+            "20kpps",
+            "--cores",
+            "0",
+            "--json",
+            "--quiet",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pktgen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON summary");
+    assert_eq!(j["packets"], 3000, "{j}");
+    assert_eq!(j["mode"], "live", "{j}");
+    let got = rx.finish();
+    assert_eq!(got.len(), 3000);
+    let ports: std::collections::BTreeSet<u16> = got.iter().map(|g| g.0).collect();
+    assert_eq!(ports, (40000..40004).collect());
+    assert_streams_complete(&got);
+}
+
+/// Without privileges the engine's error names every capability it needs.
+#[test]
+fn unprivileged_run_names_the_capabilities() {
+    let Some(p) = NetnsPair::new("livpm") else {
+        return;
+    };
+    let pktgen = support::example("pktgen");
+    let out = p.exec(
+        &p.a,
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            pktgen.to_str().unwrap(),
+            "-b",
+            "xdp",
+            "--engine",
+            "live",
+            "-d",
+            &p.veth_a,
+            "-n",
+            "10",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for cap in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_PERFMON", "root"] {
+        assert!(err.contains(cap), "{cap} not named: {err}");
+    }
 }
