@@ -145,7 +145,7 @@ if [[ ,$TOOLS, == *,trafficgen,* ]]; then
       >"$OUT/trafficgen-probe.out" 2>&1; then
     TRAFFICGEN_SKIP="xdp-trafficgen $(dpkg-query -W -f '${Version}' xdp-tools 2>/dev/null) cannot run on Linux $(uname -r): $(grep -v '^ *$' "$OUT/trafficgen-probe.out" | tail -n 4 | tr -s ' \n' ' ')"
     if grep -q "kernel BTF type ID of 'xdp_redirect_map_err'" "$OUT/trafficgen-probe.out"; then
-      TRAFFICGEN_SKIP+="(its statistics object attaches to the tracepoint xdp:xdp_redirect_map_err, which this kernel no longer has: see /sys/kernel/tracing/events/xdp/)"
+      TRAFFICGEN_SKIP+="(its statistics object attaches to the tracepoint xdp:xdp_redirect_map_err, which Linux 6.16 removed: see /sys/kernel/tracing/events/xdp/; xdp-tools 1.5.6 and later no longer use it)"
     fi
   fi
   [[ -z $TRAFFICGEN_SKIP ]] || echo "bench: trafficgen skipped: $TRAFFICGEN_SKIP" >&2
