@@ -1,0 +1,100 @@
+//! The `SIOCETHTOOL` ioctl: a driver's name and its `ethtool -S` counters, in the calling
+//! thread's network namespace (`linux/ethtool.h`).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+
+/// `struct ethtool_drvinfo` (`linux/ethtool.h`).
+#[repr(C)]
+struct DrvInfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+fn ioctl(ifname: &str, data: *mut libc::c_void) -> io::Result<()> {
+    // SAFETY: plain socket(2); the result is checked and owned.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if ifname.len() >= ifr.ifr_name.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENODEV));
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = data as *mut libc::c_char;
+    // SAFETY: `ifr` names the interface and points at a command buffer the caller sized for
+    // its command; the kernel writes only inside it.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL, &mut ifr) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
+    // SAFETY: all-zero is a valid DrvInfo.
+    let mut d: DrvInfo = unsafe { std::mem::zeroed() };
+    d.cmd = ETHTOOL_GDRVINFO;
+    ioctl(ifname, &mut d as *mut DrvInfo as *mut libc::c_void)?;
+    Ok(d)
+}
+
+/// The driver's name ("veth", "mlx5_core", ...).
+pub fn driver(ifname: &str) -> io::Result<String> {
+    let d = drvinfo(ifname)?;
+    let end = d.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    Ok(String::from_utf8_lossy(&d.driver[..end]).into_owned())
+}
+
+/// `ethtool -S`: (name, value) pairs.
+pub fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
+    let n = drvinfo(ifname)?.n_stats as usize;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    // struct ethtool_gstrings { u32 cmd, string_set, len; u8 data[] }
+    let mut names = vec![0u32; 3 + n * ETH_GSTRING_LEN / 4];
+    names[0] = ETHTOOL_GSTRINGS;
+    names[1] = ETH_SS_STATS;
+    names[2] = n as u32;
+    ioctl(ifname, names.as_mut_ptr() as *mut libc::c_void)?;
+    // struct ethtool_stats { u32 cmd, n_stats; u64 data[] }
+    let mut vals = vec![0u64; 1 + n];
+    vals[0] = ETHTOOL_GSTATS as u64;
+    ioctl(ifname, vals.as_mut_ptr() as *mut libc::c_void)?;
+    let got = (vals[0] >> 32) as usize; // n_stats as the kernel filled it (little endian)
+    let bytes: Vec<u8> = names[3..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    Ok(bytes
+        .chunks(ETH_GSTRING_LEN)
+        .zip(&vals[1..])
+        .take(got.min(n))
+        .map(|(name, &v)| {
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            (String::from_utf8_lossy(&name[..end]).into_owned(), v)
+        })
+        .collect())
+}
