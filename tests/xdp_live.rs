@@ -477,3 +477,64 @@ fn unprivileged_run_names_the_capabilities() {
         assert!(err.contains(cap), "{cap} not named: {err}");
     }
 }
+
+/// The program itself, run by the kernel (plain test runs, nothing sent) for every kind of frame
+/// it can vary: each output frame equals the one rawq's Stamper writes for the same flow, stream
+/// and sequence number (two independent ways to compute the fields and checksums), and the
+/// per-CPU counter counts each run.
+#[test]
+fn kernel_runs_of_the_program_match_the_stamper() {
+    use rawq::gen::Stamper;
+    use rawq::xdp::bpf::sys::{action, PerCpuCounters, Program};
+    use rawq::xdp::live::{live_program, LivePlan};
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        support::skip_or_fail::<()>("needs root for BPF");
+        return;
+    }
+    // On one CPU: the frame number is that CPU's counter, the stream its number.
+    rawq::gen::pin_to_core(0).unwrap();
+    let v4: (IpAddr, IpAddr) = ("10.1.2.3".parse().unwrap(), "10.1.255.250".parse().unwrap());
+    let v6: (IpAddr, IpAddr) = ("fd00::fff0".parse().unwrap(), "fd00::2".parse().unwrap());
+    for (src, dst) in [v4, v6] {
+        for vary in [FlowVary::SrcPort, FlowVary::SrcIp] {
+            for stamp in [false, true] {
+                for flows in [1u32, 7, 16, 300] {
+                    let spec = FrameSpec {
+                        dst_mac: [2, 0, 0, 0, 0, 2],
+                        src_mac: [2, 0, 0, 0, 0, 1],
+                        src_ip: src,
+                        dst_ip: dst,
+                        src_port: 65500,
+                        dst_port: 9000,
+                        flows,
+                        vary,
+                        sizes: SizeSpec::Fixed(if src.is_ipv4() { 91 } else { 111 }),
+                        stamp,
+                    };
+                    let what = format!("{src} {vary:?} stamp {stamp} flows {flows}");
+                    let (frame, plan) = LivePlan::new(&spec).unwrap();
+                    let counters = PerCpuCounters::create(1, "rawq_test_cnt").unwrap();
+                    let insns = live_program(&plan, counters.as_raw_fd(), 1).unwrap();
+                    let prog = Program::load(&insns, "rawq_live_test")
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let st = Stamper::new(spec.clone()).unwrap();
+                    for i in 0..(flows as u64 + 2) {
+                        let (ret, out) = prog.test_run_frame(&frame).unwrap();
+                        assert_eq!(ret, action::REDIRECT, "{what}");
+                        assert_eq!(counters.per_cpu(0).unwrap()[0], i + 1, "{what}");
+                        let mut want = vec![0u8; frame.len()];
+                        let flow = (i % flows as u64) as u32;
+                        if stamp {
+                            st.write(&mut want, frame.len(), flow, 0, i);
+                        } else {
+                            st.write(&mut want, frame.len(), flow, 0, 0);
+                        }
+                        assert_eq!(out, want, "{what}: run {i}");
+                    }
+                    assert_eq!(counters.sum(0).unwrap(), flows as u64 + 2, "{what}");
+                }
+            }
+        }
+    }
+}

@@ -531,3 +531,26 @@ impl Program {
         bpf(BPF_PROG_TEST_RUN, &mut a).map(|_| ())
     }
 }
+
+impl Program {
+    /// Like [`Program::test_run`], and also returns the frame as the program left it (a plain
+    /// test run: a redirect or `XDP_TX` is only reported, nothing is sent).
+    ///
+    /// # Errors
+    /// As [`Program::test_run`].
+    pub fn test_run_frame(&self, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut a = TestRunAttr {
+            prog_fd: self.fd.as_raw_fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_size_out: out.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| Error::os("bpf(BPF_PROG_TEST_RUN)", e))?;
+        out.truncate((a.data_size_out as usize).min(out.len()));
+        Ok((a.retval, out))
+    }
+}
