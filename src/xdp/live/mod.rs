@@ -458,7 +458,8 @@ impl LiveEngine {
         })
     }
 
-    /// The flag that stops [`LiveEngine::run`] (checked between calls).
+    /// The flag that stops [`LiveEngine::run`] (checked between calls). It stays set: a later
+    /// `run` returns after its probe batch.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
     }
@@ -550,9 +551,9 @@ impl LiveEngine {
             }
             first_err
         });
+        let elapsed = t0.elapsed();
         // Let the last frames leave the devmap queues before reading the drop counters.
         std::thread::sleep(Duration::from_millis(20));
-        let elapsed = t0.elapsed();
         let redirected = self.redirected()?.saturating_sub(before);
         // Not the driver's count of frames taken (`tx_taken`): a veth updates it without
         // atomics from every sending CPU, so with several threads it loses updates (seen: 16 in
