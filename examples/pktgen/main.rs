@@ -5,7 +5,10 @@
 //! pktgen -b xdp -d veth1 --rx --rule 'udp dst-port 9000 -> queue 0' -t 6 --json
 //! ```
 //! One thread per queue, pinned to a core; live stats once a second on stderr; a final summary
-//! (or `--json`) on Ctrl-C, at `--count` or after `--duration`.
+//! (or `--json`) on Ctrl-C or SIGTERM, at `--count` or after `--duration`.
+//!
+//! Rates are over the active window: from the first packet sent (received) to the last one, not
+//! over the start-up, polling and linger around them.
 
 mod cli;
 
@@ -28,7 +31,10 @@ struct Summary {
     mode: String,
     direction: &'static str,
     queues: u16,
+    /// The active window: first to last packet (sent, or received with --rx).
     duration_s: f64,
+    /// The whole run, start-up and linger included.
+    elapsed_s: f64,
     packets: u64,
     bytes: u64,
     pps: f64,
@@ -39,6 +45,26 @@ struct Summary {
     seq_stamped: u64,
     seq_gaps: u64,
     seq_out_of_order: u64,
+    /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
+    seq_lost: u64,
+}
+
+/// What a queue thread hands back.
+#[derive(Default)]
+struct Outcome {
+    seq: SeqTracker,
+    /// Frames sent with a stamp (tx).
+    stamped_sent: u64,
+    /// First and last packet of the active window.
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Outcome {
+    fn active(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
 }
 
 fn main() -> ExitCode {
@@ -52,6 +78,8 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    // Rules are checked in every mode, so that a typo never passes unnoticed.
+    let rules = a.rules()?;
     let src = Arc::new(a.source()?);
     let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
     let mut b = Port::builder(a.backend()?)
@@ -63,7 +91,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             ..Default::default()
         });
     if a.rx || a.txrx {
-        b = b.rules(a.rules()?);
+        b = b.rules(rules);
     }
     let mut port = b.open()?;
     let info = port.info().clone();
@@ -78,12 +106,17 @@ fn run(a: &Args) -> rawq::Result<()> {
 
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    ctrlc::set_handler(move || s.store(true, Relaxed))
-        .map_err(|e| rawq::Error::Config(format!("cannot install the Ctrl-C handler: {e}")))?;
+    // SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature) all end the run with a summary.
+    ctrlc::set_handler(move || s.store(true, Relaxed)).map_err(|e| {
+        rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
+    })?;
 
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let count = a.count.div_ceil(a.queues as u64);
-    let pps = a.rate.pps(src.mean_len()).map(|p| p / a.queues as f64);
+    let nq = info.queues as u64;
+    let pps = a.rate.pps(src.mean_len()).map(|p| p / nq as f64);
+    let t0 = Instant::now();
+    // parse_duration bounds -t, so the deadline cannot overflow.
+    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
     let workers: Vec<_> = port
         .take_queues()
         .into_iter()
@@ -91,22 +124,26 @@ fn run(a: &Args) -> rawq::Result<()> {
             let i = q.index() as usize;
             let core = a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
+            // --count split exactly: the first `count % queues` queues send one more.
+            let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
                 }
+                let end = Until {
+                    stop: &stop,
+                    deadline,
+                };
                 if rx {
-                    rx_loop(q, &stop, burst)
+                    rx_loop(q, &end, burst)
                 } else {
-                    tx_loop(q, &src, &stop, burst, count, pps, txrx)
+                    tx_loop(q, &src, &end, burst, limit, pps, txrx)
                 }
             })
         })
         .collect();
 
     // Live stats and the stop conditions.
-    let t0 = Instant::now();
-    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
     let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
@@ -121,30 +158,52 @@ fn run(a: &Args) -> rawq::Result<()> {
         }
     }
     let elapsed = t0.elapsed().as_secs_f64();
-    let mut seq = SeqTracker::default();
+    let mut all = Outcome::default();
     for w in workers {
-        seq.merge(
-            &w.join()
-                .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?,
-        );
+        let o = w
+            .join()
+            .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?;
+        all.seq.merge(&o.seq);
+        all.stamped_sent += o.stamped_sent;
+        all.first = all.first.min(o.first).or(all.first).or(o.first);
+        all.last = all.last.max(o.last);
     }
-    report(a, &port, &info, elapsed, &seq);
+    report(a, &port, &info, elapsed, &all);
     Ok(())
 }
 
-/// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max). With
+/// When a queue thread stops: the stop flag (signals, the main thread) or the deadline, which
+/// each thread checks itself so that `-t` is kept to the burst.
+struct Until<'a> {
+    stop: &'a AtomicBool,
+    deadline: Option<Instant>,
+}
+
+impl Until<'_> {
+    fn reached(&self, now: Instant) -> bool {
+        self.stop.load(Relaxed) || self.deadline.is_some_and(|d| now >= d)
+    }
+}
+
+/// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
-    stop: &AtomicBool,
+    end: &Until,
     burst: usize,
-    count: u64,
+    limit: Option<u64>,
     pps: Option<f64>,
     txrx: bool,
-) -> SeqTracker {
-    let mut pacer = Pacer::new(pps);
+) -> Outcome {
+    // The window opens where the schedule starts and closes at the last packet taken.
+    let begin = Instant::now();
+    let mut pacer = Pacer::starting_at(pps, begin);
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
+    let mut out = Outcome {
+        first: Some(begin),
+        ..Outcome::default()
+    };
     let mut seq = SeqTracker::default();
     let mut receive = |q: &mut Queue| {
         if txrx && q.rx_burst(&mut back, burst) > 0 {
@@ -153,15 +212,16 @@ fn tx_loop(
                 .for_each(|s| seq.record(s));
         }
     };
+    let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
-    while !stop.load(Relaxed) && (count == 0 || sent < count) {
+    loop {
+        let now = Instant::now();
+        if end.reached(now) || limit.is_some_and(|l| sent >= l) {
+            break;
+        }
         receive(&mut q);
-        let room = if count == 0 {
-            burst as u64
-        } else {
-            (count - sent).min(burst as u64)
-        };
-        let want = pacer.allowance(Instant::now(), room as usize);
+        let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
+        let want = pacer.allowance(now, room as usize);
         if want == 0 {
             q.reclaim();
             if pacer.wait_hint(Instant::now()) > Duration::from_micros(200) {
@@ -180,31 +240,53 @@ fn tx_loop(
         for p in &mut pkts[start..] {
             if let Err(e) = src.fill(p, i, stream) {
                 eprintln!("pktgen: queue {stream}: {e}");
-                stop.store(true, Relaxed);
-                return seq;
+                end.stop.store(true, Relaxed);
+                pkts.clear();
+                out.seq = seq;
+                return out;
             }
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
+        if n > 0 {
+            out.active(Instant::now());
+        }
         pacer.sent(n);
         sent += n as u64;
     }
+    // Frames not taken by the device are not sent: their stamps are reused by nobody.
     pkts.clear();
-    // Let the device finish what it has (and, with txrx, the last frames come back).
+    // Let the device finish what it has (backends that count at completion count then), and
+    // with txrx let the last frames come back; bounded at one second.
     let t = Instant::now();
     let linger = Duration::from_millis(if txrx { 300 } else { 20 });
-    while (q.reclaim() > 0 || t.elapsed() < linger) && t.elapsed() < Duration::from_millis(500) {
+    let settled = |q: &Queue| {
+        let s = q.stats();
+        s.tx_packets + s.tx_errors + s.tx_drops >= sent
+    };
+    while t.elapsed() < Duration::from_secs(1) {
+        let busy = q.reclaim() > 0;
         receive(&mut q);
+        if !busy && t.elapsed() >= linger && settled(&q) {
+            break;
+        }
     }
-    seq
+    if stamps {
+        out.stamped_sent = sent;
+    }
+    out.seq = seq;
+    out
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
-fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
+fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
     let mut pkts = Vec::with_capacity(burst);
-    let mut seq = SeqTracker::default();
+    let mut out = Outcome::default();
     let mut idle = 0u32;
-    while !stop.load(Relaxed) {
+    loop {
+        if idle % 64 == 0 && end.reached(Instant::now()) {
+            break;
+        }
         if q.rx_burst(&mut pkts, burst) == 0 {
             // Busy-poll while traffic flows; after a quiet spell, nap so that an idle receiver
             // leaves its core to others (a ring of 8192 covers 100 µs up to 80 Mpps).
@@ -217,11 +299,12 @@ fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
             continue;
         }
         idle = 0;
+        out.active(Instant::now());
         pkts.drain(..)
             .filter_map(|p| Stamper::read_stamp(p.data()))
-            .for_each(|s| seq.record(s));
+            .for_each(|s| out.seq.record(s));
     }
-    seq
+    out
 }
 
 fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
@@ -252,8 +335,19 @@ fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
     }
 }
 
-fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTracker) {
+fn report(a: &Args, port: &Port, info: &rawq::PortInfo, elapsed: f64, o: &Outcome) {
+    let seq = &o.seq;
     let s = port.stats();
+    // The active window; a run that moved one packet or none has no rate to speak of.
+    let secs = match (o.first, o.last) {
+        (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
+    let lost = if a.txrx {
+        o.stamped_sent.saturating_sub(seq.stamped)
+    } else {
+        0
+    };
     let zero = QueueStats::default();
     let (packets, bytes, errors, drops, r) = if a.rx {
         (
@@ -279,6 +373,7 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         direction: if a.rx { "rx" } else { "tx" },
         queues: info.queues,
         duration_s: secs,
+        elapsed_s: elapsed,
         packets,
         bytes,
         pps: r.pps,
@@ -289,14 +384,20 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         seq_stamped: seq.stamped,
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
+        seq_lost: lost,
     };
     if a.json {
         println!("{}", serde_json::to_string(&sum).unwrap_or_default());
         return;
     }
-    let seq_text = if seq.stamped > 0 {
+    let seq_text = if a.txrx && o.stamped_sent > 0 {
         format!(
-            ", seq: {} stamped, {} missing, {} out of order",
+            ", seq: {} sent, {} back, {lost} lost, {} out of order",
+            o.stamped_sent, seq.stamped, seq.out_of_order
+        )
+    } else if seq.stamped > 0 {
+        format!(
+            ", seq: {} stamped, {} missing between them, {} out of order",
             seq.stamped, seq.gaps, seq.out_of_order
         )
     } else {
