@@ -71,7 +71,7 @@ pub mod xdp;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, CAPS};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
 pub use port::{Backend, Port, PortBuilder, PortConfig, PortInfo};

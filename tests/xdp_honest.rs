@@ -117,3 +117,172 @@ fn packets_of_another_pool_are_copied_and_sent() {
         "the other pool got every buffer back"
     );
 }
+
+/// Runs pktgen inside `ns` through `wrapper` (e.g. setpriv / prlimit), bounded to 20 s.
+fn pktgen_wrapped(ns: &str, wrapper: &[&str], args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns]).args(wrapper);
+    c.arg(support::example("pktgen")).args(args);
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("pktgen {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `setpriv` arguments that run as nobody with exactly `caps` (setcap spelling, comma separated)
+/// as ambient capabilities.
+fn as_nobody_with(caps: &str) -> Vec<String> {
+    let set: Vec<String> = caps
+        .split(',')
+        .filter(|c| !c.is_empty())
+        .map(|c| format!("+{}", c.trim().trim_start_matches("cap_")))
+        .collect();
+    let mut v: Vec<String> = [
+        "setpriv",
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--clear-groups",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !set.is_empty() {
+        v.push(format!("--inh-caps={}", set.join(",")));
+        v.push(format!("--ambient-caps={}", set.join(",")));
+    }
+    v
+}
+
+fn have(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Issue 12 item 3: the capabilities the permission error names (and the README lists) are
+/// enough for `--rx`, which loads the steering program; without CAP_PERFMON the error says that
+/// CAP_PERFMON is what is missing.
+#[test]
+fn the_named_capabilities_are_enough_for_rx() {
+    let Some(p) = NetnsPair::new("xcap") else {
+        return;
+    };
+    if !have("setpriv") {
+        support::skip_or_fail::<()>("setpriv (util-linux) is not installed");
+        return;
+    }
+    let rx = [
+        "-b", "xdp", "-d", &p.veth_b, "--rx", "-t", "0.5", "--quiet", "--ring", "256",
+    ];
+    // No capability at all: the error names the set to grant.
+    let out = pktgen_wrapped(
+        &p.b,
+        &as_nobody_with("")
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+        &rx,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let named = err
+        .split("setcap ")
+        .nth(1)
+        .and_then(|t| t.split("+ep").next())
+        .unwrap_or_else(|| panic!("no setcap line in: {err}"));
+    assert_eq!(named, rawq::CAPS, "{err}");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(readme.contains(rawq::CAPS), "the README names the same set");
+
+    // Exactly those: --rx works.
+    let w = as_nobody_with(named);
+    let out = pktgen_wrapped(&p.b, &w.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &rx);
+    assert!(
+        out.status.success(),
+        "with {named}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // All but cap_perfmon: refused, and the message says it is CAP_PERFMON.
+    let w = as_nobody_with(
+        &named
+            .replace("cap_perfmon,", "")
+            .replace(",cap_perfmon", ""),
+    );
+    let out = pktgen_wrapped(&p.b, &w.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &rx);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("only with CAP_PERFMON"), "{err}");
+}
+
+/// Issue 12 item 9: a locked-memory limit too small for the UMEM gives the `ulimit -l` hint, not
+/// a bare ENOBUFS from XDP_UMEM_REG.
+#[test]
+fn umem_over_the_memlock_limit_gives_the_hint() {
+    let Some(p) = NetnsPair::new("xmlk") else {
+        return;
+    };
+    if !have("setpriv") || !have("prlimit") {
+        support::skip_or_fail::<()>("setpriv / prlimit (util-linux) are not installed");
+        return;
+    }
+    // Root without CAP_IPC_LOCK is held to RLIMIT_MEMLOCK.
+    let w = [
+        "prlimit",
+        "--memlock=65536:65536",
+        "setpriv",
+        "--inh-caps=-ipc_lock",
+        "--bounding-set=-ipc_lock",
+    ];
+    let out = pktgen_wrapped(&p.a, &w, &["-b", "xdp", "-d", &p.veth_a, "-n", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("XDP_UMEM_REG") && err.contains("ulimit -l"),
+        "{err}"
+    );
+}
+
+/// Issue 12 item 8: a bind that finds its queue taken is retried for a moment (back-to-back
+/// runs while the kernel tears the previous socket down), and then says what is busy.
+#[test]
+fn busy_queue_is_retried_then_explained() {
+    let Some(p) = NetnsPair::new("xbsy") else {
+        return;
+    };
+    let first = open_in(&p, &p.b, &p.veth_b).expect("first port");
+    // Freed 300 ms into the second open: the second open waits for it and succeeds.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(first);
+    });
+    let second = open_in(&p, &p.b, &p.veth_b).expect("second port, after the first closed");
+    release.join().unwrap();
+    // Held for good: the error names the queue and how to find who holds it.
+    let t = Instant::now();
+    let e = open_in(&p, &p.b, &p.veth_b).expect_err("a third port on a taken queue");
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "retried before giving up"
+    );
+    let text = e.to_string();
+    assert!(matches!(e, rawq::Error::Busy { .. }), "{text}");
+    assert!(
+        text.contains(&format!("rx queue 0 of {}", p.veth_b)) && text.contains("ss --xdp"),
+        "{text}"
+    );
+    drop(second);
+}

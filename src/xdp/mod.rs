@@ -255,6 +255,39 @@ impl QueueOps for XdpQueue {
     }
 }
 
+/// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
+/// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Runs `f` until it does not fail with EBUSY, for at most [`BUSY_RETRY`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let t = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t.elapsed() < BUSY_RETRY => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// EBUSY from binding queue `q` of `ifname`, said plainly; other errors unchanged.
+fn busy_error(e: Error, ifname: &str, q: u16) -> Error {
+    if e.raw_os_error() != Some(libc::EBUSY) {
+        return e;
+    }
+    Error::Busy {
+        what: format!("rx queue {q} of {ifname}"),
+        hint: format!(
+            "another AF_XDP socket is bound to it (another rawq port, or another AF_XDP \
+             program) and it was still taken after {} ms. `ss --xdp -p` shows which process \
+             holds it; stop that process or use another queue",
+            BUSY_RETRY.as_millis()
+        ),
+    }
+}
+
 /// Opens an AF_XDP port (see the module docs).
 pub(crate) fn open(
     cfg: &PortConfig,
@@ -308,18 +341,29 @@ pub(crate) fn open(
     let mut owner_fd = None;
     let mut mode = Mode::ZeroCopy;
     for q in 0..cfg.queues {
-        let xsk =
-            match owner_fd {
-                None => match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
-                    Ok(x) => x,
-                    Err(e) if e.raw_os_error().is_some_and(|c| c != libc::EPERM) => {
-                        mode = Mode::Copy;
-                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)?
+        let busy = |e: Error| busy_error(e, ifname, q);
+        let xsk = match owner_fd {
+            None => retry_busy(|| {
+                match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
+                    Ok(x) => Ok((x, Mode::ZeroCopy)),
+                    Err(e)
+                        if e.raw_os_error()
+                            .is_some_and(|c| c != libc::EPERM && c != libc::EBUSY) =>
+                    {
+                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)
+                            .map(|x| (x, Mode::Copy))
                     }
-                    Err(e) => return Err(e),
-                },
-                Some(fd) => {
-                    let mut x = Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes)
+                    Err(e) => Err(e),
+                }
+            })
+            .map(|(x, m)| {
+                mode = m;
+                x
+            })
+            .map_err(busy)?,
+            Some(fd) => {
+                let mut x =
+                    retry_busy(|| Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes))
                         .map_err(|e| match e.raw_os_error() {
                             // The first queue bound, so the socket and UMEM are fine: the queue
                             // index is what the device refuses.
@@ -329,12 +373,12 @@ pub(crate) fn open(
                              has 1 unless created with `numrxqueues N numtxqueues N`",
                             cfg.queues
                         )),
-                            _ => e,
+                            _ => busy(e),
                         })?;
-                    x.mode = mode;
-                    x
-                }
-            };
+                x.mode = mode;
+                x
+            }
+        };
         if owner_fd.is_none() {
             owner_fd = Some(xsk.as_raw_fd());
         }
