@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use rawq::flow::Rule;
-use rawq::{Backend, Packet, Port, Queue};
+use rawq::{Backend, MempoolConfig, Packet, Port, Queue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -52,6 +52,10 @@ struct Args {
     /// Run time: 5, 5s, 500ms, 2m, 1h (default: until Ctrl-C or SIGTERM).
     #[arg(short = 't', long, value_parser = rawq::gen::parse_duration, allow_hyphen_values = true)]
     duration: Option<Duration>,
+    /// Ring size (rx and tx descriptors per queue), a power of two from 8 to 32768: a larger
+    /// ring rides out longer stalls of the forwarding thread without rx drops.
+    #[arg(long, default_value_t = 1024)]
+    ring: u32,
     /// Burst size (1 to 4096).
     #[arg(long, default_value_t = 32, value_parser = parse_burst)]
     burst: usize,
@@ -95,11 +99,19 @@ fn run(a: &Args) -> rawq::Result<()> {
         .collect::<Result<_, _>>()?;
     let mut ports: Vec<Port> = Vec::new();
     for d in &a.devs {
-        let mut b = Port::builder(Backend::named(&a.backend, d, a.port)?).rules(rules.clone());
-        // One pool for both ports: a frame received on one can go out of the other as it is.
-        if let Some(first) = ports.first() {
-            b = b.pool(first.pool().clone());
-        }
+        let mut b = Port::builder(Backend::named(&a.backend, d, a.port)?)
+            .rules(rules.clone())
+            .rx_ring(a.ring)
+            .tx_ring(a.ring);
+        // One pool for both ports, sized for both: a frame received on one can go out of the
+        // other as it is.
+        b = match ports.first() {
+            Some(first) => b.pool(first.pool().clone()),
+            None => b.pool_config(MempoolConfig {
+                buffers: a.devs.len() as u32 * (2 * a.ring + 1024),
+                ..Default::default()
+            }),
+        };
         let port = b.open()?;
         eprintln!("fwd: {} ({}, {})", d, port.info().backend, port.info().mode);
         ports.push(port);

@@ -367,6 +367,15 @@ impl Port {
         &self.readers
     }
 
+    /// The software device's own counters (frames its wire or receive queues dropped, frames no
+    /// rule matched), for a [`Backend::Model`] port; `None` for other backends.
+    #[cfg(feature = "mlx5")]
+    pub fn model_counters(&self) -> Option<crate::dv::model::ModelCounters> {
+        self._control
+            .downcast_ref::<(crate::dv::model::ModelThread, crate::dv::model::ModelPort)>()
+            .map(|(_, port)| port.counters())
+    }
+
     /// Counters summed over all queues.
     pub fn stats(&self) -> QueueStats {
         let mut s = QueueStats::default();

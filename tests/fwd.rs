@@ -30,6 +30,7 @@ fn macswap_reflects_every_frame() {
     // B reflects UDP to 9000; A sends and counts what comes back on the same queue.
     let fwd = ns_cmd(&p.b, "fwd")
         .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "8", "--quiet"])
+        .args(["--ring", "8192"])
         .args(["--rule", "udp dst-port 9000 -> queue 0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -89,8 +90,13 @@ fn macswap_reflects_every_frame() {
         String::from_utf8_lossy(&fwd.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&tx.stdout).unwrap();
+    let fwd_out = String::from_utf8_lossy(&fwd.stdout);
     assert_eq!(v["packets"].as_u64(), Some(n), "sent: {v}");
-    assert_eq!(v["rx_packets"].as_u64(), Some(n), "reflected frames: {v}");
+    assert_eq!(
+        v["rx_packets"].as_u64(),
+        Some(n),
+        "reflected frames: {v}; {fwd_out}"
+    );
     assert_eq!(v["seq_gaps"].as_u64(), Some(0), "{v}");
     assert_eq!(v["seq_out_of_order"].as_u64(), Some(0), "{v}");
     let out = String::from_utf8_lossy(&fwd.stdout);
@@ -122,6 +128,7 @@ fn two_port_io_forwards_across_ports() {
     let rule = "udp dst-port 9000 -> queue 0";
     let fwd = ns_cmd(&x.b, "fwd")
         .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "5"])
+        .args(["--ring", "4096"])
         .args(["--quiet", "--rule", rule])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -231,7 +231,9 @@ fn rates_over_the_active_window_and_duration_kept() {
         10,
     ));
     let pps = v["pps"].as_f64().unwrap();
-    assert!((pps - 50_000.0).abs() / 50_000.0 < 0.01, "{v}");
+    // Over the whole run (linger and polling included) this read 40 000; scheduling noise on
+    // a loaded machine stays well inside 5%.
+    assert!((pps - 50_000.0).abs() / 50_000.0 < 0.05, "{v}");
     let v = json(&run(
         "pktgen",
         &["-b", "model", "-q", "2", "-t", "1", "--json", "--quiet"],
@@ -241,4 +243,43 @@ fn rates_over_the_active_window_and_duration_kept() {
     let elapsed = v["elapsed_s"].as_f64().unwrap();
     assert!((0.9..=1.02).contains(&active), "{v}");
     assert!(elapsed <= 1.2, "-t 1 ran {elapsed} s: {v}");
+}
+
+/// Issue 12 items 4 and 6: what the software device drops is surfaced, and with --txrx --seq the
+/// sender counts every frame that did not come back (here all of them: no rule matches), not
+/// only gaps between frames that did.
+#[test]
+fn device_drops_and_tail_loss_are_counted() {
+    let out = run(
+        "pktgen",
+        &[
+            "-b", "model", "--txrx", "--seq", "-n", "100", "--json", "--quiet",
+        ],
+        10,
+    );
+    let out2 = run(
+        "pktgen",
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--seq",
+            "-n",
+            "100",
+            "--json",
+            "--quiet",
+            "--rule",
+            "udp dst-port 1 -> queue 0",
+        ],
+        10,
+    );
+    let v = json(&out);
+    assert_eq!(v["rx_packets"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["seq_lost"].as_u64(), Some(0), "{v}");
+    let v = json(&out2);
+    assert_eq!(v["rx_packets"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["seq_lost"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["device_drops"].as_u64(), Some(100), "{v}");
+    let err = String::from_utf8_lossy(&out2.stderr);
+    assert!(err.contains("100 no rule matched"), "{err}");
 }

@@ -286,3 +286,94 @@ fn busy_queue_is_retried_then_explained() {
     );
     drop(second);
 }
+
+/// Issue 12 item 4: a down interface is an error with its cause, not a send; the run ends at
+/// once instead of spinning until `-t`.
+#[test]
+fn a_down_link_is_an_error_not_a_send() {
+    let Some(p) = NetnsPair::new("xdwn") else {
+        return;
+    };
+    p.ip_in(&p.a, &["link", "set", &p.veth_a, "down"]).unwrap();
+    let t = Instant::now();
+    let out = pktgen_wrapped(
+        &p.a,
+        &[],
+        &[
+            "-b", "xdp", "-d", &p.veth_a, "-n", "100", "-t", "10", "--json", "--quiet",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "ran {:?}",
+        t.elapsed()
+    );
+    assert!(
+        err.contains("is down") && err.contains("ip link set dev"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["packets"].as_u64(), Some(0), "nothing was sent: {v}");
+}
+
+/// Issue 12 item 4: an interface deleted mid-run stops the sender and the receiver, each
+/// saying so.
+#[test]
+fn a_vanished_interface_stops_the_run() {
+    for mode in ["tx", "rx"] {
+        let Some(p) = NetnsPair::new("xgon") else {
+            return;
+        };
+        let mut args = vec!["-b", "xdp", "-d", &p.veth_a, "-t", "15", "--quiet"];
+        if mode == "rx" {
+            args.extend(["--rx", "--rule", "udp dst-port 9000 -> queue 0"]);
+        } else {
+            args.extend(["-r", "10kpps"]);
+        }
+        let (ns, dev) = (p.a.clone(), p.veth_a.clone());
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1000));
+            let _ = std::process::Command::new("ip")
+                .args(["-n", &ns, "link", "del", &dev])
+                .status();
+        });
+        let t = Instant::now();
+        let out = pktgen_wrapped(&p.a, &[], &args);
+        killer.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: {err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{mode}: ran {:?}",
+            t.elapsed()
+        );
+        assert!(err.contains("the interface is gone"), "{mode}: {err}");
+    }
+}
+
+/// Issue 12 item 4: frames above the MTU are warned about before sending and the interface's
+/// drops of them are reported.
+#[test]
+fn frames_above_the_mtu_are_flagged() {
+    let Some(p) = NetnsPair::new("xmtu") else {
+        return;
+    };
+    p.ip_in(&p.a, &["link", "set", &p.veth_a, "mtu", "1000"])
+        .unwrap();
+    p.ip_in(&p.b, &["link", "set", &p.veth_b, "mtu", "1000"])
+        .unwrap();
+    let out = pktgen_wrapped(
+        &p.a,
+        &[],
+        &[
+            "-b", "xdp", "-d", &p.veth_a, "-s", "1200", "-n", "100", "--json", "--quiet",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("exceed") && err.contains("MTU 1000"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["link_tx_dropped"].as_u64(), Some(100), "{v}");
+}

@@ -47,6 +47,11 @@ struct Summary {
     seq_out_of_order: u64,
     /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
     seq_lost: u64,
+    /// Frames the (software) device dropped or found no rule for, beyond the queue counters.
+    device_drops: u64,
+    /// Frames the interface under an xdp port dropped on transmit during the run (e.g. above
+    /// its MTU), from its `tx_dropped` counter.
+    link_tx_dropped: u64,
 }
 
 /// What a queue thread hands back.
@@ -58,12 +63,31 @@ struct Outcome {
     /// First and last packet of the active window.
     first: Option<Instant>,
     last: Option<Instant>,
+    /// A failure that ended the run (the link went down or away).
+    failure: Option<rawq::Error>,
 }
 
 impl Outcome {
     fn active(&mut self, now: Instant) {
         self.first.get_or_insert(now);
         self.last = Some(now);
+    }
+
+    /// Takes the queue's last data-path error: a link failure ends the run (returns true),
+    /// anything else (a recovered queue error) is reported and the run goes on.
+    fn check(&mut self, q: &mut Queue, end: &Until) -> bool {
+        match q.take_error() {
+            None => false,
+            Some(e @ rawq::Error::Link { .. }) => {
+                end.stop.store(true, Relaxed);
+                self.failure = Some(e);
+                true
+            }
+            Some(e) => {
+                eprintln!("pktgen: queue {}: {e}", q.index());
+                false
+            }
+        }
     }
 }
 
@@ -95,6 +119,24 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     let mut port = b.open()?;
     let info = port.info().clone();
+    // The interface under an xdp port: its MTU against the frames, and watched while running.
+    let link = (info.backend == "xdp")
+        .then(|| rawq::gen::netdev_state(&a.dev))
+        .flatten();
+    if let Some(mtu) = link.and_then(|l| l.mtu) {
+        let largest = mtu as usize + 14;
+        if !a.rx && src.max_len() > largest {
+            eprintln!(
+                "pktgen: warning: frames of up to {} bytes exceed {}'s MTU {mtu} (frames up to \
+                 {largest} bytes): the kernel or the peer drops the larger ones. Raise the MTU \
+                 (`ip link set dev {} mtu {}`) or send at most -s {largest}",
+                src.max_len(),
+                a.dev,
+                a.dev,
+                src.max_len() - 14
+            );
+        }
+    }
     eprintln!(
         "pktgen: {} on {} ({}), {} queue(s), pool on {}",
         info.backend,
@@ -103,6 +145,13 @@ fn run(a: &Args) -> rawq::Result<()> {
         info.queues,
         port.pool().memory_kind()
     );
+    if link.is_some_and(|l| !l.up) {
+        eprintln!(
+            "pktgen: warning: {} is down: nothing can be sent or received until `ip link set dev \
+             {} up`",
+            a.dev, a.dev
+        );
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -145,11 +194,17 @@ fn run(a: &Args) -> rawq::Result<()> {
 
     // Live stats and the stop conditions.
     let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
+    let mut gone = None;
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             stop.store(true, Relaxed);
+        }
+        // A receiver sees no error when its interface vanishes: look for it.
+        if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+            stop.store(true, Relaxed);
+            gone = Some(gone_error(&a.dev));
         }
         if now - last.0 >= Duration::from_secs(1) && !a.quiet {
             let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
@@ -167,9 +222,33 @@ fn run(a: &Args) -> rawq::Result<()> {
         all.stamped_sent += o.stamped_sent;
         all.first = all.first.min(o.first).or(all.first).or(o.first);
         all.last = all.last.max(o.last);
+        all.failure = all.failure.or(o.failure);
     }
-    report(a, &port, &info, elapsed, &all);
-    Ok(())
+    if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+        gone = Some(gone_error(&a.dev));
+    }
+    let link_drops = match (
+        link.and_then(|l| l.tx_dropped),
+        rawq::gen::netdev_state(&a.dev),
+    ) {
+        (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
+        _ => None,
+    };
+    report(a, &port, &info, elapsed, &all, link_drops);
+    // The summary first (what was done), then the failure that ended the run.
+    match gone.or(all.failure) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn gone_error(dev: &str) -> rawq::Error {
+    rawq::Error::Link {
+        ifname: dev.to_string(),
+        detail: "the interface is gone: it was deleted or moved to another namespace while pktgen \
+                 ran"
+        .into(),
+    }
 }
 
 /// When a queue thread stops: the stop flag (signals, the main thread) or the deadline, which
@@ -224,6 +303,9 @@ fn tx_loop(
         let want = pacer.allowance(now, room as usize);
         if want == 0 {
             q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
             if pacer.wait_hint(Instant::now()) > Duration::from_micros(200) {
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -235,6 +317,9 @@ fn tx_loop(
             .is_err()
         {
             q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
             continue;
         }
         for p in &mut pkts[start..] {
@@ -250,6 +335,9 @@ fn tx_loop(
         let n = q.tx_burst(&mut pkts);
         if n > 0 {
             out.active(Instant::now());
+        }
+        if out.check(&mut q, end) {
+            break;
         }
         pacer.sent(n);
         sent += n as u64;
@@ -284,7 +372,7 @@ fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
     let mut out = Outcome::default();
     let mut idle = 0u32;
     loop {
-        if idle % 64 == 0 && end.reached(Instant::now()) {
+        if idle % 64 == 0 && (end.reached(Instant::now()) || out.check(&mut q, end)) {
             break;
         }
         if q.rx_burst(&mut pkts, burst) == 0 {
@@ -335,9 +423,45 @@ fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
     }
 }
 
-fn report(a: &Args, port: &Port, info: &rawq::PortInfo, elapsed: f64, o: &Outcome) {
+/// Frames the software device dropped or could not deliver (its wire, its receive queues, no
+/// matching rule), which its queues' counters do not show.
+#[cfg(feature = "mlx5")]
+fn device_drops(port: &Port) -> Option<(u64, String)> {
+    let c = port.model_counters()?;
+    let parts = [
+        ("wire full", c.wire_drops),
+        ("no rx buffer", c.rx_no_buffer),
+        ("runt", c.rx_runt),
+        ("oversize", c.rx_oversize),
+        ("no rule matched", c.rx_to_kernel),
+        ("drop rule", c.rx_rule_drop),
+        ("rq in error", c.rx_in_error),
+    ];
+    let total = parts.iter().map(|p| p.1).sum();
+    let text = parts
+        .iter()
+        .filter(|p| p.1 > 0)
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some((total, text))
+}
+#[cfg(not(feature = "mlx5"))]
+fn device_drops(_: &Port) -> Option<(u64, String)> {
+    None
+}
+
+fn report(
+    a: &Args,
+    port: &Port,
+    info: &rawq::PortInfo,
+    elapsed: f64,
+    o: &Outcome,
+    link_drops: Option<u64>,
+) {
     let seq = &o.seq;
     let s = port.stats();
+    let device = device_drops(port);
     // The active window; a run that moved one packet or none has no rate to speak of.
     let secs = match (o.first, o.last) {
         (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
@@ -385,7 +509,20 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, elapsed: f64, o: &Outcom
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
         seq_lost: lost,
+        device_drops: device.as_ref().map_or(0, |d| d.0),
+        link_tx_dropped: link_drops.unwrap_or(0),
     };
+    // Losses outside the queues' counters go to stderr in any case (JSON has them as fields).
+    if let Some((n, text)) = device.filter(|d| d.0 > 0) {
+        eprintln!("pktgen: the software device lost {n} frames: {text}");
+    }
+    if let Some(n) = link_drops.filter(|&n| n > 0) {
+        eprintln!(
+            "pktgen: {} dropped {n} frames on transmit (its tx_dropped counter; e.g. frames \
+             above its MTU)",
+            a.dev
+        );
+    }
     if a.json {
         println!("{}", serde_json::to_string(&sum).unwrap_or_default());
         return;

@@ -15,7 +15,7 @@ mod pace;
 mod source;
 mod template;
 
-pub use affinity::{netdev_mac, pin_to_core};
+pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
 
 pub use pace::{parse_duration, Pacer, Rate, MAX_DURATION_S};
 pub use source::FrameSource;

@@ -189,6 +189,13 @@ pub(crate) struct XdpQueue {
     reclaims: u32,
     /// Kernel counters already added to `stats`.
     seen: XdpStatistics,
+    /// Length of the frame each buffer carries while the kernel holds it for transmit (sent
+    /// frames are counted when their completion comes back, not when they enter the ring).
+    tx_len: Vec<u16>,
+    /// The interface (for error messages).
+    ifname: String,
+    /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
+    error: Option<Error>,
 }
 
 impl XdpQueue {
@@ -252,6 +259,10 @@ impl QueueOps for XdpQueue {
 
     fn pool(&self) -> &Mempool {
         &self.pool
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
     }
 }
 
@@ -397,6 +408,9 @@ pub(crate) fn open(
             idle_polls: 0,
             reclaims: 0,
             seen: XdpStatistics::default(),
+            tx_len: vec![0; umem.count as usize],
+            ifname: ifname.clone(),
+            error: None,
         };
         xq.refill();
         queues.push(Queue::new(q, Box::new(xq)));

@@ -20,7 +20,7 @@ impl XdpQueue {
         let room = self.xsk.tx.free(pkts.len().min(u32::MAX as usize) as u32) as usize;
         let headroom = self.pool.headroom();
         let copy_room = self.umem.chunk as usize - headroom as usize;
-        let (mut k, mut used, mut bytes, mut dropped, mut copies) = (0u32, 0, 0u64, 0u64, 0u64);
+        let (mut k, mut used, mut dropped, mut copies) = (0u32, 0, 0u64, 0u64);
         while (k as usize) < room && used < pkts.len() {
             let p = &pkts[used];
             let (addr, idx) = if let Some(addr) = self.in_place(p) {
@@ -56,9 +56,10 @@ impl XdpQueue {
                 },
             );
             self.home.hold(idx);
+            // `len` fits a chunk (at most 4096 bytes).
+            self.tx_len[idx as usize] = len as u16;
             k += 1;
             used += 1;
-            bytes += len as u64;
         }
         // Sent in place: the buffer now belongs to the kernel. Copied or dropped: freed here.
         for p in pkts.drain(..used) {
@@ -68,7 +69,6 @@ impl XdpQueue {
         }
         if k > 0 {
             self.xsk.tx.submit(k);
-            self.stats.tx(k as u64, bytes);
         }
         if dropped > 0 {
             self.stats.add(Counter::TxDrops, dropped);
@@ -115,8 +115,14 @@ impl XdpQueue {
                         e.raw_os_error(),
                         Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)
                     ) => {}
-                // ENETDOWN, ENXIO...: the frames stay in the ring until the link comes back.
-                Err(_) => break,
+                // ENETDOWN, ENXIO...: the frames stay in the ring (and are not counted as sent);
+                // the error is kept for `take_error`.
+                Err(e) => {
+                    if self.error.is_none() {
+                        self.error = Some(self.link_error(e));
+                    }
+                    break;
+                }
             }
             if self.xsk.tx.outstanding() == 0 {
                 break;
@@ -124,19 +130,48 @@ impl XdpQueue {
         }
     }
 
-    /// Returns completed transmit buffers to the cache; returns how many.
+    /// Returns completed transmit buffers to the cache and counts their frames as sent; returns
+    /// how many.
     pub(super) fn reclaim_completions(&mut self) -> usize {
         let n = self.xsk.comp.peek(u32::MAX);
+        let (mut done, mut bytes) = (0u64, 0u64);
         for i in 0..n {
             let addr = self.xsk.comp.read(i);
             match self.umem.split(addr) {
-                Some((idx, _)) if self.home.release(idx) => self.home.cache.put(idx),
+                Some((idx, _)) if self.home.release(idx) => {
+                    done += 1;
+                    bytes += self.tx_len[idx as usize] as u64;
+                    self.home.cache.put(idx)
+                }
                 _ => self.stats.add(Counter::TxErrors, 1),
             }
         }
         if n > 0 {
             self.xsk.comp.release(n);
+            self.stats.tx(done, bytes);
         }
         n as usize
+    }
+
+    /// A failed tx kick, said plainly.
+    fn link_error(&self, e: std::io::Error) -> crate::Error {
+        let ifname = self.ifname.clone();
+        match e.raw_os_error() {
+            Some(libc::ENETDOWN) => crate::Error::Link {
+                detail: format!(
+                    "the interface is down (ENETDOWN): frames in the tx ring are not sent; \
+                     bring it up with `ip link set dev {ifname} up`"
+                ),
+                ifname,
+            },
+            Some(libc::ENXIO) | Some(libc::ENODEV) => crate::Error::Link {
+                detail: "the interface is gone (ENXIO): it was deleted or moved to another \
+                         namespace while the queue was open; nothing more can be sent or \
+                         received on this port"
+                    .into(),
+                ifname,
+            },
+            _ => crate::Error::os("sendto(AF_XDP tx kick)", e),
+        }
     }
 }
