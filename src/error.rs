@@ -99,16 +99,16 @@ pub enum Error {
     },
 
     /// An interface already has an XDP program; rawq never replaces one silently.
-    #[error(
-        "interface {ifname} already has an XDP program attached (program id {prog_id}); inspect it \
-         with `bpftool prog show id {prog_id}` and remove it with `ip link set dev {ifname} xdp off` \
-         if nothing needs it"
-    )]
+    #[error("{}", already_attached(ifname, *prog_id, held_by.as_deref()))]
     XdpAlreadyAttached {
         /// The interface.
         ifname: String,
         /// The id of the program that is there.
         prog_id: u32,
+        /// The process holding the BPF link the program is attached through ("pid 123
+        /// (pktgen)"), when one does: such a program goes away with that process, and
+        /// `ip link set dev X xdp off` cannot remove it.
+        held_by: Option<String>,
     },
 
     /// The kernel's BPF verifier rejected the generated steering program.
@@ -162,6 +162,22 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+fn already_attached(ifname: &str, prog_id: u32, held_by: Option<&str>) -> String {
+    match held_by {
+        Some(who) => format!(
+            "interface {ifname} already has an XDP program attached (program id {prog_id}) through \
+             a BPF link held by process {who} (another rawq port or another AF_XDP program); it \
+             is detached when that process exits, so stop it (or use another interface). \
+             `ip link set dev {ifname} xdp off` cannot remove a link-attached program"
+        ),
+        None => format!(
+            "interface {ifname} already has an XDP program attached (program id {prog_id}); \
+             inspect it with `bpftool prog show id {prog_id}` and remove it with `ip link set dev \
+             {ifname} xdp off` if nothing needs it"
+        ),
+    }
 }
 
 impl Error {

@@ -377,3 +377,20 @@ fn frames_above_the_mtu_are_flagged() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["link_tx_dropped"].as_u64(), Some(100), "{v}");
 }
+
+/// Issue 12 item 15: asking for more queues than the interface has says to use fewer (naming
+/// how many), not to recreate an interface that is fine.
+#[test]
+fn too_many_queues_says_how_many_there_are() {
+    let Some(p) = NetnsPair::new("xqn") else {
+        return;
+    };
+    let dev = p.veth_b.clone();
+    let e = p
+        .run_in(&p.b, move || {
+            Port::builder(Backend::Xdp { ifname: dev }).queues(2).open()
+        })
+        .expect_err("2 queues on a 1-queue veth");
+    let msg = e.to_string();
+    assert!(msg.contains("use at most 1"), "{msg}");
+}

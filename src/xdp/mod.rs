@@ -117,6 +117,36 @@ pub fn attached_prog_id(ifname: &str) -> Result<Option<u32>> {
     Ok(link_info(ifindex(ifname)?)?.xdp_prog_id)
 }
 
+/// The process holding a BPF link to program `prog_id`, as "pid N (comm)": found in the
+/// `fdinfo` of every process's descriptors (a link's shows `link_type:` and `prog_id:`). `None`
+/// when no link holds it (attached with netlink, e.g. `ip link set dev X xdp obj ...`), or when
+/// /proc cannot be read.
+pub fn link_holder(prog_id: u32) -> Option<String> {
+    let want = format!("prog_id:\t{prog_id}\n");
+    for p in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = p.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(info) = std::fs::read_to_string(fd.path()) else {
+                continue;
+            };
+            if info.contains("link_type:") && info.contains(&want) {
+                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                return Some(format!("{pid} ({})", comm.trim()));
+            }
+        }
+    }
+    None
+}
+
 /// Control-path objects of an XDP port, dropped with the port: the link first (detaching the
 /// program), then the program and the map.
 struct Steering {
@@ -313,9 +343,11 @@ pub(crate) fn open(
     if let Some(rxq) = link.rx_queues {
         if cfg.queues as u32 > rxq {
             return Err(Error::Config(format!(
-                "{ifname} has {rxq} rx queue(s) but the port asks for {}; AF_XDP queue i is bound \
-                 to netdev queue i (for a veth, create it with `numrxqueues N numtxqueues N`)",
-                cfg.queues
+                "{ifname} has {rxq} rx queue(s) but {} queues were asked for: use at most {rxq} \
+                 (AF_XDP queue i is bound to netdev queue i), or give the interface more queues \
+                 (`ethtool -L {ifname} combined {}`; a veth gets them when created with \
+                 `numrxqueues N numtxqueues N`)",
+                cfg.queues, cfg.queues
             )));
         }
     }
@@ -325,6 +357,7 @@ pub(crate) fn open(
             return Err(Error::XdpAlreadyAttached {
                 ifname: ifname.clone(),
                 prog_id,
+                held_by: link_holder(prog_id),
             });
         }
     }
@@ -380,8 +413,9 @@ pub(crate) fn open(
                             // index is what the device refuses.
                             Some(libc::EINVAL) => Error::Config(format!(
                             "{ifname} refuses an AF_XDP socket on rx queue {q} (EINVAL): it has \
-                             fewer than {} active rx queues. Check `ethtool -l {ifname}`; a veth \
-                             has 1 unless created with `numrxqueues N numtxqueues N`",
+                             {q} active rx queue(s), so use at most {q} queues, or activate more \
+                             (`ethtool -l {ifname}` shows them, `ethtool -L {ifname} combined {}` \
+                             sets them; a veth is created with `numrxqueues N numtxqueues N`)",
                             cfg.queues
                         )),
                             _ => busy(e),
@@ -425,6 +459,7 @@ pub(crate) fn open(
                 return Err(Error::XdpAlreadyAttached {
                     ifname: ifname.clone(),
                     prog_id,
+                    held_by: link_holder(prog_id),
                 });
             }
             Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),
