@@ -109,6 +109,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             Some(first) => b.pool(first.pool().clone()),
             None => b.pool_config(MempoolConfig {
                 buffers: a.devs.len() as u32 * (2 * a.ring + 1024),
+                buf_size: buf_size(a),
                 ..Default::default()
             }),
         };
@@ -161,6 +162,20 @@ fn run(a: &Args) -> rawq::Result<()> {
         losses(&ports, refused)
     );
     Ok(())
+}
+
+/// Buffers big enough for the largest frame the interfaces' MTUs let arrive (an Ethernet header
+/// with a VLAN tag on top of the MTU, and 256 bytes of receive headroom); AF_XDP buffers are at
+/// most 4096 bytes.
+fn buf_size(a: &Args) -> u32 {
+    let mtu = a
+        .devs
+        .iter()
+        .filter_map(|d| rawq::gen::netdev_state(d).and_then(|s| s.mtu))
+        .max()
+        .unwrap_or(1500) as usize;
+    let limit = if a.backend == "xdp" { 4096 } else { 65536 };
+    (mtu + 18 + 256).next_power_of_two().clamp(2048, limit) as u32
 }
 
 /// Every frame lost on the way, by where: tx ring full (refused), dropped at transmit (tx

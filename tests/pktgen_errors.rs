@@ -283,3 +283,118 @@ fn device_drops_and_tail_loss_are_counted() {
     let err = String::from_utf8_lossy(&out2.stderr);
     assert!(err.contains("100 no rule matched"), "{err}");
 }
+
+/// A scratch file path for this test process.
+fn scratch(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rawq-pk12-{}-{name}", std::process::id()))
+}
+
+/// A 60-byte Ethernet/IPv4 frame (contents do not matter to pktgen, which sends them as they
+/// are), or `len` bytes of it.
+fn frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f.truncate(len);
+    f
+}
+
+fn write_pcap(path: &std::path::Path, link: pcap_file::DataLink, frames: &[Vec<u8>]) {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let f = std::fs::File::create(path).unwrap();
+    let header = PcapHeader {
+        datalink: link,
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(f, header).unwrap();
+    for fr in frames {
+        w.write_packet(&PcapPacket::new(Duration::ZERO, fr.len() as u32, fr))
+            .unwrap();
+    }
+}
+
+/// Issue 12 item 13: --pcap reads pcapng, refuses what it cannot send as it is (non-Ethernet
+/// link types, runts), refuses template options it would ignore, and the jumbo error names
+/// command-line options.
+#[test]
+fn pcap_input_is_read_or_refused_plainly() {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::DataLink;
+
+    // pcapng: read, every frame sent.
+    let ng = scratch("frames.pcapng");
+    {
+        let mut w = PcapNgWriter::new(std::fs::File::create(&ng).unwrap()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![],
+        })
+        .unwrap();
+        for _ in 0..3 {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: Duration::ZERO,
+                original_len: 60,
+                data: std::borrow::Cow::Owned(frame(60)),
+                options: vec![],
+            })
+            .unwrap();
+        }
+    }
+    let ngs = ng.to_str().unwrap();
+    let v = json(&run(
+        "pktgen",
+        &["-b", "model", "--pcap", ngs, "-n", "6", "--json", "--quiet"],
+        10,
+    ));
+    assert_eq!(
+        (v["packets"].as_u64(), v["bytes"].as_u64()),
+        (Some(6), Some(360)),
+        "{v}"
+    );
+
+    // Linux cooked capture (`tcpdump -i any`): not Ethernet.
+    let sll = scratch("sll.pcap");
+    write_pcap(&sll, DataLink::LINUX_SLL, &[frame(60)]);
+    refused(
+        "pktgen",
+        &["-b", "model", "--pcap", sll.to_str().unwrap(), "-n", "1"],
+        &["link type", "Ethernet"],
+    );
+    // A 3-byte "frame".
+    let runt = scratch("runt.pcap");
+    write_pcap(&runt, DataLink::ETHERNET, &[frame(60), frame(3)]);
+    refused(
+        "pktgen",
+        &["-b", "model", "--pcap", runt.to_str().unwrap(), "-n", "1"],
+        &["packet 2 is 3 bytes"],
+    );
+    // Template options that --pcap would silently ignore.
+    for opt in [
+        &["--seq"][..],
+        &["-s", "100"],
+        &["-f", "4"],
+        &["--src-ip", "10.0.0.9"],
+    ] {
+        let mut a = vec!["-b", "model", "--pcap", ngs, "-n", "1"];
+        a.extend_from_slice(opt);
+        refused("pktgen", &a, &["--pcap"]);
+    }
+    // Jumbo frames on AF_XDP: the error names what a command-line user can change.
+    let out = run(
+        "pktgen",
+        &["-b", "xdp", "-d", "lo", "-s", "4000", "-n", "1"],
+        5,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("-s") && err.contains("-b verbs"), "{err}");
+    assert!(!err.contains("MempoolConfig"), "{err}");
+    for f in [ng, sll, runt] {
+        let _ = std::fs::remove_file(f);
+    }
+}

@@ -394,3 +394,62 @@ fn too_many_queues_says_how_many_there_are() {
     let msg = e.to_string();
     assert!(msg.contains("use at most 1"), "{msg}");
 }
+
+/// Issue 12 item 14: a receiver's buffers follow the link's MTU, not `-s` (at MTU 3000 the
+/// 3000-byte frames used to be dropped), and an MTU AF_XDP cannot take is named in the error.
+#[test]
+fn receive_buffers_follow_the_mtu() {
+    let Some(p) = NetnsPair::new("xrmtu") else {
+        return;
+    };
+    for (ns, dev) in [(&p.a, &p.veth_a), (&p.b, &p.veth_b)] {
+        p.ip_in(ns, &["link", "set", dev, "mtu", "3000"]).unwrap();
+    }
+    let rule = "udp dst-port 9000 -> queue 0";
+    let rx = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.b])
+        .arg(support::example("pktgen"))
+        .args([
+            "-b", "xdp", "-d", &p.veth_b, "--rx", "--rule", rule, "-t", "3", "--json", "--quiet",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let tx = pktgen_wrapped(
+        &p.a,
+        &[],
+        &[
+            "-b", "xdp", "-d", &p.veth_a, "-s", "3000", "-n", "100", "-r", "10kpps", "--quiet",
+        ],
+    );
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let rx = rx.wait_with_output().unwrap();
+    assert!(
+        rx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rx.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
+    assert_eq!(v["packets"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["bytes"].as_u64(), Some(300_000), "{v}");
+
+    for (ns, dev) in [(&p.a, &p.veth_a), (&p.b, &p.veth_b)] {
+        p.ip_in(ns, &["link", "set", dev, "mtu", "9000"]).unwrap();
+    }
+    let out = pktgen_wrapped(
+        &p.b,
+        &[],
+        &[
+            "-b", "xdp", "-d", &p.veth_b, "--rx", "--rule", rule, "-t", "1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("MTU 9000") && err.contains("ERANGE"), "{err}");
+}

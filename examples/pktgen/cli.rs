@@ -158,8 +158,12 @@ pub struct Args {
     /// Stamp sequence numbers into the payload (the receiver counts loss and reordering).
     #[arg(long)]
     pub seq: bool,
-    /// Frames to send from this pcap file instead of a template (cycled).
-    #[arg(long)]
+    /// Frames to send from this pcap or pcapng file instead of a template (cycled, sent as
+    /// they are: the template options do not apply).
+    #[arg(long, conflicts_with_all = [
+        "dst_mac", "src_mac", "src_ip", "dst_ip", "src_port", "dst_port", "size", "flows",
+        "vary", "seq",
+    ])]
     pub pcap: Option<PathBuf>,
 
     /// Rate over all queues: 1000, 2.5Mpps, 10Gbps (L1), max; 0 = unlimited (like max).
@@ -255,15 +259,75 @@ impl Args {
     }
 }
 
+/// Reads the frames of a pcap or pcapng file: Ethernet link type only, each frame complete (not
+/// cut by the capture's snap length) and at least an Ethernet header long.
 fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut r = pcap_file::pcap::PcapReader::new(f).map_err(|e| e.to_string())?;
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.map_err(|e| e.to_string())?.data.into_owned());
+    use pcap_file::pcapng::Block;
+    use pcap_file::DataLink;
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    // (frame, original length, link type)
+    let mut raw: Vec<(Vec<u8>, u32, DataLink)> = Vec::new();
+    if bytes.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+        let mut r =
+            pcap_file::pcapng::PcapNgReader::new(&bytes[..]).map_err(|e| format!("pcapng: {e}"))?;
+        // Link types of the interfaces of the current section, by interface id.
+        let mut links: Vec<DataLink> = Vec::new();
+        while let Some(b) = r.next_block() {
+            match b.map_err(|e| format!("pcapng: {e}"))? {
+                Block::SectionHeader(_) => links.clear(),
+                Block::InterfaceDescription(i) => links.push(i.linktype),
+                Block::EnhancedPacket(p) => {
+                    let link = *links
+                        .get(p.interface_id as usize)
+                        .ok_or("pcapng: a packet names an interface that is not described")?;
+                    raw.push((p.data.into_owned(), p.original_len, link));
+                }
+                Block::SimplePacket(p) => {
+                    let link = *links
+                        .first()
+                        .ok_or("pcapng: a packet before any interface description")?;
+                    raw.push((p.data.into_owned(), p.original_len, link));
+                }
+                _ => {}
+            }
+        }
+    } else {
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).map_err(|e| {
+            format!("{e}: not a pcap or pcapng file (convert with `editcap -F pcap IN OUT`)")
+        })?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(|e| e.to_string())?;
+            raw.push((p.data.into_owned(), p.orig_len, link));
+        }
     }
-    if frames.is_empty() {
+    if raw.is_empty() {
         return Err("no packets in the file".into());
+    }
+    let mut frames = Vec::with_capacity(raw.len());
+    for (i, (f, orig, link)) in raw.into_iter().enumerate() {
+        let n = i + 1;
+        if link != DataLink::ETHERNET {
+            return Err(format!(
+                "packet {n} has link type {link:?}: pktgen sends Ethernet frames only (capture \
+                 on an Ethernet interface, not `any` or a tunnel)"
+            ));
+        }
+        if (f.len() as u32) < orig {
+            return Err(format!(
+                "packet {n} was cut by the capture's snap length ({} of {orig} bytes): capture \
+                 with a larger snap length (`tcpdump -s 0`)",
+                f.len()
+            ));
+        }
+        if f.len() < 14 {
+            return Err(format!(
+                "packet {n} is {} bytes, shorter than an Ethernet header (14): not a frame a \
+                 NIC can send",
+                f.len()
+            ));
+        }
+        frames.push(f);
     }
     Ok(frames)
 }

@@ -105,7 +105,11 @@ fn run(a: &Args) -> rawq::Result<()> {
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
     let src = Arc::new(a.source()?);
-    let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
+    // The interface under an xdp port: its MTU against the frames, and watched while running.
+    let link = (a.backend == cli::BackendKind::Xdp)
+        .then(|| rawq::gen::netdev_state(&a.dev))
+        .flatten();
+    let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let mut b = Port::builder(a.backend()?)
         .queues(a.queues)
         .rx_ring(a.ring)
@@ -119,10 +123,6 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     let mut port = b.open()?;
     let info = port.info().clone();
-    // The interface under an xdp port: its MTU against the frames, and watched while running.
-    let link = (info.backend == "xdp")
-        .then(|| rawq::gen::netdev_state(&a.dev))
-        .flatten();
     if let Some(mtu) = link.and_then(|l| l.mtu) {
         let largest = mtu as usize + 14;
         if !a.rx && src.max_len() > largest {
@@ -240,6 +240,63 @@ fn run(a: &Args) -> rawq::Result<()> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Pool headroom in front of transmitted frames (MempoolConfig's default).
+const TX_HEADROOM: usize = 128;
+/// Room the kernel keeps in front of received frames (XDP_PACKET_HEADROOM; the DV and verbs
+/// paths need no more).
+const RX_HEADROOM: usize = 256;
+/// An Ethernet header with one VLAN tag: a frame that arrives is at most MTU + this.
+const L2_OVERHEAD: usize = 18;
+
+/// Buffer size for the pool: the largest frame to send plus its headroom, and on a receiving
+/// port (--rx, --txrx) the largest frame the link's MTU lets arrive, so that no frame is
+/// dropped for want of room. AF_XDP buffers are at most 4096 bytes, any buffer 64 KiB.
+fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u32> {
+    let tx = src.max_len() + TX_HEADROOM;
+    let arriving = mtu.map_or(0, |m| m as usize + L2_OVERHEAD);
+    let rx = if a.rx || a.txrx {
+        src.max_len().max(arriving) + RX_HEADROOM
+    } else {
+        0
+    };
+    let (limit, what) = if a.backend == cli::BackendKind::Xdp {
+        (4096, "AF_XDP's largest buffers (4096 bytes)")
+    } else {
+        (65536, "the largest buffers (64 KiB)")
+    };
+    if tx > limit {
+        return Err(rawq::Error::Config(format!(
+            "frames of up to {} bytes (-s / --pcap) do not fit {what}: send frames of at most {} \
+             bytes (-s, or drop the larger frames from the pcap){}",
+            src.max_len(),
+            limit - TX_HEADROOM,
+            if limit == 4096 {
+                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB"
+            } else {
+                ""
+            }
+        )));
+    }
+    if rx > limit {
+        eprintln!(
+            "pktgen: warning: {}'s MTU {} lets frames of up to {arriving} bytes arrive, more than \
+             {what} hold with their headroom ({} bytes): larger frames are dropped. Lower the \
+             MTU (`ip link set dev {} mtu {}`)",
+            a.dev,
+            mtu.unwrap_or(0),
+            limit - RX_HEADROOM,
+            a.dev,
+            // AF_XDP: the driver's own limit for an XDP program is lower still (about 3500).
+            if limit == 4096 {
+                3000
+            } else {
+                limit - RX_HEADROOM - L2_OVERHEAD
+            }
+        );
+    }
+    Ok(tx.max(rx).min(limit).next_power_of_two().max(2048) as u32)
 }
 
 fn gone_error(dev: &str) -> rawq::Error {

@@ -340,6 +340,7 @@ pub(crate) fn open(
     let umem = Umem::of(pool)?;
     let ifindex = ifindex(ifname)?;
     let link = link_info(ifindex)?;
+    let mtu = link.mtu;
     if let Some(rxq) = link.rx_queues {
         if cfg.queues as u32 > rxq {
             return Err(Error::Config(format!(
@@ -461,6 +462,17 @@ pub(crate) fn open(
                     prog_id,
                     held_by: link_holder(prog_id),
                 });
+            }
+            // The driver refuses an XDP program for this MTU: without multi-buffer support a
+            // frame must fit one page (veth_xdp_set and most drivers return ERANGE).
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                let mtu = mtu.map_or("its".to_string(), |m| m.to_string());
+                return Err(Error::Unsupported(format!(
+                    "{ifname} refuses the XDP steering program at MTU {mtu} (ERANGE from \
+                     BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
+                     kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
+                     MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
+                )));
             }
             Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),
         },
