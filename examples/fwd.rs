@@ -82,6 +82,12 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    if a.burst > a.ring as usize {
+        return Err(rawq::Error::Config(format!(
+            "--burst {} is above --ring {}: a burst must fit the ring",
+            a.burst, a.ring
+        )));
+    }
     if a.devs.len() > 2 {
         return Err(rawq::Error::Config("give one or two --dev".into()));
     }

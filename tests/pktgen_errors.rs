@@ -63,6 +63,14 @@ fn burst_zero_is_refused() {
     let mut a = vec!["-b", "model", "-d", "x", "--burst", "0", "-t", "1"];
     a.extend_from_slice(FWD_RULE);
     refused("fwd", &a, &["--burst"]);
+    // A burst the ring can never take at once used to send nothing, silently.
+    refused(
+        "pktgen",
+        &[
+            "-b", "model", "-t", "1", "--burst", "4096", "--ring", "2048",
+        ],
+        &["--burst 4096 is above --ring 2048"],
+    );
 }
 
 /// Issue 12 item 10: no -t input panics or is taken when it makes no sense.

@@ -102,6 +102,12 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    if a.burst > a.ring as usize {
+        return Err(rawq::Error::Config(format!(
+            "--burst {} is above --ring {}: a burst must fit the ring",
+            a.burst, a.ring
+        )));
+    }
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
     let src = Arc::new(a.source()?);
