@@ -46,6 +46,7 @@
 #[cfg(test)]
 #[path = "../tests/support/cc.rs"]
 pub(crate) mod cc_oracle;
+pub mod config;
 pub mod error;
 pub mod flow;
 pub mod gen;

@@ -42,9 +42,9 @@
 use std::any::Any;
 use std::ffi::CString;
 
+use crate::config::{Backend, PortConfig, PortInfo};
 use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache, Shared};
-use crate::port::{Backend, PortConfig, PortInfo};
 use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
