@@ -29,8 +29,15 @@
 //! refilled from the queue's private [`PoolCache`] once per burst. `tx.rs`: packets are moved into
 //! the tx ring (their buffers go to the kernel), one producer update per burst, a `sendto` kick
 //! only when the ring's need-wakeup flag asks; completed buffers come back from the completion
-//! ring into the `PoolCache`. Multi-buffer packets are not supported on transmit (they are
-//! dropped and counted in `tx_drops`); receive frames are at most `buf_size - 256` bytes.
+//! ring into the `PoolCache`, and only then are their frames counted in `tx_packets` (a frame
+//! stuck in the ring because the link is down is never counted as sent). A packet of another
+//! pool is copied into one of this queue's buffers and counted in `tx_copies`; to forward between
+//! ports without copies, open them on one pool ([`PortBuilder::pool`](crate::PortBuilder::pool)):
+//! each port registers the same region as its UMEM, so a buffer received on one is a valid
+//! address on the other. Multi-buffer packets are not supported on transmit (they are dropped,
+//! counted in `tx_drops` and not reported as taken); receive frames are at most
+//! `buf_size - 256` bytes. A failed tx kick (ENETDOWN, ENXIO) is kept for
+//! [`Queue::take_error`](crate::Queue::take_error) as [`Error::Link`].
 //!
 //! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
 //!
