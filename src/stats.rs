@@ -28,6 +28,9 @@ pub struct QueueStats {
     pub tx_drops: u64,
     /// Transmit errors (error completions).
     pub tx_errors: u64,
+    /// Packets copied on transmit because the device could not send them from their own buffer
+    /// (e.g. a packet from another port's pool on AF_XDP); they are also in `tx_packets`.
+    pub tx_copies: u64,
 }
 
 /// Packet and layer-1 bit rates over an interval.
@@ -80,12 +83,13 @@ impl QueueStats {
         self.tx_bytes += other.tx_bytes;
         self.tx_drops += other.tx_drops;
         self.tx_errors += other.tx_errors;
+        self.tx_copies += other.tx_copies;
     }
 }
 
 #[derive(Default)]
 struct Cells {
-    c: [AtomicU64; 8],
+    c: [AtomicU64; 9],
 }
 
 /// The writer side of a queue's counters, owned by the queue.
@@ -114,6 +118,8 @@ pub enum Counter {
     TxDrops,
     /// [`QueueStats::tx_errors`]
     TxErrors,
+    /// [`QueueStats::tx_copies`]
+    TxCopies,
 }
 
 impl StatsWriter {
@@ -176,6 +182,7 @@ impl StatsReader {
             tx_bytes: c[5].load(Relaxed),
             tx_drops: c[6].load(Relaxed),
             tx_errors: c[7].load(Relaxed),
+            tx_copies: c[8].load(Relaxed),
         }
     }
 }
