@@ -260,4 +260,6 @@ pub(crate) fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {
 }
 
 #[cfg(test)]
+mod hw_tests;
+#[cfg(test)]
 mod tests;
