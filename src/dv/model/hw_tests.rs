@@ -716,3 +716,33 @@ fn csum_format_compresses_across_different_hashes() {
         assert_eq!((r.cqe(0, 64, 0)[63] >> 2) & 3, 3, "compressed title");
     }
 }
+
+#[test]
+fn spawn_pins_the_device_thread_when_given_a_cpu() {
+    let cpus = current_affinity();
+    let Some(&cpu) = cpus.last() else {
+        panic!("sched_getaffinity gave no CPU");
+    };
+    for (pin, want) in [(Some(cpu), vec![cpu]), (None, cpus.clone())] {
+        let r = Rig::new(opts(0));
+        let cq = r.cq(0, 8, 64, None);
+        let rq = r.rq(0, cq, 16, 1);
+        catch_all(&r.hw, rq);
+        r.post_recv(0, 16, 0, &[(2048, DATA)]);
+        // The sink runs on the device's thread: it reports that thread's CPU set.
+        let seen = Arc::new(Mutex::new(None));
+        let s2 = seen.clone();
+        r.hw.set_event_sink(Box::new(move |_| {
+            *s2.lock().unwrap() = Some(current_affinity())
+        }));
+        r.be32(DB + 4, 0);
+        let t = r.hw.spawn(pin).expect("device thread");
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while seen.lock().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(t);
+        assert_eq!(seen.lock().unwrap().clone(), Some(want), "pin {pin:?}");
+    }
+}
