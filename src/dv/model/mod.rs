@@ -115,6 +115,9 @@ pub struct ModelOptions {
     pub wire: ModelWire,
     /// Flow rules (empty: every frame is taken, spread by RSS).
     pub rules: Vec<Rule>,
+    /// The port's kernel netdev (a TAP): frames no rule takes are written to it, and what the
+    /// kernel sends on it goes out on the wire. `None`: such frames are counted and dropped.
+    pub netdev: Option<hw::NetdevPath>,
     /// The CPU the model's thread is pinned to when it runs in one (keep it off the queues'
     /// cores); `None`: not pinned.
     pub model_cpu: Option<usize>,
@@ -138,6 +141,7 @@ impl Default for ModelOptions {
             wire_capacity: 1024,
             wire: ModelWire::Loopback,
             rules: Vec::new(),
+            netdev: None,
             model_cpu: None,
         }
     }

@@ -73,7 +73,7 @@ impl ModelPort {
                 flow_control: opts.flow_control,
                 wire_capacity: opts.wire_capacity,
                 wire: opts.wire.clone(),
-                netdev: None,
+                netdev: opts.netdev.clone(),
                 clock_khz: 0,
             },
             HwTuning {
