@@ -360,11 +360,18 @@ impl Hw {
     /// Creates a TIR over existing RQs; returns the tirn.
     ///
     /// # Errors
-    /// [`Error::Config`] for unknown RQs, an empty table, several RQs without a hash or a key
-    /// that is not 40 bytes; [`Error::Unsupported`] for hash fields beyond the IPv4/IPv6
-    /// address and TCP/UDP port bits.
+    /// [`Error::Config`] for unknown RQs, an empty table, several RQs without a hash, a key
+    /// that is not 40 bytes, or fields the kernel refuses for an RSS QP (IPv4 with IPv6, TCP
+    /// with UDP); [`Error::Unsupported`] for hash fields beyond the IPv4/IPv6 address and
+    /// TCP/UDP port bits.
     pub fn create_tir(&self, d: TirDesc) -> Result<u32> {
-        self.lock().create_tir(d)
+        self.lock().create_tir(d, true)
+    }
+
+    /// As [`Hw::create_tir`], without the kernel's one-protocol-per-RSS-QP rule (the model's
+    /// own port hashes IPv4 and IPv6, TCP and UDP through one TIR).
+    pub(crate) fn create_tir_any(&self, d: TirDesc) -> Result<u32> {
+        self.lock().create_tir(d, false)
     }
 
     /// Attaches a flow rule; returns its id.

@@ -561,6 +561,21 @@ fn every_create_with_bad_arguments_is_an_error() {
                 fields: 1 << 31,
             }),
         },
+        // IPv4 with IPv6, TCP with UDP: the kernel's EINVAL.
+        TirDesc {
+            rqns: vec![rqn],
+            hash: Some(RssHash {
+                key: vec![0; 40],
+                fields: 0x1 | 0x4,
+            }),
+        },
+        TirDesc {
+            rqns: vec![rqn],
+            hash: Some(RssHash {
+                key: vec![0; 40],
+                fields: 0x3 | 0x10 | 0x80,
+            }),
+        },
     ] {
         assert!(r.hw.create_tir(d.clone()).is_err(), "{d:?}");
     }
@@ -691,7 +706,7 @@ fn csum_format_compresses_across_different_hashes() {
                 rqns: vec![rq],
                 hash: Some(RssHash {
                     key: super::net::RSS_KEY.to_vec(),
-                    fields: 0xff,
+                    fields: 0x3 | 0x40 | 0x80,
                 }),
             })
             .unwrap();

@@ -157,7 +157,7 @@ impl ModelPort {
         let rqns: Vec<u32> = qs.iter().map(|q| q.rqn).collect();
         if opts.rules.is_empty() {
             // No rules: every frame is taken, spread by RSS over all queues.
-            let tirn = hw.create_tir(TirDesc {
+            let tirn = hw.create_tir_any(TirDesc {
                 rqns: rqns.clone(),
                 hash: rss_all(),
             })?;
@@ -174,7 +174,7 @@ impl ModelPort {
                 Action::Rss(set) => set.iter().map(|&q| rqns[q as usize]).collect(),
                 Action::Drop => vec![rqns[0]],
             };
-            let tirn = hw.create_tir(TirDesc {
+            let tirn = hw.create_tir_any(TirDesc {
                 rqns: table,
                 hash: rss_all(),
             })?;

@@ -244,7 +244,7 @@ impl HwState {
 
     /// Writes (or holds back) a send CQE: `wqe_counter` = the WQE's index, `sop_drop_qpn` =
     /// opcode << 24 | sqn, `srqn_uidx` = the user index (rdma-core cq.c `mlx5_parse_cqe` finds
-    /// the QP by it with cqe_version 1, `mlx5_get_common_rsc`/`get_resp_ctx_v1`). False if the
+    /// the QP by it with cqe_version 1, `get_cur_rsc` -> `mlx5_find_uidx`). False if the
     /// CQ could not take it (overrun).
     fn tx_cqe(
         &mut self,
