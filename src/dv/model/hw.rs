@@ -12,12 +12,14 @@
 //! lkey). Every method validates its arguments and answers [`Error::Config`] /
 //! [`Error::Unsupported`] rather than panic; the emulator maps those to the kernel's errno.
 //!
-//! Every data-path behaviour is in [`super::engine`], each with the vendor source it follows.
+//! Every data-path behaviour is in the model's engine (`src/dv/model/engine`), each with the vendor source it follows.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::dv::rings::{MiniCqeFormat, Striding};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 
 use super::engine::HwState;
@@ -310,7 +312,7 @@ impl Hw {
     }
 
     /// Creates a CQ over the caller's memory; returns the cqn. The device writes
-    /// [`super::engine`]'s arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
+    /// engine's arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
     /// sees every `mlx5_arm_cq` write (libmlx5 never reads that word).
     ///
     /// # Safety

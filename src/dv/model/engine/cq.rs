@@ -30,6 +30,8 @@ const ARM_SOLICITED: u32 = 1 << 24;
 
 impl Cq {
     pub(crate) fn new(d: CqDesc) -> Cq {
+        // libmlx5 zeroes both dbrec words before the create command (rdma-core
+        // providers/mlx5/verbs.c `create_cq`) and never reads the arm word back.
         store_be32(d.dbrec + 4, ARM_SENTINEL);
         Cq {
             d,
