@@ -599,8 +599,10 @@ fn threaded_model_pair_keeps_order_and_bytes() {
         while next_expect < n {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{}: stuck at {next_expect}",
-                v.name
+                "{}: stuck at {next_expect}; tx {:?} rx {:?}",
+                v.name,
+                a.counters(),
+                b.counters()
             );
             if burst.is_empty() && next_send < n {
                 for _ in 0..(1 + rng.below(64)).min(n - next_send) {

@@ -82,23 +82,25 @@ impl ModelPort {
                 min_frame: opts.min_frame,
             },
         )?;
-        let (rq_stride, per_wqe_cqes) = match opts.rx {
-            RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), 1),
+        let (rq_stride, rxcq_want) = match opts.rx {
+            RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), opts.rq_wqes),
+            // DPDK drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_cqe_num`: a striding RQ's CQ holds a
+            // CQE per stride of every WQE (a filler takes the place of the strides it closes).
             RxKind::Striding(s) => (
                 (16 * (1 + (1u32 << s.log_num_strides))).next_power_of_two(),
-                (1u32 << s.log_num_strides) + 1,
+                (opts.rq_wqes << s.log_num_strides) - 1,
             ),
         };
+        // CQ sizes as libmlx5 gives them for what a driver asks: `align_queue_size(cqe + 1)`
+        // (rdma-core providers/mlx5/verbs.c `create_cq`), for one CQE per SQ WQEBB and per RQ
+        // WQE (stride).
+        let cq_slots = |want: u32| (want + 1).next_power_of_two().clamp(64, 1 << 22);
         let g = Geometry {
             sq_cnt: opts.sq_wqebbs,
-            txcq_cnt: opts.sq_wqebbs.max(64),
+            txcq_cnt: cq_slots(opts.sq_wqebbs),
             rq_cnt: opts.rq_wqes,
             rq_stride,
-            // DPDK drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_cqe_num`: a striding RQ's CQ holds a
-            // CQE per stride of every WQE (plus the fillers).
-            rxcq_cnt: (opts.rq_wqes * per_wqe_cqes)
-                .next_power_of_two()
-                .clamp(64, 1 << 16),
+            rxcq_cnt: cq_slots(rxcq_want),
         };
         let striding = match opts.rx {
             RxKind::Striding(s) => Some(s),
