@@ -761,3 +761,83 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
         assert_eq!(seen.lock().unwrap().clone(), Some(want), "pin {pin:?}");
     }
 }
+
+#[test]
+fn random_rings_never_panic_or_touch_unregistered_memory() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut total = super::ModelCounters::default();
+    for round in 0..300 {
+        let r = Rig::new(opts(if round % 2 == 0 { 0 } else { 18 }));
+        let txcq = r.cq(0, 64, if round % 3 == 0 { 128 } else { 64 }, None);
+        let comp = [
+            None,
+            Some(MiniCqeFormat::Hash),
+            Some(MiniCqeFormat::CsumStrideIdx),
+        ];
+        let rxcq = r.cq(1, 64, 64, comp[round % 3]);
+        let sqn = r.sq(txcq, 1);
+        let rqn = r.rq(0, rxcq, 64, 2);
+        catch_all(&r.hw, rqn);
+        // Random SQ WQEBBs, half with a plausible control segment, a zeroed Ethernet segment
+        // and a data segment in or out of the registered region, under the right or a wrong
+        // lkey.
+        for bb in 0..64usize {
+            let at = SQ + 64 * bb;
+            for b in r.bytes(at, 64).iter_mut() {
+                *b = rnd() as u8;
+            }
+            if rnd() % 2 == 0 {
+                let ds = if rnd() % 4 == 0 {
+                    (rnd() % 64) as u32
+                } else {
+                    3
+                };
+                r.ctrl(at, bb as u16, sqn, ds);
+                r.bytes(at + 16, 16).fill(0);
+                let lkey = if rnd() % 4 == 0 { rnd() as u32 } else { r.lkey };
+                let addr = r.at(DATA) as u64 + rnd() % (2 * (LEN - DATA) as u64);
+                r.data_seg(at + 32, (rnd() % 2000) as u32, lkey, addr);
+            }
+        }
+        for i in 0..16usize {
+            let w = RQ + 64 * i;
+            for b in r.bytes(w, 64).iter_mut() {
+                *b = rnd() as u8;
+            }
+            let lkey = if rnd() % 4 == 0 { rnd() as u32 } else { r.lkey };
+            let addr = r.at(DATA) as u64 + rnd() % (2 * (LEN - DATA) as u64);
+            r.data_seg(w, (rnd() % 3000) as u32, lkey, addr);
+            if rnd() % 2 == 0 {
+                r.data_seg(w + 16, 0, 0x100, 0);
+            }
+        }
+        r.be32(DB + 0x800, (rnd() % 70) as u32);
+        r.be32(DB + 0x900, (rnd() % 20) as u32);
+        r.be32(DB + 4, rnd() as u32);
+        for _ in 0..1 + rnd() % 4 {
+            let len = (rnd() % 1600) as usize;
+            let mut f = udp([10, 0, 0, 1], rnd() as u16, 2, len.max(60));
+            f.truncate(len);
+            r.hw.inject_frame(&f);
+        }
+        r.hw.process();
+        r.hw.process();
+        let c = r.hw.counters();
+        total.tx_wqes += c.tx_wqes;
+        total.tx_error_cqes += c.tx_error_cqes;
+        total.rx_frames += c.rx_frames;
+        total.rx_error_cqes += c.rx_error_cqes;
+    }
+    // The random rings reached every outcome.
+    assert!(
+        total.tx_wqes > 0 && total.tx_error_cqes > 0 && total.rx_frames > 0,
+        "{total:?}"
+    );
+    assert!(total.rx_error_cqes > 0, "{total:?}");
+}
