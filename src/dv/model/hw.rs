@@ -12,7 +12,25 @@
 //! lkey). Every method validates its arguments and answers [`Error::Config`] /
 //! [`Error::Unsupported`] rather than panic; the emulator maps those to the kernel's errno.
 //!
-//! Every data-path behaviour is in the model's engine (`src/dv/model/engine`), each with the vendor source it follows.
+//! Every data-path behaviour is in the model's engine (`src/dv/model/engine`), each with the
+//! vendor source it follows.
+//!
+//! # Notes for the emulated kernel
+//! * A RAW_PACKET QP's `qp_num` must be its sqn: libmlx5 writes `qp_num` into every control
+//!   segment and the device checks it (LOCAL_QP_OP_ERR otherwise).
+//! * The SQ and RQ of one QP carry the QP's user index (`mlx5_ib_create_qp.uidx`); duplicates
+//!   are allowed.
+//! * CQ sizes are the slot counts libmlx5 allocated (`align_queue_size(cqe + 1)`), not the
+//!   `cqe` the application asked for.
+//! * CQ arming is seen through the arm word `dbrec[1]` (the device writes an impossible arm
+//!   word there at [`Hw::create_cq`], after libmlx5 zeroed it); the UAR doorbell is not
+//!   polled. One [`HwEvent::Completion`] per arm.
+//! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
+//!   The kernel also sets `rx_hash_symmetric` on such TIRs; the model hashes plain Toeplitz
+//!   (the symmetric variant's exact input order is not in the sources read), so hash values
+//!   may differ from a real NIC while the spreading behaves the same.
+//! * `IBV_WQ_FLAGS_CVLAN_STRIPPING`: [`Hw::set_rq_vlan_strip`].
+//! * Nothing happens unless [`Hw::process`] runs (or a thread from [`Hw::spawn`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
