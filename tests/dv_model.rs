@@ -619,7 +619,15 @@ fn threaded_model_pair_keeps_order_and_bytes() {
             for p in got.drain(..) {
                 p.copy_to_vec(&mut buf);
                 let seq = u64::from_be_bytes(buf[42..50].try_into().unwrap());
-                assert_eq!(seq, next_expect, "{}", v.name);
+                assert_eq!(
+                    seq,
+                    next_expect,
+                    "{}: tx {:?} rx {:?} rx stats {:?}",
+                    v.name,
+                    a.counters(),
+                    b.counters(),
+                    rx.stats()
+                );
                 frame(&pat, seq, size_of(7, seq, 9000), &mut want);
                 assert!(buf == want, "{}: packet {seq} corrupted", v.name);
                 next_expect += 1;

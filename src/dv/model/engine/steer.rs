@@ -193,17 +193,26 @@ impl HwState {
         Ok(())
     }
 
-    /// Moves frames from the wire into the RQs.
+    /// Moves frames from the wire into the RQs. A frame that must wait (flow control: no RQ
+    /// buffer) is held by the port, not put back on the wire: putting it back would refill a
+    /// slot the peer has just been told is free, and the peer's next frame would be dropped.
     pub(super) fn receive(&mut self) -> usize {
         let mut n = 0;
-        while let Some(frame) = self.inbox.pop() {
+        loop {
+            let frame = match self.held.take() {
+                Some(f) => f,
+                None => match self.inbox.pop() {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
             match self.rx_frame(&frame) {
                 Deliver::Done => {
                     self.inbox.recycle(frame);
                     n += 1;
                 }
                 Deliver::Wait => {
-                    self.inbox.unpop(frame);
+                    self.held = Some(frame);
                     break;
                 }
             }
