@@ -199,12 +199,16 @@ fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
                     v.name,
                     p.meta
                 );
-                assert_ne!(p.meta.rss_hash, 0);
-                assert_eq!(
-                    *hash.get_or_insert(p.meta.rss_hash),
-                    p.meta.rss_hash,
-                    "one flow, one hash"
-                );
+                // Checksum-format mini-CQEs (striding RQ with compression) carry no hash: the
+                // packet reports none (kernel mlx5e, mlx5e_decompress_cqe_no_hash).
+                if !(v.comp && v.striding.is_some()) || p.meta.rss_hash != 0 {
+                    assert_ne!(p.meta.rss_hash, 0);
+                    assert_eq!(
+                        *hash.get_or_insert(p.meta.rss_hash),
+                        p.meta.rss_hash,
+                        "one flow, one hash"
+                    );
+                }
                 next_expect += 1;
             }
             if k == 0 {

@@ -1,8 +1,10 @@
 //! [`DvQueue`]: the mlx5 DV data path of one queue pair, implementing [`QueueOps`].
 //!
 //! It drives a [`QueueRings`] (from the control path, or from the [device model](super::model))
-//! with a private [`PoolCache`]. Error completions put a side of the queue in the error state;
-//! the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
+//! with a private [`PoolCache`]. A receive error completion that only fails its WQE (a length
+//! error: see [`rx::fatal_syndrome`](super::rx::fatal_syndrome)) is counted in `rx_errors` and
+//! the queue keeps running. The other error completions put a side of the queue in the error
+//! state; the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
 //! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
 //! counters, and reports what happened through [`QueueOps::take_error`] as
 //! [`Error::Queue`]. Nothing is lost silently: every packet taken by

@@ -96,3 +96,148 @@ fn csum_table_matches_the_cqe_bits() {
         }
     }
 }
+
+/// `Rx::reset` drains the CQ the way `poll` walks it: a compressed session (title, then
+/// mini-CQE arrays in the slots after it, which carry no owner bit) is skipped whole, by the
+/// title's count, as DPDK (mlx5_rx.c, the `zip` handling in `mlx5_rx_poll_len`) and VPP
+/// (src/plugins/rdma/input.c, `cq_ci += n_mini_cqes` and `compressed_cqe_reset_owner`) consume
+/// it. Stepping one slot at a time lands on mini-CQE arrays and leaves the consumer index
+/// inside a session, after which no completion is ever seen again. Here the CQ holds sessions
+/// (one of them half consumed) when the RQ is reset; every frame sent after the reset arrives,
+/// over several laps of the CQ.
+#[test]
+fn reset_drains_compressed_sessions_whole() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::rings::MiniCqeFormat;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    // One flow (so that both mini-CQE formats compress), a sequence number in the payload.
+    let tagged = |seq: u16| {
+        let mut f = udp_frame(7);
+        f[42..44].copy_from_slice(&seq.to_be_bytes());
+        f
+    };
+    for fmt in [MiniCqeFormat::Hash, MiniCqeFormat::CsumStrideIdx] {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 512,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            rq_wqes: 64,
+            wire: ModelWire::Sink,
+            cqe_compression: Some(fmt),
+            ..Default::default()
+        })
+        .unwrap();
+        let (rings, keep) = port.rings(0, &pool).unwrap();
+        let mut hook = port.recover_hook(0);
+        let mut cache = pool.cache();
+        let stats = StatsWriter::default();
+        let mut rx = Rx::new(
+            &rings.rq,
+            &rings.rx_cq,
+            rings.lkey,
+            rings.caps.cqe_compression,
+            &pool,
+        )
+        .unwrap();
+        rx.refill(&mut cache);
+        let mut out = Vec::with_capacity(64);
+        let mut got = 0u32;
+        for round in 0..12u16 {
+            // Sessions of 20 completions (the same flow compresses), 3 mini-CQE arrays each.
+            for k in 0..40u16 {
+                port.inject_frame(&tagged(round * 100 + k));
+            }
+            port.process();
+            // Take 5 completions (half a session), then reset with the rest still in the CQ.
+            let (n, err) = rx.poll(&mut out, 5, &stats, &mut cache);
+            assert!(err.is_none());
+            assert_eq!(n, 5, "{fmt:?} round {round}: the CQ was left mid-session");
+            out.clear();
+            rx.zero_dbrec();
+            hook.recover_rq().unwrap();
+            rx.reset(&mut cache);
+            rx.refill(&mut cache);
+            // After the reset: every frame arrives.
+            for k in 0..30u16 {
+                port.inject_frame(&tagged(round * 100 + 50 + k));
+            }
+            port.process();
+            let mut seen = Vec::new();
+            for _ in 0..4 {
+                let (n, err) = rx.poll(&mut out, 64, &stats, &mut cache);
+                assert!(err.is_none());
+                got += n as u32;
+                seen.extend(out.drain(..).map(|p| {
+                    let d = p.to_vec();
+                    u16::from_be_bytes([d[42], d[43]])
+                }));
+                rx.refill(&mut cache);
+            }
+            let want: Vec<u16> = (0..30).map(|k| round * 100 + 50 + k).collect();
+            assert_eq!(seen, want, "{fmt:?} round {round}");
+        }
+        assert_eq!(got, 12 * 30);
+        hook.quiesce();
+        rx.release_all(&mut cache);
+        cache.flush();
+        drop(keep);
+        pool.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity(), "{fmt:?}");
+    }
+}
+
+/// Packets decompressed from checksum-format mini-CQEs carry no RSS hash of their own: they
+/// report none (0), not the title's (kernel mlx5e, `mlx5e_decompress_cqe_no_hash`); packets
+/// from plain CQEs keep the device's hash.
+#[test]
+fn checksum_format_mini_cqes_report_no_rss_hash() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::rings::MiniCqeFormat;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 512,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        rq_wqes: 64,
+        wire: ModelWire::Sink,
+        cqe_compression: Some(MiniCqeFormat::CsumStrideIdx),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let (mut hashed, mut unhashed) = (0u64, 0u64);
+    let mut out = Vec::with_capacity(64);
+    for round in 0..8u16 {
+        // A lone frame (a plain CQE), then a run of one flow (a compressed session).
+        port.inject_frame(&udp_frame(round));
+        port.process();
+        for _ in 0..20 {
+            port.inject_frame(&udp_frame(9));
+        }
+        port.process();
+        for _ in 0..3 {
+            q.rx_burst(&mut out, 64);
+            for p in out.drain(..) {
+                if p.meta.rss_hash == 0 {
+                    unhashed += 1;
+                } else {
+                    hashed += 1;
+                }
+            }
+        }
+    }
+    let c = port.counters();
+    assert!(c.mini_cqes > 0, "{c:?}");
+    assert_eq!(hashed + unhashed, 8 * 21);
+    assert_eq!(unhashed, c.mini_cqes, "{c:?}");
+    drop(q);
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}

@@ -135,7 +135,11 @@ impl PortState {
         c.set_sop_drop_qpn(q.sqn);
         c.set_op_own(cqe::OP_RESP_ERR << 4);
         q.pending_rx.push_back(b);
-        q.rq_err = true;
+        // Only the syndromes DPDK treats as fatal put the RQ in error (DPDK
+        // drivers/net/mlx5/mlx5_rx.c, mlx5_rx_err_handle: LOCAL_QP_OP_ERR, LOCAL_PROT_ERR,
+        // WR_FLUSH_ERR reset the WQ; any other syndrome, such as LOCAL_LENGTH_ERR, is skipped
+        // and the queue keeps receiving).
+        q.rq_err |= synd != cqe::SYND_LOCAL_LENGTH_ERR;
         self.counters.rx_error_cqes += 1;
     }
 
