@@ -16,7 +16,11 @@
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
 //!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
-//!   found by one poll are applied together: one bulk return of buffers to the cache.
+//!   found by one poll are applied together: one bulk return of buffers to the cache. Every
+//!   other WQE asks for "only the first error" (CE = 1, DPDK's `MLX5_COMP_ONLY_FIRST_ERR` in
+//!   drivers/net/mlx5/mlx5_tx.h): after a send error the device writes one error CQE, not one
+//!   per flushed WQE, so the TX CQ holds at most the requested CQEs plus that one whatever the
+//!   SQ size (the request threshold keeps requests below the CQ size).
 //! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
 //!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
 //!   register (alternating BlueFlame halves when the register has two).
@@ -477,7 +481,7 @@ impl Tx {
                 ctrl::OPCODE_SEND,
                 self.sqn,
                 ds as u8,
-                0,
+                ctrl::CE_ONLY_FIRST_ERR,
                 // Buffers this WQE holds (see `close_wqe`): one per segment.
                 p.segment_count() as u32,
             );
@@ -602,7 +606,7 @@ impl Tx {
             ctrl::OPCODE_ENHANCED_MPSW,
             self.sqn,
             ds as u8,
-            0,
+            ctrl::CE_ONLY_FIRST_ERR,
             k,
         );
         eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
@@ -610,11 +614,19 @@ impl Tx {
         self.close_wqe(start, ds.div_ceil(4), k, bytes);
     }
 
+    /// Whether one more completion may be requested: the CQ must keep room for every CQE
+    /// requested and not yet polled, plus the one error CQE a failure adds (see the module docs
+    /// on the completion modes).
+    #[inline(always)]
+    fn cq_room(&self) -> bool {
+        self.pending_reqs + 1 < self.cq.len()
+    }
+
     /// Asks for a completion on the WQE at `last` if enough has gone out since the last request.
     #[inline(always)]
     fn request_completion(&mut self, last: u16) {
         if (self.unreq_pkts >= COMP_THRESH_PKTS || self.unreq_bbs >= self.req_thresh_bbs)
-            && self.pending_reqs < self.cq.len()
+            && self.cq_room()
         {
             self.wqebb(last)[ctrl::field::FM_CE_SE] = ctrl::CE_ALWAYS;
             self.record(last);
@@ -641,7 +653,7 @@ impl Tx {
     /// Posts a NOP asking for a completion when posted WQEs have none requested, so that their
     /// buffers come back even if no more traffic follows.
     pub(crate) fn flush_request(&mut self) {
-        if self.unreq_bbs == 0 || self.free_bbs() == 0 {
+        if self.unreq_bbs == 0 || self.free_bbs() == 0 || !self.cq_room() {
             return;
         }
         let pi = self.pi;

@@ -78,14 +78,20 @@ impl SendTemplate {
     /// The difference between the control words of consecutive WQE indices.
     pub const IDX_STEP: u64 = 1 << 40;
 
-    /// Control segment: control word `cw` (from [`SendTemplate::ctrl_word`]), `fm_ce_se` 0,
-    /// immediate [`SendTemplate::IMM`].
+    /// Control segment: control word `cw` (from [`SendTemplate::ctrl_word`]), `fm_ce_se`
+    /// [`ctrl::CE_ONLY_FIRST_ERR`], immediate [`SendTemplate::IMM`].
     #[inline(always)]
     fn ctrl(&self, w: &mut [u8; WQEBB], cw: u64) {
         put64(w, ctrl::field::OPMOD_IDX_OPCODE.start, cw);
-        // Signature 0, DCI stream 0, fm_ce_se 0, then the immediate.
-        put64(w, ctrl::field::SIGNATURE, Self::IMM as u64);
+        // Signature 0, DCI stream 0, fm_ce_se, then the immediate.
+        put64(w, ctrl::field::SIGNATURE, Self::SIG_TO_IMM);
     }
+
+    /// Bytes 8..16 of the control segment, as one big-endian word: signature and DCI stream 0,
+    /// completion mode "only the first error" (what DPDK puts in every WQE that does not ask for
+    /// a completion: drivers/net/mlx5/mlx5_tx.h, `mlx5_tx_cseg_init`, MLX5_COMP_ONLY_FIRST_ERR),
+    /// the immediate.
+    const SIG_TO_IMM: u64 = (ctrl::CE_ONLY_FIRST_ERR as u64) << 32 | Self::IMM as u64;
 
     /// The immediate of every WQE written here. The immediate of an Ethernet SEND is free for
     /// software; the driver keeps the number of pool buffers the WQE holds there (here one).
@@ -170,7 +176,7 @@ mod tests {
                     ctrl::OPCODE_SEND,
                     sqn,
                     ds,
-                    0,
+                    ctrl::CE_ONLY_FIRST_ERR,
                     SendTemplate::IMM,
                 );
                 if inline {
