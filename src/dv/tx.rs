@@ -21,9 +21,11 @@
 //!   drivers/net/mlx5/mlx5_tx.h): after a send error the device writes one error CQE, not one
 //!   per flushed WQE, so the TX CQ holds at most the requested CQEs plus that one whatever the
 //!   SQ size (the request threshold keeps requests below the CQ size).
-//! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
-//!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
-//!   register (alternating BlueFlame halves when the register has two).
+//! * `Tx::doorbell` holds all the barriers, in libmlx5's order (`post_send_db`): to-device
+//!   barrier, doorbell record (BE32 of the 16-bit WQEBB producer counter), write-combining
+//!   barrier, 8-byte write of the last WQE's first 8 bytes to the UAR register (alternating
+//!   BlueFlame halves when the register has two), write-combining flush. The barriers per
+//!   architecture are in `mmio` (rdma-core's util/udma_barrier.h).
 
 mod completion;
 
@@ -641,12 +643,15 @@ impl Tx {
     fn doorbell(&mut self, last: u16) {
         let mut first8 = [0u8; 8];
         first8.copy_from_slice(&self.wqebb(last)[0..8]);
-        mmio::release_fence();
+        // The order of libmlx5's `post_send_db` (rdma-core providers/mlx5/qp.c): to-device
+        // barrier and doorbell record (both in `dbrec_store`), `mmio_wc_start`, the 8-byte UAR
+        // store, `mmio_flush_writes`.
         mmio::dbrec_store(self.dbrec, self.pi as u32);
-        mmio::store_fence();
+        mmio::wc_flush();
         // SAFETY: `bf_reg + bf_off` is this queue's doorbell register (or one of its two
         // BlueFlame halves), 8-byte aligned, in the UAR page the control objects keep mapped.
         unsafe { mmio::uar_write64(self.bf_reg.add(self.bf_off as usize), first8) };
+        mmio::wc_flush();
         self.bf_off ^= self.bf_size;
     }
 
