@@ -61,6 +61,7 @@ pub(crate) fn open(
 ) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
+    let inline_source = ctl.device().min_inline_source;
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
         let (index, recover) = (i as u16, Box::new(keep));
@@ -78,7 +79,7 @@ pub(crate) fn open(
     };
     let mode = caps.map_or_else(String::new, |c| {
         format!(
-            "min inline {}, {}, CQE compression {}",
+            "min inline {} ({inline_source}), {}, CQE compression {}",
             c.min_inline,
             if c.empw { "eMPW" } else { "one WQE per packet" },
             c.cqe_compression.map_or("off".into(), |f| format!("{f:?}"))

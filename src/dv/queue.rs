@@ -168,15 +168,38 @@ impl DvQueue {
 
     fn tx_error(&mut self, e: TxErr) {
         self.stats.add(Counter::TxErrors, 1);
+        // A device that wants the L2 header inline (ConnectX-4, some VF / e-switch modes; rawq
+        // can only guess: see `control::min_inline_for`) refuses every send WQE without it as
+        // a local QP operation error. When the very first sends fail that way and rawq gave no
+        // inline header, say so and keep the send queue down instead of recovering into the
+        // same error again.
+        let no_inline = !self.tx.inlines_header() && e.syndrome == cqe::SYND_LOCAL_QP_OP_ERR;
+        let never_sent = self.stats.snapshot().tx_packets == 0;
         self.tx.complete_before(e.wqe, &self.stats, &mut self.cache);
         self.tx.zero_dbrec();
-        let r = self.recover.recover_sq();
+        let give_up = no_inline && never_sent;
+        let r = if give_up {
+            Ok(())
+        } else {
+            self.recover.recover_sq()
+        };
         let dropped = self.tx.reset(&self.stats, &mut self.cache);
         let outcome = match &r {
+            Ok(()) if give_up => format!(
+                "the device refused the first sends, which carry no inline L2 header: it \
+                 probably requires one (rawq guesses that from the PCI id); set {}=18 and open \
+                 the port again. The send queue stays down",
+                super::control::MIN_INLINE_ENV
+            ),
+            Ok(()) if no_inline => format!(
+                "the send queue was recovered (if this device requires the L2 header inline, \
+                 set {}=18)",
+                super::control::MIN_INLINE_ENV
+            ),
             Ok(()) => "the send queue was recovered".to_string(),
             Err(err) => format!("recovering the send queue failed ({err}); it stays down"),
         };
-        self.tx_down = r.is_err();
+        self.tx_down = give_up || r.is_err();
         self.error = Some(Error::Queue {
             queue: self.index,
             detail: format!(

@@ -240,6 +240,11 @@ impl Tx {
         self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
     }
 
+    /// Whether the send WQEs carry the 18-byte inline L2 header.
+    pub(crate) fn inlines_header(&self) -> bool {
+        self.mode == Mode::Inline18
+    }
+
     /// Packets handed to the device and not completed yet.
     pub fn outstanding(&self) -> u32 {
         self.pkts_posted.wrapping_sub(self.pkts_done)

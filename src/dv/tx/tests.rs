@@ -145,3 +145,62 @@ fn unsignaled_wqes_use_only_first_error_completion() {
         assert_eq!(pool.available(), pool.capacity());
     }
 }
+
+/// A device that wants the L2 header inline (here the model with `min_inline: 18`) while rawq
+/// was told it needs none: the first sends fail with a local QP operation error, and the
+/// queue says what to do (set RAWQ_DV_MIN_INLINE=18) and stays down instead of recovering into
+/// the same error forever. Every packet taken is counted as dropped; every buffer comes home.
+#[test]
+fn missing_inline_header_fails_clearly() {
+    use crate::dv::queue::DvQueue;
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 1024,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        sq_wqebbs: 64,
+        min_inline: 18,
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .unwrap();
+    let (mut rings, keep) = port.rings(0, &pool).unwrap();
+    rings.caps.min_inline = 0; // the wrong guess
+                               // SAFETY: `rings` point into `keep`, which the queue owns until it is dropped, and
+                               // `rings.lkey` registers `pool` with this model port.
+    let dq = unsafe { DvQueue::new(0, rings, &pool, port.recover_hook(0), Box::new(keep)) };
+    let mut q = dq.unwrap().into_queue();
+    let mut taken = 0;
+    let mut err = None;
+    for _ in 0..10 {
+        let mut burst: Vec<Packet> = (0..8).map(|_| chained(&pool, &[60])).collect();
+        taken += q.tx_burst(&mut burst) as u64;
+        drop(burst);
+        q.reclaim();
+        port.process();
+        if let Some(e) = q.take_error() {
+            err.get_or_insert(e);
+        }
+    }
+    let e = err.expect("the send error was reported").to_string();
+    assert!(
+        e.contains("RAWQ_DV_MIN_INLINE=18") && e.contains("stays down"),
+        "{e}"
+    );
+    let s = q.stats();
+    assert_eq!(s.tx_packets, 0, "{s:?}");
+    assert_eq!(s.tx_drops, taken, "{s:?}");
+    let mut more: Vec<Packet> = (0..4).map(|_| chained(&pool, &[60])).collect();
+    assert_eq!(
+        q.tx_burst(&mut more),
+        0,
+        "a queue that is down takes nothing"
+    );
+    drop(more);
+    assert_eq!(port.counters().tx_error_cqes, 1);
+    drop(q);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}
