@@ -31,7 +31,7 @@
 //! **Error completions.** A LOCAL_LENGTH_ERR (or any syndrome but the three of
 //! [`fatal_syndrome`]) fails one WQE only: it is counted in `rx_errors`, the WQE is retired with
 //! its buffers still in place and posted again by the next refill, and receiving goes on. The
-//! fatal ones stop the poll and go to the queue's recovery, whose [`Rx::reset`] drains the CQ
+//! fatal ones stop the poll and go to the queue's recovery, whose reset drains the CQ
 //! session by session.
 
 mod fast;
