@@ -458,6 +458,12 @@ impl Packet {
         }
     }
 
+    /// Whether the packet's buffers belong to `pool`.
+    #[inline(always)]
+    pub(crate) fn is_from(&self, pool: &Shared) -> bool {
+        std::ptr::eq(self.pool, pool)
+    }
+
     /// True for a single-buffer packet.
     #[inline]
     pub(crate) fn is_single(&self) -> bool {

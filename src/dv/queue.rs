@@ -7,8 +7,10 @@
 //! state; the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
 //! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
 //! counters, and reports what happened through [`QueueOps::take_error`] as
-//! [`Error::Queue`]. Nothing is lost silently: every packet taken by
-//! `tx_burst` is eventually counted once, as `tx_packets` (completed) or `tx_drops`.
+//! [`Error::Queue`]. Nothing is lost silently: every packet `tx_burst` takes out of the caller's
+//! `Vec` is eventually counted once, as `tx_packets` (completed) or `tx_drops`, and its return
+//! value counts only the packets handed to the device (not those dropped up front: runts,
+//! over-long chains, packets of another pool).
 
 use std::any::Any;
 
@@ -122,7 +124,7 @@ impl DvQueue {
         recover: Box<dyn Recover>,
         keep: Box<dyn Any + Send>,
     ) -> Result<DvQueue> {
-        let tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps)?;
+        let tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps, pool)?;
         let rx = Rx::new(
             &rings.rq,
             &rings.rx_cq,

@@ -35,7 +35,7 @@ use super::cq::Cq;
 use super::mmio;
 use super::rings::{DvCaps, SqRing};
 use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
-use crate::mempool::PoolCache;
+use crate::mempool::{PoolCache, Shared};
 use crate::packet::Packet;
 use crate::stats::{Counter, StatsWriter};
 
@@ -88,6 +88,8 @@ pub struct Tx {
     wqe_cnt: u32,
     sqn: u32,
     lkey: u32,
+    /// The pool `lkey` registers: only its packets can be sent.
+    shared: &'static Shared,
     dbrec: NonNull<u32>,
     bf_reg: *mut u8,
     bf_size: u32,
@@ -142,6 +144,7 @@ fn fast_run<const INLINE: bool>(
     src: &[Packet],
     pi: u16,
     min_len: usize,
+    shared: &Shared,
     bytes: &mut u64,
 ) -> usize {
     // The run never crosses the ring end, and the ring size divides 2^16: the 16-bit WQE index
@@ -151,7 +154,7 @@ fn fast_run<const INLINE: bool>(
     let mut b = 0u64;
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let frame = p.data();
-        if p.segment_count() != 1 || frame.len() < min_len {
+        if p.segment_count() != 1 || frame.len() < min_len || !p.is_from(shared) {
             break;
         }
         let cs = SendTemplate::cs_index(p.offload.l3_csum, p.offload.l4_csum);
@@ -180,6 +183,7 @@ impl Tx {
         cq: &super::rings::CqRing,
         lkey: u32,
         caps: &DvCaps,
+        pool: &crate::Mempool,
     ) -> crate::Result<Tx> {
         if !sq.wqe_cnt.is_power_of_two() || !(4..=32768).contains(&sq.wqe_cnt) {
             return Err(crate::Error::Config(format!(
@@ -209,6 +213,7 @@ impl Tx {
             wqe_cnt: sq.wqe_cnt,
             sqn: sq.sqn,
             lkey,
+            shared: pool.shared(),
             dbrec: sq.dbrec,
             bf_reg: sq.bf_reg.as_ptr(),
             bf_size: sq.bf_size,
@@ -306,9 +311,10 @@ impl Tx {
         };
     }
 
-    /// Sends packets from the front of `pkts`; returns how many were taken (sent, or dropped and
-    /// counted as `tx_drops` when they cannot be sent at all: shorter than 14 bytes or more
-    /// buffers than a WQE can point at).
+    /// Sends packets from the front of `pkts`; returns how many were handed to the device.
+    /// Packets that cannot be sent at all (shorter than 14 bytes, more buffers than a WQE can
+    /// point at, or buffers of another pool) are taken out of `pkts` too, freed and counted as
+    /// `tx_drops`, but not in the count returned.
     pub(crate) fn burst(
         &mut self,
         pkts: &mut Vec<Packet>,
@@ -345,7 +351,7 @@ impl Tx {
         unsafe { pkts.set_len(0) };
         let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
-        let mut n = 0;
+        let (mut n, mut dropped) = (0, 0);
         while n < total {
             // Fast run: consecutive single-buffer packets into consecutive WQEBBs, up to the end
             // of the SQ ring or of the buffer ring (so that neither index wraps inside the run).
@@ -374,6 +380,7 @@ impl Tx {
                 src,
                 self.pi,
                 min_len,
+                self.shared,
                 &mut self.bytes_posted,
             );
             if k > 0 {
@@ -391,7 +398,7 @@ impl Tx {
             }
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() >= min_len {
+            if p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared) {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };
@@ -399,8 +406,9 @@ impl Tx {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
+                    dropped += 1;
                     // SAFETY: element `n` is initialized and is moved out exactly once.
-                    cache.free(unsafe { std::ptr::read(base.add(n)) });
+                    self.discard(unsafe { std::ptr::read(base.add(n)) }, cache);
                 }
                 None => break,
             }
@@ -418,7 +426,7 @@ impl Tx {
             self.request_completion(last);
             self.doorbell(last);
         }
-        n
+        n - dropped
     }
 
     /// Hands the first `n` packets over (their buffers are in the buffer ring now, or they were
@@ -434,7 +442,7 @@ impl Tx {
         for p in pkts.drain(..n) {
             // Buffers recorded in the ring are the device's now; a dropped packet is freed.
             if !self.was_posted(&p) {
-                cache.free(p);
+                self.discard(p, cache);
             } else {
                 let _ = p.into_raw();
             }
@@ -445,10 +453,23 @@ impl Tx {
         }
     }
 
-    /// Whether `p` went into a WQE (false for packets the burst dropped).
+    /// Frees a packet the burst drops: into `cache` if it is of this queue's pool, else
+    /// through its own pool (a `PoolCache` takes only its pool's buffers).
+    #[inline(never)]
+    fn discard(&self, p: Packet, cache: &mut PoolCache) {
+        if p.is_from(self.shared) {
+            cache.free(p);
+        } else {
+            drop(p);
+        }
+    }
+
+    /// Whether `p` can go into a WQE at all (false for packets a burst drops): at least an
+    /// Ethernet header, no more buffers than a WQE can point at, and buffers of this queue's
+    /// pool (the only memory its key covers, and the only pool its buffer ring returns to).
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
-        p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
+        p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3 && p.is_from(self.shared)
     }
 
     /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).
@@ -456,7 +477,7 @@ impl Tx {
     /// `Some(Some(start))`: written at `start`.
     fn write_general(&mut self, p: &Packet, cs: u8, min_inline: usize) -> Option<Option<u16>> {
         let len = p.len();
-        if len < MIN_FRAME || p.segment_count() as u32 > MAX_DS - 3 {
+        if !self.was_posted(p) {
             return Some(None);
         }
         let inl = min_inline.min(len);
@@ -541,12 +562,12 @@ impl Tx {
     ) -> usize {
         let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
-        let mut n = 0;
+        let (mut n, mut dropped) = (0, 0);
         // Open session: (start WQEBB, packets, bytes, cs flags).
         let mut sess: Option<(u16, u32, u64, u8)> = None;
         for p in pkts.iter() {
             let cs = cs_flags(p, self.tx_csum);
-            if p.segment_count() == 1 && p.len() >= MIN_FRAME {
+            if p.segment_count() == 1 && p.len() >= MIN_FRAME && p.is_from(self.shared) {
                 if let Some((start, k, bytes, scs)) = sess {
                     let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
                     if scs == cs && k < EMPW_MAX_PKTS && room {
@@ -587,7 +608,10 @@ impl Tx {
             }
             match self.write_general(p, cs, 0) {
                 Some(Some(start)) => last = Some(start),
-                Some(None) => stats.add(Counter::TxDrops, 1),
+                Some(None) => {
+                    stats.add(Counter::TxDrops, 1);
+                    dropped += 1;
+                }
                 None => break,
             }
             n += 1;
@@ -599,7 +623,7 @@ impl Tx {
         self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
         self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
         self.finish_burst(pkts, n, last, cache);
-        n
+        n - dropped
     }
 
     /// Writes the title of an eMPW session of `k` packets at `start` and records it.

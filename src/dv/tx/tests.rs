@@ -43,11 +43,18 @@ fn error_with_chains(min_inline: u16, empw: bool) {
             .collect();
         let before = burst.len();
         let n = q.tx_burst(&mut burst);
-        runts += (0..n)
+        // Taken out of the burst: what the device got (`n`), and the runts, dropped.
+        let consumed = before - burst.len();
+        let want_runts = (0..consumed)
             .filter(|&i| shapes[(round + i) % shapes.len()] == [8])
-            .count() as u64;
+            .count();
+        assert_eq!(
+            consumed - n,
+            want_runts,
+            "only the runts are dropped up front"
+        );
+        runts += want_runts as u64;
         taken += n as u64;
-        assert_eq!(burst.len(), before - n, "the rest stay, in order");
         drop(burst);
         port.process();
         saw_error |= q.take_error().is_some();
@@ -61,7 +68,7 @@ fn error_with_chains(min_inline: u16, empw: bool) {
     let s = q.stats();
     assert_eq!(s.tx_errors, 1, "{s:?}");
     assert!(s.tx_drops >= runts, "{s:?}");
-    assert_eq!(s.tx_packets + s.tx_drops, taken, "{s:?}");
+    assert_eq!(s.tx_packets + s.tx_drops, taken + runts, "{s:?}");
     drop(q);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity(), "buffers leaked");
@@ -108,7 +115,7 @@ fn unsignaled_wqes_use_only_first_error_completion() {
         })
         .unwrap();
         let (rings, keep) = port.rings(0, &pool).unwrap();
-        let mut tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps).unwrap();
+        let mut tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps, &pool).unwrap();
         let (stats, mut cache) = (StatsWriter::default(), pool.cache());
         let mut taken = 0;
         let shapes: [&[usize]; 4] = [&[60], &[10, 100], &[200], &[30, 40, 50]];
@@ -203,4 +210,72 @@ fn missing_inline_header_fails_clearly() {
     drop(q);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity());
+}
+
+/// `tx_burst` returns only what it handed to the device: packets it cannot send (runts, and
+/// packets of another pool, whose buffers this queue's memory key does not cover and whose
+/// indices mean nothing to its pool) leave the `Vec`, are counted in `tx_drops` and freed to
+/// their own pool, and are not in the count returned. Every mode; every buffer of both pools
+/// comes home.
+#[test]
+fn tx_burst_counts_only_what_the_device_took() {
+    for (min_inline, empw) in [(0, false), (18, false), (0, true)] {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 1024,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let other = Mempool::new(&MempoolConfig {
+            buffers: 64,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            sq_wqebbs: 256,
+            min_inline,
+            empw,
+            wire: ModelWire::Sink,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut q = port.queue(0, &pool).unwrap().into_queue();
+        let (mut returned, mut consumed) = (0u64, 0u64);
+        for round in 0..8 {
+            let mut burst = Vec::new();
+            for i in 0..12 {
+                burst.push(match (round + i) % 4 {
+                    0 => chained(&other, &[60]), // another pool
+                    1 => chained(&pool, &[8]),   // a runt
+                    2 => chained(&pool, &[10, 100]),
+                    _ => chained(&pool, &[200]),
+                });
+            }
+            let before = burst.len();
+            returned += q.tx_burst(&mut burst) as u64;
+            consumed += (before - burst.len()) as u64;
+            drop(burst);
+            port.process();
+            q.reclaim();
+            port.process();
+        }
+        for _ in 0..5 {
+            q.reclaim();
+            port.process();
+        }
+        let s = q.stats();
+        let c = port.counters();
+        assert_eq!(consumed, 96, "inline {min_inline} empw {empw}");
+        assert_eq!(s.tx_drops, 48, "{s:?}");
+        assert_eq!(returned, 48, "inline {min_inline} empw {empw}: {s:?}");
+        assert_eq!(s.tx_packets, returned, "{s:?}");
+        assert_eq!(c.tx_frames, returned, "{c:?}");
+        assert_eq!(c.tx_error_cqes, 0, "{c:?}");
+        drop(q);
+        pool.flush_local_cache();
+        other.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity());
+        assert_eq!(other.available(), other.capacity());
+    }
 }
