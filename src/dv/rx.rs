@@ -591,7 +591,7 @@ impl Rx {
                         _ => m.rx_hash(),
                     };
                     let meta = if self.meta {
-                        meta_of(&t, hash)
+                        meta_of(&title, hash)
                     } else {
                         RxMeta::default()
                     };
@@ -632,7 +632,7 @@ impl Rx {
                 }
                 cqe::OP_RESP_SEND => {
                     let meta = if self.meta {
-                        meta_of(&q, q.rx_hash())
+                        meta_of(c, q.rx_hash())
                     } else {
                         RxMeta::default()
                     };
