@@ -149,14 +149,6 @@ impl DvQueue {
         Ok(q)
     }
 
-    /// Chooses whether received packets carry the metadata the device reports (`true`, the
-    /// default: checksum flags, stripped VLAN TCI, RSS hash and flow tag in [`Packet::meta`]) or
-    /// leave [`Packet::meta`] at `RxMeta::default()` (`false`), which takes that decoding off the
-    /// receive path of an application that does not read it.
-    pub fn set_rx_metadata(&mut self, on: bool) {
-        self.rx.set_metadata(on);
-    }
-
     /// Wraps the queue as a [`Queue`].
     pub fn into_queue(self) -> Queue {
         let i = self.index;

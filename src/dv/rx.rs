@@ -6,9 +6,8 @@
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
-//! metadata bytes (not those when the queue's metadata is off: see
-//! [`DvQueue::set_rx_metadata`](super::queue::DvQueue::set_rx_metadata)), and writes the
-//! packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
+//! three metadata words, which each packet keeps as they are ([`RxMeta`] decodes them when
+//! read), and writes the packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
 //! no in-buffer header); refill takes buffers from the queue's cache in bulk and rewrites only
 //! the WQE addresses (lengths and lkeys stay from the first fill). With one buffer per WQE and a
 //! full ring, that refill is fused into the polling loop: each completed WQE gets its fresh
@@ -113,8 +112,6 @@ pub struct Rx {
     headroom: u32,
     mini: Option<MiniCqeFormat>,
     zip: Option<Zip>,
-    /// Fill [`RxMeta`] from the CQEs (default); off: packets carry `RxMeta::default()`.
-    meta: bool,
     pub(crate) cq: Cq,
 }
 
@@ -207,17 +204,10 @@ impl Rx {
             headroom,
             mini,
             zip: None,
-            meta: true,
             cq: Cq::new(cq)?,
         };
         rx.format_wqes();
         Ok(rx)
-    }
-
-    /// Whether packets get their [`RxMeta`] filled from the CQEs (the default) or leave it at
-    /// `RxMeta::default()`, which saves the receive loop reading and decoding those CQE bytes.
-    pub(crate) fn set_metadata(&mut self, on: bool) {
-        self.meta = on;
     }
 
     /// Writes the constant parts of every WQE (striding next segments, cyclic terminators).
@@ -512,31 +502,23 @@ impl Rx {
         let cq = &mut self.cq;
         let repost =
             f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        // One copy of the loop per CQE size, per "one buffer per WQE" and per metadata choice,
-        // so that neither the slot step nor the WQE-to-buffer shift takes a register.
+        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the slot step nor the WQE-to-buffer shift takes a register.
         let (n, bytes) = if repost {
             let mut got = (0, 0);
-            let meta = self.meta;
             cache.get_bulk(max, |fresh| {
-                got = match (cq.slot_size(), meta) {
-                    (64, true) => f.run::<64, true, true, true>(cq, spare, bufs, fresh),
-                    (64, false) => f.run::<64, true, true, false>(cq, spare, bufs, fresh),
-                    (_, true) => f.run::<128, true, true, true>(cq, spare, bufs, fresh),
-                    (_, false) => f.run::<128, true, true, false>(cq, spare, bufs, fresh),
+                got = match cq.slot_size() {
+                    64 => f.run::<64, true, true>(cq, spare, bufs, fresh),
+                    _ => f.run::<128, true, true>(cq, spare, bufs, fresh),
                 };
                 got.0
             });
             got
         } else {
-            match (cq.slot_size(), f.shift, self.meta) {
-                (64, 0, true) => f.run::<64, true, false, true>(cq, spare, bufs, &[]),
-                (64, 0, false) => f.run::<64, true, false, false>(cq, spare, bufs, &[]),
-                (64, _, true) => f.run::<64, false, false, true>(cq, spare, bufs, &[]),
-                (64, _, false) => f.run::<64, false, false, false>(cq, spare, bufs, &[]),
-                (_, 0, true) => f.run::<128, true, false, true>(cq, spare, bufs, &[]),
-                (_, 0, false) => f.run::<128, true, false, false>(cq, spare, bufs, &[]),
-                (_, _, true) => f.run::<128, false, false, true>(cq, spare, bufs, &[]),
-                (_, _, false) => f.run::<128, false, false, false>(cq, spare, bufs, &[]),
+            match (cq.slot_size(), f.shift) {
+                (64, 0) => f.run::<64, true, false>(cq, spare, bufs, &[]),
+                (64, _) => f.run::<64, false, false>(cq, spare, bufs, &[]),
+                (_, 0) => f.run::<128, true, false>(cq, spare, bufs, &[]),
+                (_, _) => f.run::<128, false, false>(cq, spare, bufs, &[]),
             }
         };
         // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
@@ -590,11 +572,7 @@ impl Rx {
                         Some(MiniCqeFormat::CsumStrideIdx) => 0,
                         _ => m.rx_hash(),
                     };
-                    let meta = if self.meta {
-                        meta_of(&title, hash)
-                    } else {
-                        RxMeta::default()
-                    };
+                    let meta = meta_of(&title, hash);
                     if let Some(l) =
                         self.complete(ctr, t.wqe_id(), m.byte_cnt(), meta, out, stats, cache)
                     {
@@ -631,11 +609,7 @@ impl Rx {
                     continue;
                 }
                 cqe::OP_RESP_SEND => {
-                    let meta = if self.meta {
-                        meta_of(c, q.rx_hash())
-                    } else {
-                        RxMeta::default()
-                    };
+                    let meta = meta_of(c, q.rx_hash());
                     if let Some(l) = self.complete(
                         q.wqe_counter(),
                         q.wqe_id(),

@@ -56,14 +56,12 @@ impl FastRx {
     /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
     /// (packets, bytes).
     ///
-    /// `META`: fill the packets' [`RxMeta`] from the CQEs (else leave it at its default).
-    ///
     /// `REPOST` (only with `ONE`, on a full ring of 16-byte WQEs): each completed WQE is posted
     /// again at once with a fresh buffer from the end of `fresh` (packet `i` takes
     /// `fresh[fresh.len() - 1 - i]`), so at most `fresh.len()` packets are taken; the caller
     /// moves the RQ producer index and writes the doorbell record. Otherwise `fresh` is unused.
     #[inline(never)]
-    pub(super) fn run<const STEP: usize, const ONE: bool, const REPOST: bool, const META: bool>(
+    pub(super) fn run<const STEP: usize, const ONE: bool, const REPOST: bool>(
         &self,
         cq: &mut Cq,
         out: &mut [MaybeUninit<Packet>],
@@ -121,12 +119,8 @@ impl FastRx {
                 } else {
                     std::mem::replace(slot, EMPTY)
                 };
-                let meta = if META {
-                    // SAFETY: as above: the 64-byte CQE at `c` is software's.
-                    unsafe { meta_at(c) }
-                } else {
-                    RxMeta::default()
-                };
+                // SAFETY: as above: the 64-byte CQE at `c` is software's.
+                let meta = unsafe { meta_at(c) };
                 o.write(Packet::from_device_in(
                     self.shared,
                     idx,
