@@ -587,6 +587,13 @@ impl Packet {
         }
     }
 
+    /// Offset of the data in the first buffer, and bytes of data there (a send loop that
+    /// computes the address from loop-invariant pool geometry).
+    #[inline(always)]
+    pub(crate) fn first_seg(&self) -> (u16, u16) {
+        (self.off, self.seg_len)
+    }
+
     /// Whether the packet's buffers belong to `pool`.
     #[inline(always)]
     pub(crate) fn is_from(&self, pool: &Shared) -> bool {

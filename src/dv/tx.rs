@@ -147,26 +147,34 @@ fn fast_run<const INLINE: bool>(
     shared: &Shared,
     bytes: &mut u64,
 ) -> usize {
-    // The run never crosses the ring end, and the ring size divides 2^16: the 16-bit WQE index
-    // does not wrap inside it, so the control word just steps.
-    let mut cw = tmpl.ctrl_word(pi);
+    // The run never crosses the ring end nor a multiple of 256 WQEs (see `burst_send`): the
+    // WQE index's low byte does not wrap inside it, so the memory-order control word just steps.
+    let mut cw = tmpl.ctrl_raw(pi);
+    // Buffer addresses from the pool's geometry, kept in registers: every packet sent here is
+    // checked to be of this pool, so its own pool pointer need not be followed.
+    let geo = shared.geometry();
     let mut k = 0;
     let mut b = 0u64;
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
-        let frame = p.data();
-        if p.segment_count() != 1 || frame.len() < min_len || !p.is_from(shared) {
+        let (off, len) = p.first_seg();
+        let len = len as usize;
+        if p.segment_count() != 1 || len < min_len || !p.is_from(shared) {
             break;
         }
-        let cs = SendTemplate::cs_index(p.offload.l3_csum, p.offload.l4_csum);
-        let addr = frame.as_ptr() as u64;
+        let eth = tmpl.eth_word(p.offload.l3_csum, p.offload.l4_csum);
+        let idx = p.buffer_index();
+        let addr = geo.buf_ptr(idx) as u64 + off as u64;
         if INLINE {
-            tmpl.write_inline18(w, cw, cs, frame, addr);
+            // SAFETY: `len` bytes at `addr` are the packet's data, in its buffer of this pool
+            // (checked above), which the packet owns while this slice lives.
+            let frame = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+            tmpl.write_inline18(w, cw, eth, frame, addr);
         } else {
-            tmpl.write(w, cw, cs, frame.len() as u32, addr);
+            tmpl.write(w, cw, eth, len as u32, addr);
         }
-        *slot = p.buffer_index();
-        b += frame.len() as u64;
-        cw = cw.wrapping_add(SendTemplate::IDX_STEP);
+        *slot = idx;
+        b += len as u64;
+        cw = cw.wrapping_add(SendTemplate::IDX_STEP_RAW);
         k += 1;
     }
     *bytes = bytes.wrapping_add(b);
@@ -357,10 +365,13 @@ impl Tx {
             // of the SQ ring or of the buffer ring (so that neither index wraps inside the run).
             let sq_slot = (self.pi as u32 & self.mask) as usize;
             let buf_slot = (self.buf_pi & self.buf_mask) as usize;
+            // Also up to a multiple of 256 WQEs: the control word steps in memory order
+            // (`SendTemplate::IDX_STEP_RAW`), which holds while the index's low byte does not wrap.
             let run = (self.free_bbs() as usize)
                 .min(total - n)
                 .min(self.wqe_cnt as usize - sq_slot)
-                .min(self.bufs.len() - buf_slot);
+                .min(self.bufs.len() - buf_slot)
+                .min(256 - (self.pi & 0xff) as usize);
             // SAFETY: elements `n..n + run` of the Vec are initialized and not moved yet
             // (`n + run <= total`); they stay in place while this shared slice lives.
             let src = unsafe { std::slice::from_raw_parts(base.add(n), run) };
