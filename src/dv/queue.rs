@@ -4,9 +4,9 @@
 //! with a private [`PoolCache`]. A receive error completion that only fails its WQE (a length
 //! error: see [`rx::fatal_syndrome`](super::rx::fatal_syndrome)) is counted in `rx_errors` and
 //! the queue keeps running. The other error completions put a side of the queue in the error
-//! state; the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
-//! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
-//! counters, and reports what happened through [`QueueOps::take_error`] as
+//! state; the queue then returns every outstanding buffer to the pool, asks its [`Recover`]
+//! hook to bring the device side back (verbs state transitions on hardware, a reset in the
+//! model), restarts its counters, and reports what happened through [`QueueOps::take_error`] as
 //! [`Error::Queue`]. Nothing is lost silently: every packet `tx_burst` takes out of the caller's
 //! `Vec` is eventually counted once, as `tx_packets` (completed) or `tx_drops`, and its return
 //! value counts only the packets handed to the device (not those dropped up front: runts,

@@ -7,11 +7,12 @@
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
 //! three metadata words, which each packet keeps as they are ([`RxMeta`] decodes them when
-//! read), and writes the packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
-//! no in-buffer header); refill takes buffers from the queue's cache in bulk and rewrites only
-//! the WQE addresses (lengths and lkeys stay from the first fill). With one buffer per WQE and a
-//! full ring, that refill is fused into the polling loop: each completed WQE gets its fresh
-//! buffer as its packet is built, and the RQ doorbell record is written once per burst.
+//! read), and writes the packets straight into the caller's spare capacity (handles only: a
+//! single-buffer packet needs no in-buffer header); refill takes buffers from the queue's cache
+//! in bulk and rewrites only the WQE addresses (lengths and lkeys stay from the first fill).
+//! With one buffer per WQE and a full ring, that refill is fused into the polling loop: each
+//! completed WQE gets its fresh buffer as its packet is built, and the RQ doorbell record is
+//! written once per burst.
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
@@ -502,7 +503,8 @@ impl Rx {
         let cq = &mut self.cq;
         let repost =
             f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the slot step nor the WQE-to-buffer shift takes a register.
+        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
+        // slot step nor the WQE-to-buffer shift takes a register.
         let (n, bytes) = if repost {
             let mut got = (0, 0);
             cache.get_bulk(max, |fresh| {

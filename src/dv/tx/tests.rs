@@ -174,9 +174,10 @@ fn missing_inline_header_fails_clearly() {
     })
     .unwrap();
     let (mut rings, keep) = port.rings(0, &pool).unwrap();
-    rings.caps.min_inline = 0; // the wrong guess
-                               // SAFETY: `rings` point into `keep`, which the queue owns until it is dropped, and
-                               // `rings.lkey` registers `pool` with this model port.
+    // The wrong guess.
+    rings.caps.min_inline = 0;
+    // SAFETY: `rings` point into `keep`, which the queue owns until it is dropped, and
+    // `rings.lkey` registers `pool` with this model port.
     let dq = unsafe { DvQueue::new(0, rings, &pool, port.recover_hook(0), Box::new(keep)) };
     let mut q = dq.unwrap().into_queue();
     let mut taken = 0;

@@ -49,8 +49,8 @@ fn be_low(v: u32) -> u64 {
 pub struct SendTemplate {
     /// Control word 0..8 without the WQE index: opmod 0, opcode SEND, QPN, DS.
     ctrl0: u64,
-    /// Data segment word 0..8 without the byte count, in memory order (the lkey's big-endian bytes at 4..8), to OR with
-    /// [`be_low`] of the byte count.
+    /// Data segment word 0..8 without the byte count, in memory order (the lkey's big-endian
+    /// bytes at 4..8), to OR with [`be_low`] of the byte count.
     lkey_raw: u64,
     /// The same word for the data after an 18-byte inline header, less 18 bytes: adding
     /// `frame_len << 32` gives `(frame_len - 18) << 32 | lkey`.
