@@ -442,21 +442,7 @@ impl Mempool {
     /// [`Error::PoolExhausted`] when fewer than `n` buffers are free; nothing is appended then.
     pub fn alloc_bulk(&self, out: &mut Vec<Packet>, n: usize) -> Result<()> {
         let s = self.shared();
-        LOCAL.with(|l| {
-            let mut l = l.borrow_mut();
-            let cache = l.cache_for(s);
-            if !cache.ensure(n) {
-                return Err(Error::PoolExhausted { capacity: s.count });
-            }
-            out.reserve(n);
-            for _ in 0..n {
-                // `ensure` guaranteed n entries.
-                if let Some(idx) = cache.stack.pop() {
-                    out.push(Packet::from_free_index(s, idx));
-                }
-            }
-            Ok(())
-        })
+        LOCAL.with(|l| l.borrow_mut().cache_for(s).alloc_bulk(out, n))
     }
 
     /// Returns the calling thread's cached buffers of this pool to the shared stack.
@@ -573,6 +559,29 @@ impl PoolCache {
     #[inline]
     pub fn alloc(&mut self) -> Option<Packet> {
         self.get().map(|i| Packet::from_free_index(self.shared, i))
+    }
+
+    /// Appends `n` fresh packets to `out`, all or none (refilling from the shared stack only
+    /// when the cache holds fewer than `n`).
+    ///
+    /// # Errors
+    /// [`Error::PoolExhausted`] when fewer than `n` buffers are free; nothing is appended then.
+    pub fn alloc_bulk(&mut self, out: &mut Vec<Packet>, n: usize) -> Result<()> {
+        if !self.ensure(n) {
+            return Err(Error::PoolExhausted {
+                capacity: self.shared.count,
+            });
+        }
+        out.reserve(n);
+        let from = self.stack.len() - n;
+        let s = self.shared;
+        out.extend(
+            self.stack
+                .drain(from..)
+                .rev()
+                .map(|idx| Packet::from_free_index(s, idx)),
+        );
+        Ok(())
     }
 
     /// Frees a packet into this cache (rather than the thread-local cache a plain drop uses).

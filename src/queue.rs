@@ -31,6 +31,12 @@ pub trait QueueOps: Send {
     fn stats(&self) -> &StatsWriter;
     /// The pool this queue receives into.
     fn pool(&self) -> &Mempool;
+    /// See [`Queue::alloc_burst`]. Backends whose completions return buffers to a cache of the
+    /// queue's own allocate from that cache, so that a sender's buffers go round without the
+    /// pool's shared stack; the default takes from the calling thread's cache of the pool.
+    fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> crate::Result<()> {
+        self.pool().alloc_bulk(out, n)
+    }
     /// The last data-path error (an error completion and what was done about it), cleared by
     /// reading.
     fn take_error(&mut self) -> Option<Error> {
@@ -86,12 +92,16 @@ impl Queue {
         self.ops.reclaim()
     }
 
-    /// Appends `n` fresh packets from this queue's pool to `out`, all or none.
+    /// Appends `n` fresh packets from this queue's pool to `out`, all or none. Where the backend
+    /// returns completed transmit buffers to a cache of the queue's own (DV, AF_XDP), they come
+    /// from that cache: a send loop's buffers then go round without the pool's locked shared
+    /// stack. Call it from the thread that drives the queue.
     ///
     /// # Errors
     /// [`Error::PoolExhausted`] when the pool has fewer than `n` free buffers.
+    #[inline]
     pub fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> crate::Result<()> {
-        self.ops.pool().alloc_bulk(out, n)
+        self.ops.alloc_burst(out, n)
     }
 
     /// A snapshot of the counters.

@@ -281,6 +281,11 @@ impl QueueOps for DvQueue {
         &self.pool
     }
 
+    /// From the cache the send completions return buffers to (`Tx::poll`).
+    fn alloc_burst(&mut self, out: &mut Vec<Packet>, n: usize) -> crate::Result<()> {
+        self.cache.alloc_bulk(out, n)
+    }
+
     fn take_error(&mut self) -> Option<Error> {
         self.error.take()
     }

@@ -299,6 +299,11 @@ impl QueueOps for XdpQueue {
         &self.pool
     }
 
+    /// From the cache the completion ring returns buffers to (`reclaim_completions`).
+    fn alloc_burst(&mut self, out: &mut Vec<crate::Packet>, n: usize) -> Result<()> {
+        self.home.cache.alloc_bulk(out, n)
+    }
+
     fn take_error(&mut self) -> Option<Error> {
         self.error.take()
     }
