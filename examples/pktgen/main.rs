@@ -53,6 +53,13 @@ struct Summary {
     /// Frames the interface under an xdp port dropped on transmit during the run (e.g. above
     /// its MTU), from its `tx_dropped` counter.
     link_tx_dropped: u64,
+    /// `tx_burst` calls of the send loops, and how many of them found the ring full (took
+    /// fewer packets than offered): their ratio says whether the device or the sender limits.
+    tx_bursts: u64,
+    tx_ring_full_bursts: u64,
+    /// Times a send loop found the pool without a burst's worth of free buffers (the pool is
+    /// too small for what the rings hold).
+    tx_pool_empty: u64,
 }
 
 /// What a queue thread hands back.
@@ -66,6 +73,10 @@ struct Outcome {
     last: Option<Instant>,
     /// A failure that ended the run (the link went down or away).
     failure: Option<rawq::Error>,
+    /// `tx_burst` calls, and those that left packets over (the ring was full).
+    tx_bursts: u64,
+    tx_ring_full_bursts: u64,
+    tx_pool_empty: u64,
 }
 
 impl Outcome {
@@ -120,12 +131,34 @@ fn run(a: &Args) -> rawq::Result<()> {
         .then(|| rawq::gen::netdev_state(&a.dev))
         .flatten();
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
-    let mut b = Port::builder(a.backend()?)
+    let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let core_of = |i: usize| a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
+    #[allow(unused_mut)]
+    let mut backend = a.backend()?;
+    // The software device's thread on a CPU none of the queues is pinned to, so that it never
+    // shares the sender's core (what is measured is the driver).
+    #[cfg(feature = "mlx5")]
+    if let rawq::Backend::Model(o) = &mut backend {
+        let used: Vec<usize> = (0..a.queues as usize).map(core_of).collect();
+        o.model_cpu = o
+            .model_cpu
+            .or_else(|| (0..ncores).find(|c| !used.contains(c)));
+        match o.model_cpu {
+            Some(c) => eprintln!("pktgen: the device model runs on CPU {c}"),
+            None => eprintln!(
+                "pktgen: warning: the queues use all {ncores} CPUs: the device model's thread \
+                 shares their cores (unpinned), so it competes with the sender; use fewer queues \
+                 or --cores to leave one CPU free"
+            ),
+        }
+    }
+    let mut b = Port::builder(backend)
         .queues(a.queues)
         .rx_ring(a.ring)
         .tx_ring(a.ring)
         .pool_config(MempoolConfig {
             buf_size,
+            buffers: pool_buffers(a)?,
             ..Default::default()
         });
     if a.rx || a.txrx {
@@ -170,7 +203,6 @@ fn run(a: &Args) -> rawq::Result<()> {
         rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
     })?;
 
-    let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let nq = info.queues as u64;
     let pps = a.rate.pps(src.mean_len()).map(|p| p / nq as f64);
     let t0 = Instant::now();
@@ -181,7 +213,7 @@ fn run(a: &Args) -> rawq::Result<()> {
         .into_iter()
         .map(|q| {
             let i = q.index() as usize;
-            let core = a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
+            let core = core_of(i);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
@@ -233,6 +265,9 @@ fn run(a: &Args) -> rawq::Result<()> {
         all.first = all.first.min(o.first).or(all.first).or(o.first);
         all.last = all.last.max(o.last);
         all.failure = all.failure.or(o.failure);
+        all.tx_bursts += o.tx_bursts;
+        all.tx_ring_full_bursts += o.tx_ring_full_bursts;
+        all.tx_pool_empty += o.tx_pool_empty;
     }
     if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
         gone = Some(gone_error(&a.dev));
@@ -250,6 +285,33 @@ fn run(a: &Args) -> rawq::Result<()> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Buffers a DV send queue (the device model's too) can hold per WQEBB: an eMPW session packs
+/// four 16-byte data segments into each 64-byte WQEBB after its first (`dv::tx`'s buffer ring
+/// is 4 × the WQEBBs).
+const DV_PKTS_PER_WQEBB: u64 = 4;
+
+/// The pool's size: every buffer the rings of all queues can hold at once (send ring in flight,
+/// eMPW packing included; receive ring posted), each queue's cache full (twice its size) and a
+/// burst left over from a full ring, plus a margin; so that a full ring never starves the
+/// sender.
+fn pool_buffers(a: &Args) -> rawq::Result<u32> {
+    let ring = a.ring as u64;
+    let tx = match a.backend {
+        cli::BackendKind::Dv | cli::BackendKind::Model => DV_PKTS_PER_WQEBB * ring,
+        _ => ring,
+    };
+    let cache = 2 * MempoolConfig::default().cache_size as u64;
+    let per_queue = tx + ring + cache + a.burst as u64;
+    let n = a.queues as u64 * per_queue + 256;
+    u32::try_from(n).map_err(|_| {
+        rawq::Error::Config(format!(
+            "{} queues of --ring {} need {n} buffers, more than a pool holds: use a smaller \
+             --ring or fewer queues",
+            a.queues, a.ring
+        ))
+    })
 }
 
 /// Pool headroom in front of transmitted frames (MempoolConfig's default).
@@ -331,8 +393,17 @@ impl Until<'_> {
     }
 }
 
+/// Bursts between two clock reads of an unpaced send loop (the deadline and the end of the
+/// active window are checked then; the stop flag every burst). At 32 packets a burst that is
+/// about 2000 packets: well under a millisecond at the rates a queue reaches.
+const CLOCK_EVERY: u32 = 64;
+
 /// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
+///
+/// Unpaced, the loop reads the clock every [`CLOCK_EVERY`] bursts only, so the active window's
+/// end is known to within that many bursts; paced, every burst (the pacer needs it).
+#[inline(never)]
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
@@ -360,9 +431,26 @@ fn tx_loop(
     };
     let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
+    let paced = pps.is_some();
+    // Bursts since the last clock read; whether packets went since then (the window's end).
+    let (mut tick, mut unmarked) = (0u32, false);
+    let mut now = begin;
     loop {
-        let now = Instant::now();
-        if end.reached(now) || limit.is_some_and(|l| sent >= l) {
+        tick += 1;
+        if paced || tick >= CLOCK_EVERY {
+            tick = 0;
+            now = Instant::now();
+            if unmarked {
+                out.active(now);
+                unmarked = false;
+            }
+            if end.reached(now) || out.check(&mut q, end) {
+                break;
+            }
+        } else if end.stop.load(Relaxed) {
+            break;
+        }
+        if limit.is_some_and(|l| sent >= l) {
             break;
         }
         receive(&mut q);
@@ -378,11 +466,11 @@ fn tx_loop(
             }
             continue;
         }
-        // Packets left over from a full ring go first; top up with fresh ones.
+        // Packets left over from a full ring go first; top up with fresh ones from the queue's
+        // own cache (the one its completions refill).
         let start = pkts.len();
-        if q.alloc_burst(&mut pkts, want.saturating_sub(start))
-            .is_err()
-        {
+        if want > start && q.alloc_burst(&mut pkts, want - start).is_err() {
+            out.tx_pool_empty += 1;
             q.reclaim();
             if out.check(&mut q, end) {
                 break;
@@ -400,14 +488,20 @@ fn tx_loop(
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
-        if n > 0 {
-            out.active(Instant::now());
-        }
-        if out.check(&mut q, end) {
-            break;
-        }
         pacer.sent(n);
         sent += n as u64;
+        unmarked |= n > 0;
+        out.tx_bursts += 1;
+        // A full ring (or a failing queue): look at the queue's error now, not bursts later.
+        if !pkts.is_empty() {
+            out.tx_ring_full_bursts += 1;
+            if out.check(&mut q, end) {
+                break;
+            }
+        }
+    }
+    if unmarked {
+        out.active(Instant::now());
     }
     // Frames not taken by the device are not sent: their stamps are reused by nobody.
     pkts.clear();
@@ -578,6 +672,9 @@ fn report(
         seq_lost: lost,
         device_drops: device.as_ref().map_or(0, |d| d.0),
         link_tx_dropped: link_drops.unwrap_or(0),
+        tx_bursts: o.tx_bursts,
+        tx_ring_full_bursts: o.tx_ring_full_bursts,
+        tx_pool_empty: o.tx_pool_empty,
     };
     // Losses outside the queues' counters go to stderr in any case (JSON has them as fields).
     if let Some((n, text)) = device.filter(|d| d.0 > 0) {
