@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# pktgen on the mlx5 device model: which thread limits the rate?
+#
+# Runs `pktgen -b model -s 60 -t SECONDS --cores 0 --json` (release build; the model's thread goes
+# to a CPU the queue does not use) and reports
+#   - Mpps (pktgen's own count over its active window),
+#   - the busy share of the sender thread and of the model's thread (rawq-mlx5-model): CPU time
+#     (utime + stime from /proc/<pid>/task/<tid>/stat) over wall time, sampled from 1 s into the
+#     run to 0.5 s before its end,
+#   - the ring-full fraction: tx_burst calls that took fewer packets than offered
+#     (tx_ring_full_bursts / tx_bursts from --json).
+# The driver is the limit when the model's busy share is below the sender's and the ring-full
+# fraction is low; a ring that is nearly always full says the device model is.
+#
+# Usage: scripts/bench-model.sh [--bin PATH] [--seconds N] [--rounds N] [-- extra pktgen args]
+#   --bin: a pktgen binary to measure instead of building one (e.g. an older build to compare).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="" SECS=5 ROUNDS=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) BIN=$2; shift 2 ;;
+    --seconds) SECS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$BIN" ]; then
+  cargo build --release --example pktgen >&2
+  BIN=target/release/examples/pktgen
+fi
+[ -x "$BIN" ] || { echo "$BIN: not an executable" >&2; exit 1; }
+(( SECS >= 2 )) || { echo "--seconds must be at least 2 (1 s warm-up, 0.5 s tail)" >&2; exit 2; }
+HZ=$(getconf CLK_TCK)
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+# CPU ticks (utime + stime) of one thread; fields after the ")" of the comm.
+ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/task/$2/stat" 2>/dev/null || echo 0; }
+# The sender thread: of the threads that are neither the main thread nor the model's (ctrlc has
+# one that waits for signals), the one that used the most CPU; the model's by name.
+threads() {
+  local pid=$1 t name sender="" model="" best=-1 n
+  for t in /proc/"$pid"/task/*; do
+    t=${t##*/}
+    name=$(cat "/proc/$pid/task/$t/comm" 2>/dev/null || true)
+    if [ "$name" = rawq-mlx5-model ]; then model=$t
+    elif [ "$t" != "$pid" ]; then
+      n=$(ticks "$pid" "$t")
+      if (( n > best )); then best=$n; sender=$t; fi
+    fi
+  done
+  echo "$sender $model"
+}
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "binary: $BIN"
+printf '%-6s %8s %10s %10s %10s\n' round Mpps sender% model% ring-full%
+for r in $(seq 1 "$ROUNDS"); do
+  "$BIN" -b model -s 60 -t "$SECS" --cores 0 --json --quiet "$@" >"$OUT/json" 2>"$OUT/err" &
+  PID=$!
+  sleep 1
+  read -r S M <<<"$(threads "$PID")"
+  if [ -z "$S" ] || [ -z "$M" ]; then
+    wait "$PID" || true
+    echo "round $r: sender or model thread not found (pktgen said: $(tail -2 "$OUT/err"))" >&2
+    exit 1
+  fi
+  t0=$(date +%s.%N); s0=$(ticks "$PID" "$S"); m0=$(ticks "$PID" "$M")
+  sleep "$(awk -v s="$SECS" 'BEGIN { print s - 1.5 }')"
+  t1=$(date +%s.%N); s1=$(ticks "$PID" "$S"); m1=$(ticks "$PID" "$M")
+  wait "$PID" || { echo "pktgen failed: $(cat "$OUT/err")" >&2; exit 1; }
+  python3 - "$OUT/json" "$t0" "$t1" "$s0" "$s1" "$m0" "$m1" "$HZ" "$r" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+t0, t1, s0, s1, m0, m1, hz = map(float, sys.argv[2:9])
+wall = (t1 - t0) * hz
+full = j["tx_ring_full_bursts"] / j["tx_bursts"] if j["tx_bursts"] else 0.0
+print(f"{sys.argv[9]:<6} {j['pps'] / 1e6:8.3f} {100 * (s1 - s0) / wall:9.1f}% "
+      f"{100 * (m1 - m0) / wall:9.1f}% {100 * full:9.1f}%")
+EOF
+done
