@@ -8,7 +8,8 @@
 #     (utime + stime from /proc/<pid>/task/<tid>/stat) over wall time, sampled from 1 s into the
 #     run to 0.5 s before its end,
 #   - the ring-full fraction: tx_burst calls that took fewer packets than offered
-#     (tx_ring_full_bursts / tx_bursts from --json).
+#     (tx_ring_full_bursts / tx_bursts from --json; "n/a" for a pktgen without these counters),
+#   - each thread's CPU time per frame (ns; the sender's includes its spinning on a full ring).
 # The driver is the limit when the model's busy share is below the sender's and the ring-full
 # fraction is low; a ring that is nearly always full says the device model is.
 #
@@ -56,7 +57,8 @@ threads() {
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $BIN"
-printf '%-6s %8s %10s %10s %10s\n' round Mpps sender% model% ring-full%
+printf '%-6s %8s %10s %10s %10s %6s %6s\n' round Mpps sender% model% ring-full% \
+  "snd-ns" "mdl-ns"
 for r in $(seq 1 "$ROUNDS"); do
   "$BIN" -b model -s 60 -t "$SECS" --cores 0 --json --quiet "$@" >"$OUT/json" 2>"$OUT/err" &
   PID=$!
@@ -76,8 +78,14 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 t0, t1, s0, s1, m0, m1, hz = map(float, sys.argv[2:9])
 wall = (t1 - t0) * hz
-full = j["tx_ring_full_bursts"] / j["tx_bursts"] if j["tx_bursts"] else 0.0
-print(f"{sys.argv[9]:<6} {j['pps'] / 1e6:8.3f} {100 * (s1 - s0) / wall:9.1f}% "
-      f"{100 * (m1 - m0) / wall:9.1f}% {100 * full:9.1f}%")
+# Older pktgen builds have no burst counters: "n/a".
+full = (f"{100 * j['tx_ring_full_bursts'] / j['tx_bursts']:9.1f}%"
+        if j.get("tx_bursts") else f"{'n/a':>10}")
+pps = j["pps"]
+# CPU time per frame of each thread over the sampled window (busy share / rate).
+ns = lambda t: f"{1e9 * t / wall / pps:6.1f}" if pps else "   n/a"
+sender, model = (s1 - s0) / wall, (m1 - m0) / wall
+print(f"{sys.argv[9]:<6} {pps / 1e6:8.3f} {100 * sender:9.1f}% {100 * model:9.1f}% {full} "
+      f"{ns(s1 - s0)} {ns(m1 - m0)}")
 EOF
 done
