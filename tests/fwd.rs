@@ -188,5 +188,8 @@ fn two_port_io_forwards_across_ports() {
         "{fwd_out}"
     );
     assert!(fwd_out.contains("tx drops 0"), "{fwd_out}");
-    assert!(fwd_out.contains("rx drops"), "{fwd_out}");
+    assert!(
+        fwd_out.contains("rx drops") && fwd_out.contains("fill ring empty"),
+        "{fwd_out}"
+    );
 }
