@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use rawq::flow::Rule;
-use rawq::{Backend, Packet, Port, Queue};
+use rawq::{Backend, MempoolConfig, Packet, Port, Queue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -26,9 +26,13 @@ enum Mode {
     Macswap,
 }
 
-/// Forward frames between rawq queues or ports.
+/// fwd: forwards frames between rawq queues or ports, like testpmd's io and macswap modes.
+///
+/// One --dev: frames steered to queue 0 go back out of it (a reflector). Two --dev: each port's
+/// frames go out of the other (a bridge; on xdp both ports share one packet pool, so forwarding
+/// copies nothing). Prints what was forwarded and every frame lost on the way.
 #[derive(Debug, Parser)]
-#[command(name = "fwd", version, about)]
+#[command(name = "fwd", version)]
 struct Args {
     /// Backend: xdp, verbs, dv or model.
     #[arg(short, long, default_value = "xdp")]
@@ -45,15 +49,26 @@ struct Args {
     /// Flow rules steering the frames to forward (on every port). Repeatable.
     #[arg(long = "rule", required = true)]
     rules: Vec<String>,
-    /// Run time in seconds (default: until Ctrl-C).
-    #[arg(short = 't', long)]
-    duration: Option<f64>,
-    /// Burst size.
-    #[arg(long, default_value_t = 32)]
+    /// Run time: 5, 5s, 500ms, 2m, 1h (default: until Ctrl-C or SIGTERM).
+    #[arg(short = 't', long, value_parser = rawq::gen::parse_duration, allow_hyphen_values = true)]
+    duration: Option<Duration>,
+    /// Ring size (rx and tx descriptors per queue), a power of two from 8 to 32768: a larger
+    /// ring rides out longer stalls of the forwarding thread without rx drops.
+    #[arg(long, default_value_t = 1024)]
+    ring: u32,
+    /// Burst size (1 to 4096).
+    #[arg(long, default_value_t = 32, value_parser = parse_burst)]
     burst: usize,
     /// No live stats.
     #[arg(long)]
     quiet: bool,
+}
+
+fn parse_burst(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: a burst is 1 to 4096 packets")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -67,26 +82,53 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    if a.burst > a.ring as usize {
+        return Err(rawq::Error::Config(format!(
+            "--burst {} is above --ring {}: a burst must fit the ring",
+            a.burst, a.ring
+        )));
+    }
     if a.devs.len() > 2 {
         return Err(rawq::Error::Config("give one or two --dev".into()));
+    }
+    if a.devs.len() == 2 && a.devs[0] == a.devs[1] {
+        return Err(rawq::Error::Config(format!(
+            "--dev {} given twice: give one --dev to reflect on a port, or two different ones to \
+             bridge them",
+            a.devs[0]
+        )));
     }
     let rules: Vec<Rule> = a
         .rules
         .iter()
         .map(|r| r.parse())
         .collect::<Result<_, _>>()?;
-    let mut ports = Vec::new();
+    let mut ports: Vec<Port> = Vec::new();
     for d in &a.devs {
-        let port = Port::builder(Backend::named(&a.backend, d, a.port)?)
+        let mut b = Port::builder(Backend::named(&a.backend, d, a.port)?)
             .rules(rules.clone())
-            .open()?;
+            .rx_ring(a.ring)
+            .tx_ring(a.ring);
+        // One pool for both ports, sized for both: a frame received on one can go out of the
+        // other as it is.
+        b = match ports.first() {
+            Some(first) => b.pool(first.pool().clone()),
+            None => b.pool_config(MempoolConfig {
+                buffers: a.devs.len() as u32 * (2 * a.ring + 1024),
+                buf_size: buf_size(a),
+                ..Default::default()
+            }),
+        };
+        let port = b.open()?;
         eprintln!("fwd: {} ({}, {})", d, port.info().backend, port.info().mode);
         ports.push(port);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    ctrlc::set_handler(move || s.store(true, Relaxed))
-        .map_err(|e| rawq::Error::Config(format!("cannot install the Ctrl-C handler: {e}")))?;
+    // SIGINT, SIGTERM and SIGHUP all end the run with the summary.
+    ctrlc::set_handler(move || s.store(true, Relaxed)).map_err(|e| {
+        rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
+    })?;
 
     let mut qs: Vec<Queue> = ports
         .iter_mut()
@@ -94,34 +136,67 @@ fn run(a: &Args) -> rawq::Result<()> {
         .collect();
     let t0 = Instant::now();
     let mut last = t0;
-    let (mut fwd, mut dropped) = (0u64, 0u64);
+    // `refused`: taken off the wire but not taken by the other side's tx ring (freed at once).
+    let (mut fwd, mut refused) = (0u64, 0u64);
     let mut burst: Vec<Packet> = Vec::with_capacity(a.burst);
-    while !stop.load(Relaxed) && a.duration.is_none_or(|d| t0.elapsed().as_secs_f64() < d) {
+    while !stop.load(Relaxed) && a.duration.is_none_or(|d| t0.elapsed() < d) {
         for i in 0..qs.len() {
             let out = (i + 1) % qs.len();
             if qs[i].rx_burst(&mut burst, a.burst) == 0 {
+                qs[out].reclaim();
                 continue;
             }
             if a.mode == Mode::Macswap {
                 burst.iter_mut().for_each(macswap);
             }
             fwd += qs[out].tx_burst(&mut burst) as u64;
-            dropped += burst.len() as u64;
+            refused += burst.len() as u64;
             burst.clear(); // frees what the ring did not take
         }
         if !a.quiet && last.elapsed() >= Duration::from_secs(1) {
             last = Instant::now();
-            eprintln!("fwd: forwarded {fwd}, dropped {dropped}");
+            eprintln!("fwd: forwarded {fwd}, {}", losses(&ports, refused));
         }
     }
     for q in &mut qs {
         q.reclaim();
     }
+    drop(qs); // the queues' last kernel counters go into the stats
     println!(
-        "fwd: forwarded {fwd} frames, dropped {dropped} in {:.2} s",
-        t0.elapsed().as_secs_f64()
+        "fwd: forwarded {fwd} frames in {:.2} s; {}",
+        t0.elapsed().as_secs_f64(),
+        losses(&ports, refused)
     );
     Ok(())
+}
+
+/// Buffers big enough for the largest frame the interfaces' MTUs let arrive (an Ethernet header
+/// with a VLAN tag on top of the MTU, and 256 bytes of receive headroom); AF_XDP buffers are at
+/// most 4096 bytes.
+fn buf_size(a: &Args) -> u32 {
+    let mtu = a
+        .devs
+        .iter()
+        .filter_map(|d| rawq::gen::netdev_state(d).and_then(|s| s.mtu))
+        .max()
+        .unwrap_or(1500) as usize;
+    let limit = if a.backend == "xdp" { 4096 } else { 65536 };
+    (mtu + 18 + 256).next_power_of_two().clamp(2048, limit) as u32
+}
+
+/// Every frame lost on the way, by where: tx ring full (refused), dropped at transmit (tx
+/// drops/errors), and dropped before rawq saw it (rx drops: the socket's rx ring was full or
+/// its fill ring empty, or the device dropped it).
+fn losses(ports: &[Port], refused: u64) -> String {
+    let mut s = rawq::QueueStats::default();
+    for p in ports {
+        s.accumulate(&p.stats());
+    }
+    format!(
+        "dropped {refused} (tx ring full), tx drops {}, tx errors {}, rx drops {} (fill ring \
+         empty {} times), rx errors {}",
+        s.tx_drops, s.tx_errors, s.rx_drops, s.rx_no_buffer, s.rx_errors
+    )
 }
 
 fn macswap(p: &mut Packet) {

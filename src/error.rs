@@ -7,6 +7,10 @@
 
 use std::io;
 
+/// Every capability a process needs for all of rawq (AF_XDP receive with its steering program
+/// included), in `setcap` / `setpriv` spelling. The [`Error::Permission`] message names these.
+pub const CAPS: &str = "cap_net_raw,cap_net_admin,cap_bpf,cap_perfmon,cap_ipc_lock";
+
 /// Result alias used throughout rawq.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -37,9 +41,11 @@ pub enum Error {
 
     /// The process lacks a capability (EPERM / EACCES).
     #[error(
-        "{op}: permission denied ({source}). Raw packet queues need CAP_NET_RAW, AF_XDP and XDP \
-         programs also CAP_NET_ADMIN and CAP_BPF: run as root or grant them with \
-         `sudo setcap cap_net_raw,cap_net_admin,cap_bpf,cap_ipc_lock+ep <your-binary>`"
+        "{op}: permission denied ({source}). Raw packet queues need CAP_NET_RAW; AF_XDP and its \
+         steering program also CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON (the verifier allows the \
+         program's packet-pointer arithmetic only with CAP_PERFMON), and CAP_IPC_LOCK to pin \
+         packet memory beyond `ulimit -l`: run as root or grant them with \
+         `sudo setcap {CAPS}+ep <your-binary>`"
     )]
     Permission {
         /// The operation that was refused.
@@ -49,17 +55,37 @@ pub enum Error {
         source: io::Error,
     },
 
-    /// Memory registration (MR, UMEM) failed with ENOMEM: the locked-memory limit is too low.
+    /// Memory registration (MR, UMEM) failed because the locked-memory limit is too low (ENOMEM
+    /// from ibv_reg_mr, ENOBUFS from XDP_UMEM_REG).
     #[error(
-        "{op}: cannot pin {bytes} bytes of packet memory (ENOMEM). Raise the locked-memory limit: \
-         `ulimit -l unlimited` in the shell that starts the program (or `memlock` in \
-         /etc/security/limits.conf, `LimitMEMLOCK=infinity` for a systemd unit)"
+        "{op}: cannot pin {bytes} bytes of packet memory: the locked-memory limit is too low. \
+         Raise it: `ulimit -l unlimited` in the shell that starts the program (or `memlock` in \
+         /etc/security/limits.conf, `LimitMEMLOCK=infinity` for a systemd unit), or grant \
+         CAP_IPC_LOCK"
     )]
     MemLock {
         /// The operation that failed.
         op: &'static str,
         /// How much memory was to be pinned.
         bytes: usize,
+    },
+
+    /// A resource is held by someone else (EBUSY that did not go away after a short wait).
+    #[error("{what} is busy: {hint}")]
+    Busy {
+        /// What is busy.
+        what: String,
+        /// Who may hold it and what to do.
+        hint: String,
+    },
+
+    /// A link (interface) failed under a running queue: it went down, or it is gone.
+    #[error("{ifname}: {detail}")]
+    Link {
+        /// The interface.
+        ifname: String,
+        /// What happened and what to do.
+        detail: String,
     },
 
     /// Every buffer of a pool is in use.
@@ -73,16 +99,16 @@ pub enum Error {
     },
 
     /// An interface already has an XDP program; rawq never replaces one silently.
-    #[error(
-        "interface {ifname} already has an XDP program attached (program id {prog_id}); inspect it \
-         with `bpftool prog show id {prog_id}` and remove it with `ip link set dev {ifname} xdp off` \
-         if nothing needs it"
-    )]
+    #[error("{}", already_attached(ifname, *prog_id, held_by.as_deref()))]
     XdpAlreadyAttached {
         /// The interface.
         ifname: String,
         /// The id of the program that is there.
         prog_id: u32,
+        /// The process holding the BPF link the program is attached through ("pid 123
+        /// (pktgen)"), when one does: such a program goes away with that process, and
+        /// `ip link set dev X xdp off` cannot remove it.
+        held_by: Option<String>,
     },
 
     /// The kernel's BPF verifier rejected the generated steering program.
@@ -138,6 +164,22 @@ pub enum Error {
     },
 }
 
+fn already_attached(ifname: &str, prog_id: u32, held_by: Option<&str>) -> String {
+    match held_by {
+        Some(who) => format!(
+            "interface {ifname} already has an XDP program attached (program id {prog_id}) through \
+             a BPF link held by process {who} (another rawq port or another AF_XDP program); it \
+             is detached when that process exits, so stop it (or use another interface). \
+             `ip link set dev {ifname} xdp off` cannot remove a link-attached program"
+        ),
+        None => format!(
+            "interface {ifname} already has an XDP program attached (program id {prog_id}); \
+             inspect it with `bpftool prog show id {prog_id}` and remove it with `ip link set dev \
+             {ifname} xdp off` if nothing needs it"
+        ),
+    }
+}
+
 impl Error {
     /// Classifies an OS error from `op`: EPERM/EACCES become [`Error::Permission`], ENOSYS
     /// becomes [`Error::NoDevice`], anything else [`Error::Os`].
@@ -157,10 +199,11 @@ impl Error {
     }
 
     /// Classifies an error from registering `bytes` of memory with a device or socket:
-    /// ENOMEM there means the locked-memory limit ([`Error::MemLock`]).
+    /// ENOMEM (ibv_reg_mr) or ENOBUFS (XDP_UMEM_REG, whose page accounting against
+    /// RLIMIT_MEMLOCK fails with it) there mean the locked-memory limit ([`Error::MemLock`]).
     pub fn registration(op: &'static str, bytes: usize, source: io::Error) -> Error {
         match source.raw_os_error() {
-            Some(libc::ENOMEM) => Error::MemLock { op, bytes },
+            Some(libc::ENOMEM) | Some(libc::ENOBUFS) => Error::MemLock { op, bytes },
             _ => Error::os(op, source),
         }
     }
@@ -186,6 +229,7 @@ mod tests {
         let e = Error::os("socket(AF_XDP)", io::Error::from_raw_os_error(libc::EPERM));
         assert!(matches!(e, Error::Permission { .. }));
         assert!(e.to_string().contains("setcap"), "{e}");
+        assert!(e.to_string().contains(CAPS), "{e}");
 
         let e = Error::registration(
             "ibv_reg_mr",
@@ -193,6 +237,13 @@ mod tests {
             io::Error::from_raw_os_error(libc::ENOMEM),
         );
         assert!(matches!(e, Error::MemLock { bytes: 2097152, .. }));
+        assert!(e.to_string().contains("ulimit -l"), "{e}");
+        let e = Error::registration(
+            "setsockopt(XDP_UMEM_REG)",
+            1 << 21,
+            io::Error::from_raw_os_error(libc::ENOBUFS),
+        );
+        assert!(matches!(e, Error::MemLock { .. }), "{e}");
         assert!(e.to_string().contains("ulimit -l"), "{e}");
 
         let e = Error::os(

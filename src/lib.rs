@@ -46,6 +46,7 @@
 #[cfg(test)]
 #[path = "../tests/support/cc.rs"]
 pub(crate) mod cc_oracle;
+pub mod config;
 pub mod error;
 pub mod flow;
 pub mod gen;
@@ -71,7 +72,7 @@ pub mod xdp;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, CAPS};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
 pub use port::{Backend, Port, PortBuilder, PortConfig, PortInfo};

@@ -6,9 +6,9 @@
 
 use std::collections::VecDeque;
 
+use crate::config::PortConfig;
 use crate::mempool::Mempool;
 use crate::packet::Packet;
-use crate::port::PortConfig;
 use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 use crate::Result;

@@ -6,8 +6,8 @@
 //!
 //! * [`Queue::rx_burst`] appends up to `max` received packets to a caller-owned `Vec`.
 //! * [`Queue::tx_burst`] takes packets from the **front** of a caller-owned `Vec` and hands them to
-//!   the device; what did not fit stays in the `Vec`, in order, for the caller to retry or drop
-//!   ("better to drop than to accumulate latency").
+//!   the device, and counts only what the device got; what did not fit stays in the `Vec`, in
+//!   order, for the caller to retry or drop ("better to drop than to accumulate latency").
 //!
 //! Reuse the same `Vec`s across bursts (`Vec::with_capacity(burst)` once): a steady-state burst
 //! loop then allocates nothing.
@@ -70,8 +70,11 @@ impl Queue {
         self.ops.rx_burst(out, max)
     }
 
-    /// Sends packets from the front of `pkts`; returns how many were taken. Packets not taken
-    /// (the ring was full) stay in `pkts` in their order. Never blocks.
+    /// Sends packets from the front of `pkts`; returns how many were handed to the device (no
+    /// more: a packet counted here is one the device got). Packets not taken (the ring was full)
+    /// stay in `pkts` in their order. A packet the backend can never send (e.g. a chained packet
+    /// on AF_XDP) is removed from `pkts`, dropped and counted (`tx_drops` or `tx_errors`), and
+    /// not included in the returned count. Never blocks.
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         self.ops.tx_burst(pkts)

@@ -415,11 +415,24 @@ fn a_second_port_on_the_same_interface_is_refused_with_the_id() {
         .run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap())
         .expect("a program is attached");
     match open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9001)], 64) {
-        Err(Error::XdpAlreadyAttached { ifname, prog_id }) => {
+        Err(e @ Error::XdpAlreadyAttached { .. }) => {
+            let msg = e.to_string();
+            let Error::XdpAlreadyAttached {
+                ifname,
+                prog_id,
+                held_by,
+            } = e
+            else {
+                unreachable!()
+            };
             assert_eq!(ifname, p.veth_b);
             assert_eq!(prog_id, id);
-            let msg = Error::XdpAlreadyAttached { ifname, prog_id }.to_string();
             assert!(msg.contains(&id.to_string()), "{msg}");
+            // Issue 12 item 15: the program is rawq's own, attached through a BPF link this
+            // process holds; `ip link set dev X xdp off` would fail, so it is not offered.
+            let me = format!("{} (", std::process::id());
+            assert!(held_by.is_some_and(|h| h.starts_with(&me)), "{msg}");
+            assert!(!msg.contains("xdp off` if"), "{msg}");
         }
         other => panic!("expected XdpAlreadyAttached, got {other:?}"),
     }

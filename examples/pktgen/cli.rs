@@ -65,24 +65,33 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(v) = t.strip_suffix("ms") {
-        (v, 1e-3)
-    } else if let Some(v) = t.strip_suffix('s') {
-        (v, 1.0)
-    } else if let Some(v) = t.strip_suffix('m') {
-        (v, 60.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected e.g. 5, 5s, 500ms, 2m"))?;
-    if v.is_finite() && v > 0.0 {
-        Ok(v * mult)
-    } else {
-        Err(format!("{s:?}: must be positive"))
+    rawq::gen::parse_duration(s).map(|d| d.as_secs_f64())
+}
+
+/// The largest burst: more than any ring takes in one go, and small enough to preallocate.
+const MAX_BURST: usize = 4096;
+
+fn parse_burst(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BURST).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: a burst is 1 to {MAX_BURST} packets")),
     }
+}
+
+/// Frame sizes, with the limit named when a number is out of range (the template's own message
+/// only says what shape is expected).
+fn parse_size(s: &str) -> Result<SizeSpec, String> {
+    for part in s.split('-') {
+        if let Ok(n) = part.trim().parse::<u64>() {
+            if n > u16::MAX as u64 {
+                return Err(format!(
+                    "{s:?}: {n} bytes is above the largest frame size, 65535 (and above what \
+                     any link's MTU allows)"
+                ));
+            }
+        }
+    }
+    s.parse::<SizeSpec>().map_err(|e| e.to_string())
 }
 
 fn parse_core(c: &str) -> Result<usize, String> {
@@ -91,9 +100,13 @@ fn parse_core(c: &str) -> Result<usize, String> {
         .map_err(|_| format!("{c:?} is not a core number"))
 }
 
-/// rdma-pktgen-style traffic generator and counter on rawq.
+/// pktgen: a traffic generator and counter on rawq queues (AF_XDP, ibverbs, mlx5 DV or the
+/// software mlx5 device).
+///
+/// Sends template UDP frames (or a pcap) at a set rate, or receives and counts them (--rx), or
+/// both through a reflector (--txrx); prints live rates and a final summary (--json).
 #[derive(Debug, Parser)]
-#[command(name = "pktgen", version, about)]
+#[command(name = "pktgen", version)]
 pub struct Args {
     /// Backend.
     #[arg(short, long, value_enum, default_value = "xdp")]
@@ -138,7 +151,7 @@ pub struct Args {
     #[arg(long, default_value_t = 9000)]
     pub dst_port: u16,
     /// Frame size without FCS: N, MIN-MAX, or imix.
-    #[arg(short, long, default_value = "60")]
+    #[arg(short, long, default_value = "60", value_parser = parse_size)]
     pub size: SizeSpec,
     /// Number of flows.
     #[arg(short, long, default_value_t = 1)]
@@ -149,27 +162,31 @@ pub struct Args {
     /// Stamp sequence numbers into the payload (the receiver counts loss and reordering).
     #[arg(long)]
     pub seq: bool,
-    /// Frames to send from this pcap file instead of a template (cycled).
-    #[arg(long)]
+    /// Frames to send from this pcap or pcapng file instead of a template (cycled, sent as
+    /// they are: the template options do not apply).
+    #[arg(long, conflicts_with_all = [
+        "dst_mac", "src_mac", "src_ip", "dst_ip", "src_port", "dst_port", "size", "flows",
+        "vary", "seq",
+    ])]
     pub pcap: Option<PathBuf>,
 
-    /// Rate over all queues: 1000, 2.5Mpps, 10Gbps (L1), max.
+    /// Rate over all queues: 1000, 2.5Mpps, 10Gbps (L1), max; 0 = unlimited (like max).
     #[arg(short, long, default_value = "max")]
     pub rate: Rate,
     /// Packets to send (over all queues); 0 = no limit.
     #[arg(short = 'n', long, default_value_t = 0)]
     pub count: u64,
-    /// Run time: 5, 5s, 500ms, 2m. Default: until --count or Ctrl-C.
-    #[arg(short = 't', long, value_parser = parse_duration)]
+    /// Run time: 5, 5s, 500ms, 2m, 1h. Default: until --count, Ctrl-C or SIGTERM.
+    #[arg(short = 't', long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<f64>,
     /// Number of queues (one thread each).
-    #[arg(short, long, default_value_t = 1)]
+    #[arg(short, long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub queues: u16,
     /// Cores to pin the queue threads to, e.g. 0,1 (default: queue i on core i mod ncores).
     #[arg(long, value_parser = parse_core, value_delimiter = ',')]
     pub cores: Option<Vec<usize>>,
-    /// Burst size.
-    #[arg(long, default_value_t = 32)]
+    /// Burst size (1 to 4096).
+    #[arg(long, default_value_t = 32, value_parser = parse_burst)]
     pub burst: usize,
     /// Ring size (rx and tx descriptors per queue).
     #[arg(long, default_value_t = 2048)]
@@ -246,15 +263,75 @@ impl Args {
     }
 }
 
+/// Reads the frames of a pcap or pcapng file: Ethernet link type only, each frame complete (not
+/// cut by the capture's snap length) and at least an Ethernet header long.
 fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut r = pcap_file::pcap::PcapReader::new(f).map_err(|e| e.to_string())?;
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.map_err(|e| e.to_string())?.data.into_owned());
+    use pcap_file::pcapng::Block;
+    use pcap_file::DataLink;
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    // (frame, original length, link type)
+    let mut raw: Vec<(Vec<u8>, u32, DataLink)> = Vec::new();
+    if bytes.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+        let mut r =
+            pcap_file::pcapng::PcapNgReader::new(&bytes[..]).map_err(|e| format!("pcapng: {e}"))?;
+        // Link types of the interfaces of the current section, by interface id.
+        let mut links: Vec<DataLink> = Vec::new();
+        while let Some(b) = r.next_block() {
+            match b.map_err(|e| format!("pcapng: {e}"))? {
+                Block::SectionHeader(_) => links.clear(),
+                Block::InterfaceDescription(i) => links.push(i.linktype),
+                Block::EnhancedPacket(p) => {
+                    let link = *links
+                        .get(p.interface_id as usize)
+                        .ok_or("pcapng: a packet names an interface that is not described")?;
+                    raw.push((p.data.into_owned(), p.original_len, link));
+                }
+                Block::SimplePacket(p) => {
+                    let link = *links
+                        .first()
+                        .ok_or("pcapng: a packet before any interface description")?;
+                    raw.push((p.data.into_owned(), p.original_len, link));
+                }
+                _ => {}
+            }
+        }
+    } else {
+        let mut r = pcap_file::pcap::PcapReader::new(&bytes[..]).map_err(|e| {
+            format!("{e}: not a pcap or pcapng file (convert with `editcap -F pcap IN OUT`)")
+        })?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            let p = p.map_err(|e| e.to_string())?;
+            raw.push((p.data.into_owned(), p.orig_len, link));
+        }
     }
-    if frames.is_empty() {
+    if raw.is_empty() {
         return Err("no packets in the file".into());
+    }
+    let mut frames = Vec::with_capacity(raw.len());
+    for (i, (f, orig, link)) in raw.into_iter().enumerate() {
+        let n = i + 1;
+        if link != DataLink::ETHERNET {
+            return Err(format!(
+                "packet {n} has link type {link:?}: pktgen sends Ethernet frames only (capture \
+                 on an Ethernet interface, not `any` or a tunnel)"
+            ));
+        }
+        if (f.len() as u32) < orig {
+            return Err(format!(
+                "packet {n} was cut by the capture's snap length ({} of {orig} bytes): capture \
+                 with a larger snap length (`tcpdump -s 0`)",
+                f.len()
+            ));
+        }
+        if f.len() < 14 {
+            return Err(format!(
+                "packet {n} is {} bytes, shorter than an Ethernet header (14): not a frame a \
+                 NIC can send",
+                f.len()
+            ));
+        }
+        frames.push(f);
     }
     Ok(frames)
 }

@@ -5,7 +5,10 @@
 //! pktgen -b xdp -d veth1 --rx --rule 'udp dst-port 9000 -> queue 0' -t 6 --json
 //! ```
 //! One thread per queue, pinned to a core; live stats once a second on stderr; a final summary
-//! (or `--json`) on Ctrl-C, at `--count` or after `--duration`.
+//! (or `--json`) on Ctrl-C or SIGTERM, at `--count` or after `--duration`.
+//!
+//! Rates are over the active window: from the first packet sent (received) to the last one, not
+//! over the start-up, polling and linger around them.
 
 mod cli;
 mod live;
@@ -29,7 +32,10 @@ struct Summary {
     mode: String,
     direction: &'static str,
     queues: u16,
+    /// The active window: first to last packet (sent, or received with --rx).
     duration_s: f64,
+    /// The whole run, start-up and linger included.
+    elapsed_s: f64,
     packets: u64,
     bytes: u64,
     pps: f64,
@@ -40,6 +46,50 @@ struct Summary {
     seq_stamped: u64,
     seq_gaps: u64,
     seq_out_of_order: u64,
+    /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
+    seq_lost: u64,
+    /// Frames the (software) device dropped or found no rule for, beyond the queue counters.
+    device_drops: u64,
+    /// Frames the interface under an xdp port dropped on transmit during the run (e.g. above
+    /// its MTU), from its `tx_dropped` counter.
+    link_tx_dropped: u64,
+}
+
+/// What a queue thread hands back.
+#[derive(Default)]
+struct Outcome {
+    seq: SeqTracker,
+    /// Frames sent with a stamp (tx).
+    stamped_sent: u64,
+    /// First and last packet of the active window.
+    first: Option<Instant>,
+    last: Option<Instant>,
+    /// A failure that ended the run (the link went down or away).
+    failure: Option<rawq::Error>,
+}
+
+impl Outcome {
+    fn active(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    /// Takes the queue's last data-path error: a link failure ends the run (returns true),
+    /// anything else (a recovered queue error) is reported and the run goes on.
+    fn check(&mut self, q: &mut Queue, end: &Until) -> bool {
+        match q.take_error() {
+            None => false,
+            Some(e @ rawq::Error::Link { .. }) => {
+                end.stop.store(true, Relaxed);
+                self.failure = Some(e);
+                true
+            }
+            Some(e) => {
+                eprintln!("pktgen: queue {}: {e}", q.index());
+                false
+            }
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -53,11 +103,23 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    // Rules are checked in every mode, so that a typo never passes unnoticed.
+    let rules = a.rules()?;
     if a.engine == live::Engine::Live {
         return live::run(a);
     }
+    if a.burst > a.ring as usize {
+        return Err(rawq::Error::Config(format!(
+            "--burst {} is above --ring {}: a burst must fit the ring",
+            a.burst, a.ring
+        )));
+    }
     let src = Arc::new(a.source()?);
-    let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
+    // The interface under an xdp port: its MTU against the frames, and watched while running.
+    let link = (a.backend == cli::BackendKind::Xdp)
+        .then(|| rawq::gen::netdev_state(&a.dev))
+        .flatten();
+    let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let mut b = Port::builder(a.backend()?)
         .queues(a.queues)
         .rx_ring(a.ring)
@@ -67,10 +129,24 @@ fn run(a: &Args) -> rawq::Result<()> {
             ..Default::default()
         });
     if a.rx || a.txrx {
-        b = b.rules(a.rules()?);
+        b = b.rules(rules);
     }
     let mut port = b.open()?;
     let info = port.info().clone();
+    if let Some(mtu) = link.and_then(|l| l.mtu) {
+        let largest = mtu as usize + 14;
+        if !a.rx && src.max_len() > largest {
+            eprintln!(
+                "pktgen: warning: frames of up to {} bytes exceed {}'s MTU {mtu} (frames up to \
+                 {largest} bytes): the kernel or the peer drops the larger ones. Raise the MTU \
+                 (`ip link set dev {} mtu {}`) or send at most -s {largest}",
+                src.max_len(),
+                a.dev,
+                a.dev,
+                src.max_len() - 14
+            );
+        }
+    }
     eprintln!(
         "pktgen: {} on {} ({}), {} queue(s), pool on {}",
         info.backend,
@@ -79,15 +155,27 @@ fn run(a: &Args) -> rawq::Result<()> {
         info.queues,
         port.pool().memory_kind()
     );
+    if link.is_some_and(|l| !l.up) {
+        eprintln!(
+            "pktgen: warning: {} is down: nothing can be sent or received until `ip link set dev \
+             {} up`",
+            a.dev, a.dev
+        );
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    ctrlc::set_handler(move || s.store(true, Relaxed))
-        .map_err(|e| rawq::Error::Config(format!("cannot install the Ctrl-C handler: {e}")))?;
+    // SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature) all end the run with a summary.
+    ctrlc::set_handler(move || s.store(true, Relaxed)).map_err(|e| {
+        rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
+    })?;
 
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let count = a.count.div_ceil(a.queues as u64);
-    let pps = a.rate.pps(src.mean_len()).map(|p| p / a.queues as f64);
+    let nq = info.queues as u64;
+    let pps = a.rate.pps(src.mean_len()).map(|p| p / nq as f64);
+    let t0 = Instant::now();
+    // parse_duration bounds -t, so the deadline cannot overflow.
+    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
     let workers: Vec<_> = port
         .take_queues()
         .into_iter()
@@ -95,28 +183,38 @@ fn run(a: &Args) -> rawq::Result<()> {
             let i = q.index() as usize;
             let core = a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
+            // --count split exactly: the first `count % queues` queues send one more.
+            let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
                 }
+                let end = Until {
+                    stop: &stop,
+                    deadline,
+                };
                 if rx {
-                    rx_loop(q, &stop, burst)
+                    rx_loop(q, &end, burst)
                 } else {
-                    tx_loop(q, &src, &stop, burst, count, pps, txrx)
+                    tx_loop(q, &src, &end, burst, limit, pps, txrx)
                 }
             })
         })
         .collect();
 
     // Live stats and the stop conditions.
-    let t0 = Instant::now();
-    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
     let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
+    let mut gone = None;
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             stop.store(true, Relaxed);
+        }
+        // A receiver sees no error when its interface vanishes: look for it.
+        if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+            stop.store(true, Relaxed);
+            gone = Some(gone_error(&a.dev));
         }
         if now - last.0 >= Duration::from_secs(1) && !a.quiet {
             let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
@@ -125,30 +223,133 @@ fn run(a: &Args) -> rawq::Result<()> {
         }
     }
     let elapsed = t0.elapsed().as_secs_f64();
-    let mut seq = SeqTracker::default();
+    let mut all = Outcome::default();
     for w in workers {
-        seq.merge(
-            &w.join()
-                .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?,
-        );
+        let o = w
+            .join()
+            .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?;
+        all.seq.merge(&o.seq);
+        all.stamped_sent += o.stamped_sent;
+        all.first = all.first.min(o.first).or(all.first).or(o.first);
+        all.last = all.last.max(o.last);
+        all.failure = all.failure.or(o.failure);
     }
-    report(a, &port, &info, elapsed, &seq);
-    Ok(())
+    if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+        gone = Some(gone_error(&a.dev));
+    }
+    let link_drops = match (
+        link.and_then(|l| l.tx_dropped),
+        rawq::gen::netdev_state(&a.dev),
+    ) {
+        (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
+        _ => None,
+    };
+    report(a, &port, &info, elapsed, &all, link_drops);
+    // The summary first (what was done), then the failure that ended the run.
+    match gone.or(all.failure) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
-/// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max). With
+/// Pool headroom in front of transmitted frames (MempoolConfig's default).
+const TX_HEADROOM: usize = 128;
+/// Room the kernel keeps in front of received frames (XDP_PACKET_HEADROOM; the DV and verbs
+/// paths need no more).
+const RX_HEADROOM: usize = 256;
+/// An Ethernet header with one VLAN tag: a frame that arrives is at most MTU + this.
+const L2_OVERHEAD: usize = 18;
+
+/// Buffer size for the pool: the largest frame to send plus its headroom, and on a receiving
+/// port (--rx, --txrx) the largest frame the link's MTU lets arrive, so that no frame is
+/// dropped for want of room. AF_XDP buffers are at most 4096 bytes, any buffer 64 KiB.
+fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u32> {
+    let tx = src.max_len() + TX_HEADROOM;
+    let arriving = mtu.map_or(0, |m| m as usize + L2_OVERHEAD);
+    let rx = if a.rx || a.txrx {
+        src.max_len().max(arriving) + RX_HEADROOM
+    } else {
+        0
+    };
+    let (limit, what) = if a.backend == cli::BackendKind::Xdp {
+        (4096, "AF_XDP's largest buffers (4096 bytes)")
+    } else {
+        (65536, "the largest buffers (64 KiB)")
+    };
+    if tx > limit {
+        return Err(rawq::Error::Config(format!(
+            "frames of up to {} bytes (-s / --pcap) do not fit {what}: send frames of at most {} \
+             bytes (-s, or drop the larger frames from the pcap){}",
+            src.max_len(),
+            limit - TX_HEADROOM,
+            if limit == 4096 {
+                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB"
+            } else {
+                ""
+            }
+        )));
+    }
+    if rx > limit {
+        eprintln!(
+            "pktgen: warning: {}'s MTU {} lets frames of up to {arriving} bytes arrive, more than \
+             {what} hold with their headroom ({} bytes): larger frames are dropped. Lower the \
+             MTU (`ip link set dev {} mtu {}`)",
+            a.dev,
+            mtu.unwrap_or(0),
+            limit - RX_HEADROOM,
+            a.dev,
+            // AF_XDP: the driver's own limit for an XDP program is lower still (about 3500).
+            if limit == 4096 {
+                3000
+            } else {
+                limit - RX_HEADROOM - L2_OVERHEAD
+            }
+        );
+    }
+    Ok(tx.max(rx).min(limit).next_power_of_two().max(2048) as u32)
+}
+
+fn gone_error(dev: &str) -> rawq::Error {
+    rawq::Error::Link {
+        ifname: dev.to_string(),
+        detail: "the interface is gone: it was deleted or moved to another namespace while pktgen \
+                 ran"
+        .into(),
+    }
+}
+
+/// When a queue thread stops: the stop flag (signals, the main thread) or the deadline, which
+/// each thread checks itself so that `-t` is kept to the burst.
+struct Until<'a> {
+    stop: &'a AtomicBool,
+    deadline: Option<Instant>,
+}
+
+impl Until<'_> {
+    fn reached(&self, now: Instant) -> bool {
+        self.stop.load(Relaxed) || self.deadline.is_some_and(|d| now >= d)
+    }
+}
+
+/// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
-    stop: &AtomicBool,
+    end: &Until,
     burst: usize,
-    count: u64,
+    limit: Option<u64>,
     pps: Option<f64>,
     txrx: bool,
-) -> SeqTracker {
-    let mut pacer = Pacer::new(pps);
+) -> Outcome {
+    // The window opens where the schedule starts and closes at the last packet taken.
+    let begin = Instant::now();
+    let mut pacer = Pacer::starting_at(pps, begin);
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
+    let mut out = Outcome {
+        first: Some(begin),
+        ..Outcome::default()
+    };
     let mut seq = SeqTracker::default();
     let mut receive = |q: &mut Queue| {
         if txrx && q.rx_burst(&mut back, burst) > 0 {
@@ -157,17 +358,21 @@ fn tx_loop(
                 .for_each(|s| seq.record(s));
         }
     };
+    let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
-    while !stop.load(Relaxed) && (count == 0 || sent < count) {
+    loop {
+        let now = Instant::now();
+        if end.reached(now) || limit.is_some_and(|l| sent >= l) {
+            break;
+        }
         receive(&mut q);
-        let room = if count == 0 {
-            burst as u64
-        } else {
-            (count - sent).min(burst as u64)
-        };
-        let want = pacer.allowance(Instant::now(), room as usize);
+        let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
+        let want = pacer.allowance(now, room as usize);
         if want == 0 {
             q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
             if pacer.wait_hint(Instant::now()) > Duration::from_micros(200) {
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -179,36 +384,64 @@ fn tx_loop(
             .is_err()
         {
             q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
             continue;
         }
         for p in &mut pkts[start..] {
             if let Err(e) = src.fill(p, i, stream) {
                 eprintln!("pktgen: queue {stream}: {e}");
-                stop.store(true, Relaxed);
-                return seq;
+                end.stop.store(true, Relaxed);
+                pkts.clear();
+                out.seq = seq;
+                return out;
             }
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
+        if n > 0 {
+            out.active(Instant::now());
+        }
+        if out.check(&mut q, end) {
+            break;
+        }
         pacer.sent(n);
         sent += n as u64;
     }
+    // Frames not taken by the device are not sent: their stamps are reused by nobody.
     pkts.clear();
-    // Let the device finish what it has (and, with txrx, the last frames come back).
+    // Let the device finish what it has (backends that count at completion count then), and
+    // with txrx let the last frames come back; bounded at one second.
     let t = Instant::now();
     let linger = Duration::from_millis(if txrx { 300 } else { 20 });
-    while (q.reclaim() > 0 || t.elapsed() < linger) && t.elapsed() < Duration::from_millis(500) {
+    let settled = |q: &Queue| {
+        let s = q.stats();
+        s.tx_packets + s.tx_errors + s.tx_drops >= sent
+    };
+    while t.elapsed() < Duration::from_secs(1) {
+        let busy = q.reclaim() > 0;
         receive(&mut q);
+        if !busy && t.elapsed() >= linger && settled(&q) {
+            break;
+        }
     }
-    seq
+    if stamps {
+        out.stamped_sent = sent;
+    }
+    out.seq = seq;
+    out
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
-fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
+fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
     let mut pkts = Vec::with_capacity(burst);
-    let mut seq = SeqTracker::default();
+    let mut out = Outcome::default();
     let mut idle = 0u32;
-    while !stop.load(Relaxed) {
+    loop {
+        if idle % 64 == 0 && (end.reached(Instant::now()) || out.check(&mut q, end)) {
+            break;
+        }
         if q.rx_burst(&mut pkts, burst) == 0 {
             // Busy-poll while traffic flows; after a quiet spell, nap so that an idle receiver
             // leaves its core to others (a ring of 8192 covers 100 µs up to 80 Mpps).
@@ -221,11 +454,12 @@ fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
             continue;
         }
         idle = 0;
+        out.active(Instant::now());
         pkts.drain(..)
             .filter_map(|p| Stamper::read_stamp(p.data()))
-            .for_each(|s| seq.record(s));
+            .for_each(|s| out.seq.record(s));
     }
-    seq
+    out
 }
 
 fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
@@ -256,8 +490,55 @@ fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
     }
 }
 
-fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTracker) {
+/// Frames the software device dropped or could not deliver (its wire, its receive queues, no
+/// matching rule), which its queues' counters do not show.
+#[cfg(feature = "mlx5")]
+fn device_drops(port: &Port) -> Option<(u64, String)> {
+    let c = port.model_counters()?;
+    let parts = [
+        ("wire full", c.wire_drops),
+        ("no rx buffer", c.rx_no_buffer),
+        ("runt", c.rx_runt),
+        ("oversize", c.rx_oversize),
+        ("no rule matched", c.rx_to_kernel),
+        ("drop rule", c.rx_rule_drop),
+        ("rq in error", c.rx_in_error),
+    ];
+    let total = parts.iter().map(|p| p.1).sum();
+    let text = parts
+        .iter()
+        .filter(|p| p.1 > 0)
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some((total, text))
+}
+#[cfg(not(feature = "mlx5"))]
+fn device_drops(_: &Port) -> Option<(u64, String)> {
+    None
+}
+
+fn report(
+    a: &Args,
+    port: &Port,
+    info: &rawq::PortInfo,
+    elapsed: f64,
+    o: &Outcome,
+    link_drops: Option<u64>,
+) {
+    let seq = &o.seq;
     let s = port.stats();
+    let device = device_drops(port);
+    // The active window; a run that moved one packet or none has no rate to speak of.
+    let secs = match (o.first, o.last) {
+        (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
+    let lost = if a.txrx {
+        o.stamped_sent.saturating_sub(seq.stamped)
+    } else {
+        0
+    };
     let zero = QueueStats::default();
     let (packets, bytes, errors, drops, r) = if a.rx {
         (
@@ -283,6 +564,7 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         direction: if a.rx { "rx" } else { "tx" },
         queues: info.queues,
         duration_s: secs,
+        elapsed_s: elapsed,
         packets,
         bytes,
         pps: r.pps,
@@ -293,14 +575,33 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         seq_stamped: seq.stamped,
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
+        seq_lost: lost,
+        device_drops: device.as_ref().map_or(0, |d| d.0),
+        link_tx_dropped: link_drops.unwrap_or(0),
     };
+    // Losses outside the queues' counters go to stderr in any case (JSON has them as fields).
+    if let Some((n, text)) = device.filter(|d| d.0 > 0) {
+        eprintln!("pktgen: the software device lost {n} frames: {text}");
+    }
+    if let Some(n) = link_drops.filter(|&n| n > 0) {
+        eprintln!(
+            "pktgen: {} dropped {n} frames on transmit (its tx_dropped counter; e.g. frames \
+             above its MTU)",
+            a.dev
+        );
+    }
     if a.json {
         println!("{}", serde_json::to_string(&sum).unwrap_or_default());
         return;
     }
-    let seq_text = if seq.stamped > 0 {
+    let seq_text = if a.txrx && o.stamped_sent > 0 {
         format!(
-            ", seq: {} stamped, {} missing, {} out of order",
+            ", seq: {} sent, {} back, {lost} lost, {} out of order",
+            o.stamped_sent, seq.stamped, seq.out_of_order
+        )
+    } else if seq.stamped > 0 {
+        format!(
+            ", seq: {} stamped, {} missing between them, {} out of order",
             seq.stamped, seq.gaps, seq.out_of_order
         )
     } else {

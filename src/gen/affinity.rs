@@ -37,3 +37,36 @@ pub fn netdev_mac(ifname: &str) -> Option<Mac> {
     }
     Some(m)
 }
+
+/// Facts about a network interface a generator watches (in the caller's network namespace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetdevState {
+    /// The MTU: the largest frame is this plus the 14-byte Ethernet header.
+    pub mtu: Option<u32>,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+    /// Frames the interface dropped on transmit (`tx_dropped`), e.g. frames above its MTU.
+    pub tx_dropped: Option<u64>,
+}
+
+/// The state of interface `ifname`, or `None` when there is no such interface (any more).
+#[allow(unsafe_code)]
+pub fn netdev_state(ifname: &str) -> Option<NetdevState> {
+    let c = std::ffi::CString::new(ifname).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
+        return None;
+    }
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/class/net/{ifname}/{f}"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let flags =
+        read("flags").and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    Some(NetdevState {
+        mtu: read("mtu").and_then(|s| s.parse().ok()),
+        up: flags.is_none_or(|f| f & libc::IFF_UP as u32 != 0),
+        tx_dropped: read("statistics/tx_dropped").and_then(|s| s.parse().ok()),
+    })
+}

@@ -15,9 +15,9 @@ mod pace;
 mod source;
 mod template;
 
-pub use affinity::{netdev_mac, pin_to_core};
+pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
 
-pub use pace::{Pacer, Rate};
+pub use pace::{parse_duration, Pacer, Rate, MAX_DURATION_S};
 pub use source::FrameSource;
 pub use template::{
     checksum, csum_fold, csum_update16, FlowVary, FrameSpec, SeqTracker, SizeSpec, Stamp, Stamper,

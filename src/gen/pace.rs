@@ -28,8 +28,8 @@ impl Rate {
 
 impl std::str::FromStr for Rate {
     type Err = Error;
-    /// `0` or `max` (unlimited), `1000` or `1000pps`, `2.5Mpps`, `100kpps`, `10Gbps`,
-    /// `500Mbit`, `1e6`.
+    /// `0` (with or without a unit, e.g. `0pps`) or `max` (unlimited), `1000` or `1000pps`,
+    /// `2.5Mpps`, `100kpps`, `10Gbps`, `500Mbit`, `1e6`.
     fn from_str(s: &str) -> Result<Rate> {
         let t = s.trim();
         let bad = || {
@@ -46,6 +46,14 @@ impl std::str::FromStr for Rate {
             None => (lower.as_str(), ""),
         };
         let v: f64 = num.trim().parse().map_err(|_| bad())?;
+        if v == 0.0 && !num.trim().starts_with('-') {
+            // Zero in any unit is no limit, as a bare `0` is.
+            return match unit {
+                "" | "pps" | "kpps" | "mpps" | "gpps" | "bps" | "bit" | "kbps" | "kbit"
+                | "mbps" | "mbit" | "gbps" | "gbit" => Ok(Rate::Unlimited),
+                _ => Err(bad()),
+            };
+        }
         if !(v.is_finite() && v > 0.0) {
             return Err(bad());
         }
@@ -66,6 +74,47 @@ impl std::str::FromStr for Rate {
             Rate::Pps(v * mult)
         })
     }
+}
+
+/// The longest run time [`parse_duration`] accepts: ten years.
+pub const MAX_DURATION_S: f64 = 10.0 * 365.0 * 86400.0;
+
+/// Parses a run time for command lines: `5`, `5s`, `500ms`, `2m`, `1.5h`. It must be a positive
+/// finite number of at most [`MAX_DURATION_S`] seconds (so that deadlines computed from it never
+/// overflow).
+///
+/// # Errors
+/// A message naming the value and what is expected.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(v) = t.strip_suffix("ms") {
+        (v, 1e-3)
+    } else if let Some(v) = t.strip_suffix('s') {
+        (v, 1.0)
+    } else if let Some(v) = t.strip_suffix('m') {
+        (v, 60.0)
+    } else if let Some(v) = t.strip_suffix('h') {
+        (v, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a time like 5, 5s, 500ms, 2m or 1h"))?;
+    let secs = v * mult;
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!(
+            "{s:?}: the run time must be a positive number of seconds"
+        ));
+    }
+    if secs > MAX_DURATION_S {
+        return Err(format!(
+            "{s:?}: at most ten years ({MAX_DURATION_S} s); leave the option out to run until \
+             stopped"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Holds a packet rate with a cumulative schedule: by time *t* after the start, at most
@@ -116,8 +165,12 @@ impl Pacer {
         match self.pps {
             None => Duration::ZERO,
             Some(pps) => {
-                let next = Duration::from_secs_f64((self.sent + 1) as f64 / pps);
-                (self.start + next).saturating_duration_since(now)
+                // A rate so low that the next packet is centuries away waits "forever".
+                let next = Duration::try_from_secs_f64((self.sent + 1) as f64 / pps)
+                    .unwrap_or(Duration::MAX);
+                self.start
+                    .checked_add(next)
+                    .map_or(Duration::MAX, |t| t.saturating_duration_since(now))
             }
         }
     }
@@ -136,12 +189,37 @@ mod tests {
         assert_eq!("10Gbps".parse::<Rate>().unwrap(), Rate::Bps(1e10));
         assert_eq!("500Mbit".parse::<Rate>().unwrap(), Rate::Bps(5e8));
         assert_eq!("1e6".parse::<Rate>().unwrap(), Rate::Pps(1e6));
-        for bad in ["", "fast", "-5", "10Xbps", "nan"] {
+        for zero in ["0", "0pps", "0kpps", "0Mpps", "0Gbps", "0.0"] {
+            assert_eq!(zero.parse::<Rate>().unwrap(), Rate::Unlimited, "{zero}");
+        }
+        for bad in ["", "fast", "-5", "10Xbps", "nan", "0Xpps", "-0", "inf"] {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
         }
         // 10 Gbit/s of 60-byte frames is the classic 14.88 Mpps.
         let pps = Rate::Bps(1e10).pps(60.0).unwrap();
         assert!((pps - 14_880_952.38).abs() < 1.0, "{pps}");
+    }
+
+    #[test]
+    fn durations_parse_or_say_why() {
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        for bad in [
+            "",
+            "x",
+            "0",
+            "-1",
+            "nan",
+            "inf",
+            "1e30",
+            "1e308s",
+            "99999999999m",
+            "-0",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -164,6 +242,9 @@ mod tests {
             total += n;
         }
         assert_eq!(total, 1000, "exactly rate × elapsed by the end");
+        // Absurdly low rates give a long wait, not a panic.
+        let slow = Pacer::starting_at(Some(1e-300), t0);
+        assert_eq!(slow.wait_hint(t0), Duration::MAX);
         let un = Pacer::new(None);
         assert_eq!(un.allowance(Instant::now(), 7), 7);
     }

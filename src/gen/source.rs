@@ -22,6 +22,11 @@ impl FrameSource {
         }
     }
 
+    /// Whether the frames carry sequence stamps (a template with `stamp` set).
+    pub fn stamps(&self) -> bool {
+        matches!(self, FrameSource::Template(s) if s.spec().stamp)
+    }
+
     /// Mean frame length (for converting bit rates to packet rates).
     pub fn mean_len(&self) -> f64 {
         match self {

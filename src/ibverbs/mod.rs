@@ -45,10 +45,10 @@ mod tx;
 use std::any::Any;
 use std::sync::Arc;
 
+use crate::config::{Backend, PortConfig, PortInfo};
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, Rule};
 use crate::mempool::Mempool;
-use crate::port::{Backend, PortConfig, PortInfo};
 use crate::queue::Queue;
 
 pub use context::Context;

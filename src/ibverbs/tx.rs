@@ -381,21 +381,20 @@ impl Tx {
             }
             stats.tx(posted as u64, bytes);
         }
-        let mut taken = posted;
         if posted == k {
             if let Some(why) = bad {
-                // A packet this queue can never send: take it (so the caller is not stuck
-                // retrying it), drop it, and say why.
+                // A packet this queue can never send: remove it (so the caller is not stuck
+                // retrying it), drop it, count it, and say why. It is not in the count of
+                // packets taken: the device never got it.
                 drop(pkts.remove(0));
                 stats.add(Counter::TxErrors, 1);
                 err.get_or_insert(Error::Queue {
                     queue: self.queue,
                     detail: format!("tx_burst dropped a packet: {why}"),
                 });
-                taken += 1;
             }
         }
-        (taken, err)
+        (posted, err)
     }
 }
 

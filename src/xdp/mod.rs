@@ -29,8 +29,15 @@
 //! refilled from the queue's private [`PoolCache`] once per burst. `tx.rs`: packets are moved into
 //! the tx ring (their buffers go to the kernel), one producer update per burst, a `sendto` kick
 //! only when the ring's need-wakeup flag asks; completed buffers come back from the completion
-//! ring into the `PoolCache`. Multi-buffer packets are not supported on transmit (they are
-//! dropped and counted in `tx_drops`); receive frames are at most `buf_size - 256` bytes.
+//! ring into the `PoolCache`, and only then are their frames counted in `tx_packets` (a frame
+//! stuck in the ring because the link is down is never counted as sent). A packet of another
+//! pool is copied into one of this queue's buffers and counted in `tx_copies`; to forward between
+//! ports without copies, open them on one pool ([`PortBuilder::pool`](crate::PortBuilder::pool)):
+//! each port registers the same region as its UMEM, so a buffer received on one is a valid
+//! address on the other. Multi-buffer packets are not supported on transmit (they are dropped,
+//! counted in `tx_drops` and not reported as taken); receive frames are at most
+//! `buf_size - 256` bytes. A failed tx kick (ENETDOWN, ENXIO) is kept for
+//! [`Queue::take_error`](crate::Queue::take_error) as [`Error::Link`].
 //!
 //! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
 //!
@@ -42,9 +49,9 @@
 use std::any::Any;
 use std::ffi::CString;
 
+use crate::config::{Backend, PortConfig, PortInfo};
 use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache, Shared};
-use crate::port::{Backend, PortConfig, PortInfo};
 use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
@@ -116,6 +123,36 @@ fn interface_names() -> String {
 /// [`Error::NotFound`] for an unknown interface; [`Error::Os`] if rtnetlink fails.
 pub fn attached_prog_id(ifname: &str) -> Result<Option<u32>> {
     Ok(link_info(ifindex(ifname)?)?.xdp_prog_id)
+}
+
+/// The process holding a BPF link to program `prog_id`, as "pid N (comm)": found in the
+/// `fdinfo` of every process's descriptors (a link's shows `link_type:` and `prog_id:`). `None`
+/// when no link holds it (attached with netlink, e.g. `ip link set dev X xdp obj ...`), or when
+/// /proc cannot be read.
+pub fn link_holder(prog_id: u32) -> Option<String> {
+    let want = format!("prog_id:\t{prog_id}\n");
+    for p in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = p.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(info) = std::fs::read_to_string(fd.path()) else {
+                continue;
+            };
+            if info.contains("link_type:") && info.contains(&want) {
+                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                return Some(format!("{pid} ({})", comm.trim()));
+            }
+        }
+    }
+    None
 }
 
 /// Control-path objects of an XDP port, dropped with the port: the link first (detaching the
@@ -190,6 +227,13 @@ pub(crate) struct XdpQueue {
     reclaims: u32,
     /// Kernel counters already added to `stats`.
     seen: XdpStatistics,
+    /// Length of the frame each buffer carries while the kernel holds it for transmit (sent
+    /// frames are counted when their completion comes back, not when they enter the ring).
+    tx_len: Vec<u16>,
+    /// The interface (for error messages).
+    ifname: String,
+    /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
+    error: Option<Error>,
 }
 
 impl XdpQueue {
@@ -212,6 +256,13 @@ impl XdpQueue {
         self.stats.add(
             Counter::TxErrors,
             d(s.tx_invalid_descs, self.seen.tx_invalid_descs),
+        );
+        self.stats.add(
+            Counter::RxNoBuffer,
+            d(
+                s.rx_fill_ring_empty_descs,
+                self.seen.rx_fill_ring_empty_descs,
+            ),
         );
         self.seen = s;
     }
@@ -254,6 +305,43 @@ impl QueueOps for XdpQueue {
     fn pool(&self) -> &Mempool {
         &self.pool
     }
+
+    fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+}
+
+/// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
+/// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Runs `f` until it does not fail with EBUSY, for at most [`BUSY_RETRY`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let t = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t.elapsed() < BUSY_RETRY => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// EBUSY from binding queue `q` of `ifname`, said plainly; other errors unchanged.
+fn busy_error(e: Error, ifname: &str, q: u16) -> Error {
+    if e.raw_os_error() != Some(libc::EBUSY) {
+        return e;
+    }
+    Error::Busy {
+        what: format!("rx queue {q} of {ifname}"),
+        hint: format!(
+            "another AF_XDP socket is bound to it (another rawq port, or another AF_XDP \
+             program) and it was still taken after {} ms. `ss --xdp -p` shows which process \
+             holds it; stop that process or use another queue",
+            BUSY_RETRY.as_millis()
+        ),
+    }
 }
 
 /// Opens an AF_XDP port (see the module docs).
@@ -267,12 +355,15 @@ pub(crate) fn open(
     let umem = Umem::of(pool)?;
     let ifindex = ifindex(ifname)?;
     let link = link_info(ifindex)?;
+    let mtu = link.mtu;
     if let Some(rxq) = link.rx_queues {
         if cfg.queues as u32 > rxq {
             return Err(Error::Config(format!(
-                "{ifname} has {rxq} rx queue(s) but the port asks for {}; AF_XDP queue i is bound \
-                 to netdev queue i (for a veth, create it with `numrxqueues N numtxqueues N`)",
-                cfg.queues
+                "{ifname} has {rxq} rx queue(s) but {} queues were asked for: use at most {rxq} \
+                 (AF_XDP queue i is bound to netdev queue i), or give the interface more queues \
+                 (`ethtool -L {ifname} combined {}`; a veth gets them when created with \
+                 `numrxqueues N numtxqueues N`)",
+                cfg.queues, cfg.queues
             )));
         }
     }
@@ -282,6 +373,7 @@ pub(crate) fn open(
             return Err(Error::XdpAlreadyAttached {
                 ifname: ifname.clone(),
                 prog_id,
+                held_by: link_holder(prog_id),
             });
         }
     }
@@ -309,33 +401,45 @@ pub(crate) fn open(
     let mut owner_fd = None;
     let mut mode = Mode::ZeroCopy;
     for q in 0..cfg.queues {
-        let xsk =
-            match owner_fd {
-                None => match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
-                    Ok(x) => x,
-                    Err(e) if e.raw_os_error().is_some_and(|c| c != libc::EPERM) => {
-                        mode = Mode::Copy;
-                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)?
+        let busy = |e: Error| busy_error(e, ifname, q);
+        let xsk = match owner_fd {
+            None => retry_busy(|| {
+                match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
+                    Ok(x) => Ok((x, Mode::ZeroCopy)),
+                    Err(e)
+                        if e.raw_os_error()
+                            .is_some_and(|c| c != libc::EPERM && c != libc::EBUSY) =>
+                    {
+                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)
+                            .map(|x| (x, Mode::Copy))
                     }
-                    Err(e) => return Err(e),
-                },
-                Some(fd) => {
-                    let mut x = Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes)
+                    Err(e) => Err(e),
+                }
+            })
+            .map(|(x, m)| {
+                mode = m;
+                x
+            })
+            .map_err(busy)?,
+            Some(fd) => {
+                let mut x =
+                    retry_busy(|| Xsk::create(ifindex, q as u32, &umem, Some(fd), mode, sizes))
                         .map_err(|e| match e.raw_os_error() {
                             // The first queue bound, so the socket and UMEM are fine: the queue
                             // index is what the device refuses.
                             Some(libc::EINVAL) => Error::Config(format!(
                             "{ifname} refuses an AF_XDP socket on rx queue {q} (EINVAL): it has \
-                             fewer than {} active rx queues. Check `ethtool -l {ifname}`; a veth \
-                             has 1 unless created with `numrxqueues N numtxqueues N`",
+                             {q} active rx queue(s), so use at most {q} queues, or activate more \
+                             (`ethtool -l {ifname}` shows them, `ethtool -L {ifname} combined {}` \
+                             sets them; a veth is created with `numrxqueues N numtxqueues N`)",
                             cfg.queues
                         )),
-                            _ => e,
+                            _ => busy(e),
                         })?;
-                    x.mode = mode;
-                    x
-                }
-            };
+                x.mode = mode;
+                x
+            }
+        };
         if owner_fd.is_none() {
             owner_fd = Some(xsk.as_raw_fd());
         }
@@ -354,6 +458,9 @@ pub(crate) fn open(
             idle_polls: 0,
             reclaims: 0,
             seen: XdpStatistics::default(),
+            tx_len: vec![0; umem.count as usize],
+            ifname: ifname.clone(),
+            error: None,
         };
         xq.refill();
         queues.push(Queue::new(q, Box::new(xq)));
@@ -368,7 +475,19 @@ pub(crate) fn open(
                 return Err(Error::XdpAlreadyAttached {
                     ifname: ifname.clone(),
                     prog_id,
+                    held_by: link_holder(prog_id),
                 });
+            }
+            // The driver refuses an XDP program for this MTU: without multi-buffer support a
+            // frame must fit one page (veth_xdp_set and most drivers return ERANGE).
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                let mtu = mtu.map_or("its".to_string(), |m| m.to_string());
+                return Err(Error::Unsupported(format!(
+                    "{ifname} refuses the XDP steering program at MTU {mtu} (ERANGE from \
+                     BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
+                     kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
+                     MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
+                )));
             }
             Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),
         },

@@ -18,6 +18,7 @@ const NLM_F_REQUEST: u16 = 1;
 const NLMSG_HDR_LEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 
+const IFLA_MTU: u16 = 4;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_ATTACHED: u16 = 2;
@@ -35,6 +36,10 @@ pub struct LinkInfo {
     pub xdp_prog_id: Option<u32>,
     /// Number of rx queues.
     pub rx_queues: Option<u32>,
+    /// The MTU (`IFLA_MTU`): the largest frame is this plus the Ethernet header.
+    pub mtu: Option<u32>,
+    /// Whether the interface is administratively up (`IFF_UP` in `ifinfomsg.ifi_flags`).
+    pub up: Option<bool>,
 }
 
 /// Iterates the attributes in `b`: (type, payload).
@@ -64,6 +69,7 @@ pub(crate) fn parse_link(attr_bytes: &[u8]) -> LinkInfo {
     for (ty, p) in attrs(attr_bytes) {
         match ty {
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(p),
+            IFLA_MTU => info.mtu = u32_of(p),
             IFLA_XDP => {
                 let mut attached = 0u8;
                 let mut ids = [None; 4];
@@ -162,7 +168,12 @@ pub fn link_info(ifindex: u32) -> Result<LinkInfo> {
             ))
         }
         RTM_NEWLINK if len >= NLMSG_HDR_LEN + IFINFOMSG_LEN => {
-            Ok(parse_link(&msg[NLMSG_HDR_LEN + IFINFOMSG_LEN..len]))
+            let mut info = parse_link(&msg[NLMSG_HDR_LEN + IFINFOMSG_LEN..len]);
+            // ifinfomsg: family u8, pad u8, type u16, index i32, flags u32, change u32.
+            let f = NLMSG_HDR_LEN + 8;
+            let flags = u32::from_ne_bytes([msg[f], msg[f + 1], msg[f + 2], msg[f + 3]]);
+            info.up = Some(flags & libc::IFF_UP as u32 != 0);
+            Ok(info)
         }
         _ => Err(Error::Unsupported(format!(
             "unexpected rtnetlink reply type {ty}"
@@ -191,12 +202,15 @@ mod tests {
         xdp.extend(attr(IFLA_XDP_PROG_ID, &77u32.to_ne_bytes()));
         let mut msg = attr(3, b"veth0\0"); // IFLA_IFNAME, odd length, padded
         msg.extend(attr(IFLA_NUM_RX_QUEUES, &4u32.to_ne_bytes()));
+        msg.extend(attr(IFLA_MTU, &1500u32.to_ne_bytes()));
         msg.extend(attr(IFLA_XDP | 0x8000, &xdp)); // NLA_F_NESTED set
         assert_eq!(
             parse_link(&msg),
             LinkInfo {
                 xdp_prog_id: Some(77),
-                rx_queues: Some(4)
+                rx_queues: Some(4),
+                mtu: Some(1500),
+                up: None,
             }
         );
         let none = attr(IFLA_XDP, &attr(IFLA_XDP_ATTACHED, &[0]));

@@ -9,25 +9,42 @@ use crate::stats::Counter;
 const COPY_MODE_TX_BATCH: u32 = 32;
 
 impl XdpQueue {
-    /// Moves packets from the front of `pkts` into the tx ring; returns how many were taken.
+    /// Moves packets from the front of `pkts` into the tx ring; returns how many the ring took.
+    ///
+    /// A packet from another pool (e.g. received on another port) is copied into a buffer of
+    /// this queue's UMEM and counted in `tx_copies`; a packet the kernel can never send from one
+    /// chunk (chained, or longer than a chunk) is dropped and counted in `tx_drops`, and is not
+    /// in the returned count. When no buffer is free for a copy, the packet stays in `pkts`.
     pub(super) fn tx(&mut self, pkts: &mut Vec<Packet>) -> usize {
         self.reclaim_completions();
-        let want = pkts.len().min(u32::MAX as usize) as u32;
-        let n = self.xsk.tx.free(want).min(want);
-        let mut k = 0u32;
-        let mut bytes = 0u64;
-        let mut dropped = 0u64;
-        for p in pkts.drain(..n as usize) {
-            let addr = self.umem.addr_of(p.data_addr());
-            let fits = addr.is_some_and(|a| {
-                let off = a & (self.umem.chunk as u64 - 1);
-                off + p.len() as u64 <= self.umem.chunk as u64
-            });
-            let Some(addr) = addr.filter(|_| fits && p.segment_count() == 1) else {
-                // Chained, or from another pool: the kernel cannot send it from this UMEM.
+        let room = self.xsk.tx.free(pkts.len().min(u32::MAX as usize) as u32) as usize;
+        let headroom = self.pool.headroom();
+        let copy_room = self.umem.chunk as usize - headroom as usize;
+        let (mut k, mut used, mut dropped, mut copies) = (0u32, 0, 0u64, 0u64);
+        while (k as usize) < room && used < pkts.len() {
+            let p = &pkts[used];
+            let (addr, idx) = if let Some(addr) = self.in_place(p) {
+                (addr, p.buffer_index())
+            } else if p.segment_count() != 1 || p.len() > copy_room {
+                // No chunk can hold it: the kernel can never send it.
                 dropped += 1;
-                drop(p);
+                used += 1;
                 continue;
+            } else {
+                // From another pool: copy it into one of ours.
+                let Some(idx) = self.home.cache.get() else {
+                    break; // no buffer free now: it stays for the caller
+                };
+                let mut c = Packet::from_raw_parts(self.shared, idx, headroom, 0);
+                if c.copy_from_slice(p.data()).is_err() {
+                    // Cannot happen (the length was checked); never send a wrong frame.
+                    dropped += 1;
+                    used += 1;
+                    continue;
+                }
+                copies += 1;
+                let idx = c.into_raw();
+                (self.umem.chunk_addr(idx) + headroom as u64, idx)
             };
             let len = p.len() as u32;
             self.xsk.tx.write(
@@ -38,20 +55,39 @@ impl XdpQueue {
                     options: 0,
                 },
             );
-            let idx = p.into_raw();
             self.home.hold(idx);
+            // `len` fits a chunk (at most 4096 bytes).
+            self.tx_len[idx as usize] = len as u16;
             k += 1;
-            bytes += len as u64;
+            used += 1;
+        }
+        // Sent in place: the buffer now belongs to the kernel. Copied or dropped: freed here.
+        for p in pkts.drain(..used) {
+            if self.in_place(&p).is_some() {
+                p.into_raw();
+            }
         }
         if k > 0 {
             self.xsk.tx.submit(k);
-            self.stats.tx(k as u64, bytes);
         }
         if dropped > 0 {
             self.stats.add(Counter::TxDrops, dropped);
         }
+        if copies > 0 {
+            self.stats.add(Counter::TxCopies, copies);
+        }
         self.kick_tx();
-        n as usize
+        k as usize
+    }
+
+    /// The UMEM address `p` can be sent from as it is: one segment of this UMEM, within its
+    /// chunk.
+    #[inline]
+    fn in_place(&self, p: &Packet) -> Option<u64> {
+        let chunk = self.umem.chunk as u64;
+        self.umem
+            .addr_of(p.data_addr())
+            .filter(|a| p.segment_count() == 1 && (a & (chunk - 1)) + p.len() as u64 <= chunk)
     }
 
     /// Kicks the kernel if the tx ring asks for it and holds frames. In copy mode the kernel
@@ -79,8 +115,14 @@ impl XdpQueue {
                         e.raw_os_error(),
                         Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)
                     ) => {}
-                // ENETDOWN, ENXIO...: the frames stay in the ring until the link comes back.
-                Err(_) => break,
+                // ENETDOWN, ENXIO...: the frames stay in the ring (and are not counted as sent);
+                // the error is kept for `take_error`.
+                Err(e) => {
+                    if self.error.is_none() {
+                        self.error = Some(self.link_error(e));
+                    }
+                    break;
+                }
             }
             if self.xsk.tx.outstanding() == 0 {
                 break;
@@ -88,19 +130,48 @@ impl XdpQueue {
         }
     }
 
-    /// Returns completed transmit buffers to the cache; returns how many.
+    /// Returns completed transmit buffers to the cache and counts their frames as sent; returns
+    /// how many.
     pub(super) fn reclaim_completions(&mut self) -> usize {
         let n = self.xsk.comp.peek(u32::MAX);
+        let (mut done, mut bytes) = (0u64, 0u64);
         for i in 0..n {
             let addr = self.xsk.comp.read(i);
             match self.umem.split(addr) {
-                Some((idx, _)) if self.home.release(idx) => self.home.cache.put(idx),
+                Some((idx, _)) if self.home.release(idx) => {
+                    done += 1;
+                    bytes += self.tx_len[idx as usize] as u64;
+                    self.home.cache.put(idx)
+                }
                 _ => self.stats.add(Counter::TxErrors, 1),
             }
         }
         if n > 0 {
             self.xsk.comp.release(n);
+            self.stats.tx(done, bytes);
         }
         n as usize
+    }
+
+    /// A failed tx kick, said plainly.
+    fn link_error(&self, e: std::io::Error) -> crate::Error {
+        let ifname = self.ifname.clone();
+        match e.raw_os_error() {
+            Some(libc::ENETDOWN) => crate::Error::Link {
+                detail: format!(
+                    "the interface is down (ENETDOWN): frames in the tx ring are not sent; \
+                     bring it up with `ip link set dev {ifname} up`"
+                ),
+                ifname,
+            },
+            Some(libc::ENXIO) | Some(libc::ENODEV) => crate::Error::Link {
+                detail: "the interface is gone (ENXIO): it was deleted or moved to another \
+                         namespace while the queue was open; nothing more can be sent or \
+                         received on this port"
+                    .into(),
+                ifname,
+            },
+            _ => crate::Error::os("sendto(AF_XDP tx kick)", e),
+        }
     }
 }

@@ -148,6 +148,21 @@ impl NetnsPair {
         Ok(())
     }
 
+    /// Moves this pair's B interface into namespace `ns` (e.g. another pair's `b`, so that one
+    /// host has two links) and brings it up there. The interface is then destroyed with `ns`.
+    pub fn move_b_into(&self, ns: &str) -> Result<(), String> {
+        ip(&["-n", &self.b, "link", "set", &self.veth_b, "netns", ns])?;
+        ip(&["-n", ns, "link", "set", &self.veth_b, "up"])?;
+        Ok(())
+    }
+
+    /// Runs `ip -n NS ARGS` (for link changes during a test).
+    pub fn ip_in(&self, ns: &str, args: &[&str]) -> Result<(), String> {
+        let mut a = vec!["-n", ns];
+        a.extend_from_slice(args);
+        ip(&a).map(|_| ())
+    }
+
     /// MAC address of an interface in a namespace.
     pub fn mac(&self, ns: &str, dev: &str) -> [u8; 6] {
         let out = ip(&["-n", ns, "-br", "link", "show", dev]).expect("ip link show");

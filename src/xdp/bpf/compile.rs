@@ -11,7 +11,9 @@
 //!    (with "absent" sentinels that no real value equals) and in R9 (the L3 offset).
 //! 2. **Rules in priority order** (lowest number first, the given order among equals): each
 //!    rule is a straight run of compare-and-skip-to-the-next-rule tests; every packet read is
-//!    preceded by its own bounds check against `data_end`, as the verifier demands.
+//!    preceded by its own bounds check against `data_end`, as the verifier demands. A rule with
+//!    an empty pattern (e.g. `promiscuous`) matches everything, so the rules after it are not
+//!    emitted: no frame could reach them, and the verifier rejects unreachable instructions.
 //! 3. **Actions**:
 //!    * `Drop` → `XDP_DROP`.
 //!    * `Queue(q)` → `bpf_redirect_map(&xskmap, rx_queue_index, XDP_PASS)` **if** the frame is
@@ -93,9 +95,14 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
     // Stable sort: equal priorities keep their order.
     let mut order: Vec<usize> = (0..rules.len()).collect();
     order.sort_by_key(|&i| rules[i].priority);
+    let mut redirects = false;
     for i in order {
         let next = a.label();
+        let before = a.len();
         emit_pattern(&mut a, &rules[i], next);
+        // Every test a pattern emits is a jump to `next`: a pattern that emitted nothing
+        // matches every frame.
+        let catch_all = a.len() == before;
         match variant {
             Variant::Verdict => {
                 a.emit(Insn::mov64_imm(Reg::R0, (VERDICT_BASE + i as u32) as i32));
@@ -103,7 +110,13 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
             }
             Variant::Steer { .. } => emit_action(&mut a, &rules[i].action, pass, redirect),
         }
+        redirects |= matches!(rules[i].action, Action::Queue(_) | Action::Rss(_));
         a.bind(next);
+        if catch_all {
+            // No frame gets past a catch-all (as in flow::classify), and the verifier refuses
+            // the unreachable code the rules behind it would be.
+            break;
+        }
     }
 
     a.bind(no_match);
@@ -115,11 +128,8 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
     a.emit(Insn::mov64_imm(Reg::R0, none as i32));
     a.emit(Insn::exit());
 
-    // The shared redirect tail, only where some rule jumps to it (the verifier refuses
+    // The shared redirect tail, only where some emitted rule jumps to it (the verifier refuses
     // unreachable code).
-    let redirects = rules
-        .iter()
-        .any(|r| matches!(r.action, Action::Queue(_) | Action::Rss(_)));
     if let (Variant::Steer { xskmap_fd }, true) = (variant, redirects) {
         a.bind(redirect);
         a.emit_all(&Insn::ld_map_fd(Reg::R1, xskmap_fd));

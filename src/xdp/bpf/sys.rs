@@ -249,7 +249,8 @@ impl Program {
     ///
     /// # Errors
     /// [`Error::Verifier`] with the log when the verifier says no (EINVAL / EACCES / E2BIG);
-    /// [`Error::Permission`] without CAP_BPF.
+    /// [`Error::Permission`] without CAP_BPF, or without CAP_PERFMON when the verifier refuses
+    /// what only a privileged program may do.
     pub fn load(insns: &[Insn], name: &str) -> Result<Program> {
         let code = to_bytes(insns);
         let license = b"GPL\0";
@@ -280,6 +281,14 @@ impl Program {
                 let text = String::from_utf8_lossy(&log[..end]).into_owned();
                 match e.raw_os_error() {
                     Some(libc::EPERM) => Err(Error::os("bpf(BPF_PROG_LOAD)", e)),
+                    // The verifier refuses what only a privileged loader may do ("... prohibited
+                    // for !root"): packet-pointer arithmetic needs CAP_PERFMON (the kernel's
+                    // bpf_allow_ptr_leaks / allow_ptr_leaks is perfmon_capable()).
+                    Some(libc::EACCES) if text.contains("!root") => Err(Error::Permission {
+                        op: "bpf(BPF_PROG_LOAD): the verifier allows the steering program's \
+                             packet-pointer arithmetic only with CAP_PERFMON",
+                        source: e,
+                    }),
                     _ => Err(Error::Verifier {
                         source: e,
                         log: text,
