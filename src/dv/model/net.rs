@@ -3,7 +3,8 @@
 
 use crate::dv::wire::cqe;
 
-/// The standard 40-byte Microsoft RSS key.
+/// The standard 40-byte Microsoft RSS key (the "RSS verification suite" key; DPDK
+/// drivers/net/mlx5/mlx5_rxq.c `rss_hash_default_key` is the same bytes).
 pub const RSS_KEY: [u8; 40] = [
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
     0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
@@ -122,14 +123,13 @@ pub struct RxInfo {
     pub hds_ip_ext: u8,
     /// CQE byte 29 without the VLAN bit (L3 / L4 types, fragment).
     pub hdr_type: u8,
-    /// RSS hash (0 for non-IP frames).
-    pub hash: u32,
-    /// RSS hash type (CQE byte 16).
-    pub hash_type: u8,
 }
 
-/// Checks the checksums and computes header types and the RSS hash of `f` (VLAN tag, if any,
-/// already stripped or parsed through).
+/// Checks the checksums and computes the header types of `f` (VLAN tag, if any, already
+/// stripped or parsed through): the CQE's `hds_ip_ext` ok bits and `l4_hdr_type_etc` (mlx5dv.h
+/// `MLX5_CQE_L2_OK`/`L3_OK`/`L4_OK`, `MLX5_CQE_L3_HDR_TYPE_*`, `MLX5_CQE_L4_HDR_TYPE_*`; Linux
+/// include/linux/mlx5/device.h `get_cqe_l4_hdr_type`). The RSS hash is the TIR's
+/// (`engine::steer::rss_hash`).
 pub fn analyze(f: &[u8]) -> RxInfo {
     let mut r = RxInfo {
         hds_ip_ext: cqe::L2_OK,
@@ -139,22 +139,14 @@ pub fn analyze(f: &[u8]) -> RxInfo {
         return r;
     };
     let l3 = lo.l3;
-    let mut hash_in = [0u8; 36];
-    let mut hn;
     if lo.v4 {
         r.hdr_type |= cqe::L3_IPV4 << 2;
         if fold(sum16(0, &f[l3..l3 + lo.ihl])) == 0xffff {
             r.hds_ip_ext |= cqe::L3_OK;
         }
-        hash_in[..8].copy_from_slice(&f[l3 + 12..l3 + 20]);
-        hn = 8;
-        r.hash_type = 1 << 2;
     } else {
         r.hdr_type |= cqe::L3_IPV6 << 2;
         r.hds_ip_ext |= cqe::L3_OK;
-        hash_in[..32].copy_from_slice(&f[l3 + 8..l3 + 40]);
-        hn = 32;
-        r.hash_type = 2 << 2;
     }
     if lo.frag {
         r.hdr_type |= cqe::IP_FRAG;
@@ -172,10 +164,8 @@ pub fn analyze(f: &[u8]) -> RxInfo {
             r.hds_ip_ext |= cqe::L4_OK;
         }
         let t = if lo.proto == 17 {
-            r.hash_type |= 2 << 6;
             cqe::L4_UDP
         } else {
-            r.hash_type |= 1 << 6;
             let flags = seg[13];
             let doff = (seg[12] >> 4) as usize * 4;
             if flags & 0x10 == 0 {
@@ -187,15 +177,15 @@ pub fn analyze(f: &[u8]) -> RxInfo {
             }
         };
         r.hdr_type |= t << 4;
-        hash_in[hn..hn + 4].copy_from_slice(&seg[0..4]);
-        hn += 4;
     }
-    r.hash = toeplitz(&RSS_KEY, &hash_in[..hn]);
     r
 }
 
 /// Transmit checksum offload: fills the IPv4 header checksum (`l3`) and the TCP/UDP checksum
-/// (`l4`) of `f` in place. Frames that are not IP (or too short) are left alone.
+/// (`l4`) of `f` in place, as the Ethernet segment's `cs_flags` ask (mlx5dv.h
+/// `MLX5_ETH_WQE_L3_CSUM` / `MLX5_ETH_WQE_L4_CSUM`; libmlx5 qp.c sets both for
+/// IBV_SEND_IP_CSUM). Frames that are not IP (or too short) are left alone; a computed UDP
+/// checksum of 0 is sent as 0xffff (RFC 768).
 pub fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
     let Some(lo) = layout(f) else {
         return;
