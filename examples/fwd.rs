@@ -185,16 +185,17 @@ fn buf_size(a: &Args) -> u32 {
 }
 
 /// Every frame lost on the way, by where: tx ring full (refused), dropped at transmit (tx
-/// drops/errors), and dropped before rawq saw it (rx drops: the socket's rx ring or fill ring
-/// was full, or the device dropped it).
+/// drops/errors), and dropped before rawq saw it (rx drops: the socket's rx ring was full or
+/// its fill ring empty, or the device dropped it).
 fn losses(ports: &[Port], refused: u64) -> String {
     let mut s = rawq::QueueStats::default();
     for p in ports {
         s.accumulate(&p.stats());
     }
     format!(
-        "dropped {refused} (tx ring full), tx drops {}, tx errors {}, rx drops {}, rx errors {}",
-        s.tx_drops, s.tx_errors, s.rx_drops, s.rx_errors
+        "dropped {refused} (tx ring full), tx drops {}, tx errors {}, rx drops {} (fill ring \
+         empty {} times), rx errors {}",
+        s.tx_drops, s.tx_errors, s.rx_drops, s.rx_no_buffer, s.rx_errors
     )
 }
 

@@ -28,6 +28,9 @@ pub struct QueueStats {
     pub tx_drops: u64,
     /// Transmit errors (error completions).
     pub tx_errors: u64,
+    /// Times the device found no buffer to receive into (AF_XDP: the fill ring was empty); the
+    /// frames lost then are in `rx_drops`.
+    pub rx_no_buffer: u64,
     /// Packets copied on transmit because the device could not send them from their own buffer
     /// (e.g. a packet from another port's pool on AF_XDP); they are also in `tx_packets`.
     pub tx_copies: u64,
@@ -84,12 +87,13 @@ impl QueueStats {
         self.tx_drops += other.tx_drops;
         self.tx_errors += other.tx_errors;
         self.tx_copies += other.tx_copies;
+        self.rx_no_buffer += other.rx_no_buffer;
     }
 }
 
 #[derive(Default)]
 struct Cells {
-    c: [AtomicU64; 9],
+    c: [AtomicU64; 10],
 }
 
 /// The writer side of a queue's counters, owned by the queue.
@@ -120,6 +124,8 @@ pub enum Counter {
     TxErrors,
     /// [`QueueStats::tx_copies`]
     TxCopies,
+    /// [`QueueStats::rx_no_buffer`]
+    RxNoBuffer,
 }
 
 impl StatsWriter {
@@ -183,6 +189,7 @@ impl StatsReader {
             tx_drops: c[6].load(Relaxed),
             tx_errors: c[7].load(Relaxed),
             tx_copies: c[8].load(Relaxed),
+            rx_no_buffer: c[9].load(Relaxed),
         }
     }
 }

@@ -114,6 +114,8 @@ fn main() -> ExitCode {
 }
 
 fn run(a: &Args) -> rawq::Result<()> {
+    // Rules are checked in every mode, so that a typo never passes unnoticed.
+    let rules = a.rules()?;
     if a.engine == live::Engine::Live {
         return live::run(a);
     }
@@ -123,8 +125,6 @@ fn run(a: &Args) -> rawq::Result<()> {
             a.burst, a.ring
         )));
     }
-    // Rules are checked in every mode, so that a typo never passes unnoticed.
-    let rules = a.rules()?;
     let src = Arc::new(a.source()?);
     // The interface under an xdp port: its MTU against the frames, and watched while running.
     let link = (a.backend == cli::BackendKind::Xdp)

@@ -257,6 +257,13 @@ impl XdpQueue {
             Counter::TxErrors,
             d(s.tx_invalid_descs, self.seen.tx_invalid_descs),
         );
+        self.stats.add(
+            Counter::RxNoBuffer,
+            d(
+                s.rx_fill_ring_empty_descs,
+                self.seen.rx_fill_ring_empty_descs,
+            ),
+        );
         self.seen = s;
     }
 }
