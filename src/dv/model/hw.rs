@@ -240,9 +240,7 @@ impl std::fmt::Debug for Hw {
 }
 
 fn todo<T>(what: &str) -> Result<T> {
-    Err(Error::Unsupported(format!(
-        "model hw: {what} is not built yet"
-    )))
+    Err(Error::Unsupported(format!("model hw: {what} is not built yet")))
 }
 
 impl Hw {
