@@ -82,6 +82,7 @@ impl RxMeta {
 
     /// Metadata from the raw words of an mlx5 CQE (see the type's docs), each as loaded from
     /// memory (`u32::from_ne_bytes` of the CQE bytes).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn from_raw(flags: u32, hash: u32, tag: u32) -> RxMeta {
         RxMeta { flags, hash, tag }
@@ -589,12 +590,14 @@ impl Packet {
 
     /// Offset of the data in the first buffer, and bytes of data there (a send loop that
     /// computes the address from loop-invariant pool geometry).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn first_seg(&self) -> (u16, u16) {
         (self.off, self.seg_len)
     }
 
     /// Whether the packet's buffers belong to `pool`.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn is_from(&self, pool: &Shared) -> bool {
         std::ptr::eq(self.pool, pool)

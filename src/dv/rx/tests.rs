@@ -260,6 +260,12 @@ fn checksum_format_mini_cqes_report_no_rss_hash() {
 /// buffers still posted, and receives every later frame; every buffer comes home.
 #[test]
 fn striding_length_error_skips_one_wqe() {
+    use crate::dv::rings::MiniCqeFormat;
+    striding_length_error_case(None);
+    striding_length_error_case(Some(MiniCqeFormat::CsumStrideIdx));
+}
+
+fn striding_length_error_case(fmt: Option<crate::dv::rings::MiniCqeFormat>) {
     use crate::dv::model::{ModelOptions, ModelPort, ModelWire, RxKind};
     use crate::dv::rings::Striding;
     use crate::{HugePages, Mempool, MempoolConfig};
@@ -277,6 +283,7 @@ fn striding_length_error_skips_one_wqe() {
             two_byte_shift: false,
         }),
         wire: ModelWire::Sink,
+        cqe_compression: fmt,
         ..Default::default()
     })
     .unwrap();
@@ -284,7 +291,7 @@ fn striding_length_error_skips_one_wqe() {
     let mut hook = port.recover_hook(0);
     let mut cache = pool.cache();
     let stats = StatsWriter::default();
-    let mut rx = Rx::new(&rings.rq, &rings.rx_cq, rings.lkey, None, &pool).unwrap();
+    let mut rx = Rx::new(&rings.rq, &rings.rx_cq, rings.lkey, fmt, &pool).unwrap();
     rx.refill(&mut cache);
     // WQE 1's first stride claims half its size: the device cannot use the WQE.
     let set_first_stride = |rx: &Rx, len: u32| {
@@ -316,7 +323,7 @@ fn striding_length_error_skips_one_wqe() {
     }
     port.process();
     poll(&mut rx, &mut cache, &mut seen);
-    assert_eq!(seen, (0..8).collect::<Vec<_>>());
+    assert_eq!(seen, (0..8).collect::<Vec<_>>(), "{fmt:?}");
     assert_eq!(stats.snapshot().rx_errors, 1);
     assert_eq!(port.counters().rx_error_cqes, 1);
     // The driver put WQE 1 back as it was; repair it before the device comes round to it.
@@ -330,8 +337,14 @@ fn striding_length_error_skips_one_wqe() {
         port.process();
         poll(&mut rx, &mut cache, &mut seen);
     }
-    assert_eq!(seen, (100..220).collect::<Vec<_>>());
+    assert_eq!(seen, (100..220).collect::<Vec<_>>(), "{fmt:?}");
     assert_eq!(stats.snapshot().rx_errors, 1);
+    let c = port.counters();
+    assert_eq!(
+        fmt.is_some(),
+        c.mini_cqes > 0,
+        "compressed exactly when asked: {c:?}"
+    );
     hook.quiesce();
     rx.release_all(&mut cache);
     cache.flush();
