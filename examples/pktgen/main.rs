@@ -8,6 +8,7 @@
 //! (or `--json`) on Ctrl-C, at `--count` or after `--duration`.
 
 mod cli;
+mod measure;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
 
 fn run(a: &Args) -> rawq::Result<()> {
     let src = Arc::new(a.source()?);
+    let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
     let buf_size = (src.max_len() + 256).next_power_of_two().max(2048) as u32;
     let mut b = Port::builder(a.backend()?)
         .queues(a.queues)
@@ -91,15 +93,19 @@ fn run(a: &Args) -> rawq::Result<()> {
             let i = q.index() as usize;
             let core = a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
+            let m = m.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
                 }
-                if rx {
-                    rx_loop(q, &stop, burst)
+                let mut qm = m.queue(q.index());
+                let seq = if rx {
+                    rx_loop(q, &stop, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &stop, burst, count, pps, txrx)
-                }
+                    tx_loop(q, &src, &stop, burst, count, pps, txrx, &mut qm)
+                };
+                m.deposit(qm);
+                seq
             })
         })
         .collect();
@@ -107,18 +113,14 @@ fn run(a: &Args) -> rawq::Result<()> {
     // Live stats and the stop conditions.
     let t0 = Instant::now();
     let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
-    let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
+    let mut mon = measure::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             stop.store(true, Relaxed);
         }
-        if now - last.0 >= Duration::from_secs(1) && !a.quiet {
-            let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
-            print_rates(a, &cur, &last.1, (now - last.0).as_secs_f64());
-            last = (now, cur);
-        }
+        mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let mut seq = SeqTracker::default();
@@ -128,12 +130,15 @@ fn run(a: &Args) -> rawq::Result<()> {
                 .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?,
         );
     }
-    report(a, &port, &info, elapsed, &seq);
+    let extras =
+        measure::Extras::collect(&m, &mon, &port.stats(), elapsed, a.rate.pps(src.mean_len()));
+    report(a, &port, &info, elapsed, &seq, &extras);
     Ok(())
 }
 
 /// Sends until stopped, `count` packets (0 = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
+#[allow(clippy::too_many_arguments)] // the loop's knobs, plus the measurement half
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
@@ -142,20 +147,32 @@ fn tx_loop(
     count: u64,
     pps: Option<f64>,
     txrx: bool,
+    qm: &mut measure::QueueMeasure,
 ) -> SeqTracker {
     let mut pacer = Pacer::new(pps);
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
     let mut seq = SeqTracker::default();
-    let mut receive = |q: &mut Queue| {
-        if txrx && q.rx_burst(&mut back, burst) > 0 {
+    let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
+        // Drain what is there (a few bursts at most per pass), so that returning frames do not
+        // queue in the ring while this loop paces or sleeps: that wait would be measured as
+        // latency.
+        for _ in 0..16 {
+            if !txrx || q.rx_burst(&mut back, burst) == 0 {
+                break;
+            }
+            qm.on_rx(&back);
+            let full = back.len() == burst;
             back.drain(..)
                 .filter_map(|p| Stamper::read_stamp(p.data()))
                 .for_each(|s| seq.record(s));
+            if !full {
+                break;
+            }
         }
     };
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
     while !stop.load(Relaxed) && (count == 0 || sent < count) {
-        receive(&mut q);
+        receive(&mut q, qm);
         let room = if count == 0 {
             burst as u64
         } else {
@@ -177,8 +194,9 @@ fn tx_loop(
             q.reclaim();
             continue;
         }
+        let burst_ns = qm.burst_clock();
         for p in &mut pkts[start..] {
-            if let Err(e) = src.fill(p, i, stream) {
+            if let Err(e) = measure::fill(src, p, i, stream, qm.stamp(i, burst_ns)) {
                 eprintln!("pktgen: queue {stream}: {e}");
                 stop.store(true, Relaxed);
                 return seq;
@@ -186,6 +204,7 @@ fn tx_loop(
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
+        qm.on_tx(n);
         pacer.sent(n);
         sent += n as u64;
     }
@@ -194,13 +213,18 @@ fn tx_loop(
     let t = Instant::now();
     let linger = Duration::from_millis(if txrx { 300 } else { 20 });
     while (q.reclaim() > 0 || t.elapsed() < linger) && t.elapsed() < Duration::from_millis(500) {
-        receive(&mut q);
+        receive(&mut q, qm);
     }
     seq
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
-fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
+fn rx_loop(
+    mut q: Queue,
+    stop: &AtomicBool,
+    burst: usize,
+    qm: &mut measure::QueueMeasure,
+) -> SeqTracker {
     let mut pkts = Vec::with_capacity(burst);
     let mut seq = SeqTracker::default();
     let mut idle = 0u32;
@@ -217,6 +241,7 @@ fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
             continue;
         }
         idle = 0;
+        qm.on_rx(&pkts);
         pkts.drain(..)
             .filter_map(|p| Stamper::read_stamp(p.data()))
             .for_each(|s| seq.record(s));
@@ -224,35 +249,14 @@ fn rx_loop(mut q: Queue, stop: &AtomicBool, burst: usize) -> SeqTracker {
     seq
 }
 
-fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
-    let line = |label: &str, c: &QueueStats, p: &QueueStats| {
-        let (r, total, errors) = if a.rx {
-            (c.rx_rates(p, secs), c.rx_packets, c.rx_errors + c.rx_drops)
-        } else {
-            (c.tx_rates(p, secs), c.tx_packets, c.tx_errors + c.tx_drops)
-        };
-        let dir = if a.rx { "rx" } else { "tx" };
-        eprintln!(
-            "{label}: {dir} {:>10.0} pps {:>8.3} Gbit/s (L1)  total {total}  errors {errors}",
-            r.pps,
-            r.bps_l1 / 1e9
-        );
-    };
-    let sum = |s: &[QueueStats]| {
-        s.iter().fold(QueueStats::default(), |mut acc, q| {
-            acc.accumulate(q);
-            acc
-        })
-    };
-    line("total", &sum(cur), &sum(prev));
-    if a.verbose {
-        for (i, (c, p)) in cur.iter().zip(prev).enumerate() {
-            line(&format!("  q{i}"), c, p);
-        }
-    }
-}
-
-fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTracker) {
+fn report(
+    a: &Args,
+    port: &Port,
+    info: &rawq::PortInfo,
+    secs: f64,
+    seq: &SeqTracker,
+    extras: &measure::Extras,
+) {
     let s = port.stats();
     let zero = QueueStats::default();
     let (packets, bytes, errors, drops, r) = if a.rx {
@@ -290,8 +294,11 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
     };
-    if a.json {
-        println!("{}", serde_json::to_string(&sum).unwrap_or_default());
+    // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
+    if a.json || a.measure.json_lines {
+        let mut v = serde_json::to_value(&sum).unwrap_or_default();
+        extras.extend(&mut v);
+        println!("{v}");
         return;
     }
     let seq_text = if seq.stamped > 0 {
@@ -306,4 +313,5 @@ fn report(a: &Args, port: &Port, info: &rawq::PortInfo, secs: f64, seq: &SeqTrac
         "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{seq_text}",
         sum.direction, sum.packets, sum.bytes, sum.duration_s, sum.pps / 1e6, sum.bps_l1 / 1e9, sum.errors, sum.drops
     );
+    extras.print();
 }
