@@ -304,3 +304,56 @@ fn capture_matches_what_was_sent() {
     assert_eq!(bytes, sent["bytes"].as_u64().unwrap(), "bytes: {sent}");
     assert_eq!(got["capture"]["frames"].as_u64(), Some(3000), "{got}");
 }
+
+#[test]
+fn rate_runs_report_the_achieved_rate_and_the_worst_second() {
+    let out = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "--txrx", "-r", "20kpps", "-t", "3.5"])
+        .args(["--json", "--quiet"])
+        .output()
+        .unwrap();
+    ok(&out, "pktgen -r 20kpps");
+    let v = summary(&out);
+    let r = &v["rate"];
+    assert_eq!(r["target_pps"].as_f64(), Some(20_000.0), "{r}");
+    let achieved = r["achieved_pps"].as_f64().unwrap();
+    // The cumulative schedule holds the rate over the active window (not the idle linger).
+    assert!((achieved - 20_000.0).abs() < 200.0, "{r}");
+    let window = r["active_window_s"].as_f64().unwrap();
+    assert!((3.0..3.6).contains(&window), "{r}");
+    // At least two whole seconds lie inside the window; their worst deviation is reported.
+    let dev = r["worst_second_deviation"].as_f64().expect("a full second");
+    assert!(dev.abs() < 0.5, "{r}");
+    assert_eq!(
+        r["worst_second_pps"]
+            .as_f64()
+            .map(|p| ((p - 20_000.0) / 20_000.0 - dev).abs() < 1e-9),
+        Some(true),
+        "{r}"
+    );
+}
+
+#[test]
+fn imix_over_ipv6_sends() {
+    // 10 rounds of the IPv6 IMIX: 7 × 74 + 4 × 590 + 1 × 1514 bytes.
+    let out = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "-s", "imix", "-n", "120"])
+        .args([
+            "--src-ip",
+            "2001:db8::1",
+            "--dst-ip",
+            "2001:db8::2",
+            "--json",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    ok(&out, "pktgen -s imix over IPv6");
+    let v = summary(&out);
+    assert_eq!(v["packets"].as_u64(), Some(120), "{v}");
+    assert_eq!(
+        v["bytes"].as_u64(),
+        Some(10 * (7 * 74 + 4 * 590 + 1514)),
+        "{v}"
+    );
+}
