@@ -357,3 +357,17 @@ fn imix_over_ipv6_sends() {
         "{v}"
     );
 }
+
+#[test]
+fn tcp_and_vlan_templates_are_steered_back_and_timed() {
+    // The default receive rule follows --l4, and a rule without `vlan` matches tagged frames.
+    let out = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "--txrx", "--l4", "tcp-ack", "--vlan", "7,2"])
+        .args(["--latency", "-s", "84", "-n", "1000", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    ok(&out, "pktgen --l4 tcp-ack --vlan 7,2 --latency");
+    let v = summary(&out);
+    assert_eq!(v["rx"]["packets"].as_u64(), Some(1000), "{v}");
+    check_latency(&v, 1000, "round-trip");
+}

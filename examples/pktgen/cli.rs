@@ -110,8 +110,8 @@ pub struct Args {
     /// Send, and count what comes back on the same queues (a reflector or DUT in between).
     #[arg(long)]
     pub txrx: bool,
-    /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP to --dst-port spread over the
-    /// queues. Repeatable.
+    /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP (TCP with --l4 tcp-*) to
+    /// --dst-port spread over the queues. Repeatable.
     #[arg(long = "rule")]
     pub rules: Vec<String>,
 
@@ -237,8 +237,13 @@ impl Args {
     pub fn rules(&self) -> rawq::Result<Vec<Rule>> {
         if self.rules.is_empty() {
             let qs: Vec<String> = (0..self.queues).map(|q| q.to_string()).collect();
+            // The template's transport (--l4), so TCP templates are steered too.
+            let proto = match self.measure.l4 {
+                crate::measure::L4Arg::Udp => "udp",
+                _ => "tcp",
+            };
             return Ok(vec![format!(
-                "udp dst-port {} -> rss {}",
+                "{proto} dst-port {} -> rss {}",
                 self.dst_port,
                 qs.join(",")
             )
