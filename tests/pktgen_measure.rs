@@ -371,3 +371,34 @@ fn tcp_and_vlan_templates_are_steered_back_and_timed() {
     assert_eq!(v["rx"]["packets"].as_u64(), Some(1000), "{v}");
     check_latency(&v, 1000, "round-trip");
 }
+
+#[test]
+fn qinq_frames_come_back_through_a_promiscuous_rule() {
+    let out = Command::new(support::example("pktgen"))
+        .args([
+            "-b", "model", "--txrx", "--vlan", "1", "--vlan", "2,7", "--seq",
+        ])
+        .args([
+            "-s",
+            "80",
+            "-n",
+            "500",
+            "-f",
+            "5",
+            "--rule",
+            "promiscuous -> queue 0",
+        ])
+        .args(["--json", "--quiet"])
+        .output()
+        .unwrap();
+    ok(&out, "pktgen QinQ");
+    let v = summary(&out);
+    assert_eq!(v["rx"]["packets"].as_u64(), Some(500), "{v}");
+    assert_eq!(v["flows"]["count"].as_u64(), Some(5), "{v}");
+    assert_eq!(v["flows"]["lost"].as_u64(), Some(0), "{v}");
+    assert_eq!(
+        v["seq_stamped"].as_u64(),
+        Some(500),
+        "stamps read through two tags: {v}"
+    );
+}

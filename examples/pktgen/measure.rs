@@ -87,7 +87,8 @@ fn parse_every(s: &str) -> Result<u32, String> {
 #[derive(Clone, Debug, ClapArgs)]
 pub struct MeasureArgs {
     /// VLAN tag: ID[,PCP]. Give it twice for QinQ: the first is the outer (802.1ad, TPID 0x88a8)
-    /// tag, the second the inner (802.1Q, 0x8100).
+    /// tag, the second the inner (802.1Q, 0x8100). Flow rules see one 802.1Q tag only, so
+    /// QinQ frames coming back to --txrx / --rx need `--rule 'promiscuous -> queue 0'`.
     #[arg(long = "vlan", value_parser = parse_vlan, value_name = "ID[,PCP]")]
     pub vlans: Vec<Vlan>,
     /// Transport header: udp, tcp-syn or tcp-ack (checksums valid over IPv4 and IPv6).
