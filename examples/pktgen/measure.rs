@@ -636,13 +636,20 @@ impl Extras {
                     "highest sequence received"
                 }
             ));
+            // A few flows: all of them, as in the JSON; many: the worst.
             if worst.is_empty() {
                 text.push_str("  every flow complete and in order\n");
+            }
+            let (title, rows) = if all.len() <= 32 {
+                ("all flows:  ", &all)
             } else {
-                text.push_str(
-                    "  worst flows:   flow   received       lost       dups  reordered\n",
-                );
-                for c in &worst {
+                ("worst flows:", &worst)
+            };
+            if !rows.is_empty() {
+                text.push_str(&format!(
+                    "  {title}   flow   received       lost       dups  reordered\n"
+                ));
+                for c in rows {
                     text.push_str(&format!(
                         "              {:>6} {:>10} {:>10} {:>10} {:>10}\n",
                         c.flow, c.received, c.lost, c.duplicates, c.reordered
