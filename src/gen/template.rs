@@ -549,6 +549,8 @@ pub struct Stamper {
     /// Offsets of the low 32 bits of the source and destination addresses.
     src_off: usize,
     dst_off: usize,
+    /// Whether any address word varies (else both are in the template and the constant sums).
+    addr_varies: bool,
     /// Their template values.
     src_lo: u32,
     dst_lo: u32,
@@ -757,6 +759,17 @@ impl Stamper {
             });
             div = div.saturating_mul(n);
         }
+        // Addresses that never vary live in the template (and so in the constant sums below);
+        // otherwise their last 32 bits are written per frame.
+        let addr_varies = src_skip16.is_some()
+            || spec.vary == FlowVary::SrcIp
+            || walks
+                .iter()
+                .any(|w| matches!(w.field, RangeField::SrcIp | RangeField::DstIp));
+        if !addr_varies {
+            t[src_off..src_off + 4].copy_from_slice(&src_lo.to_be_bytes());
+            t[dst_off..dst_off + 4].copy_from_slice(&dst_lo.to_be_bytes());
+        }
         // Constant sums: the template has 0 in every length, checksum, port, varying address
         // word and stamp field.
         let ip_base = if v4 { checksum(&t[l3..l3 + IP4], 0) } else { 0 };
@@ -785,6 +798,7 @@ impl Stamper {
             payload_sum,
             src_off,
             dst_off,
+            addr_varies,
             src_lo,
             dst_lo,
             src_skip16,
@@ -864,13 +878,16 @@ impl Stamper {
         // else plus these words and the payload's precomputed sum.
         let mut ip_sum = self.ip_base;
         let mut l4_sum = self.l4_base + l4_len as u32; // pseudo-header length
-        out[l4..l4 + 2].copy_from_slice(&v.src_port.to_be_bytes());
-        out[l4 + 2..l4 + 4].copy_from_slice(&v.dst_port.to_be_bytes());
-        l4_sum += v.src_port as u32 + v.dst_port as u32;
-        out[self.src_off..self.src_off + 4].copy_from_slice(&v.src_lo.to_be_bytes());
-        out[self.dst_off..self.dst_off + 4].copy_from_slice(&v.dst_lo.to_be_bytes());
-        let addr = words32(v.src_lo) + words32(v.dst_lo);
-        l4_sum += addr;
+        let ports = (v.src_port as u32) << 16 | v.dst_port as u32;
+        out[l4..l4 + 4].copy_from_slice(&ports.to_be_bytes());
+        l4_sum += words32(ports);
+        let mut addr = 0;
+        if self.addr_varies {
+            out[self.src_off..self.src_off + 4].copy_from_slice(&v.src_lo.to_be_bytes());
+            out[self.dst_off..self.dst_off + 4].copy_from_slice(&v.dst_lo.to_be_bytes());
+            addr = words32(v.src_lo) + words32(v.dst_lo);
+            l4_sum += addr;
+        }
         if !self.tcp {
             out[l4 + 4..l4 + 6].copy_from_slice(&l4_len.to_be_bytes());
             l4_sum += l4_len as u32;
@@ -889,12 +906,12 @@ impl Stamper {
             let s = &mut out[p..p + self.stamp_len];
             let lat = tx_ns.filter(|_| self.stamp_len == LAT_STAMP);
             let magic = if lat.is_some() { LAT_MAGIC } else { SEQ_MAGIC };
+            // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
             let seq = seq & 0xffff_ffff_ffff;
-            s[0..4].copy_from_slice(&magic.to_be_bytes());
-            s[4..6].copy_from_slice(&stream.to_be_bytes());
-            s[6..8].copy_from_slice(&(flow as u16).to_be_bytes());
-            s[8..10].copy_from_slice(&((self.flows - 1) as u16).to_be_bytes());
-            s[10..16].copy_from_slice(&seq.to_be_bytes()[2..]);
+            let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
+            let lo = ((self.flows - 1) as u64) << 48 | seq;
+            let word = (hi as u128) << 64 | lo as u128;
+            s[0..16].copy_from_slice(&word.to_be_bytes());
             l4_sum += words32(magic) + stream as u32 + flow + words64(seq);
             if let Some(t) = lat {
                 s[16..24].copy_from_slice(&t.to_be_bytes());
