@@ -12,6 +12,7 @@
 
 mod cli;
 mod live;
+mod measure;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -120,6 +121,7 @@ fn run(a: &Args) -> rawq::Result<()> {
         .then(|| rawq::gen::netdev_state(&a.dev))
         .flatten();
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
+    let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
     let mut b = Port::builder(a.backend()?)
         .queues(a.queues)
         .rx_ring(a.ring)
@@ -185,6 +187,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
+            let m = m.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
@@ -193,18 +196,21 @@ fn run(a: &Args) -> rawq::Result<()> {
                     stop: &stop,
                     deadline,
                 };
-                if rx {
-                    rx_loop(q, &end, burst)
+                let mut qm = m.queue(q.index());
+                let out = if rx {
+                    rx_loop(q, &end, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &end, burst, limit, pps, txrx)
-                }
+                    tx_loop(q, &src, &end, burst, limit, pps, txrx, &mut qm)
+                };
+                m.deposit(qm);
+                out
             })
         })
         .collect();
 
     // Live stats and the stop conditions.
-    let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
     let mut gone = None;
+    let mut mon = measure::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
@@ -216,11 +222,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
-        if now - last.0 >= Duration::from_secs(1) && !a.quiet {
-            let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
-            print_rates(a, &cur, &last.1, (now - last.0).as_secs_f64());
-            last = (now, cur);
-        }
+        mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
@@ -244,7 +246,9 @@ fn run(a: &Args) -> rawq::Result<()> {
         (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
         _ => None,
     };
-    report(a, &port, &info, elapsed, &all, link_drops);
+    let extras =
+        measure::Extras::collect(&m, &mon, &port.stats(), elapsed, a.rate.pps(src.mean_len()));
+    report(a, &port, &info, elapsed, &all, link_drops, &extras);
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),
@@ -333,6 +337,7 @@ impl Until<'_> {
 
 /// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
+#[allow(clippy::too_many_arguments)] // the loop's knobs, plus the measurement half
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
@@ -341,6 +346,7 @@ fn tx_loop(
     limit: Option<u64>,
     pps: Option<f64>,
     txrx: bool,
+    qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
     let begin = Instant::now();
@@ -351,11 +357,22 @@ fn tx_loop(
         ..Outcome::default()
     };
     let mut seq = SeqTracker::default();
-    let mut receive = |q: &mut Queue| {
-        if txrx && q.rx_burst(&mut back, burst) > 0 {
+    let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
+        // Drain what is there (a few bursts at most per pass), so that returning frames do not
+        // queue in the ring while this loop paces or sleeps: that wait would be measured as
+        // latency.
+        for _ in 0..16 {
+            if !txrx || q.rx_burst(&mut back, burst) == 0 {
+                break;
+            }
+            qm.on_rx(&back);
+            let full = back.len() == burst;
             back.drain(..)
                 .filter_map(|p| Stamper::read_stamp(p.data()))
                 .for_each(|s| seq.record(s));
+            if !full {
+                break;
+            }
         }
     };
     let stamps = src.stamps();
@@ -365,7 +382,7 @@ fn tx_loop(
         if end.reached(now) || limit.is_some_and(|l| sent >= l) {
             break;
         }
-        receive(&mut q);
+        receive(&mut q, qm);
         let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
         let want = pacer.allowance(now, room as usize);
         if want == 0 {
@@ -389,8 +406,9 @@ fn tx_loop(
             }
             continue;
         }
+        let burst_ns = qm.burst_clock();
         for p in &mut pkts[start..] {
-            if let Err(e) = src.fill(p, i, stream) {
+            if let Err(e) = measure::fill(src, p, i, stream, qm.stamp(i, burst_ns)) {
                 eprintln!("pktgen: queue {stream}: {e}");
                 end.stop.store(true, Relaxed);
                 pkts.clear();
@@ -400,6 +418,7 @@ fn tx_loop(
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
+        qm.on_tx(n);
         if n > 0 {
             out.active(Instant::now());
         }
@@ -421,7 +440,7 @@ fn tx_loop(
     };
     while t.elapsed() < Duration::from_secs(1) {
         let busy = q.reclaim() > 0;
-        receive(&mut q);
+        receive(&mut q, qm);
         if !busy && t.elapsed() >= linger && settled(&q) {
             break;
         }
@@ -434,7 +453,7 @@ fn tx_loop(
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
-fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
+fn rx_loop(mut q: Queue, end: &Until, burst: usize, qm: &mut measure::QueueMeasure) -> Outcome {
     let mut pkts = Vec::with_capacity(burst);
     let mut out = Outcome::default();
     let mut idle = 0u32;
@@ -455,39 +474,12 @@ fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
         }
         idle = 0;
         out.active(Instant::now());
+        qm.on_rx(&pkts);
         pkts.drain(..)
             .filter_map(|p| Stamper::read_stamp(p.data()))
             .for_each(|s| out.seq.record(s));
     }
     out
-}
-
-fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
-    let line = |label: &str, c: &QueueStats, p: &QueueStats| {
-        let (r, total, errors) = if a.rx {
-            (c.rx_rates(p, secs), c.rx_packets, c.rx_errors + c.rx_drops)
-        } else {
-            (c.tx_rates(p, secs), c.tx_packets, c.tx_errors + c.tx_drops)
-        };
-        let dir = if a.rx { "rx" } else { "tx" };
-        eprintln!(
-            "{label}: {dir} {:>10.0} pps {:>8.3} Gbit/s (L1)  total {total}  errors {errors}",
-            r.pps,
-            r.bps_l1 / 1e9
-        );
-    };
-    let sum = |s: &[QueueStats]| {
-        s.iter().fold(QueueStats::default(), |mut acc, q| {
-            acc.accumulate(q);
-            acc
-        })
-    };
-    line("total", &sum(cur), &sum(prev));
-    if a.verbose {
-        for (i, (c, p)) in cur.iter().zip(prev).enumerate() {
-            line(&format!("  q{i}"), c, p);
-        }
-    }
 }
 
 /// Frames the software device dropped or could not deliver (its wire, its receive queues, no
@@ -525,6 +517,7 @@ fn report(
     elapsed: f64,
     o: &Outcome,
     link_drops: Option<u64>,
+    extras: &measure::Extras,
 ) {
     let seq = &o.seq;
     let s = port.stats();
@@ -590,8 +583,11 @@ fn report(
             a.dev
         );
     }
-    if a.json {
-        println!("{}", serde_json::to_string(&sum).unwrap_or_default());
+    // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
+    if a.json || a.measure.json_lines {
+        let mut v = serde_json::to_value(&sum).unwrap_or_default();
+        extras.extend(&mut v);
+        println!("{v}");
         return;
     }
     let seq_text = if a.txrx && o.stamped_sent > 0 {
@@ -611,4 +607,5 @@ fn report(
         "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{seq_text}",
         sum.direction, sum.packets, sum.bytes, sum.duration_s, sum.pps / 1e6, sum.bps_l1 / 1e9, sum.errors, sum.drops
     );
+    extras.print();
 }
