@@ -16,22 +16,152 @@ use crate::mempool::{Shared, BUF_HEADER};
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;
 
-/// Receive metadata a NIC reports with a packet. Plain fields; all default to "nothing known".
+/// Receive metadata a NIC reports with a packet: RSS hash, flow tag, stripped VLAN TCI,
+/// checksum verdicts. All default to "nothing known".
 ///
-/// (`repr(C)` in this order: 16 bytes a receive loop writes with few stores.)
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The metadata is kept as the device reported it and decoded when read, so that a receive
+/// loop only copies three words per packet and an application pays for the fields it reads.
+/// The raw form is the one of the mlx5 completion entry (rawq's DV backend copies the CQE's
+/// words unchanged; other backends build it with [`RxMeta::new`]):
+///
+/// * `flags`: CQE bytes 28..32 in memory order: `hds_ip_ext` (bit 1: IPv4 header checksum ok,
+///   bit 2: L4 checksum ok), `l4_hdr_type_etc` (bit 0: VLAN stripped, bits 3:2: L3 type 1 =
+///   IPv6, 2 = IPv4, bits 6:4: L4 type, 0 = none), then the stripped VLAN TCI, big-endian
+///   (the layout of `struct mlx5_cqe64` in rdma-core's mlx5dv.h);
+/// * `hash`: the RSS hash result, big-endian (CQE bytes 12..16);
+/// * `tag`: the flow tag in the low 24 bits of a big-endian word (CQE bytes 56..60,
+///   `sop_drop_qpn`).
+#[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct RxMeta {
+    flags: u32,
+    hash: u32,
+    tag: u32,
+}
+
+/// `flags` byte 0 (`hds_ip_ext`) bits: L3 (IPv4 header) checksum ok, L4 checksum ok.
+const META_L3_OK: u8 = 1 << 1;
+const META_L4_OK: u8 = 1 << 2;
+/// `flags` byte 1 (`l4_hdr_type_etc`): VLAN stripped; L3 type (bits 3:2) IPv6 / IPv4; L4 type
+/// (bits 6:4), UDP the one [`RxMeta::new`] writes.
+const META_CV: u8 = 1 << 0;
+const META_L3_IPV6: u8 = 1 << 2;
+const META_L3_IPV4: u8 = 2 << 2;
+const META_L3_MASK: u8 = 3 << 2;
+const META_L4_UDP: u8 = 2 << 4;
+const META_L4_MASK: u8 = 7 << 4;
+
+impl RxMeta {
+    /// Metadata with these decoded values (for backends whose device reports them otherwise).
+    pub fn new(
+        rss_hash: u32,
+        flow_tag: u32,
+        vlan_tci: Option<u16>,
+        l3_csum_ok: bool,
+        l4_csum_ok: bool,
+    ) -> RxMeta {
+        let mut f = [0u8; 4];
+        if l3_csum_ok {
+            f[0] |= META_L3_OK;
+            f[1] |= META_L3_IPV4;
+        }
+        if l4_csum_ok {
+            f[0] |= META_L4_OK;
+            f[1] |= META_L4_UDP;
+        }
+        if let Some(v) = vlan_tci {
+            f[1] |= META_CV;
+            f[2..4].copy_from_slice(&v.to_be_bytes());
+        }
+        RxMeta {
+            flags: u32::from_ne_bytes(f),
+            hash: rss_hash.to_be(),
+            tag: (flow_tag & 0x00ff_ffff).to_be(),
+        }
+    }
+
+    /// Metadata from the raw words of an mlx5 CQE (see the type's docs), each as loaded from
+    /// memory (`u32::from_ne_bytes` of the CQE bytes).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn from_raw(flags: u32, hash: u32, tag: u32) -> RxMeta {
+        RxMeta { flags, hash, tag }
+    }
+
+    #[inline]
+    fn flag_bytes(&self) -> [u8; 4] {
+        self.flags.to_ne_bytes()
+    }
+
     /// RSS hash of the packet (0 when not computed).
-    pub rss_hash: u32,
-    /// Flow tag / mark set by a steering rule (0 when none).
-    pub flow_tag: u32,
+    #[inline]
+    pub fn rss_hash(&self) -> u32 {
+        u32::from_be(self.hash)
+    }
+
+    /// Flow tag / mark set by a steering rule (0 when none; rawq's ports tag rule *i* with
+    /// *i* + 1).
+    #[inline]
+    pub fn flow_tag(&self) -> u32 {
+        u32::from_be(self.tag) & 0x00ff_ffff
+    }
+
     /// VLAN TCI the device stripped from the frame, if it stripped one.
-    pub vlan_tci: Option<u16>,
+    #[inline]
+    pub fn vlan_tci(&self) -> Option<u16> {
+        let b = self.flag_bytes();
+        (b[1] & META_CV != 0).then(|| u16::from_be_bytes([b[2], b[3]]))
+    }
+
     /// The device verified the IPv4 header checksum (or the packet is IPv6, which has none).
-    pub l3_csum_ok: bool,
+    #[inline]
+    pub fn l3_csum_ok(&self) -> bool {
+        let b = self.flag_bytes();
+        match b[1] & META_L3_MASK {
+            META_L3_IPV4 => b[0] & META_L3_OK != 0,
+            META_L3_IPV6 => true,
+            _ => false,
+        }
+    }
+
     /// The device verified the TCP/UDP checksum.
-    pub l4_csum_ok: bool,
+    #[inline]
+    pub fn l4_csum_ok(&self) -> bool {
+        let b = self.flag_bytes();
+        b[1] & META_L4_MASK != 0 && b[0] & META_L4_OK != 0
+    }
+
+    /// The decoded values, for comparison and display.
+    fn decoded(&self) -> (u32, u32, Option<u16>, bool, bool) {
+        (
+            self.rss_hash(),
+            self.flow_tag(),
+            self.vlan_tci(),
+            self.l3_csum_ok(),
+            self.l4_csum_ok(),
+        )
+    }
+}
+
+/// Equal when every decoded value is (raw bits the accessors do not read may differ).
+impl PartialEq for RxMeta {
+    fn eq(&self, other: &RxMeta) -> bool {
+        self.decoded() == other.decoded()
+    }
+}
+
+impl Eq for RxMeta {}
+
+impl std::fmt::Debug for RxMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxMeta")
+            .field("rss_hash", &self.rss_hash())
+            .field("flow_tag", &self.flow_tag())
+            .field("vlan_tci", &self.vlan_tci())
+            .field("l3_csum_ok", &self.l3_csum_ok())
+            .field("l4_csum_ok", &self.l4_csum_ok())
+            .finish()
+    }
 }
 
 /// Transmit offloads requested for a packet.
@@ -458,6 +588,21 @@ impl Packet {
         }
     }
 
+    /// Offset of the data in the first buffer, and bytes of data there (a send loop that
+    /// computes the address from loop-invariant pool geometry).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn first_seg(&self) -> (u16, u16) {
+        (self.off, self.seg_len)
+    }
+
+    /// Whether the packet's buffers belong to `pool`.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn is_from(&self, pool: &Shared) -> bool {
+        std::ptr::eq(self.pool, pool)
+    }
+
     /// True for a single-buffer packet.
     #[inline]
     pub(crate) fn is_single(&self) -> bool {
@@ -537,6 +682,7 @@ impl Iterator for ChainIndices {
 
 #[cfg(test)]
 mod tests {
+    use super::RxMeta;
     use crate::mempool::{HugePages, Mempool, MempoolConfig};
     use crate::Error;
 
@@ -643,5 +789,52 @@ mod tests {
         drop(head);
         p.flush_local_cache();
         assert_eq!(p.available(), 16);
+    }
+
+    /// `RxMeta::new` round-trips every decoded value; the default knows nothing; equality and
+    /// `Debug` are on the decoded values.
+    #[test]
+    fn rx_meta_new_decodes_to_what_it_was_given() {
+        let d = RxMeta::default();
+        assert_eq!(
+            (
+                d.rss_hash(),
+                d.flow_tag(),
+                d.vlan_tci(),
+                d.l3_csum_ok(),
+                d.l4_csum_ok()
+            ),
+            (0, 0, None, false, false)
+        );
+        for (hash, tag, vlan, l3, l4) in [
+            (0u32, 0u32, None, false, false),
+            (0xdead_beef, 1, Some(0), true, false),
+            (1, 0x00ff_ffff, Some(0xffff), false, true),
+            (u32::MAX, 77, Some(0x0123), true, true),
+        ] {
+            let m = RxMeta::new(hash, tag, vlan, l3, l4);
+            assert_eq!(
+                (
+                    m.rss_hash(),
+                    m.flow_tag(),
+                    m.vlan_tci(),
+                    m.l3_csum_ok(),
+                    m.l4_csum_ok()
+                ),
+                (hash, tag, vlan, l3, l4)
+            );
+            assert_eq!(m, { m });
+            assert!(format!("{m:?}").contains(&format!("rss_hash: {hash}")));
+        }
+        // The tag keeps 24 bits; equality ignores raw bits no accessor reads.
+        assert_eq!(
+            RxMeta::new(0, 0x0100_0002, None, false, false).flow_tag(),
+            2
+        );
+        assert_eq!(
+            RxMeta::from_raw(0x00e0_0000, 0, 0x0000_00ff),
+            RxMeta::default()
+        );
+        assert_ne!(RxMeta::new(0, 0, None, true, false), RxMeta::default());
     }
 }

@@ -167,35 +167,98 @@ fn tx_error_case(o: ModelOptions) {
     r.finish();
 }
 
-#[test]
-fn rx_length_error_recovers() {
-    // One buffer per WQE: a frame longer than a buffer is a responder length error.
+/// A frame longer than the posted buffer in the middle of a stream: the device writes a
+/// LOCAL_LENGTH_ERR completion for that WQE and keeps receiving (DPDK mlx5_rx.c,
+/// mlx5_rx_err_handle resets the RQ only for LOCAL_QP_OP_ERR, LOCAL_PROT_ERR and WR_FLUSH_ERR).
+/// The driver counts the error, reposts that WQE's buffer and loses nothing else: every later
+/// frame arrives, with CQE compression off and in both mini-CQE formats, and every buffer
+/// goes home.
+fn rx_length_error_mid_stream(o: ModelOptions) {
     let o = ModelOptions {
         max_frame: 9000,
-        ..opts()
+        ..o
     };
+    let striding = matches!(o.rx, RxKind::Striding(_));
     let mut r = rig(o);
-    assert_eq!(r.send(0..8, 200), 8);
-    let mut big = r.pool.alloc().unwrap();
-    big.copy_from_slice(&udp_frame(8, 1900)).unwrap();
-    let mut chain = r.pool.alloc().unwrap();
-    chain.copy_from_slice(&[0u8; 1000]).unwrap();
-    big.chain(chain).unwrap();
-    let mut v = vec![big];
-    assert_eq!(r.tx.tx_burst(&mut v), 1);
-    assert_eq!(r.send(9..20, 200), 11);
-    let got = r.recv_all();
-    let e = r.rx.take_error().expect("receive error reported");
-    assert!(e.to_string().contains("local length error"), "{e}");
-    assert_eq!(r.rx.stats().rx_errors, 1);
-    assert_eq!(&got[..8], &(0..8).collect::<Vec<_>>()[..]);
-    // After recovery, traffic flows again.
-    assert_eq!(r.send(100..110, 200), 10);
-    let got = r.recv_all();
-    assert_eq!(got, (100..110).collect::<Vec<_>>());
+    for round in 0..3u32 {
+        let base = round * 1000;
+        assert_eq!(r.send(base..base + 8, 200), 8);
+        // 2900 bytes: more than one posted buffer (or than a striding WQE's 8 x 256 bytes).
+        let mut big = r.pool.alloc().unwrap();
+        big.copy_from_slice(&udp_frame(base + 8, 1900)).unwrap();
+        let mut chain = r.pool.alloc().unwrap();
+        chain.copy_from_slice(&[0u8; 1000]).unwrap();
+        big.chain(chain).unwrap();
+        let mut v = vec![big];
+        assert_eq!(r.tx.tx_burst(&mut v), 1);
+        assert_eq!(r.send(base + 9..base + 20, 200), 11);
+        let got = r.recv_all();
+        let want: Vec<u32> = (base..base + 8).chain(base + 9..base + 20).collect();
+        assert_eq!(got, want, "round {round}");
+        assert!(
+            r.rx.take_error().is_none(),
+            "a length error is not a queue failure"
+        );
+    }
     let c = r.b.counters();
-    assert_eq!(c.rx_error_cqes, 1);
+    if striding {
+        // A frame longer than a whole striding WQE never reaches a WQE: the device drops it.
+        assert_eq!(c.rx_oversize, 3, "{c:?}");
+    } else {
+        assert_eq!(c.rx_error_cqes, 3, "{c:?}");
+        assert_eq!(
+            r.rx.stats().rx_errors,
+            3,
+            "each length error is counted once"
+        );
+    }
+    // Traffic keeps flowing long after (the ring wraps several times).
+    for i in 0..20u32 {
+        let base = 10_000 + i * 40;
+        assert_eq!(r.send(base..base + 40, 64 + i as usize * 7), 40);
+        assert_eq!(r.recv_all(), (base..base + 40).collect::<Vec<_>>());
+    }
+    let s = r.rx.stats();
+    assert_eq!(s.rx_packets, 3 * 19 + 800, "{s:?}");
     r.finish();
+}
+
+#[test]
+fn rx_length_error_keeps_the_cyclic_rq_running() {
+    rx_length_error_mid_stream(opts());
+}
+
+#[test]
+fn rx_length_error_keeps_the_rq_running_with_hash_compression() {
+    rx_length_error_mid_stream(ModelOptions {
+        cqe_compression: Some(rawq::dv::rings::MiniCqeFormat::Hash),
+        ..opts()
+    });
+}
+
+#[test]
+fn rx_length_error_keeps_the_rq_running_with_checksum_compression() {
+    rx_length_error_mid_stream(ModelOptions {
+        cqe_compression: Some(rawq::dv::rings::MiniCqeFormat::CsumStrideIdx),
+        ..opts()
+    });
+}
+
+#[test]
+fn rx_oversize_frame_keeps_the_striding_rq_running() {
+    use rawq::dv::rings::{MiniCqeFormat, Striding};
+    for fmt in [None, Some(MiniCqeFormat::CsumStrideIdx)] {
+        rx_length_error_mid_stream(ModelOptions {
+            rx: RxKind::Striding(Striding {
+                log_num_strides: 3,
+                log_stride_size: 8,
+                two_byte_shift: false,
+            }),
+            cqe_compression: fmt,
+            rq_wqes: 64,
+            ..opts()
+        });
+    }
 }
 
 #[test]

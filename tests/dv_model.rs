@@ -271,17 +271,21 @@ fn run(v: Variant, n: u64, seed: u64) -> Ran {
                     want.len()
                 );
                 assert!(
-                    p.meta.l3_csum_ok && p.meta.l4_csum_ok,
+                    p.meta.l3_csum_ok() && p.meta.l4_csum_ok(),
                     "{}: {:?}",
                     v.name,
                     p.meta
                 );
-                assert_ne!(p.meta.rss_hash, 0);
-                assert_eq!(
-                    *hash.get_or_insert(p.meta.rss_hash),
-                    p.meta.rss_hash,
-                    "one flow, one hash"
-                );
+                // Checksum-format mini-CQEs (striding RQ with compression) carry no hash: the
+                // packet reports none (kernel mlx5e, mlx5e_decompress_cqe_no_hash).
+                if !(v.comp && v.striding.is_some()) || p.meta.rss_hash() != 0 {
+                    assert_ne!(p.meta.rss_hash(), 0);
+                    assert_eq!(
+                        *hash.get_or_insert(p.meta.rss_hash()),
+                        p.meta.rss_hash(),
+                        "one flow, one hash"
+                    );
+                }
                 next_expect += 1;
             }
             if k == 0 {
@@ -512,8 +516,8 @@ fn rules_steer_tag_and_leave_the_rest_to_the_kernel() {
     }
     assert_eq!(got[1].len(), 1);
     let p = &got[1][0];
-    assert_eq!(p.meta.flow_tag, 1, "first rule's tag");
-    assert_eq!(p.meta.vlan_tci, Some(7), "VLAN stripped");
+    assert_eq!(p.meta.flow_tag(), 1, "first rule's tag");
+    assert_eq!(p.meta.vlan_tci(), Some(7), "VLAN stripped");
     assert_eq!(p.len(), 120, "tag removed from the frame");
     assert_eq!(got[0].len() + got[2].len(), 64);
     assert!(
@@ -521,8 +525,8 @@ fn rules_steer_tag_and_leave_the_rest_to_the_kernel() {
         "RSS spreads over both queues"
     );
     for p in got[0].iter().chain(got[2].iter()) {
-        assert_eq!(p.meta.flow_tag, 2);
-        assert!(p.meta.l3_csum_ok);
+        assert_eq!(p.meta.flow_tag(), 2);
+        assert!(p.meta.l3_csum_ok());
     }
     let c = port.counters();
     assert_eq!((c.rx_rule_drop, c.rx_to_kernel), (1, 1));

@@ -181,8 +181,11 @@ fn dv_frames_reach_the_kernel_and_kernel_frames_reach_the_rq() {
     assert_eq!(&d[0..6], &mac_a);
     assert_eq!(&d[6..12], &mac_b);
     assert_eq!(&d[42..], b"from-the-kernel");
-    assert!(meta.l3_csum_ok, "the kernel fills the IPv4 header checksum");
-    assert_ne!(meta.rss_hash, 0);
+    assert!(
+        meta.l3_csum_ok(),
+        "the kernel fills the IPv4 header checksum"
+    );
+    assert_ne!(meta.rss_hash(), 0);
     drop(q);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity());

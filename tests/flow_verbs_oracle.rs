@@ -10,13 +10,21 @@ mod support;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use rawq::flow::verbs::compile;
+use rawq::flow::verbs::{compile, compile_tagged};
 use rawq::flow::{IpMatch, L4Proto, MacMatch, Rule};
 
 /// The oracle's input line for `rule` (see the format in flow_oracle.c).
 fn oracle_line(rule: &Rule, port: u8) -> String {
+    oracle_line_tagged(rule, port, None)
+}
+
+/// As [`oracle_line`], with a flow tag.
+fn oracle_line_tagged(rule: &Rule, port: u8, tag: Option<u32>) -> String {
     let p = &rule.pattern;
     let mut s = format!("prio={} port={}", rule.priority, port);
+    if let Some(t) = tag {
+        write!(s, " tag={t}").unwrap();
+    }
     let mac = |m: &MacMatch| {
         let h = |a: &[u8; 6]| {
             a.iter()
@@ -163,6 +171,40 @@ fn compile_equals_rdma_core_structs() {
         }
     }
     assert!(bad.is_empty(), "mismatches:\n{}", bad.join("\n"));
+}
+
+/// Rules carrying a flow tag (`ibv_flow_spec_action_tag`, what the DV backend adds so that
+/// each CQE reports the rule that steered it: rule index + 1): the same bytes as rdma-core's
+/// struct, the tag spec after the filters; a drop rule carries none (its frames make no CQE).
+#[test]
+fn tagged_rules_equal_rdma_core_structs() {
+    let oracle = build_oracle();
+    let mut input = String::new();
+    let mut ours = Vec::new();
+    for (i, text) in CASES.iter().enumerate() {
+        let rule: Rule = text.parse().unwrap();
+        let port = 1 + (i % 2) as u8;
+        let tag = [1u32, 7, 0x00ff_ffff][i % 3];
+        let c = compile_tagged(&rule, port, Some(tag)).unwrap();
+        let plain = compile(&rule, port).unwrap();
+        if rule.action == rawq::flow::Action::Drop {
+            assert_eq!(c, plain, "{text}: no tag on a drop rule");
+        } else {
+            assert_eq!(c.bytes.len(), plain.bytes.len() + 12, "{text}");
+        }
+        input.push_str(&oracle_line_tagged(&rule, port, Some(tag)));
+        input.push('\n');
+        ours.push(hex(&c.bytes));
+    }
+    let text = support::cc::run(&oracle, &input);
+    let theirs: Vec<&str> = text.lines().collect();
+    assert_eq!(theirs.len(), CASES.len(), "one line per case:\n{text}");
+    for ((case, o), t) in CASES.iter().zip(&ours).zip(&theirs) {
+        assert_eq!(o, t, "{case}");
+    }
+    // The device carries 24 bits of tag.
+    let rule: Rule = CASES[0].parse().unwrap();
+    assert!(compile_tagged(&rule, 1, Some(1 << 24)).is_err());
 }
 
 #[test]

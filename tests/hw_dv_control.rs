@@ -72,15 +72,21 @@ fn dv_queues_expose_sane_rings() {
     assert!(cp.rings().is_empty());
 }
 
+/// Striding RQs through libmlx5's own sizing (`mlx5_calc_rwq_size`), for every stride count
+/// the device offers that rawq can use (one pool buffer per stride, at most 16): the WQE holds
+/// the next-segment header and one data segment per stride, the receive CQ one completion per
+/// stride, and the data path accepts the rings. Counts the device offers beyond 16 are refused
+/// up front with the reason.
 #[test]
 fn striding_rq_is_created_or_refused_by_the_caps() {
+    use rawq::dv::control::MAX_STRIDES;
     let Some((dev, port)) = support::test_device() else {
         return;
     };
-    let pool = Mempool::new(&MempoolConfig::with_buffers(2048)).expect("pool");
+    let pool = Mempool::new(&MempoolConfig::with_buffers(4096)).expect("pool");
     let probe = QueueSpec {
         port,
-        rx_ring: 64,
+        rx_ring: 256,
         tx_ring: 64,
         cqe_compression: false,
         striding: None,
@@ -88,21 +94,42 @@ fn striding_rq_is_created_or_refused_by_the_caps() {
     let caps = *ControlPort::open(&dev, &pool, &probe, 1)
         .expect("open")
         .device();
-    let striding = rawq::dv::rings::Striding {
-        log_num_strides: caps.stride_log_num.0.max(3) as u8,
-        log_stride_size: caps.stride_log_bytes.0.max(6) as u8,
-        two_byte_shift: false,
-    };
-    let spec = QueueSpec {
-        striding: Some(striding),
-        ..probe
-    };
-    match ControlPort::open(&dev, &pool, &spec, 1) {
-        Ok(cp) => {
-            assert!(caps.striding());
-            let r = cp.rings()[0];
-            assert_eq!(r.rq.striding, Some(striding));
+    let (lo, hi) = caps.stride_log_num;
+    let mut created = 0;
+    for log in lo.max(1)..=hi.max(1) {
+        let striding = rawq::dv::rings::Striding {
+            log_num_strides: log as u8,
+            log_stride_size: caps.stride_log_bytes.0.max(6) as u8,
+            two_byte_shift: false,
+        };
+        let spec = QueueSpec {
+            striding: Some(striding),
+            ..probe
+        };
+        match ControlPort::open(&dev, &pool, &spec, 1) {
+            Ok(cp) => {
+                assert!(caps.striding() && (1u32 << log) <= MAX_STRIDES, "{log}");
+                let r = cp.rings()[0];
+                let n = 1u32 << log;
+                assert_eq!(r.rq.striding, Some(striding));
+                assert!(r.rq.stride >= 16 * (n + 1), "{:?}", r.rq);
+                assert!(r.rq.wqe_cnt * n >= spec.rx_ring, "{:?}", r.rq);
+                assert!(r.rx_cq.cqe_cnt >= r.rq.wqe_cnt * n, "{:?}", r.rx_cq);
+                created += 1;
+            }
+            Err(e) => {
+                let s = e.to_string();
+                assert!(
+                    !caps.striding() || (1u32 << log) > MAX_STRIDES,
+                    "striding 2^{log} supported but refused: {s}"
+                );
+                if caps.striding() {
+                    assert!(s.contains("512 bytes"), "{s}");
+                }
+            }
         }
-        Err(e) => assert!(!caps.striding(), "striding supported but refused: {e}"),
+    }
+    if caps.striding() && lo <= 4 {
+        assert!(created > 0);
     }
 }

@@ -4,6 +4,12 @@
 //! asked) — and exposes their ring memory with `mlx5dv_init_obj` as a [`QueueRings`], the
 //! contract with the data path.
 //!
+//! Sizing follows what libmlx5 does with the attributes (rdma-core providers/mlx5/verbs.c):
+//! send WQEs sized for the inline header only, so the SQ has `tx_ring` WQEBBs
+//! ([`check_tx_ring`]); a striding RQ asked with one data segment per stride and the receive CQ
+//! holding a completion per stride ([`rq_sizing`], [`check_rx_cq`]). The minimum inline header
+//! is a guess from the PCI id unless [`MIN_INLINE_ENV`] sets it ([`min_inline_for`]).
+//!
 //! The verbs objects are the [`crate::ibverbs`] owners, so their drop order is the same: a
 //! [`KeepAlive`] holds the QP, WQ, both CQs and the memory region of one queue.
 //!
@@ -38,9 +44,119 @@ use crate::ibverbs::wq::Wq;
 /// some modes; rawq inlines them on both (inlining more than needed is always allowed). Later
 /// parts need none unless the NIC's `wqe_inline_mode` (readable only through DevX, which rawq
 /// does not use) says otherwise, e.g. for some VF / e-switch setups.
+///
+/// **This is a guess.** libmlx5 learns the mode from the kernel (`eth_min_inline` in the
+/// context response, rdma-core providers/mlx5/mlx5.c) and keeps it in its private context;
+/// mlx5dv does not expose it. When the guess is wrong, set [`MIN_INLINE_ENV`]; a device that
+/// wants the header and does not get it fails the first sends, which the data path reports as
+/// such (`DvQueue`'s send error message names the variable).
 const L2_INLINE_PARTS: [u32; 4] = [4115, 4116, 4117, 4118];
 /// Bytes of L2 header the Ethernet segment carries inline on those parts.
 const L2_INLINE: u16 = 18;
+
+/// Environment variable overriding the minimum inline header (`0` or `18` bytes) that rawq
+/// otherwise guesses from the PCI id (see `L2_INLINE_PARTS`).
+pub const MIN_INLINE_ENV: &str = "RAWQ_DV_MIN_INLINE";
+
+/// The minimum inline header for a device with PCI part id `part`: `over` (the value of
+/// [`MIN_INLINE_ENV`], if set) wins over the guess. Returns the bytes and where they come from.
+///
+/// # Errors
+/// [`Error::Config`] for an override other than 0 or 18.
+pub fn min_inline_for(part: u32, over: Option<&str>) -> Result<(u16, &'static str)> {
+    match over.map(str::trim) {
+        None | Some("") => Ok(if L2_INLINE_PARTS.contains(&part) {
+            (L2_INLINE, "guessed from the PCI id")
+        } else {
+            (0, "guessed from the PCI id")
+        }),
+        Some("0") => Ok((0, "set by RAWQ_DV_MIN_INLINE")),
+        Some("18") => Ok((L2_INLINE, "set by RAWQ_DV_MIN_INLINE")),
+        Some(v) => Err(Error::Config(format!(
+            "{MIN_INLINE_ENV}={v}: must be 0 (no inline header) or 18 (the L2 header inline, \
+             as ConnectX-4 and some VF / e-switch modes require)"
+        ))),
+    }
+}
+
+/// Largest send ring the DV data path drives: its WQEBB counter is 16 bits, and a ring of
+/// 65536 WQEBBs could not tell full from empty.
+const MAX_SQ_WQEBBS: u32 = 32768;
+
+/// Most strides a striding RQ WQE can have in rawq, where every stride is a pool buffer of its
+/// own (one data segment per stride, after the 16-byte next-segment header, as VPP does:
+/// src/plugins/rdma/device.c). libmlx5 sizes the WQE as `16 × max_sge + 16` bytes and refuses
+/// more than the device's largest RQ descriptor (`max_rq_desc_sz`, 512 bytes on ConnectX
+/// parts; rdma-core providers/mlx5/verbs.c, `mlx5_calc_rwq_size`): 16 strides take 272 bytes,
+/// 32 would take 528.
+pub const MAX_STRIDES: u32 = 16;
+
+/// How the control path asks libmlx5 for one queue's receive side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RqSizing {
+    /// `ibv_wq_init_attr.max_wr`: WQEs.
+    pub max_wr: u32,
+    /// `ibv_wq_init_attr.max_sge`: data segments per WQE (one per stride when striding).
+    pub max_sge: u32,
+    /// CQEs the receive CQ must hold: one per stride of every WQE, since every stride can end
+    /// a packet (DPDK drivers/net/mlx5/mlx5_rxq.c, `mlx5_rxq_cqe_num`: WQEs × strides).
+    pub cqe: u32,
+}
+
+/// The receive sizing for `rx_ring` buffers: a cyclic RQ of `rx_ring` one-segment WQEs, or a
+/// striding RQ of `rx_ring / strides` WQEs of one segment per stride (`max_sge = strides`,
+/// `max_wr` divided by it, as VPP's `rdma_rxq_init` does in src/plugins/rdma/device.c).
+///
+/// # Errors
+/// [`Error::Unsupported`] for more than [`MAX_STRIDES`] strides, with the reason.
+pub fn rq_sizing(rx_ring: u32, striding: Option<Striding>) -> Result<RqSizing> {
+    let Some(s) = striding else {
+        return Ok(RqSizing {
+            max_wr: rx_ring,
+            max_sge: 1,
+            cqe: rx_ring,
+        });
+    };
+    let n = 1u32 << s.log_num_strides;
+    if n > MAX_STRIDES {
+        return Err(Error::Unsupported(format!(
+            "striding RQ of {n} strides per WQE: rawq's strides are pool buffers, one data \
+             segment each after the next-segment header, and libmlx5 creates RQ WQEs of at most \
+             512 bytes (mlx5_calc_rwq_size against max_rq_desc_sz), which hold at most \
+             {MAX_STRIDES} strides; use log_num_strides <= 4"
+        )));
+    }
+    let max_wr = (rx_ring / n).max(1);
+    Ok(RqSizing {
+        max_wr,
+        max_sge: n,
+        cqe: max_wr * n,
+    })
+}
+
+/// Checks that the send ring for `tx_ring` WQEs fits the data path and the device: the control
+/// path asks libmlx5 for WQEs sized for the inline header only (one 64-byte WQEBB per WQE, see
+/// `create_queue_rings`), so the SQ has `tx_ring` WQEBBs; libmlx5 refuses more than the
+/// device's `max_qp_wr` (rdma-core providers/mlx5/verbs.c, `mlx5_calc_sq_size` against
+/// `max_send_wqebb`).
+///
+/// # Errors
+/// [`Error::Config`] naming the limit `tx_ring` exceeds.
+pub fn check_tx_ring(tx_ring: u32, max_qp_wr: u32) -> Result<()> {
+    let limit = MAX_SQ_WQEBBS.min(max_qp_wr.max(1));
+    if tx_ring > limit {
+        return Err(Error::Config(format!(
+            "tx_ring = {tx_ring}: the send queue would need {tx_ring} 64-byte WQEBBs, but {} \
+             (use tx_ring <= {limit})",
+            if max_qp_wr < MAX_SQ_WQEBBS {
+                format!("this device allows at most {max_qp_wr} (max_qp_wr)")
+            } else {
+                format!("the DV data path drives at most {MAX_SQ_WQEBBS} (16-bit WQEBB counter)")
+            }
+        )));
+    }
+    Ok(())
+}
 
 /// What `mlx5dv_query_device` reports that rawq uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,8 +171,13 @@ pub struct DvDevice {
     pub stride_log_bytes: (u32, u32),
     /// Striding RQ limits: log2 strides per WQE min/max.
     pub stride_log_num: (u32, u32),
-    /// Bytes of each frame the send WQE must inline (18 on ConnectX-4 / 4 Lx, else 0).
+    /// Bytes of each frame the send WQE must inline (18 on ConnectX-4 / 4 Lx, else 0; see
+    /// [`min_inline_for`]).
     pub min_inline: u16,
+    /// Where `min_inline` comes from (the PCI-id guess or [`MIN_INLINE_ENV`]).
+    pub min_inline_source: &'static str,
+    /// Largest work queue (`max_qp_wr`).
+    pub max_qp_wr: u32,
     /// The device checksums raw packets on send.
     pub tx_csum: bool,
 }
@@ -145,13 +266,13 @@ pub fn query(ctx: &Context) -> Result<DvDevice> {
             std::io::Error::from_raw_os_error(rc.abs()),
         ));
     }
+    let over = std::env::var(MIN_INLINE_ENV).ok();
+    let (min_inline, min_inline_source) = min_inline_for(attr.vendor_part_id, over.as_deref())?;
     let mut d = DvDevice {
         flags: c.flags,
-        min_inline: if L2_INLINE_PARTS.contains(&attr.vendor_part_id) {
-            L2_INLINE
-        } else {
-            0
-        },
+        min_inline,
+        min_inline_source,
+        max_qp_wr: attr.max_qp_wr,
         tx_csum: attr.raw_ip_csum(),
         ..Default::default()
     };
@@ -184,9 +305,10 @@ pub(crate) fn describe_dv(ctx: &Context, out: &mut String) {
         Ok(d) => {
             let _ = writeln!(
                 out,
-                "  mlx5 DV: yes  min inline {}  eMPW {}  MPW {}  CQE compression {} (formats \
-                 0x{:x})  striding RQ {}",
+                "  mlx5 DV: yes  min inline {} ({})  eMPW {}  MPW {}  CQE compression {} \
+                 (formats 0x{:x})  striding RQ {}",
                 d.min_inline,
+                d.min_inline_source,
                 if d.empw() { "yes" } else { "no" },
                 if d.mpw() { "yes" } else { "no" },
                 if d.cqe_comp_max_num > 0 {
@@ -219,9 +341,10 @@ pub(crate) fn describe_dv(ctx: &Context, out: &mut String) {
 pub struct QueueSpec {
     /// Port the send QP is bound to.
     pub port: u8,
-    /// Receive WQEs (a power of two).
+    /// Receive buffers (a power of two): WQEs of a cyclic RQ; a striding RQ gets
+    /// `rx_ring / strides` WQEs (see [`rq_sizing`]).
     pub rx_ring: u32,
-    /// Send WQEs (a power of two).
+    /// Send WQEBBs (a power of two; see [`check_tx_ring`]).
     pub tx_ring: u32,
     /// Compress receive CQEs (when the device supports the needed mini-CQE format).
     pub cqe_compression: bool,
@@ -313,12 +436,12 @@ fn create_cq(ctx: &Context, cqe: u32, compress: Option<MiniCqeFormat>) -> Result
     Ok(unsafe { Cq::from_raw(ctx, cq) })
 }
 
-fn create_wq(pd: &Pd, cq: Arc<Cq>, max_wr: u32, striding: Option<Striding>) -> Result<Wq> {
+fn create_wq(pd: &Pd, cq: Arc<Cq>, size: RqSizing, striding: Option<Striding>) -> Result<Wq> {
     // SAFETY: plain old data; all-zero is a valid start.
     let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
     a.wq_type = ibv_wq_type::IBV_WQT_RQ;
-    a.max_wr = max_wr;
-    a.max_sge = 1;
+    a.max_wr = size.max_wr;
+    a.max_sge = size.max_sge;
     a.pd = pd.as_raw();
     a.cq = cq.as_raw();
     let mut dv = mlx5dv_wq_init_attr::default();
@@ -363,6 +486,24 @@ fn cq_ring(cq: &Cq) -> Result<CqRing> {
     })
 }
 
+/// Checks that the receive CQ can hold a completion for every stride of every posted WQE (a
+/// cyclic WQE counts as one stride), so that the device never finds it full.
+///
+/// # Errors
+/// [`Error::Config`] naming both sizes.
+pub fn check_rx_cq(rq: &RqRing, cq: &CqRing) -> Result<()> {
+    let per_wqe = rq.striding.map_or(1, |s| 1u32 << s.log_num_strides);
+    let need = rq.wqe_cnt.saturating_mul(per_wqe);
+    if cq.cqe_cnt < need {
+        return Err(Error::Config(format!(
+            "receive CQ of {} entries for {} WQEs of {per_wqe} stride(s): it must hold {need} \
+             (one completion per stride)",
+            cq.cqe_cnt, rq.wqe_cnt
+        )));
+    }
+    Ok(())
+}
+
 /// Creates one queue's CQs, send QP and receive WQ and describes their rings.
 ///
 /// `dev` is what [`query`] reported. The QP is in RTS and the WQ RDY on return: see the module
@@ -380,6 +521,8 @@ pub(crate) fn create_queue_rings(
     if let Some(s) = &spec.striding {
         dev.check_striding(s)?;
     }
+    let rq_size = rq_sizing(spec.rx_ring, spec.striding)?;
+    check_tx_ring(spec.tx_ring, dev.max_qp_wr)?;
     let ctx = pd.context();
     let want = if spec.striding.is_some() {
         MiniCqeFormat::CsumStrideIdx
@@ -388,12 +531,17 @@ pub(crate) fn create_queue_rings(
     };
     let compress = (spec.cqe_compression && dev.supports_compression(want)).then_some(want);
     let tx_cq = Arc::new(create_cq(ctx, spec.tx_ring, None)?);
-    let rx_cq = Arc::new(create_cq(ctx, spec.rx_ring, compress)?);
+    let rx_cq = Arc::new(create_cq(ctx, rq_size.cqe, compress)?);
+    // Inline data: only the minimum header the data path writes. libmlx5 sizes every send WQE
+    // for `max_inline_data` (mlx5_calc_send_wqe: control + Ethernet segment + the inline
+    // segment, rounded to 64 bytes): 18 bytes or none keep that at one WQEBB, so the SQ has
+    // `tx_ring` WQEBBs as in the device model; 64 bytes would make it two per WQE and double
+    // the ring (the data path writes its own WQE sizes either way).
     let caps = QpCaps {
         max_send_wr: spec.tx_ring,
         max_recv_wr: 0,
         max_send_sge: 1,
-        max_inline_data: (dev.min_inline as u32).max(64),
+        max_inline_data: dev.min_inline as u32,
     };
     // Send only: receives go to the WQ, so the QP's receive CQ is its send CQ.
     let qp = Arc::new(crate::ibverbs::create_qp(
@@ -403,7 +551,7 @@ pub(crate) fn create_queue_rings(
         caps,
     )?);
     qp.ready(spec.port)?;
-    let wq = Arc::new(create_wq(pd, rx_cq.clone(), spec.rx_ring, spec.striding)?);
+    let wq = Arc::new(create_wq(pd, rx_cq.clone(), rq_size, spec.striding)?);
 
     let mut dqp = mlx5dv_qp {
         comp_mask: MLX5DV_QP_MASK_RAW_QP_HANDLES as u64,
@@ -447,11 +595,13 @@ pub(crate) fn create_queue_rings(
         dbrec: nn(drwq.dbrec, "RQ doorbell record")?,
         striding: spec.striding,
     };
+    let rx_cq_ring = cq_ring(&rx_cq)?;
+    check_rx_cq(&rq, &rx_cq_ring)?;
     let rings = QueueRings {
         sq,
         tx_cq: cq_ring(&tx_cq)?,
         rq,
-        rx_cq: cq_ring(&rx_cq)?,
+        rx_cq: rx_cq_ring,
         lkey: mr.lkey(),
         caps: DvCaps {
             min_inline: dev.min_inline,
@@ -634,5 +784,107 @@ mod tests {
         assert!(!none.empw());
         assert!(!none.supports_compression(MiniCqeFormat::Hash));
         assert!(none.check_striding(&ok).is_err());
+    }
+
+    #[test]
+    fn min_inline_guess_and_override() {
+        assert_eq!(min_inline_for(4115, None).unwrap().0, 18);
+        assert_eq!(min_inline_for(4119, None).unwrap().0, 0);
+        assert_eq!(
+            min_inline_for(4119, Some("18")).unwrap(),
+            (18, "set by RAWQ_DV_MIN_INLINE")
+        );
+        assert_eq!(min_inline_for(4115, Some(" 0 ")).unwrap().0, 0);
+        assert_eq!(min_inline_for(4115, Some("")).unwrap().0, 18);
+        let e = min_inline_for(4119, Some("16")).unwrap_err().to_string();
+        assert!(
+            e.contains("RAWQ_DV_MIN_INLINE=16") && e.contains("0") && e.contains("18"),
+            "{e}"
+        );
+    }
+
+    /// Striding RQs are asked of libmlx5 the way VPP asks (one segment per stride, `max_wr`
+    /// divided by the strides), with a CQ of one entry per stride (DPDK `mlx5_rxq_cqe_num`);
+    /// more strides than a 512-byte RQ WQE holds are refused with the reason.
+    #[test]
+    fn rq_sizing_follows_the_libmlx5_wqe_limits() {
+        let cyc = rq_sizing(1024, None).unwrap();
+        assert_eq!((cyc.max_wr, cyc.max_sge, cyc.cqe), (1024, 1, 1024));
+        for log in 1..=4u8 {
+            let s = Striding {
+                log_num_strides: log,
+                log_stride_size: 10,
+                two_byte_shift: false,
+            };
+            let z = rq_sizing(1024, Some(s)).unwrap();
+            let n = 1u32 << log;
+            assert_eq!((z.max_wr, z.max_sge, z.cqe), (1024 / n, n, 1024), "{log}");
+            // libmlx5's WQE for it (a next segment plus `max_sge` data segments, 16 bytes
+            // each) fits the 512-byte maximum RQ descriptor.
+            assert!(16 * (z.max_sge + 1) <= 512);
+        }
+        let big = Striding {
+            log_num_strides: 5,
+            log_stride_size: 10,
+            two_byte_shift: false,
+        };
+        let e = rq_sizing(1024, Some(big)).unwrap_err().to_string();
+        assert!(e.contains("32 strides") && e.contains("512 bytes"), "{e}");
+        // A ring smaller than one WQE's strides still gets one WQE.
+        let s = Striding {
+            log_num_strides: 4,
+            ..big
+        };
+        assert_eq!(rq_sizing(8, Some(s)).unwrap().max_wr, 1);
+    }
+
+    #[test]
+    fn tx_ring_limits_are_stated() {
+        assert!(check_tx_ring(16384, 32768).is_ok());
+        assert!(check_tx_ring(32768, 32768).is_ok());
+        let e = check_tx_ring(32768, 16384).unwrap_err().to_string();
+        assert!(
+            e.contains("max_qp_wr") && e.contains("tx_ring <= 16384"),
+            "{e}"
+        );
+        let e = check_tx_ring(65536, 1 << 20).unwrap_err().to_string();
+        assert!(
+            e.contains("16-bit") && e.contains("tx_ring <= 32768"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rx_cq_must_hold_a_completion_per_stride() {
+        let mut ring = [0u8; 64];
+        let mut word = 0u32;
+        let p = NonNull::new(ring.as_mut_ptr()).unwrap();
+        let d = NonNull::new(&mut word as *mut u32).unwrap();
+        let rq = RqRing {
+            buf: p,
+            wqe_cnt: 64,
+            stride: 512,
+            dbrec: d,
+            striding: Some(Striding {
+                log_num_strides: 4,
+                log_stride_size: 10,
+                two_byte_shift: false,
+            }),
+        };
+        let cq = |cqe_cnt| CqRing {
+            buf: p,
+            cqe_cnt,
+            cqe_size: 64,
+            dbrec: d,
+            cqn: 1,
+        };
+        assert!(check_rx_cq(&rq, &cq(1024)).is_ok());
+        let e = check_rx_cq(&rq, &cq(128)).unwrap_err().to_string();
+        assert!(e.contains("1024"), "{e}");
+        let cyclic = RqRing {
+            striding: None,
+            ..rq
+        };
+        assert!(check_rx_cq(&cyclic, &cq(64)).is_ok());
     }
 }

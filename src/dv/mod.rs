@@ -13,11 +13,17 @@
 //!   error CQEs, RX metadata, compression, a wire that can be bridged to a veth), for tests and
 //!   for [`Backend::Model`](crate::Backend).
 //!
-//! Cost, measured with `benches/dv.rs` (model completing inline, one core): a 32-packet
-//! `tx_burst` of 64-byte packets costs about 1.1-1.3x a bare loop storing 64 bytes per packet
-//! with no minimum inline header, 1.6x with the 18-byte one; `scripts/callgrind-dv.sh` counts about 51
-//! instructions per packet on send (57 with the inline header; completions included) and 76 on
-//! receive (refill and all metadata included; 55 with metadata off).
+//! Cost, measured with `scripts/callgrind-dv.sh` (model completing inline, one core): about 49
+//! instructions per packet on send (56 with the 18-byte inline header; completions included)
+//! and 58 on receive (refill included, every packet carrying its metadata raw: see
+//! [`RxMeta`](crate::RxMeta)). `benches/dv.rs` prints the time ratio against a bare loop
+//! storing 64 bytes per packet; the README has the figures of one run.
+//!
+//! Vendor sources: every behaviour that differs between drivers follows the one cited beside the
+//! code (rdma-core's libmlx5 for sizing and doorbells, DPDK's mlx5 PMD for error handling and
+//! completion modes, VPP's rdma plugin for the striding RQ layout, the kernel's mlx5e for
+//! decompression). What the device model cannot show (real syndromes, the minimum inline
+//! requirement, write-combining) is listed in the README.
 
 pub mod control;
 pub mod cq;
@@ -61,6 +67,7 @@ pub(crate) fn open(
 ) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
+    let inline_source = ctl.device().min_inline_source;
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
         let (index, recover) = (i as u16, Box::new(keep));
@@ -78,7 +85,7 @@ pub(crate) fn open(
     };
     let mode = caps.map_or_else(String::new, |c| {
         format!(
-            "min inline {}, {}, CQE compression {}",
+            "min inline {} ({inline_source}), {}, CQE compression {}",
             c.min_inline,
             if c.empw { "eMPW" } else { "one WQE per packet" },
             c.cqe_compression.map_or("off".into(), |f| format!("{f:?}"))

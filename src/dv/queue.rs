@@ -1,12 +1,16 @@
 //! [`DvQueue`]: the mlx5 DV data path of one queue pair, implementing [`QueueOps`].
 //!
 //! It drives a [`QueueRings`] (from the control path, or from the [device model](super::model))
-//! with a private [`PoolCache`]. Error completions put a side of the queue in the error state;
-//! the queue then returns every outstanding buffer to the pool, asks its [`Recover`] hook to bring
-//! the device side back (verbs state transitions on hardware, a reset in the model), restarts its
-//! counters, and reports what happened through [`QueueOps::take_error`] as
-//! [`Error::Queue`]. Nothing is lost silently: every packet taken by
-//! `tx_burst` is eventually counted once, as `tx_packets` (completed) or `tx_drops`.
+//! with a private [`PoolCache`]. A receive error completion that only fails its WQE (a length
+//! error: see [`rx::fatal_syndrome`](super::rx::fatal_syndrome)) is counted in `rx_errors` and
+//! the queue keeps running. The other error completions put a side of the queue in the error
+//! state; the queue then returns every outstanding buffer to the pool, asks its [`Recover`]
+//! hook to bring the device side back (verbs state transitions on hardware, a reset in the
+//! model), restarts its counters, and reports what happened through [`QueueOps::take_error`] as
+//! [`Error::Queue`]. Nothing is lost silently: every packet `tx_burst` takes out of the caller's
+//! `Vec` is eventually counted once, as `tx_packets` (completed) or `tx_drops`, and its return
+//! value counts only the packets handed to the device (not those dropped up front: runts,
+//! over-long chains, packets of another pool).
 
 use std::any::Any;
 
@@ -120,7 +124,7 @@ impl DvQueue {
         recover: Box<dyn Recover>,
         keep: Box<dyn Any + Send>,
     ) -> Result<DvQueue> {
-        let tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps)?;
+        let tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps, pool)?;
         let rx = Rx::new(
             &rings.rq,
             &rings.rx_cq,
@@ -145,14 +149,6 @@ impl DvQueue {
         Ok(q)
     }
 
-    /// Chooses whether received packets carry the metadata the device reports (`true`, the
-    /// default: checksum flags, stripped VLAN TCI, RSS hash and flow tag in [`Packet::meta`]) or
-    /// leave [`Packet::meta`] at `RxMeta::default()` (`false`), which takes that decoding off the
-    /// receive path of an application that does not read it.
-    pub fn set_rx_metadata(&mut self, on: bool) {
-        self.rx.set_metadata(on);
-    }
-
     /// Wraps the queue as a [`Queue`].
     pub fn into_queue(self) -> Queue {
         let i = self.index;
@@ -166,15 +162,38 @@ impl DvQueue {
 
     fn tx_error(&mut self, e: TxErr) {
         self.stats.add(Counter::TxErrors, 1);
+        // A device that wants the L2 header inline (ConnectX-4, some VF / e-switch modes; rawq
+        // can only guess: see `control::min_inline_for`) refuses every send WQE without it as
+        // a local QP operation error. When the very first sends fail that way and rawq gave no
+        // inline header, say so and keep the send queue down instead of recovering into the
+        // same error again.
+        let no_inline = !self.tx.inlines_header() && e.syndrome == cqe::SYND_LOCAL_QP_OP_ERR;
+        let never_sent = self.stats.snapshot().tx_packets == 0;
         self.tx.complete_before(e.wqe, &self.stats, &mut self.cache);
         self.tx.zero_dbrec();
-        let r = self.recover.recover_sq();
+        let give_up = no_inline && never_sent;
+        let r = if give_up {
+            Ok(())
+        } else {
+            self.recover.recover_sq()
+        };
         let dropped = self.tx.reset(&self.stats, &mut self.cache);
         let outcome = match &r {
+            Ok(()) if give_up => format!(
+                "the device refused the first sends, which carry no inline L2 header: it \
+                 probably requires one (rawq guesses that from the PCI id); set {}=18 and open \
+                 the port again. The send queue stays down",
+                super::control::MIN_INLINE_ENV
+            ),
+            Ok(()) if no_inline => format!(
+                "the send queue was recovered (if this device requires the L2 header inline, \
+                 set {}=18)",
+                super::control::MIN_INLINE_ENV
+            ),
             Ok(()) => "the send queue was recovered".to_string(),
             Err(err) => format!("recovering the send queue failed ({err}); it stays down"),
         };
-        self.tx_down = r.is_err();
+        self.tx_down = give_up || r.is_err();
         self.error = Some(Error::Queue {
             queue: self.index,
             detail: format!(

@@ -6,13 +6,13 @@
 //! buffers are replaced on refill, the rest stay posted. The RQ doorbell record (16-bit WQE
 //! counter) is written once per refill batch. The plain-CQE fast path walks CQ slots up to the
 //! ring's end (one owner bit per run), reads only `op_own`, `byte_cnt`, `wqe_counter` and the
-//! metadata bytes (not those when the queue's metadata is off: see
-//! [`DvQueue::set_rx_metadata`](super::queue::DvQueue::set_rx_metadata)), and writes the
-//! packets straight into the caller's spare capacity (handles only: a single-buffer packet needs
-//! no in-buffer header); refill takes buffers from the queue's cache in bulk and rewrites only
-//! the WQE addresses (lengths and lkeys stay from the first fill). With one buffer per WQE and a
-//! full ring, that refill is fused into the polling loop: each completed WQE gets its fresh
-//! buffer as its packet is built, and the RQ doorbell record is written once per burst.
+//! three metadata words, which each packet keeps as they are ([`RxMeta`] decodes them when
+//! read), and writes the packets straight into the caller's spare capacity (handles only: a
+//! single-buffer packet needs no in-buffer header); refill takes buffers from the queue's cache
+//! in bulk and rewrites only the WQE addresses (lengths and lkeys stay from the first fill).
+//! With one buffer per WQE and a full ring, that refill is fused into the polling loop: each
+//! completed WQE gets its fresh buffer as its packet is built, and the RQ doorbell record is
+//! written once per burst.
 //!
 //! **Striding RQ.** The strides *are* pool buffers: a WQE is the next-segment header followed by
 //! one data segment per stride, each covering the last `stride_size` bytes of a buffer (so the
@@ -27,6 +27,12 @@
 //! arrays at CI+1, CI+8, CI+16, …; the session occupies N slots. The driver builds each packet from
 //! the title's shared fields plus its mini-CQE, scrubs slots CI+1 … CI+N-1 (`op_own = 0xF0`) and
 //! moves CI by N. A session larger than the caller's burst is resumed on the next call.
+//!
+//! **Error completions.** A LOCAL_LENGTH_ERR (or any syndrome but the three of
+//! [`fatal_syndrome`]) fails one WQE only: it is counted in `rx_errors`, the WQE is retired with
+//! its buffers still in place and posted again by the next refill, and receiving goes on. The
+//! fatal ones stop the poll and go to the queue's recovery, whose reset drains the CQ
+//! session by session.
 
 mod fast;
 use fast::{meta_of, FastRx};
@@ -51,6 +57,18 @@ pub(crate) struct RxErr {
     pub wqe: u16,
     pub syndrome: u8,
     pub vendor: u8,
+}
+
+/// Whether a receive error completion with syndrome `s` leaves the RQ in the error state (the
+/// queue must be reset), as DPDK decides (drivers/net/mlx5/mlx5_rx.c, `mlx5_rx_err_handle`):
+/// LOCAL_QP_OP_ERR, LOCAL_PROT_ERR and WR_FLUSH_ERR do. Any other syndrome, notably
+/// LOCAL_LENGTH_ERR (a frame longer than the WQE's buffers, routine when the port MTU exceeds
+/// them), only fails that WQE: DPDK counts it, skips the WQE and keeps polling.
+pub fn fatal_syndrome(s: u8) -> bool {
+    matches!(
+        s,
+        cqe::SYND_LOCAL_QP_OP_ERR | cqe::SYND_LOCAL_PROT_ERR | cqe::SYND_WR_FLUSH_ERR
+    )
 }
 
 #[derive(Clone, Copy)]
@@ -95,8 +113,6 @@ pub struct Rx {
     headroom: u32,
     mini: Option<MiniCqeFormat>,
     zip: Option<Zip>,
-    /// Fill [`RxMeta`] from the CQEs (default); off: packets carry `RxMeta::default()`.
-    meta: bool,
     pub(crate) cq: Cq,
 }
 
@@ -189,17 +205,10 @@ impl Rx {
             headroom,
             mini,
             zip: None,
-            meta: true,
             cq: Cq::new(cq)?,
         };
         rx.format_wqes();
         Ok(rx)
-    }
-
-    /// Whether packets get their [`RxMeta`] filled from the CQEs (the default) or leave it at
-    /// `RxMeta::default()`, which saves the receive loop reading and decoding those CQE bytes.
-    pub(crate) fn set_metadata(&mut self, on: bool) {
-        self.meta = on;
     }
 
     /// Writes the constant parts of every WQE (striding next segments, cyclic terminators).
@@ -494,31 +503,24 @@ impl Rx {
         let cq = &mut self.cq;
         let repost =
             f.shift == 0 && self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        // One copy of the loop per CQE size, per "one buffer per WQE" and per metadata choice,
-        // so that neither the slot step nor the WQE-to-buffer shift takes a register.
+        // One copy of the loop per CQE size and per "one buffer per WQE", so that neither the
+        // slot step nor the WQE-to-buffer shift takes a register.
         let (n, bytes) = if repost {
             let mut got = (0, 0);
-            let meta = self.meta;
             cache.get_bulk(max, |fresh| {
-                got = match (cq.slot_size(), meta) {
-                    (64, true) => f.run::<64, true, true, true>(cq, spare, bufs, fresh),
-                    (64, false) => f.run::<64, true, true, false>(cq, spare, bufs, fresh),
-                    (_, true) => f.run::<128, true, true, true>(cq, spare, bufs, fresh),
-                    (_, false) => f.run::<128, true, true, false>(cq, spare, bufs, fresh),
+                got = match cq.slot_size() {
+                    64 => f.run::<64, true, true>(cq, spare, bufs, fresh),
+                    _ => f.run::<128, true, true>(cq, spare, bufs, fresh),
                 };
                 got.0
             });
             got
         } else {
-            match (cq.slot_size(), f.shift, self.meta) {
-                (64, 0, true) => f.run::<64, true, false, true>(cq, spare, bufs, &[]),
-                (64, 0, false) => f.run::<64, true, false, false>(cq, spare, bufs, &[]),
-                (64, _, true) => f.run::<64, false, false, true>(cq, spare, bufs, &[]),
-                (64, _, false) => f.run::<64, false, false, false>(cq, spare, bufs, &[]),
-                (_, 0, true) => f.run::<128, true, false, true>(cq, spare, bufs, &[]),
-                (_, 0, false) => f.run::<128, true, false, false>(cq, spare, bufs, &[]),
-                (_, _, true) => f.run::<128, false, false, true>(cq, spare, bufs, &[]),
-                (_, _, false) => f.run::<128, false, false, false>(cq, spare, bufs, &[]),
+            match (cq.slot_size(), f.shift) {
+                (64, 0) => f.run::<64, true, false>(cq, spare, bufs, &[]),
+                (64, _) => f.run::<64, false, false>(cq, spare, bufs, &[]),
+                (_, 0) => f.run::<128, true, false>(cq, spare, bufs, &[]),
+                (_, _) => f.run::<128, false, false>(cq, spare, bufs, &[]),
             }
         };
         // SAFETY: `spare[..n]` were initialized by `run`, right after the first `len0` elements.
@@ -558,15 +560,21 @@ impl Rx {
                     let arr = self.cq.read_raw(slot);
                     let o = (i as usize % mini_cqe::PER_SLOT) * mini_cqe::SIZE;
                     let m = MiniCqe::new_unchecked(&arr[o..o + mini_cqe::SIZE]);
-                    let (ctr, hash) = match self.mini {
-                        Some(MiniCqeFormat::CsumStrideIdx) => (m.stride_idx(), t.rx_hash()),
-                        _ => (t.wqe_counter().wrapping_add(i as u16), m.rx_hash()),
+                    // The WQE: a cyclic RQ's completions are in order, the title's counter
+                    // plus the entry's position; a striding RQ's mini-CQE names its stride
+                    // (kernel mlx5e en_rx.c, `mlx5e_decompress_cqe`). The RSS hash: only the
+                    // hash format carries one per packet; the checksum format has none, so
+                    // the packet reports none rather than the title's (kernel,
+                    // `mlx5e_decompress_cqe_no_hash`).
+                    let ctr = match self.kind {
+                        Kind::Striding { .. } => m.stride_idx(),
+                        Kind::Cyclic { .. } => t.wqe_counter().wrapping_add(i as u16),
                     };
-                    let meta = if self.meta {
-                        meta_of(&t, hash)
-                    } else {
-                        RxMeta::default()
+                    let hash = match self.mini {
+                        Some(MiniCqeFormat::CsumStrideIdx) => 0,
+                        _ => m.rx_hash(),
                     };
+                    let meta = meta_of(&title, hash);
                     if let Some(l) =
                         self.complete(ctr, t.wqe_id(), m.byte_cnt(), meta, out, stats, cache)
                     {
@@ -581,10 +589,7 @@ impl Rx {
                     }
                     break;
                 }
-                for k in 1..zn {
-                    self.cq.scrub(self.cq.ci.wrapping_add(k));
-                }
-                self.cq.ci = self.cq.ci.wrapping_add(zn);
+                self.consume_session(zn);
                 self.zip = None;
                 continue;
             }
@@ -606,11 +611,7 @@ impl Rx {
                     continue;
                 }
                 cqe::OP_RESP_SEND => {
-                    let meta = if self.meta {
-                        meta_of(&q, q.rx_hash())
-                    } else {
-                        RxMeta::default()
-                    };
+                    let meta = meta_of(c, q.rx_hash());
                     if let Some(l) = self.complete(
                         q.wqe_counter(),
                         q.wqe_id(),
@@ -623,6 +624,12 @@ impl Rx {
                         n += 1;
                         bytes += l as u64;
                     }
+                }
+                cqe::OP_RESP_ERR if !fatal_syndrome(q.syndrome()) => {
+                    // The device skipped this WQE and keeps receiving: count it, and leave its
+                    // buffers posted for the refill to hand back to the device.
+                    stats.add(Counter::RxErrors, 1);
+                    self.skip_wqe();
                 }
                 cqe::OP_RESP_ERR => {
                     err = Some(RxErr {
@@ -642,12 +649,50 @@ impl Rx {
         (n, err)
     }
 
+    /// Moves the consumer index past the `n` slots of the entry at it (a title and its
+    /// mini-CQE arrays, or one plain CQE for `n == 1`), invalidating the slots after the title
+    /// so that no stale array ever passes the ownership test on a later lap.
+    fn consume_session(&mut self, n: u32) {
+        for k in 1..n {
+            self.cq.scrub(self.cq.ci.wrapping_add(k));
+        }
+        self.cq.ci = self.cq.ci.wrapping_add(n);
+    }
+
+    /// Retires the WQE the device completed in error without a packet (see
+    /// [`fatal_syndrome`]): its buffers (the strides not consumed yet) stay where they are, and
+    /// the next refill posts the WQE again with them.
+    fn skip_wqe(&mut self) {
+        self.consumed = 0;
+        self.ci = self.ci.wrapping_add(1);
+    }
+
     /// After the device side of the RQ was reset: drains the CQ, takes every posted buffer back
     /// into `cache` and restarts the counters at 0. The caller refills.
+    ///
+    /// The drain walks the CQ exactly as [`Rx::poll`] does: a compressed session (its title at
+    /// the consumer index, mini-CQE arrays after it, which carry no owner bit) is consumed whole,
+    /// by the title's count, its slots invalidated: DPDK (drivers/net/mlx5/mlx5_rx.c,
+    /// `mlx5_rx_poll_len`, the `zip` handling) and VPP (src/plugins/rdma/input.c, `cq_ci +=
+    /// n_mini_cqes` with `compressed_cqe_reset_owner`). One slot at a time would land on the
+    /// arrays and leave the index inside a session, where no owned CQE ever appears again.
     pub(crate) fn reset(&mut self, cache: &mut PoolCache) {
-        self.zip = None;
-        while self.cq.peek().is_some() {
-            self.cq.ci = self.cq.ci.wrapping_add(1);
+        if let Some(z) = self.zip.take() {
+            self.consume_session(z.n); // a session left half read: its title is at `ci`
+        }
+        while let Some(c) = self.cq.peek() {
+            let q = Cqe::new_unchecked(c);
+            let n = if q.opcode() == cqe::OP_RESP_SEND && q.format() == cqe::FORMAT_COMPRESSED {
+                q.byte_cnt()
+            } else {
+                1
+            };
+            if n == 0 || n > self.cq.len() {
+                // Not a session this CQ can hold (the same test as `poll`): one slot.
+                self.cq.ci = self.cq.ci.wrapping_add(1);
+            } else {
+                self.consume_session(n);
+            }
         }
         self.cq.publish();
         self.release_all(cache);

@@ -16,10 +16,16 @@
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
 //!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
-//!   found by one poll are applied together: one bulk return of buffers to the cache.
-//! * `Tx::doorbell` holds all the barriers: release fence, doorbell record (BE32 of the 16-bit
-//!   WQEBB producer counter), store fence, 8-byte write of the last WQE's first 8 bytes to the UAR
-//!   register (alternating BlueFlame halves when the register has two).
+//!   found by one poll are applied together: one bulk return of buffers to the cache. Every
+//!   other WQE asks for "only the first error" (CE = 1, DPDK's `MLX5_COMP_ONLY_FIRST_ERR` in
+//!   drivers/net/mlx5/mlx5_tx.h): after a send error the device writes one error CQE, not one
+//!   per flushed WQE, so the TX CQ holds at most the requested CQEs plus that one whatever the
+//!   SQ size (the request threshold keeps requests below the CQ size).
+//! * `Tx::doorbell` holds all the barriers, in libmlx5's order (`post_send_db`): to-device
+//!   barrier, doorbell record (BE32 of the 16-bit WQEBB producer counter), write-combining
+//!   barrier, 8-byte write of the last WQE's first 8 bytes to the UAR register (alternating
+//!   BlueFlame halves when the register has two), write-combining flush. The barriers per
+//!   architecture are in `mmio` (rdma-core's util/udma_barrier.h).
 
 mod completion;
 
@@ -29,7 +35,7 @@ use super::cq::Cq;
 use super::mmio;
 use super::rings::{DvCaps, SqRing};
 use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
-use crate::mempool::PoolCache;
+use crate::mempool::{PoolCache, Shared};
 use crate::packet::Packet;
 use crate::stats::{Counter, StatsWriter};
 
@@ -82,6 +88,8 @@ pub struct Tx {
     wqe_cnt: u32,
     sqn: u32,
     lkey: u32,
+    /// The pool `lkey` registers: only its packets can be sent.
+    shared: &'static Shared,
     dbrec: NonNull<u32>,
     bf_reg: *mut u8,
     bf_size: u32,
@@ -136,28 +144,37 @@ fn fast_run<const INLINE: bool>(
     src: &[Packet],
     pi: u16,
     min_len: usize,
+    shared: &Shared,
     bytes: &mut u64,
 ) -> usize {
-    // The run never crosses the ring end, and the ring size divides 2^16: the 16-bit WQE index
-    // does not wrap inside it, so the control word just steps.
-    let mut cw = tmpl.ctrl_word(pi);
+    // The run never crosses the ring end nor a multiple of 256 WQEs (see `burst_send`): the
+    // WQE index's low byte does not wrap inside it, so the memory-order control word just steps.
+    let mut cw = tmpl.ctrl_raw(pi);
+    // Buffer addresses from the pool's geometry, kept in registers: every packet sent here is
+    // checked to be of this pool, so its own pool pointer need not be followed.
+    let geo = shared.geometry();
     let mut k = 0;
     let mut b = 0u64;
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
-        let frame = p.data();
-        if p.segment_count() != 1 || frame.len() < min_len {
+        let (off, len) = p.first_seg();
+        let len = len as usize;
+        if p.segment_count() != 1 || len < min_len || !p.is_from(shared) {
             break;
         }
-        let cs = SendTemplate::cs_index(p.offload.l3_csum, p.offload.l4_csum);
-        let addr = frame.as_ptr() as u64;
+        let eth = tmpl.eth_word(p.offload.l3_csum, p.offload.l4_csum);
+        let idx = p.buffer_index();
+        let addr = geo.buf_ptr(idx) as u64 + off as u64;
         if INLINE {
-            tmpl.write_inline18(w, cw, cs, frame, addr);
+            // SAFETY: `len` bytes at `addr` are the packet's data, in its buffer of this pool
+            // (checked above), which the packet owns while this slice lives.
+            let frame = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+            tmpl.write_inline18(w, cw, eth, frame, addr);
         } else {
-            tmpl.write(w, cw, cs, frame.len() as u32, addr);
+            tmpl.write(w, cw, eth, len as u32, addr);
         }
-        *slot = p.buffer_index();
-        b += frame.len() as u64;
-        cw = cw.wrapping_add(SendTemplate::IDX_STEP);
+        *slot = idx;
+        b += len as u64;
+        cw = cw.wrapping_add(SendTemplate::IDX_STEP_RAW);
         k += 1;
     }
     *bytes = bytes.wrapping_add(b);
@@ -174,6 +191,7 @@ impl Tx {
         cq: &super::rings::CqRing,
         lkey: u32,
         caps: &DvCaps,
+        pool: &crate::Mempool,
     ) -> crate::Result<Tx> {
         if !sq.wqe_cnt.is_power_of_two() || !(4..=32768).contains(&sq.wqe_cnt) {
             return Err(crate::Error::Config(format!(
@@ -203,6 +221,7 @@ impl Tx {
             wqe_cnt: sq.wqe_cnt,
             sqn: sq.sqn,
             lkey,
+            shared: pool.shared(),
             dbrec: sq.dbrec,
             bf_reg: sq.bf_reg.as_ptr(),
             bf_size: sq.bf_size,
@@ -232,6 +251,11 @@ impl Tx {
     #[inline(always)]
     fn free_bbs(&self) -> u32 {
         self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
+    }
+
+    /// Whether the send WQEs carry the 18-byte inline L2 header.
+    pub(crate) fn inlines_header(&self) -> bool {
+        self.mode == Mode::Inline18
     }
 
     /// Packets handed to the device and not completed yet.
@@ -295,9 +319,10 @@ impl Tx {
         };
     }
 
-    /// Sends packets from the front of `pkts`; returns how many were taken (sent, or dropped and
-    /// counted as `tx_drops` when they cannot be sent at all: shorter than 14 bytes or more
-    /// buffers than a WQE can point at).
+    /// Sends packets from the front of `pkts`; returns how many were handed to the device.
+    /// Packets that cannot be sent at all (shorter than 14 bytes, more buffers than a WQE can
+    /// point at, or buffers of another pool) are taken out of `pkts` too, freed and counted as
+    /// `tx_drops`, but not in the count returned.
     pub(crate) fn burst(
         &mut self,
         pkts: &mut Vec<Packet>,
@@ -334,16 +359,19 @@ impl Tx {
         unsafe { pkts.set_len(0) };
         let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
-        let mut n = 0;
+        let (mut n, mut dropped) = (0, 0);
         while n < total {
             // Fast run: consecutive single-buffer packets into consecutive WQEBBs, up to the end
             // of the SQ ring or of the buffer ring (so that neither index wraps inside the run).
             let sq_slot = (self.pi as u32 & self.mask) as usize;
             let buf_slot = (self.buf_pi & self.buf_mask) as usize;
+            // Also up to a multiple of 256 WQEs: the control word steps in memory order
+            // (`SendTemplate::IDX_STEP_RAW`), which holds while the index's low byte does not wrap.
             let run = (self.free_bbs() as usize)
                 .min(total - n)
                 .min(self.wqe_cnt as usize - sq_slot)
-                .min(self.bufs.len() - buf_slot);
+                .min(self.bufs.len() - buf_slot)
+                .min(256 - (self.pi & 0xff) as usize);
             // SAFETY: elements `n..n + run` of the Vec are initialized and not moved yet
             // (`n + run <= total`); they stay in place while this shared slice lives.
             let src = unsafe { std::slice::from_raw_parts(base.add(n), run) };
@@ -363,6 +391,7 @@ impl Tx {
                 src,
                 self.pi,
                 min_len,
+                self.shared,
                 &mut self.bytes_posted,
             );
             if k > 0 {
@@ -380,7 +409,7 @@ impl Tx {
             }
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() >= min_len {
+            if p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared) {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };
@@ -388,8 +417,9 @@ impl Tx {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
+                    dropped += 1;
                     // SAFETY: element `n` is initialized and is moved out exactly once.
-                    cache.free(unsafe { std::ptr::read(base.add(n)) });
+                    self.discard(unsafe { std::ptr::read(base.add(n)) }, cache);
                 }
                 None => break,
             }
@@ -407,7 +437,7 @@ impl Tx {
             self.request_completion(last);
             self.doorbell(last);
         }
-        n
+        n - dropped
     }
 
     /// Hands the first `n` packets over (their buffers are in the buffer ring now, or they were
@@ -423,7 +453,7 @@ impl Tx {
         for p in pkts.drain(..n) {
             // Buffers recorded in the ring are the device's now; a dropped packet is freed.
             if !self.was_posted(&p) {
-                cache.free(p);
+                self.discard(p, cache);
             } else {
                 let _ = p.into_raw();
             }
@@ -434,10 +464,23 @@ impl Tx {
         }
     }
 
-    /// Whether `p` went into a WQE (false for packets the burst dropped).
+    /// Frees a packet the burst drops: into `cache` if it is of this queue's pool, else
+    /// through its own pool (a `PoolCache` takes only its pool's buffers).
+    #[inline(never)]
+    fn discard(&self, p: Packet, cache: &mut PoolCache) {
+        if p.is_from(self.shared) {
+            cache.free(p);
+        } else {
+            drop(p);
+        }
+    }
+
+    /// Whether `p` can go into a WQE at all (false for packets a burst drops): at least an
+    /// Ethernet header, no more buffers than a WQE can point at, and buffers of this queue's
+    /// pool (the only memory its key covers, and the only pool its buffer ring returns to).
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
-        p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3
+        p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3 && p.is_from(self.shared)
     }
 
     /// Any packet as one SEND WQE (chains, short packets, WQEs over several WQEBBs).
@@ -445,7 +488,7 @@ impl Tx {
     /// `Some(Some(start))`: written at `start`.
     fn write_general(&mut self, p: &Packet, cs: u8, min_inline: usize) -> Option<Option<u16>> {
         let len = p.len();
-        if len < MIN_FRAME || p.segment_count() as u32 > MAX_DS - 3 {
+        if !self.was_posted(p) {
             return Some(None);
         }
         let inl = min_inline.min(len);
@@ -477,7 +520,7 @@ impl Tx {
                 ctrl::OPCODE_SEND,
                 self.sqn,
                 ds as u8,
-                0,
+                ctrl::CE_ONLY_FIRST_ERR,
                 // Buffers this WQE holds (see `close_wqe`): one per segment.
                 p.segment_count() as u32,
             );
@@ -530,12 +573,12 @@ impl Tx {
     ) -> usize {
         let (pkts0, bbs0) = (self.pkts_posted, self.pi);
         let mut last = None;
-        let mut n = 0;
+        let (mut n, mut dropped) = (0, 0);
         // Open session: (start WQEBB, packets, bytes, cs flags).
         let mut sess: Option<(u16, u32, u64, u8)> = None;
         for p in pkts.iter() {
             let cs = cs_flags(p, self.tx_csum);
-            if p.segment_count() == 1 && p.len() >= MIN_FRAME {
+            if p.segment_count() == 1 && p.len() >= MIN_FRAME && p.is_from(self.shared) {
                 if let Some((start, k, bytes, scs)) = sess {
                     let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
                     if scs == cs && k < EMPW_MAX_PKTS && room {
@@ -576,7 +619,10 @@ impl Tx {
             }
             match self.write_general(p, cs, 0) {
                 Some(Some(start)) => last = Some(start),
-                Some(None) => stats.add(Counter::TxDrops, 1),
+                Some(None) => {
+                    stats.add(Counter::TxDrops, 1);
+                    dropped += 1;
+                }
                 None => break,
             }
             n += 1;
@@ -588,7 +634,7 @@ impl Tx {
         self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
         self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
         self.finish_burst(pkts, n, last, cache);
-        n
+        n - dropped
     }
 
     /// Writes the title of an eMPW session of `k` packets at `start` and records it.
@@ -602,7 +648,7 @@ impl Tx {
             ctrl::OPCODE_ENHANCED_MPSW,
             self.sqn,
             ds as u8,
-            0,
+            ctrl::CE_ONLY_FIRST_ERR,
             k,
         );
         eth::EthSeg::new_unchecked(&mut bb[16..32]).fill(cs, 0);
@@ -610,11 +656,19 @@ impl Tx {
         self.close_wqe(start, ds.div_ceil(4), k, bytes);
     }
 
+    /// Whether one more completion may be requested: the CQ must keep room for every CQE
+    /// requested and not yet polled, plus the one error CQE a failure adds (see the module docs
+    /// on the completion modes).
+    #[inline(always)]
+    fn cq_room(&self) -> bool {
+        self.pending_reqs + 1 < self.cq.len()
+    }
+
     /// Asks for a completion on the WQE at `last` if enough has gone out since the last request.
     #[inline(always)]
     fn request_completion(&mut self, last: u16) {
         if (self.unreq_pkts >= COMP_THRESH_PKTS || self.unreq_bbs >= self.req_thresh_bbs)
-            && self.pending_reqs < self.cq.len()
+            && self.cq_room()
         {
             self.wqebb(last)[ctrl::field::FM_CE_SE] = ctrl::CE_ALWAYS;
             self.record(last);
@@ -629,19 +683,22 @@ impl Tx {
     fn doorbell(&mut self, last: u16) {
         let mut first8 = [0u8; 8];
         first8.copy_from_slice(&self.wqebb(last)[0..8]);
-        mmio::release_fence();
+        // The order of libmlx5's `post_send_db` (rdma-core providers/mlx5/qp.c): to-device
+        // barrier and doorbell record (both in `dbrec_store`), `mmio_wc_start`, the 8-byte UAR
+        // store, `mmio_flush_writes`.
         mmio::dbrec_store(self.dbrec, self.pi as u32);
-        mmio::store_fence();
+        mmio::wc_flush();
         // SAFETY: `bf_reg + bf_off` is this queue's doorbell register (or one of its two
         // BlueFlame halves), 8-byte aligned, in the UAR page the control objects keep mapped.
         unsafe { mmio::uar_write64(self.bf_reg.add(self.bf_off as usize), first8) };
+        mmio::wc_flush();
         self.bf_off ^= self.bf_size;
     }
 
     /// Posts a NOP asking for a completion when posted WQEs have none requested, so that their
     /// buffers come back even if no more traffic follows.
     pub(crate) fn flush_request(&mut self) {
-        if self.unreq_bbs == 0 || self.free_bbs() == 0 {
+        if self.unreq_bbs == 0 || self.free_bbs() == 0 || !self.cq_room() {
             return;
         }
         let pi = self.pi;

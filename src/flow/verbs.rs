@@ -24,6 +24,11 @@
 //! * Values are ANDed with their masks (mlx5 rejects value bits outside the mask).
 //! * [`Action::Drop`] appends `ibv_flow_spec_action_drop`. Queue and RSS actions add no spec:
 //!   the QP the flow is attached to is the destination ([`CompiledFlow::target`]).
+//! * [`compile_tagged`] appends `ibv_flow_spec_action_tag` to a rule that does not drop: the
+//!   device then reports that tag in every CQE of a frame the rule steered (the mlx5 CQE's
+//!   `sop_drop_qpn` / flow tag, 24 bits; the kernel refuses larger tags). The ports tag each
+//!   rule with its index + 1, so 0 means "no rule". A drop rule gets none: its frames make no
+//!   CQE.
 //! * A rule whose destination MAC is multicast (the group bit set in address and mask) gets
 //!   `IBV_FLOW_ATTR_FLAGS_DONT_TRAP`, so the kernel still receives its copy — except a drop rule,
 //!   which is meant to keep the frames from everyone.
@@ -51,8 +56,12 @@ pub const IBV_FLOW_SPEC_IPV4_EXT: u32 = 0x32;
 pub const IBV_FLOW_SPEC_TCP: u32 = 0x40;
 /// `IBV_FLOW_SPEC_UDP`.
 pub const IBV_FLOW_SPEC_UDP: u32 = 0x41;
+/// `IBV_FLOW_SPEC_ACTION_TAG`.
+pub const IBV_FLOW_SPEC_ACTION_TAG: u32 = 0x1000;
 /// `IBV_FLOW_SPEC_ACTION_DROP`.
 pub const IBV_FLOW_SPEC_ACTION_DROP: u32 = 0x1001;
+/// Largest flow tag the device carries (24 bits).
+pub const MAX_FLOW_TAG: u32 = 0x00ff_ffff;
 
 /// Where the frames of a compiled flow go.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -184,6 +193,18 @@ const DROP_LAYOUT: Layout = Layout {
     mask: 8,
 };
 
+/// `struct ibv_flow_spec_action_tag`: the header, 2 bytes of padding, the 32-bit tag.
+mod tag {
+    use std::ops::Range;
+    pub const LAYOUT: super::Layout = super::Layout {
+        ty: super::IBV_FLOW_SPEC_ACTION_TAG,
+        len: 12,
+        val: 8,
+        mask: 12,
+    };
+    pub const TAG_ID: Range<usize> = 8..12;
+}
+
 /// A view of one spec inside the flow buffer.
 struct SpecView<'a> {
     buf: &'a mut [u8],
@@ -259,6 +280,21 @@ fn multicast_dst(p: &Pattern) -> bool {
 /// it matches an IP protocol other than TCP and UDP without saying which IP version (field
 /// `ip_proto`): verbs carries the protocol only in an IPv4 or IPv6 spec.
 pub fn compile(rule: &Rule, port: u8) -> Result<CompiledFlow, RuleError> {
+    compile_tagged(rule, port, None)
+}
+
+/// As [`compile`], adding a flow tag action with `tag` (1 to [`MAX_FLOW_TAG`]) unless the
+/// rule drops.
+///
+/// # Errors
+/// As [`compile`]; [`RuleError::Invalid`] for a tag of more than 24 bits.
+pub fn compile_tagged(rule: &Rule, port: u8, tag: Option<u32>) -> Result<CompiledFlow, RuleError> {
+    if let Some(t) = tag.filter(|&t| t > MAX_FLOW_TAG) {
+        return Err(RuleError::Invalid {
+            field: "tag",
+            reason: format!("flow tag {t}: the device carries at most 24 bits ({MAX_FLOW_TAG})"),
+        });
+    }
     rule.validate(u16::MAX)?;
     let p = &rule.pattern;
     let drop = rule.action == Action::Drop;
@@ -370,6 +406,10 @@ pub fn compile(rule: &Rule, port: u8) -> Result<CompiledFlow, RuleError> {
 
     if drop {
         fb.spec(&DROP_LAYOUT);
+    } else if let Some(t) = tag {
+        // The spec has no mask: write the tag straight into its bytes.
+        let s = fb.spec(&tag::LAYOUT);
+        s.buf[tag::TAG_ID].copy_from_slice(&t.to_ne_bytes());
     }
     let target = match &rule.action {
         Action::Queue(q) => FlowTarget::Queue(*q),

@@ -68,9 +68,10 @@ use wq::Wq;
 
 /// Inline data asked for per send WR; frames up to what the provider grants go inline.
 const INLINE_REQUEST: u32 = 128;
-/// Compiles a rule to the `ibv_create_flow` buffer and where its frames go.
-fn compile_rule(rule: &Rule, port: u8) -> Result<(Vec<u8>, FlowTarget)> {
-    let c = crate::flow::verbs::compile(rule, port)?;
+/// Compiles rule number `index` to the `ibv_create_flow` buffer, tagged `index + 1` (what its
+/// frames' CQEs report as flow tag), and where its frames go.
+fn compile_rule(rule: &Rule, index: usize, port: u8) -> Result<(Vec<u8>, FlowTarget)> {
+    let c = crate::flow::verbs::compile_tagged(rule, port, Some(index as u32 + 1))?;
     Ok((c.bytes, c.target))
 }
 
@@ -160,8 +161,8 @@ pub(crate) fn install_rules(
         wqs,
         pd: pd.clone(),
     };
-    for rule in rules {
-        let (mut bytes, target) = compile_rule(rule, port)?;
+    for (i, rule) in rules.iter().enumerate() {
+        let (mut bytes, target) = compile_rule(rule, i, port)?;
         control.install(&mut bytes, target, rule)?;
     }
     Ok(Box::new(control))

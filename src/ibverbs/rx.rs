@@ -235,11 +235,7 @@ impl Rx {
                 let len = wc.byte_len as u16;
                 let mut p = Packet::from_raw_parts(shared, idx, self.headroom, len);
                 let csum = wc.wc_flags & ibv_wc_flags::IBV_WC_IP_CSUM_OK.0 != 0;
-                p.meta = RxMeta {
-                    l3_csum_ok: csum,
-                    l4_csum_ok: csum,
-                    ..RxMeta::default()
-                };
+                p.meta = RxMeta::new(0, 0, None, csum, csum);
                 bytes += len as u64;
                 out.push(p);
                 done.got += 1;

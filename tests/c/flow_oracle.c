@@ -5,14 +5,15 @@
  *
  * Input: one rule per line, whitespace-separated key=value fields, all optional except action:
  *   prio=N port=N dmac=MAC/MASK smac=MAC/MASK vlan=N ethertype=N ip=4|6 src=ADDR/LEN
- *   dst=ADDR/LEN proto=N l4=udp|tcp sport=N dport=N action=queue|rss|drop
+ *   dst=ADDR/LEN proto=N l4=udp|tcp sport=N dport=N tag=N action=queue|rss|drop
  * Numbers are decimal (strtol base 0, so 0x.. works too). MACs are xx:xx:xx:xx:xx:xx.
  * Output: one line per input line, the buffer as lower-case hex, or "error <why>".
  *
  * The mapping is the one documented in src/flow/verbs.rs: an eth spec first (MACs, ethertype
  * with mask 0xffff, explicit or implied by the IP version, VLAN id with mask 0x0fff), then
  * ipv4 / ipv4_ext (when a protocol has no L4 spec to carry it) / ipv6, then tcp/udp, then a
- * drop action; values ANDed with masks; DONT_TRAP for a multicast destination unless dropping.
+ * drop action, or a flow tag action (tag=N) on a rule that does not drop; values ANDed with masks;
+ * DONT_TRAP for a multicast destination unless dropping.
  */
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
@@ -35,6 +36,7 @@ struct rule {
 	int ip, l4; /* ip: 0, 4, 6; l4: 0, 6 (tcp), 17 (udp) */
 	struct net src, dst;
 	int drop;
+	long tag;
 };
 
 static int parse_mac(const char *s, uint8_t out[6])
@@ -199,6 +201,14 @@ static void emit(const struct rule *r)
 		nspecs++;
 	}
 
+	if (r->tag >= 0 && !r->drop) {
+		struct ibv_flow_spec_action_tag *s = (struct ibv_flow_spec_action_tag *)(buf + off);
+		s->type = IBV_FLOW_SPEC_ACTION_TAG;
+		s->size = sizeof(*s);
+		s->tag_id = (uint32_t)r->tag;
+		off += sizeof(*s);
+		nspecs++;
+	}
 	if (r->drop) {
 		struct ibv_flow_spec_action_drop *s = (struct ibv_flow_spec_action_drop *)(buf + off);
 		s->type = IBV_FLOW_SPEC_ACTION_DROP;
@@ -222,7 +232,7 @@ int main(void)
 		struct rule r;
 		const char *bad = NULL;
 		memset(&r, 0, sizeof(r));
-		r.vlan = r.ethertype = r.proto = r.sport = r.dport = -1;
+		r.vlan = r.ethertype = r.proto = r.sport = r.dport = r.tag = -1;
 		r.port = 1;
 		for (char *tok = strtok(line, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
 			char *eq = strchr(tok, '=');
@@ -264,6 +274,8 @@ int main(void)
 				r.sport = strtol(v, NULL, 0);
 			else if (!strcmp(k, "dport"))
 				r.dport = strtol(v, NULL, 0);
+			else if (!strcmp(k, "tag"))
+				r.tag = strtol(v, NULL, 0);
 			else if (!strcmp(k, "action"))
 				r.drop = !strcmp(v, "drop");
 			else

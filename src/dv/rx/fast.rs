@@ -4,41 +4,36 @@
 
 use super::*;
 
-/// Index into [`CSUM_OK`] of a CQE's checksum bits: byte 29 bits 6:2 (L4 and L3 types) and
-/// byte 28 bits 2:1 (L4 / L3 ok), as bits 6:2 and 1:0.
+/// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
+/// `hash` (host order; a mini-CQE's, or the CQE's own).
 #[inline(always)]
-pub(super) fn csum_index(hds_ip_ext: u8, l4_hdr_type_etc: u8) -> usize {
-    (l4_hdr_type_etc & 0x7c | (hds_ip_ext >> 1) & 3) as usize
+pub(super) fn meta_of(b: &[u8; 64], hash: u32) -> RxMeta {
+    RxMeta::from_raw(
+        word(b, cqe::field::HDS_IP_EXT),
+        hash.to_be(),
+        word(b, cqe::field::SOP_DROP_QPN.start),
+    )
 }
 
-/// (l3_csum_ok, l4_csum_ok) of a CQE by [`csum_index`]: the IPv4 header checksum was verified
-/// (or the packet is IPv6, which has none); a TCP/UDP checksum was verified.
-static CSUM_OK: [(bool, bool); 128] = {
-    let mut t = [(false, false); 128];
-    let mut i = 0;
-    while i < 128 {
-        let (ok, types) = ((i as u8 & 3) << 1, i as u8 & 0x7c);
-        let (l3, l4) = ((types >> 2) & 3, (types >> 4) & 7);
-        t[i] = (
-            (l3 == cqe::L3_IPV4 && ok & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
-            l4 != cqe::L4_NONE && ok & cqe::L4_OK != 0,
-        );
-        i += 1;
-    }
-    t
-};
-
+/// The 4 bytes of `b` at `at`, as they lie in memory.
 #[inline(always)]
-pub(super) fn meta_of(c: &Cqe<&[u8; 64]>, hash: u32) -> RxMeta {
-    // Bytes 28 and 29 hold every flag used here.
-    let t = c.l4_hdr_type_etc();
-    let (l3_csum_ok, l4_csum_ok) = CSUM_OK[csum_index(c.hds_ip_ext(), t) & 127];
-    RxMeta {
-        l3_csum_ok,
-        l4_csum_ok,
-        vlan_tci: (t & cqe::CV != 0).then_some(c.vlan_info()),
-        rss_hash: hash,
-        flow_tag: c.flow_tag(),
+fn word(b: &[u8; 64], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The packet metadata of the CQE at `c`, copied raw: three loads, no decoding.
+///
+/// # Safety
+/// `c` must point at a 64-byte CQE software owns.
+#[inline(always)]
+pub(super) unsafe fn meta_at(c: *const u8) -> RxMeta {
+    // SAFETY: the caller guarantees 64 readable bytes at `c`; the reads are unaligned-safe.
+    unsafe {
+        RxMeta::from_raw(
+            std::ptr::read_unaligned(c.add(cqe::field::HDS_IP_EXT) as *const u32),
+            std::ptr::read_unaligned(c.add(cqe::field::RX_HASH.start) as *const u32),
+            std::ptr::read_unaligned(c.add(cqe::field::SOP_DROP_QPN.start) as *const u32),
+        )
     }
 }
 
@@ -61,14 +56,12 @@ impl FastRx {
     /// and (`ONE`) one buffer per WQE or (`!ONE`) `1 << shift`. Moves `cq.ci`; returns
     /// (packets, bytes).
     ///
-    /// `META`: fill the packets' [`RxMeta`] from the CQEs (else leave it at its default).
-    ///
     /// `REPOST` (only with `ONE`, on a full ring of 16-byte WQEs): each completed WQE is posted
     /// again at once with a fresh buffer from the end of `fresh` (packet `i` takes
     /// `fresh[fresh.len() - 1 - i]`), so at most `fresh.len()` packets are taken; the caller
     /// moves the RQ producer index and writes the doorbell record. Otherwise `fresh` is unused.
     #[inline(never)]
-    pub(super) fn run<const STEP: usize, const ONE: bool, const REPOST: bool, const META: bool>(
+    pub(super) fn run<const STEP: usize, const ONE: bool, const REPOST: bool>(
         &self,
         cq: &mut Cq,
         out: &mut [MaybeUninit<Packet>],
@@ -126,16 +119,14 @@ impl FastRx {
                 } else {
                     std::mem::replace(slot, EMPTY)
                 };
+                // SAFETY: as above: the 64-byte CQE at `c` is software's.
+                let meta = unsafe { meta_at(c) };
                 o.write(Packet::from_device_in(
                     self.shared,
                     idx,
                     self.headroom,
                     len,
-                    if META {
-                        meta_of(&q, q.rx_hash())
-                    } else {
-                        RxMeta::default()
-                    },
+                    meta,
                 ));
                 bytes += len as u64;
                 k += 1;

@@ -24,15 +24,111 @@ fn udp_frame(sport: u16) -> Vec<u8> {
     f
 }
 
-/// Packets received with metadata on and off: same bytes; off leaves `RxMeta::default()`,
-/// on carries what the device reported (here: a verified IPv4 header checksum). Several
-/// bursts, so that the reposting loop and the ring wrap are both crossed.
+/// Every packet carries the metadata the device reported (here: a verified IPv4 header
+/// checksum and the flow's RSS hash) and its bytes, over several bursts, so that the reposting
+/// loop and the ring wrap are both crossed.
 #[test]
-fn metadata_switch_leaves_meta_at_default_and_nothing_else_changes() {
+fn received_packets_carry_their_metadata() {
     use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
     use crate::{HugePages, Mempool, MempoolConfig};
-    let mut seen = Vec::new();
-    for meta in [true, false] {
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 512,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        rq_wqes: 64,
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    let mut out = Vec::with_capacity(32);
+    for round in 0..10u16 {
+        for k in 0..40u16 {
+            let f = udp_frame(1000 + round * 40 + k);
+            port.inject_frame(&f);
+            want.push(f);
+        }
+        port.process();
+        for _ in 0..4 {
+            q.rx_burst(&mut out, 32);
+            for p in out.drain(..) {
+                got.push((p.to_vec(), p.meta));
+            }
+        }
+    }
+    assert_eq!(got.len(), 400);
+    for (_, m) in &got {
+        assert!(m.l3_csum_ok() && m.rss_hash() != 0, "{m:?}");
+        assert_eq!(m.vlan_tci(), None);
+        assert_eq!(m.flow_tag(), 0, "no rules, no tag");
+    }
+    assert_eq!(got.into_iter().map(|(b, _)| b).collect::<Vec<_>>(), want);
+    drop(q);
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+/// The metadata a packet keeps raw decodes to what the CQE views (`wire::cqe`, checked
+/// against mlx5dv.h by `tests/dv_oracle.rs`) say, for every value of the two flag bytes, with
+/// a VLAN TCI, an RSS hash and a flow tag (whose top byte, not part of the tag, is set).
+#[test]
+fn raw_meta_decodes_like_the_cqe_views() {
+    for b28 in 0..=255u8 {
+        for b29 in 0..=255u8 {
+            let mut c = [0u8; 64];
+            c[cqe::field::HDS_IP_EXT] = b28;
+            c[cqe::field::L4_HDR_TYPE_ETC] = b29;
+            let k = b28 as u32 * 256 + b29 as u32;
+            c[cqe::field::VLAN_INFO].copy_from_slice(&(k as u16 ^ 0x5a5a).to_be_bytes());
+            c[cqe::field::RX_HASH].copy_from_slice(&k.wrapping_mul(0x9e37_79b9).to_be_bytes());
+            c[cqe::field::SOP_DROP_QPN].copy_from_slice(&(0xab00_0000 | k).to_be_bytes());
+            let q = Cqe::new_unchecked(&c);
+            let l3 = q.l3_type();
+            let want = (
+                (l3 == cqe::L3_IPV4 && b28 & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
+                q.l4_type() != cqe::L4_NONE && b28 & cqe::L4_OK != 0,
+            );
+            let m = meta_of(&c, q.rx_hash());
+            assert_eq!((m.l3_csum_ok(), m.l4_csum_ok()), want, "{b28:#x} {b29:#x}");
+            let vlan = (b29 & cqe::CV != 0).then_some(q.vlan_info());
+            assert_eq!(m.vlan_tci(), vlan, "{b28:#x} {b29:#x}");
+            assert_eq!(m.rss_hash(), q.rx_hash());
+            assert_eq!(m.flow_tag(), q.flow_tag());
+            // The fast path's raw copy is the same metadata.
+            // SAFETY: `c` is 64 readable bytes.
+            let raw = unsafe { fast::meta_at(c.as_ptr()) };
+            assert_eq!(raw, m);
+            assert_eq!(format!("{raw:?}"), format!("{m:?}"));
+        }
+    }
+}
+
+/// `Rx::reset` drains the CQ the way `poll` walks it: a compressed session (title, then
+/// mini-CQE arrays in the slots after it, which carry no owner bit) is skipped whole, by the
+/// title's count, as DPDK (mlx5_rx.c, the `zip` handling in `mlx5_rx_poll_len`) and VPP
+/// (src/plugins/rdma/input.c, `cq_ci += n_mini_cqes` and `compressed_cqe_reset_owner`) consume
+/// it. Stepping one slot at a time lands on mini-CQE arrays and leaves the consumer index
+/// inside a session, after which no completion is ever seen again. Here the CQ holds sessions
+/// (one of them half consumed) when the RQ is reset; every frame sent after the reset arrives,
+/// over several laps of the CQ.
+#[test]
+fn reset_drains_compressed_sessions_whole() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::rings::MiniCqeFormat;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    // One flow (so that both mini-CQE formats compress), a sequence number in the payload.
+    let tagged = |seq: u16| {
+        let mut f = udp_frame(7);
+        f[42..44].copy_from_slice(&seq.to_be_bytes());
+        f
+    };
+    for fmt in [MiniCqeFormat::Hash, MiniCqeFormat::CsumStrideIdx] {
         let pool = Mempool::new(&MempoolConfig {
             buffers: 512,
             huge_pages: HugePages::Never,
@@ -42,57 +138,217 @@ fn metadata_switch_leaves_meta_at_default_and_nothing_else_changes() {
         let port = ModelPort::new(ModelOptions {
             rq_wqes: 64,
             wire: ModelWire::Sink,
+            cqe_compression: Some(fmt),
             ..Default::default()
         })
         .unwrap();
-        let mut dq = port.queue(0, &pool).unwrap();
-        dq.set_rx_metadata(meta);
-        let mut q = dq.into_queue();
-        let mut got = Vec::new();
-        let mut out = Vec::with_capacity(32);
-        for round in 0..10u16 {
+        let (rings, keep) = port.rings(0, &pool).unwrap();
+        let mut hook = port.recover_hook(0);
+        let mut cache = pool.cache();
+        let stats = StatsWriter::default();
+        let mut rx = Rx::new(
+            &rings.rq,
+            &rings.rx_cq,
+            rings.lkey,
+            rings.caps.cqe_compression,
+            &pool,
+        )
+        .unwrap();
+        rx.refill(&mut cache);
+        let mut out = Vec::with_capacity(64);
+        let mut got = 0u32;
+        for round in 0..12u16 {
+            // Sessions of 20 completions (the same flow compresses), 3 mini-CQE arrays each.
             for k in 0..40u16 {
-                port.inject_frame(&udp_frame(1000 + round * 40 + k));
+                port.inject_frame(&tagged(round * 100 + k));
             }
             port.process();
+            // Take 5 completions (half a session), then reset with the rest still in the CQ.
+            let (n, err) = rx.poll(&mut out, 5, &stats, &mut cache);
+            assert!(err.is_none());
+            assert_eq!(n, 5, "{fmt:?} round {round}: the CQ was left mid-session");
+            out.clear();
+            rx.zero_dbrec();
+            hook.recover_rq().unwrap();
+            rx.reset(&mut cache);
+            rx.refill(&mut cache);
+            // After the reset: every frame arrives.
+            for k in 0..30u16 {
+                port.inject_frame(&tagged(round * 100 + 50 + k));
+            }
+            port.process();
+            let mut seen = Vec::new();
             for _ in 0..4 {
-                q.rx_burst(&mut out, 32);
-                for p in out.drain(..) {
-                    got.push((p.to_vec(), p.meta));
+                let (n, err) = rx.poll(&mut out, 64, &stats, &mut cache);
+                assert!(err.is_none());
+                got += n as u32;
+                seen.extend(out.drain(..).map(|p| {
+                    let d = p.to_vec();
+                    u16::from_be_bytes([d[42], d[43]])
+                }));
+                rx.refill(&mut cache);
+            }
+            let want: Vec<u16> = (0..30).map(|k| round * 100 + 50 + k).collect();
+            assert_eq!(seen, want, "{fmt:?} round {round}");
+        }
+        assert_eq!(got, 12 * 30);
+        hook.quiesce();
+        rx.release_all(&mut cache);
+        cache.flush();
+        drop(keep);
+        pool.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity(), "{fmt:?}");
+    }
+}
+
+/// Packets decompressed from checksum-format mini-CQEs carry no RSS hash of their own: they
+/// report none (0), not the title's (kernel mlx5e, `mlx5e_decompress_cqe_no_hash`); packets
+/// from plain CQEs keep the device's hash.
+#[test]
+fn checksum_format_mini_cqes_report_no_rss_hash() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::rings::MiniCqeFormat;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 512,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        rq_wqes: 64,
+        wire: ModelWire::Sink,
+        cqe_compression: Some(MiniCqeFormat::CsumStrideIdx),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let (mut hashed, mut unhashed) = (0u64, 0u64);
+    let mut out = Vec::with_capacity(64);
+    for round in 0..8u16 {
+        // A lone frame (a plain CQE), then a run of one flow (a compressed session).
+        port.inject_frame(&udp_frame(round));
+        port.process();
+        for _ in 0..20 {
+            port.inject_frame(&udp_frame(9));
+        }
+        port.process();
+        for _ in 0..3 {
+            q.rx_burst(&mut out, 64);
+            for p in out.drain(..) {
+                if p.meta.rss_hash() == 0 {
+                    unhashed += 1;
+                } else {
+                    hashed += 1;
                 }
             }
         }
-        assert_eq!(got.len(), 400, "meta {meta}");
-        if meta {
-            assert!(got.iter().all(|(_, m)| m.l3_csum_ok), "{:?}", got[0].1);
-        } else {
-            assert!(got.iter().all(|(_, m)| *m == RxMeta::default()));
-        }
-        seen.push(got.into_iter().map(|(b, _)| b).collect::<Vec<_>>());
-        drop(q);
-        drop(port);
-        pool.flush_local_cache();
-        assert_eq!(pool.available(), pool.capacity(), "meta {meta}");
     }
-    assert_eq!(seen[0], seen[1]);
+    let c = port.counters();
+    assert!(c.mini_cqes > 0, "{c:?}");
+    assert_eq!(hashed + unhashed, 8 * 21);
+    assert_eq!(unhashed, c.mini_cqes, "{c:?}");
+    drop(q);
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
 }
 
+/// A striding RQ WQE the device completes with LOCAL_LENGTH_ERR (here: one whose strides do not
+/// add up to the WQE size, which the model refuses that way) fails that WQE only, as DPDK
+/// handles it (mlx5_rx.c, `mlx5_rx_err_handle`): the driver counts it, retires the WQE with its
+/// buffers still posted, and receives every later frame; every buffer comes home.
 #[test]
-fn csum_table_matches_the_cqe_bits() {
-    for b28 in 0..=255u8 {
-        for b29 in 0..=255u8 {
-            let mut c = [0u8; 64];
-            c[cqe::field::HDS_IP_EXT] = b28;
-            c[cqe::field::L4_HDR_TYPE_ETC] = b29;
-            let q = Cqe::new_unchecked(&c);
-            let l3 = q.l3_type();
-            let want = (
-                (l3 == cqe::L3_IPV4 && b28 & cqe::L3_OK != 0) || l3 == cqe::L3_IPV6,
-                q.l4_type() != cqe::L4_NONE && b28 & cqe::L4_OK != 0,
-            );
-            let m = meta_of(&q, 0);
-            assert_eq!((m.l3_csum_ok, m.l4_csum_ok), want, "{b28:#x} {b29:#x}");
-            assert_eq!(m.vlan_tci.is_some(), b29 & cqe::CV != 0);
+fn striding_length_error_skips_one_wqe() {
+    use crate::dv::rings::MiniCqeFormat;
+    striding_length_error_case(None);
+    striding_length_error_case(Some(MiniCqeFormat::CsumStrideIdx));
+}
+
+fn striding_length_error_case(fmt: Option<crate::dv::rings::MiniCqeFormat>) {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire, RxKind};
+    use crate::dv::rings::Striding;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 256,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        rq_wqes: 4,
+        rx: RxKind::Striding(Striding {
+            log_num_strides: 3,
+            log_stride_size: 8,
+            two_byte_shift: false,
+        }),
+        wire: ModelWire::Sink,
+        cqe_compression: fmt,
+        ..Default::default()
+    })
+    .unwrap();
+    let (rings, keep) = port.rings(0, &pool).unwrap();
+    let mut hook = port.recover_hook(0);
+    let mut cache = pool.cache();
+    let stats = StatsWriter::default();
+    let mut rx = Rx::new(&rings.rq, &rings.rx_cq, rings.lkey, fmt, &pool).unwrap();
+    rx.refill(&mut cache);
+    // WQE 1's first stride claims half its size: the device cannot use the WQE.
+    let set_first_stride = |rx: &Rx, len: u32| {
+        DataSeg::new_unchecked(&mut rx.wqe(1)[16..32]).set_byte_count(len);
+    };
+    set_first_stride(&rx, 128);
+    let mut out = Vec::with_capacity(64);
+    let mut seen = Vec::new();
+    let tagged = |seq: u16| {
+        let mut f = udp_frame(7);
+        f.resize(200, 0);
+        f[42..44].copy_from_slice(&seq.to_be_bytes());
+        f
+    };
+    let mut poll = |rx: &mut Rx, cache: &mut PoolCache, seen: &mut Vec<u16>| {
+        for _ in 0..4 {
+            let (_, err) = rx.poll(&mut out, 64, &stats, cache);
+            assert!(err.is_none(), "a length error is not a queue failure");
+            seen.extend(out.drain(..).map(|p| {
+                let d = p.to_vec();
+                u16::from_be_bytes([d[42], d[43]])
+            }));
+            rx.refill(cache);
         }
+    };
+    // 8 frames of 200 bytes fill WQE 0 (one stride each); the 9th meets WQE 1 and is lost.
+    for seq in 0..9 {
+        port.inject_frame(&tagged(seq));
     }
+    port.process();
+    poll(&mut rx, &mut cache, &mut seen);
+    assert_eq!(seen, (0..8).collect::<Vec<_>>(), "{fmt:?}");
+    assert_eq!(stats.snapshot().rx_errors, 1);
+    assert_eq!(port.counters().rx_error_cqes, 1);
+    // The driver put WQE 1 back as it was; repair it before the device comes round to it.
+    set_first_stride(&rx, 256);
+    // Later frames: every one arrives, over several laps of the 4 WQEs.
+    seen.clear();
+    for round in 0..10u16 {
+        for k in 0..12 {
+            port.inject_frame(&tagged(100 + round * 12 + k));
+        }
+        port.process();
+        poll(&mut rx, &mut cache, &mut seen);
+    }
+    assert_eq!(seen, (100..220).collect::<Vec<_>>(), "{fmt:?}");
+    assert_eq!(stats.snapshot().rx_errors, 1);
+    let c = port.counters();
+    assert_eq!(
+        fmt.is_some(),
+        c.mini_cqes > 0,
+        "compressed exactly when asked: {c:?}"
+    );
+    hook.quiesce();
+    rx.release_all(&mut cache);
+    cache.flush();
+    drop(keep);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
 }

@@ -43,11 +43,18 @@ fn error_with_chains(min_inline: u16, empw: bool) {
             .collect();
         let before = burst.len();
         let n = q.tx_burst(&mut burst);
-        runts += (0..n)
+        // Taken out of the burst: what the device got (`n`), and the runts, dropped.
+        let consumed = before - burst.len();
+        let want_runts = (0..consumed)
             .filter(|&i| shapes[(round + i) % shapes.len()] == [8])
-            .count() as u64;
+            .count();
+        assert_eq!(
+            consumed - n,
+            want_runts,
+            "only the runts are dropped up front"
+        );
+        runts += want_runts as u64;
         taken += n as u64;
-        assert_eq!(burst.len(), before - n, "the rest stay, in order");
         drop(burst);
         port.process();
         saw_error |= q.take_error().is_some();
@@ -61,7 +68,7 @@ fn error_with_chains(min_inline: u16, empw: bool) {
     let s = q.stats();
     assert_eq!(s.tx_errors, 1, "{s:?}");
     assert!(s.tx_drops >= runts, "{s:?}");
-    assert_eq!(s.tx_packets + s.tx_drops, taken, "{s:?}");
+    assert_eq!(s.tx_packets + s.tx_drops, taken + runts, "{s:?}");
     drop(q);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity(), "buffers leaked");
@@ -80,4 +87,196 @@ fn send_error_with_chains_inline18() {
 #[test]
 fn send_error_with_chains_empw() {
     error_with_chains(0, true);
+}
+
+/// Every WQE that does not ask for a completion asks for "only the first error" (DPDK
+/// drivers/net/mlx5/mlx5_tx.h, `MLX5_COMP_ONLY_FIRST_ERR` in `mlx5_tx_cseg_init`): after a send
+/// error the device then writes one error CQE, not one per flushed WQE, so the TX CQ cannot
+/// overrun whatever the SQ holds. Checked on the ring bytes, for plain SENDs, chained SENDs,
+/// inline headers and eMPW sessions.
+#[test]
+fn unsignaled_wqes_use_only_first_error_completion() {
+    use crate::dv::tx::Tx;
+    use crate::dv::wire::ctrl;
+    use crate::stats::StatsWriter;
+    for (min_inline, empw) in [(0, false), (18, false), (0, true)] {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 1024,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            sq_wqebbs: 256,
+            min_inline,
+            empw,
+            wire: ModelWire::Sink,
+            ..Default::default()
+        })
+        .unwrap();
+        let (rings, keep) = port.rings(0, &pool).unwrap();
+        let mut tx = Tx::new(&rings.sq, &rings.tx_cq, rings.lkey, &rings.caps, &pool).unwrap();
+        let (stats, mut cache) = (StatsWriter::default(), pool.cache());
+        let mut taken = 0;
+        let shapes: [&[usize]; 4] = [&[60], &[10, 100], &[200], &[30, 40, 50]];
+        for round in 0..6 {
+            let mut burst: Vec<Packet> = (0..9)
+                .map(|i| chained(&pool, shapes[(round + i) % shapes.len()]))
+                .collect();
+            taken += tx.burst(&mut burst, &stats, &mut cache);
+        }
+        assert!(taken > 40);
+        // Walk the WQEs written, by their DS counts.
+        let sq = rings.sq.buf.as_ptr();
+        let (mut at, mut wqes, mut signaled) = (0usize, 0, 0);
+        let len = rings.sq.wqe_cnt as usize * 64;
+        // SAFETY: the SQ ring is `wqe_cnt` WQEBBs of live memory owned by `keep`; the model
+        // was never run, so nothing else touches it while this slice lives.
+        let ring = unsafe { std::slice::from_raw_parts(sq, len) };
+        while at < tx.pi as usize {
+            let c = ctrl::CtrlSeg::new_unchecked(&ring[at * 64..at * 64 + 16]);
+            let ce = c.fm_ce_se() & ctrl::CE_MASK;
+            assert!(
+                ce == ctrl::CE_ONLY_FIRST_ERR || ce == ctrl::CE_ALWAYS,
+                "inline {min_inline} empw {empw}: WQE at {at} has completion mode {ce:#x}"
+            );
+            signaled += (ce == ctrl::CE_ALWAYS) as u32;
+            wqes += 1;
+            at += ((c.ds() & 0x3f) as usize).div_ceil(4);
+        }
+        assert!(wqes > signaled && signaled > 0, "{wqes} {signaled}");
+        tx.release_all(&mut cache);
+        cache.flush();
+        drop(keep);
+        pool.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity());
+    }
+}
+
+/// A device that wants the L2 header inline (here the model with `min_inline: 18`) while rawq
+/// was told it needs none: the first sends fail with a local QP operation error, and the
+/// queue says what to do (set RAWQ_DV_MIN_INLINE=18) and stays down instead of recovering into
+/// the same error forever. Every packet taken is counted as dropped; every buffer comes home.
+#[test]
+fn missing_inline_header_fails_clearly() {
+    use crate::dv::queue::DvQueue;
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 1024,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        sq_wqebbs: 64,
+        min_inline: 18,
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .unwrap();
+    let (mut rings, keep) = port.rings(0, &pool).unwrap();
+    // The wrong guess.
+    rings.caps.min_inline = 0;
+    // SAFETY: `rings` point into `keep`, which the queue owns until it is dropped, and
+    // `rings.lkey` registers `pool` with this model port.
+    let dq = unsafe { DvQueue::new(0, rings, &pool, port.recover_hook(0), Box::new(keep)) };
+    let mut q = dq.unwrap().into_queue();
+    let mut taken = 0;
+    let mut err = None;
+    for _ in 0..10 {
+        let mut burst: Vec<Packet> = (0..8).map(|_| chained(&pool, &[60])).collect();
+        taken += q.tx_burst(&mut burst) as u64;
+        drop(burst);
+        q.reclaim();
+        port.process();
+        if let Some(e) = q.take_error() {
+            err.get_or_insert(e);
+        }
+    }
+    let e = err.expect("the send error was reported").to_string();
+    assert!(
+        e.contains("RAWQ_DV_MIN_INLINE=18") && e.contains("stays down"),
+        "{e}"
+    );
+    let s = q.stats();
+    assert_eq!(s.tx_packets, 0, "{s:?}");
+    assert_eq!(s.tx_drops, taken, "{s:?}");
+    let mut more: Vec<Packet> = (0..4).map(|_| chained(&pool, &[60])).collect();
+    assert_eq!(
+        q.tx_burst(&mut more),
+        0,
+        "a queue that is down takes nothing"
+    );
+    drop(more);
+    assert_eq!(port.counters().tx_error_cqes, 1);
+    drop(q);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+/// `tx_burst` returns only what it handed to the device: packets it cannot send (runts, and
+/// packets of another pool, whose buffers this queue's memory key does not cover and whose
+/// indices mean nothing to its pool) leave the `Vec`, are counted in `tx_drops` and freed to
+/// their own pool, and are not in the count returned. Every mode; every buffer of both pools
+/// comes home.
+#[test]
+fn tx_burst_counts_only_what_the_device_took() {
+    for (min_inline, empw) in [(0, false), (18, false), (0, true)] {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 1024,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let other = Mempool::new(&MempoolConfig {
+            buffers: 64,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            sq_wqebbs: 256,
+            min_inline,
+            empw,
+            wire: ModelWire::Sink,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut q = port.queue(0, &pool).unwrap().into_queue();
+        let (mut returned, mut consumed) = (0u64, 0u64);
+        for round in 0..8 {
+            let mut burst = Vec::new();
+            for i in 0..12 {
+                burst.push(match (round + i) % 4 {
+                    0 => chained(&other, &[60]), // another pool
+                    1 => chained(&pool, &[8]),   // a runt
+                    2 => chained(&pool, &[10, 100]),
+                    _ => chained(&pool, &[200]),
+                });
+            }
+            let before = burst.len();
+            returned += q.tx_burst(&mut burst) as u64;
+            consumed += (before - burst.len()) as u64;
+            drop(burst);
+            port.process();
+            q.reclaim();
+            port.process();
+        }
+        for _ in 0..5 {
+            q.reclaim();
+            port.process();
+        }
+        let s = q.stats();
+        let c = port.counters();
+        assert_eq!(consumed, 96, "inline {min_inline} empw {empw}");
+        assert_eq!(s.tx_drops, 48, "{s:?}");
+        assert_eq!(returned, 48, "inline {min_inline} empw {empw}: {s:?}");
+        assert_eq!(s.tx_packets, returned, "{s:?}");
+        assert_eq!(c.tx_frames, returned, "{c:?}");
+        assert_eq!(c.tx_error_cqes, 0, "{c:?}");
+        drop(q);
+        pool.flush_local_cache();
+        other.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity());
+        assert_eq!(other.available(), other.capacity());
+    }
 }

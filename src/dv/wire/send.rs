@@ -27,13 +27,31 @@ const fn cs_word(cs: u8) -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// Bytes 4..8 of a data segment's first word: the lkey, big-endian.
+const fn lkey_hi_bytes(lkey: u32) -> [u8; 8] {
+    let k = lkey.to_be_bytes();
+    [0, 0, 0, 0, k[0], k[1], k[2], k[3]]
+}
+
+/// The memory-order word whose bytes 0..4 are `v` big-endian and 4..8 zero: one byte swap
+/// and no shift on a little-endian CPU.
+#[inline(always)]
+fn be_low(v: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        v.swap_bytes() as u64
+    } else {
+        (v as u64) << 32
+    }
+}
+
 /// Precomputed words of a single-buffer SEND WQE of one queue.
 #[derive(Debug, Clone, Copy)]
 pub struct SendTemplate {
     /// Control word 0..8 without the WQE index: opmod 0, opcode SEND, QPN, DS.
     ctrl0: u64,
-    /// Data segment word 0..8 without the byte count: the lkey.
-    lkey: u64,
+    /// Data segment word 0..8 without the byte count, in memory order (the lkey's big-endian
+    /// bytes at 4..8), to OR with [`be_low`] of the byte count.
+    lkey_raw: u64,
     /// The same word for the data after an 18-byte inline header, less 18 bytes: adding
     /// `frame_len << 32` gives `(frame_len - 18) << 32 | lkey`.
     lkey_after_inline: u64,
@@ -55,7 +73,7 @@ impl SendTemplate {
         };
         SendTemplate {
             ctrl0: (ctrl::OPCODE_SEND as u64) << 32 | ((sqn & 0x00ff_ffff) as u64) << 8 | ds,
-            lkey: lkey as u64,
+            lkey_raw: u64::from_ne_bytes(lkey_hi_bytes(lkey)),
             lkey_after_inline: (lkey as u64).wrapping_sub((eth::L2_INLINE as u64) << 32),
             eth0: [0, l3, l4, l3 | l4],
         }
@@ -78,14 +96,48 @@ impl SendTemplate {
     /// The difference between the control words of consecutive WQE indices.
     pub const IDX_STEP: u64 = 1 << 40;
 
-    /// Control segment: control word `cw` (from [`SendTemplate::ctrl_word`]), `fm_ce_se` 0,
-    /// immediate [`SendTemplate::IMM`].
+    /// Control word 0..8 for WQE index `idx` in memory order: the word [`SendTemplate::write`]
+    /// stores as it is.
+    #[inline(always)]
+    pub const fn ctrl_raw(&self, idx: u16) -> u64 {
+        u64::from_ne_bytes(self.ctrl_word(idx).to_be_bytes())
+    }
+
+    /// The difference between the memory-order control words of consecutive WQE indices
+    /// ([`SendTemplate::ctrl_raw`]) as long as the index's low byte does not wrap: on a
+    /// little-endian CPU the index's low byte is bits 16..24 of the word, and a carry out of it
+    /// would go the wrong way. A loop stepping by it stops at every multiple of 256.
+    pub const IDX_STEP_RAW: u64 = if cfg!(target_endian = "little") {
+        1 << 16
+    } else {
+        1 << 40
+    };
+
+    /// Ethernet segment bytes 0..8 (memory order) for a packet asking for checksums `l3` /
+    /// `l4`: zero when it asks for none (a predictable branch instead of a table load).
+    #[inline(always)]
+    pub fn eth_word(&self, l3: bool, l4: bool) -> u64 {
+        if !(l3 | l4) {
+            0
+        } else {
+            self.eth0[Self::cs_index(l3, l4)]
+        }
+    }
+
+    /// Control segment: memory-order control word `cw` ([`SendTemplate::ctrl_raw`]), `fm_ce_se`
+    /// [`ctrl::CE_ONLY_FIRST_ERR`], immediate [`SendTemplate::IMM`].
     #[inline(always)]
     fn ctrl(&self, w: &mut [u8; WQEBB], cw: u64) {
-        put64(w, ctrl::field::OPMOD_IDX_OPCODE.start, cw);
-        // Signature 0, DCI stream 0, fm_ce_se 0, then the immediate.
-        put64(w, ctrl::field::SIGNATURE, Self::IMM as u64);
+        put_raw64(w, ctrl::field::OPMOD_IDX_OPCODE.start, cw);
+        // Signature 0, DCI stream 0, fm_ce_se, then the immediate.
+        put64(w, ctrl::field::SIGNATURE, Self::SIG_TO_IMM);
     }
+
+    /// Bytes 8..16 of the control segment, as one big-endian word: signature and DCI stream 0,
+    /// completion mode "only the first error" (what DPDK puts in every WQE that does not ask for
+    /// a completion: drivers/net/mlx5/mlx5_tx.h, `mlx5_tx_cseg_init`, MLX5_COMP_ONLY_FIRST_ERR),
+    /// the immediate.
+    const SIG_TO_IMM: u64 = (ctrl::CE_ONLY_FIRST_ERR as u64) << 32 | Self::IMM as u64;
 
     /// The immediate of every WQE written here. The immediate of an Ethernet SEND is free for
     /// software; the driver keeps the number of pool buffers the WQE holds there (here one).
@@ -98,25 +150,32 @@ impl SendTemplate {
         put64(w, at + data::field::ADDR.start, addr);
     }
 
-    /// Writes the WQE with control word `cw` ([`SendTemplate::ctrl_word`]), no inline header: `frame_len` bytes at `addr`, checksum request `cs`
-    /// ([`SendTemplate::cs_index`]).
+    /// Writes the WQE with memory-order control word `cw` ([`SendTemplate::ctrl_raw`]) and
+    /// Ethernet word `eth` ([`SendTemplate::eth_word`]), no inline header: `frame_len` bytes at
+    /// `addr`.
     #[inline(always)]
-    pub fn write(&self, w: &mut [u8; WQEBB], cw: u64, cs: usize, frame_len: u32, addr: u64) {
+    pub fn write(&self, w: &mut [u8; WQEBB], cw: u64, eth: u64, frame_len: u32, addr: u64) {
         self.ctrl(w, cw);
         // Software-parser offsets 0, cs_flags, software-parser flags 0, MSS 0.
-        put_raw64(w, ETH + eth::field::SWP_OFFS.start, self.eth0[cs & 3]);
+        put_raw64(w, ETH + eth::field::SWP_OFFS.start, eth);
         // Metadata 0, inline_hdr_sz 0, two unused inline bytes.
         put64(w, ETH + eth::field::METADATA.start, 0);
-        self.dseg(w, ETH + DS, (frame_len as u64) << 32 | self.lkey, addr);
+        // Byte count and lkey, big-endian, as one memory-order word.
+        put_raw64(
+            w,
+            ETH + DS + data::field::BYTE_COUNT.start,
+            be_low(frame_len) | self.lkey_raw,
+        );
+        put64(w, ETH + DS + data::field::ADDR.start, addr);
     }
 
-    /// Writes the WQE with control word `cw`, inlining the first 18 bytes of
-    /// `frame` (which must be longer than that), whose first byte is at `addr`; checksum
-    /// request `cs`.
+    /// Writes the WQE with memory-order control word `cw` and Ethernet word `eth`, inlining
+    /// the first 18 bytes of `frame` (which must be longer than that), whose first byte is at
+    /// `addr`.
     #[inline(always)]
-    pub fn write_inline18(&self, w: &mut [u8; WQEBB], cw: u64, cs: usize, frame: &[u8], addr: u64) {
+    pub fn write_inline18(&self, w: &mut [u8; WQEBB], cw: u64, eth: u64, frame: &[u8], addr: u64) {
         self.ctrl(w, cw);
-        put_raw64(w, ETH + eth::field::SWP_OFFS.start, self.eth0[cs & 3]);
+        put_raw64(w, ETH + eth::field::SWP_OFFS.start, eth);
         put32(w, ETH + eth::field::METADATA.start, 0);
         put16(
             w,
@@ -154,11 +213,18 @@ mod tests {
             } else {
                 0
             };
-            let csi = SendTemplate::cs_index(l3, l4);
+            let _ = SendTemplate::cs_index(l3, l4);
             let addr = next();
             let frame: Vec<u8> = (0..19 + next() % 100).map(|_| next() as u8).collect();
             let (t, i) = (SendTemplate::new(sqn, lkey, false, true), idx & 0xfffe);
             assert_eq!(t.ctrl_word(i + 1), t.ctrl_word(i) + SendTemplate::IDX_STEP);
+            // The memory-order step, within a run of indices that does not wrap the low byte.
+            let j = idx & 0xff00 | (idx as u8).min(0xfe) as u16;
+            assert_eq!(
+                t.ctrl_raw(j + 1),
+                t.ctrl_raw(j).wrapping_add(SendTemplate::IDX_STEP_RAW),
+                "{j:#x}"
+            );
             for inline in [false, true] {
                 let t = SendTemplate::new(sqn, lkey, inline, csum);
                 let mut got = [0xa5u8; 64];
@@ -170,11 +236,11 @@ mod tests {
                     ctrl::OPCODE_SEND,
                     sqn,
                     ds,
-                    0,
+                    ctrl::CE_ONLY_FIRST_ERR,
                     SendTemplate::IMM,
                 );
                 if inline {
-                    t.write_inline18(&mut got, t.ctrl_word(idx), csi, &frame, addr);
+                    t.write_inline18(&mut got, t.ctrl_raw(idx), t.eth_word(l3, l4), &frame, addr);
                     let mut e = EthSeg::new_unchecked(&mut want[16..48]);
                     e.fill(cs, 18);
                     e.inline_hdr_mut()[..18].copy_from_slice(&frame[..18]);
@@ -184,7 +250,8 @@ mod tests {
                         addr + 18,
                     );
                 } else {
-                    t.write(&mut got, t.ctrl_word(idx), csi, frame.len() as u32, addr);
+                    let (len, eth) = (frame.len() as u32, t.eth_word(l3, l4));
+                    t.write(&mut got, t.ctrl_raw(idx), eth, len, addr);
                     EthSeg::new_unchecked(&mut want[16..32]).fill(cs, 0);
                     // Bytes 14..16 of a segment with no inline header are unused: write 0.
                     want[30..32].fill(0);

@@ -509,8 +509,8 @@ fn receive_ring_is_refilled_in_batches_and_frames_arrive_with_metadata() {
     assert_eq!((done.got, done.error.is_none()), (32, true));
     for (i, p) in out.iter().enumerate() {
         assert_eq!(p.data(), &[i as u8; 64][..]);
-        assert_eq!(p.meta.l3_csum_ok, i % 2 == 0);
-        assert_eq!(p.meta.l4_csum_ok, i % 2 == 0);
+        assert_eq!(p.meta.l3_csum_ok(), i % 2 == 0);
+        assert_eq!(p.meta.l4_csum_ok(), i % 2 == 0);
     }
     // 32 short of 128 reaches the refill threshold: topped up in the same call.
     assert_eq!(r.rx.posted(), 128);
