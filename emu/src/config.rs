@@ -1,0 +1,89 @@
+//! What the launcher (`scripts/emu.sh`) tells the emulator, through the environment.
+//!
+//! * `RAWQ_EMU_WIRE=IFNAME`: the port's wire is that Linux interface (AF_PACKET); unset or
+//!   empty: the port is looped back to itself.
+//! * `RAWQ_EMU_NETDEV=TAPNAME`: the port's kernel netdev (a TAP device made beforehand).
+//! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
+//!   every send carries the 18-byte L2 header inline).
+//! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
+
+/// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MinInline {
+    /// `MLX5_USER_INLINE_MODE_NONE`.
+    None,
+    /// `MLX5_USER_INLINE_MODE_L2`.
+    L2,
+}
+
+impl MinInline {
+    /// Parses `none` / `l2`.
+    pub fn parse(s: &str) -> Option<MinInline> {
+        match s {
+            "none" | "" => Some(MinInline::None),
+            "l2" => Some(MinInline::L2),
+            _ => None,
+        }
+    }
+
+    /// Bytes of inline header demanded.
+    pub fn bytes(self) -> u16 {
+        match self {
+            MinInline::None => 0,
+            MinInline::L2 => 18,
+        }
+    }
+}
+
+/// The emulator's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Interface the port's wire is (None: loopback).
+    pub wire: Option<String>,
+    /// TAP interface of the port's kernel netdev.
+    pub netdev: Option<String>,
+    /// `eth_min_inline`.
+    pub min_inline: MinInline,
+    /// Log commands.
+    pub debug: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            wire: None,
+            netdev: None,
+            min_inline: MinInline::None,
+            debug: false,
+        }
+    }
+}
+
+impl Config {
+    /// From the environment; a bad value is reported on stderr and the default used.
+    pub fn from_env() -> Config {
+        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let min_inline = match get("RAWQ_EMU_MIN_INLINE") {
+            None => MinInline::None,
+            Some(v) => MinInline::parse(&v).unwrap_or_else(|| {
+                eprintln!("rawq-emu: RAWQ_EMU_MIN_INLINE={v:?} is not none|l2; using none");
+                MinInline::None
+            }),
+        };
+        Config {
+            wire: get("RAWQ_EMU_WIRE"),
+            netdev: get("RAWQ_EMU_NETDEV"),
+            min_inline,
+            debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
+        }
+    }
+
+    /// The interface name GIDs are attached to in sysfs (`gid_attrs/ndevs/N` must name a real
+    /// interface: libibverbs resolves it with `if_nametoindex`).
+    pub fn gid_ndev(&self) -> &str {
+        self.netdev
+            .as_deref()
+            .or(self.wire.as_deref())
+            .unwrap_or("lo")
+    }
+}

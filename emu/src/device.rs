@@ -1,0 +1,187 @@
+//! The emulated device and its open files (the kernel's `ib_uverbs_device` / `ib_uverbs_file`).
+//!
+//! One [`Device`] per emulated NIC, made at the first open of its node. Its hardware, rawq's
+//! device model ([`Hw`]), starts at the first GET_CONTEXT, with its own thread. If the model
+//! cannot be started the device still answers every control command (discovery, queries,
+//! objects), numbering objects itself, and says once on stderr that there is no data path.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rawq::dv::model::hw::{Hw, HwOptions, NetdevPath};
+use rawq::dv::model::{ModelThread, ModelWire};
+
+use crate::config::Config;
+use crate::events::Events;
+use crate::mmap::Uars;
+use crate::objects::Objects;
+use crate::{caps, cmd, sys, Errno};
+
+/// A context (`ib_ucontext`), made by GET_CONTEXT.
+pub struct Ucontext {
+    /// bfregs granted (`tot_bfregs`).
+    pub tot_bfregs: u32,
+    /// Our own map of the UAR pages (the model polls them).
+    pub uars: Option<Uars>,
+    /// Our end of the async event fd.
+    pub async_tx: i32,
+}
+
+/// One open of the device node.
+pub struct UFile {
+    /// The command fd (a memfd; the application maps UAR pages from it).
+    pub fd: i32,
+    /// The context, once GET_CONTEXT ran.
+    pub ctx: Option<Ucontext>,
+    /// Its objects.
+    pub objs: Objects,
+}
+
+/// The device.
+pub struct Device {
+    /// Configuration.
+    pub cfg: Config,
+    hw: OnceLock<Option<Hw>>,
+    thread: Mutex<Option<ModelThread>>,
+    /// Completion-channel and async event delivery.
+    pub events: Arc<Events>,
+    next_num: AtomicU32,
+    files: Mutex<HashMap<i32, Arc<Mutex<UFile>>>>,
+}
+
+impl Device {
+    /// A device with this configuration (nothing started yet).
+    pub fn new(cfg: Config) -> Device {
+        Device {
+            cfg,
+            hw: OnceLock::new(),
+            thread: Mutex::new(None),
+            events: Arc::new(Events::default()),
+            next_num: AtomicU32::new(0x100),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Logs a line when `RAWQ_EMU_DEBUG` is set.
+    pub fn log(&self, args: std::fmt::Arguments<'_>) {
+        if self.cfg.debug {
+            eprintln!("[rawq-emu] {args}");
+        }
+    }
+
+    /// A fresh object number (PDN, lkey index, or a number for an object the model does not
+    /// hold).
+    pub fn next_num(&self) -> u32 {
+        self.next_num.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The hardware, started on first use; `None` if the model could not start.
+    pub fn hw(&self) -> Option<&Hw> {
+        self.hw.get_or_init(|| self.start_hw()).as_ref()
+    }
+
+    fn start_hw(&self) -> Option<Hw> {
+        let wire = match &self.cfg.wire {
+            Some(ifname) => ModelWire::Bridge {
+                ifname: ifname.clone(),
+            },
+            None => ModelWire::Loopback,
+        };
+        let opts = HwOptions {
+            min_inline: self.cfg.min_inline.bytes(),
+            max_frame: 9216,
+            flow_control: false,
+            wire_capacity: 4096,
+            wire,
+            netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {
+                ifname: ifname.clone(),
+            }),
+            clock_khz: 0,
+        };
+        match Hw::new(opts) {
+            Ok(hw) => {
+                let events = Arc::clone(&self.events);
+                hw.set_event_sink(Box::new(move |ev| events.on_hw_event(ev)));
+                if let Ok(mut t) = self.thread.lock() {
+                    *t = hw.spawn(None);
+                }
+                Some(hw)
+            }
+            Err(e) => {
+                eprintln!(
+                    "rawq-emu: the device model did not start ({e}); {} answers control \
+                     commands only (no data path)",
+                    caps::IBDEV
+                );
+                None
+            }
+        }
+    }
+
+    /// open() of the node: a new file over a sparse memfd.
+    ///
+    /// # Errors
+    /// The memfd's errno.
+    pub fn open(&self, cloexec: bool) -> Result<i32, Errno> {
+        let fd = sys::memfd(caps::UVERBS, cloexec)?;
+        let f = UFile {
+            fd,
+            ctx: None,
+            objs: Objects::default(),
+        };
+        self.files
+            .lock()
+            .map_err(|_| libc::EIO)?
+            .insert(fd, Arc::new(Mutex::new(f)));
+        self.log(format_args!("open -> fd {fd}"));
+        Ok(fd)
+    }
+
+    fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
+        let files = self.files.lock().map_err(|_| libc::EIO)?;
+        files.get(&fd).cloned().ok_or(libc::EBADF)
+    }
+
+    /// write() on a command fd.
+    ///
+    /// # Errors
+    /// The command's errno.
+    pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
+        let f = self.file(fd)?;
+        let mut f = f.lock().map_err(|_| libc::EIO)?;
+        cmd::write(self, &mut f, buf, count)
+    }
+
+    /// Validates an mmap of the command fd (`mlx5_ib_mmap`).
+    ///
+    /// # Errors
+    /// EINVAL / EPERM as the kernel.
+    pub fn mmap_check(&self, fd: i32, len: usize, off: i64) -> Result<(), Errno> {
+        let f = self.file(fd)?;
+        let f = f.lock().map_err(|_| libc::EIO)?;
+        crate::mmap::check(f.ctx.as_ref(), len, off)
+    }
+
+    /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →
+    /// `uverbs_destroy_ufile_hw`).
+    pub fn release(&self, fd: i32) {
+        let f = match self.files.lock() {
+            Ok(mut files) => files.remove(&fd),
+            Err(_) => None,
+        };
+        let Some(f) = f else { return };
+        let Ok(mut f) = f.lock() else { return };
+        cmd::destroy_all(self, &mut f);
+        if let Some(ctx) = f.ctx.take() {
+            sys::close(ctx.async_tx);
+        }
+        self.log(format_args!("release fd {fd}"));
+    }
+}
+
+/// The process's emulated device (configured from the environment at first use).
+pub fn device() -> &'static Device {
+    static DEV: OnceLock<Device> = OnceLock::new();
+    DEV.get_or_init(|| Device::new(Config::from_env()))
+}

@@ -1,0 +1,102 @@
+//! The Rust half of the interposer: the `rawq_emu_*` entry points `interpose.c` calls. Each
+//! catches panics (a panic must never unwind into C) and answers an errno instead.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::caps;
+use crate::device::device;
+
+/// "Not ours: use the real call" (`RAWQ_EMU_PASS` in interpose.c).
+const PASS: i32 = i32::MIN;
+
+fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+fn path_is_ours(path: *const libc::c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    // SAFETY: interpose.c passes the caller's NUL-terminated path, non-null (checked above).
+    let p = unsafe { CStr::from_ptr(path) };
+    p.to_bytes() == caps::UVERBS_PATH.as_bytes()
+}
+
+/// open() of a `/dev/infiniband/uverbs*` path: the new fd, `-errno`, or [`PASS`].
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_open_dev(path: *const libc::c_char, flags: i32) -> i32 {
+    guarded(-libc::EIO, || {
+        if !path_is_ours(path) {
+            return PASS;
+        }
+        match device().open(flags & libc::O_CLOEXEC != 0) {
+            Ok(fd) => fd,
+            Err(e) => -e,
+        }
+    })
+}
+
+/// stat() of a device path: 1 with `major`/`minor` filled if it is ours, else 0.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string; `major`/`minor` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_stat_dev(
+    path: *const libc::c_char,
+    major: *mut u32,
+    minor: *mut u32,
+) -> i32 {
+    guarded(0, || {
+        if !path_is_ours(path) || major.is_null() || minor.is_null() {
+            return 0;
+        }
+        // SAFETY: interpose.c passes pointers to two local unsigned ints (checked non-null).
+        unsafe {
+            *major = caps::UVERBS_MAJOR;
+            *minor = caps::UVERBS_MINOR;
+        }
+        1
+    })
+}
+
+/// write() on a command fd: `count` or `-errno`.
+#[no_mangle]
+pub extern "C" fn rawq_emu_write(fd: i32, buf: *const u8, count: usize) -> isize {
+    guarded(-(libc::EIO as isize), || {
+        match device().write(fd, buf as u64, count) {
+            Ok(n) => n as isize,
+            Err(e) => -(e as isize),
+        }
+    })
+}
+
+/// mmap() of a command fd: 0 if the offset names a page, else `-errno`.
+#[no_mangle]
+pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, off: i64) -> i32 {
+    guarded(-libc::EIO, || match device().mmap_check(fd, len, off) {
+        Ok(()) => 0,
+        Err(e) => -e,
+    })
+}
+
+/// close() of a command fd.
+#[no_mangle]
+pub extern "C" fn rawq_emu_release(fd: i32) {
+    guarded((), || device().release(fd));
+}
+
+/// An ioctl on a command fd (answered ENOTTY by interpose.c).
+#[no_mangle]
+pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64) {
+    guarded((), || {
+        device().log(format_args!(
+            "ioctl({fd}, {req:#x}) -> ENOTTY (write() ABI fallback)"
+        ));
+    });
+}
