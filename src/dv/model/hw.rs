@@ -12,14 +12,17 @@
 //! lkey). Every method validates its arguments and answers [`Error::Config`] /
 //! [`Error::Unsupported`] rather than panic; the emulator maps those to the kernel's errno.
 //!
-//! STATUS: interface skeleton; the engine behind it is being built (see the DV issues).
+//! Every data-path behaviour is in [`super::engine`], each with the vendor source it follows.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::dv::rings::{MiniCqeFormat, Striding};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-use super::{ModelCounters, ModelWire};
+use super::engine::HwState;
+pub use super::engine::HwTuning;
+use super::{ModelCounters, ModelThread, ModelWire};
 
 /// Device-wide options (one emulated port).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,17 +233,28 @@ pub enum HwEvent {
 /// The device: a cheap handle (`Clone + Send + Sync`).
 #[derive(Clone)]
 pub struct Hw {
-    _inner: Arc<()>,
+    inner: Arc<HwShared>,
+}
+
+type Sink = Box<dyn FnMut(HwEvent) + Send>;
+
+struct HwShared {
+    st: Mutex<HwState>,
+    /// Events handed from the state to the sink (swapped with the state's, no allocation).
+    spare: Mutex<Vec<HwEvent>>,
+    sink: Mutex<Option<Sink>>,
 }
 
 impl std::fmt::Debug for Hw {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hw").finish_non_exhaustive()
+        f.debug_struct("Hw")
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
     }
 }
 
-fn todo<T>(what: &str) -> Result<T> {
-    Err(Error::Unsupported(format!("model hw: {what} is not built yet")))
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Hw {
@@ -248,30 +262,56 @@ impl Hw {
     ///
     /// # Errors
     /// [`Error::Config`] for bad options; [`Error::Os`] if the wire or netdev cannot be opened.
-    pub fn new(_opts: HwOptions) -> Result<Hw> {
-        todo("Hw::new")
+    pub fn new(opts: HwOptions) -> Result<Hw> {
+        Hw::with_tuning(opts, HwTuning::default())
+    }
+
+    /// A device with its wire and non-default properties.
+    ///
+    /// # Errors
+    /// As [`Hw::new`].
+    pub fn with_tuning(opts: HwOptions, tune: HwTuning) -> Result<Hw> {
+        let st = HwState::new(opts, tune)?;
+        Ok(Hw {
+            inner: Arc::new(HwShared {
+                st: Mutex::new(st),
+                spare: Mutex::new(Vec::with_capacity(256)),
+                sink: Mutex::new(None),
+            }),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HwState> {
+        relock(&self.inner.st)
     }
 
     /// Cables two devices to each other (replacing both wires).
-    pub fn connect(_a: &Hw, _b: &Hw) {}
+    pub fn connect(a: &Hw, b: &Hw) {
+        let ia = a.lock().inbox.clone();
+        let ib = b.lock().inbox.clone();
+        a.lock().link = super::engine::Link::Peer(ib);
+        b.lock().link = super::engine::Link::Peer(ia);
+    }
 
     /// Registers `len` bytes at `addr`; returns the lkey the device will check.
     ///
     /// # Errors
     /// [`Error::Config`] for an empty or wrapping range.
-    pub fn reg_mr(&self, _addr: u64, _len: u64) -> Result<u32> {
-        todo("reg_mr")
+    pub fn reg_mr(&self, addr: u64, len: u64) -> Result<u32> {
+        self.lock().reg_mr(addr, len)
     }
 
     /// Removes a registration.
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown lkey.
-    pub fn dereg_mr(&self, _lkey: u32) -> Result<()> {
-        todo("dereg_mr")
+    pub fn dereg_mr(&self, lkey: u32) -> Result<()> {
+        self.lock().dereg_mr(lkey)
     }
 
-    /// Creates a CQ over the caller's memory; returns the cqn.
+    /// Creates a CQ over the caller's memory; returns the cqn. The device writes
+    /// [`super::engine`]'s arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
+    /// sees every `mlx5_arm_cq` write (libmlx5 never reads that word).
     ///
     /// # Safety
     /// `d.buf` (`cqe_cnt * cqe_size` bytes) and `d.dbrec` (8 bytes) stay valid, and are only
@@ -279,20 +319,22 @@ impl Hw {
     ///
     /// # Errors
     /// [`Error::Config`] for a bad geometry or null pointers.
-    pub unsafe fn create_cq(&self, _d: CqDesc) -> Result<u32> {
-        todo("create_cq")
+    pub unsafe fn create_cq(&self, d: CqDesc) -> Result<u32> {
+        self.lock().create_cq(d)
     }
 
-    /// Creates an SQ (in [`QueueState::Reset`]); returns the sqn.
+    /// Creates an SQ (in [`QueueState::Reset`]); returns the sqn (which the WQEs' control
+    /// segments must carry as their QPN).
     ///
     /// # Safety
     /// As [`Hw::create_cq`], for the SQ ring, its doorbell word and the UAR page, until
-    /// [`Hw::destroy_sq`] returns.
+    /// [`Hw::destroy_sq`] returns. Every data segment's address+length inside a region
+    /// registered with [`Hw::reg_mr`] must stay valid while registered.
     ///
     /// # Errors
     /// [`Error::Config`] for a bad geometry or an unknown CQ.
-    pub unsafe fn create_sq(&self, _d: SqDesc) -> Result<u32> {
-        todo("create_sq")
+    pub unsafe fn create_sq(&self, d: SqDesc) -> Result<u32> {
+        self.lock().create_sq(d)
     }
 
     /// Creates an RQ (in [`QueueState::Reset`]); returns the rqn.
@@ -302,109 +344,260 @@ impl Hw {
     ///
     /// # Errors
     /// [`Error::Config`] for a bad geometry or an unknown CQ.
-    pub unsafe fn create_rq(&self, _d: RqDesc) -> Result<u32> {
-        todo("create_rq")
+    pub unsafe fn create_rq(&self, d: RqDesc) -> Result<u32> {
+        self.lock().create_rq(d)
+    }
+
+    /// Strips one 802.1Q tag on receive on this RQ (`IBV_WQ_FLAGS_CVLAN_STRIPPING`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown RQ.
+    pub fn set_rq_vlan_strip(&self, rqn: u32, on: bool) -> Result<()> {
+        self.lock().rq_mut(rqn)?.vlan_strip = on;
+        Ok(())
     }
 
     /// Creates a TIR over existing RQs; returns the tirn.
     ///
     /// # Errors
-    /// [`Error::Config`] for unknown RQs, an empty table or a bad key.
-    pub fn create_tir(&self, _d: TirDesc) -> Result<u32> {
-        todo("create_tir")
+    /// [`Error::Config`] for unknown RQs, an empty table, several RQs without a hash or a key
+    /// that is not 40 bytes; [`Error::Unsupported`] for hash fields beyond the IPv4/IPv6
+    /// address and TCP/UDP port bits.
+    pub fn create_tir(&self, d: TirDesc) -> Result<u32> {
+        self.lock().create_tir(d)
     }
 
     /// Attaches a flow rule; returns its id.
     ///
     /// # Errors
-    /// [`Error::Config`] for an unknown TIR or contradictory specs.
-    pub fn create_flow(&self, _d: FlowDesc) -> Result<u32> {
-        todo("create_flow")
+    /// [`Error::Config`] for an unknown TIR or contradictory specs (two of one layer, an L3/L4
+    /// spec under another protocol, a tag over 24 bits).
+    pub fn create_flow(&self, d: FlowDesc) -> Result<u32> {
+        self.lock().create_flow(d)
     }
 
-    /// Moves an SQ to `state`.
+    /// Moves an SQ to `state` (Reset zeroes its position and counters; Error flushes what is
+    /// posted; Error → Ready is refused: reset first).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown SQ or a transition the hardware refuses.
+    pub fn set_sq_state(&self, sqn: u32, state: QueueState) -> Result<()> {
+        self.lock().set_sq_state(sqn, state)
+    }
+
+    /// Moves an RQ to `state` (as [`Hw::set_sq_state`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown RQ or a transition the hardware refuses.
+    pub fn set_rq_state(&self, rqn: u32, state: QueueState) -> Result<()> {
+        self.lock().set_rq_state(rqn, state)
+    }
+
+    /// The state of an SQ (it moves to Error by itself after a send error or a CQ overrun).
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown SQ.
-    pub fn set_sq_state(&self, _sqn: u32, _state: QueueState) -> Result<()> {
-        todo("set_sq_state")
+    pub fn sq_state(&self, sqn: u32) -> Result<QueueState> {
+        Ok(self.lock().sq_mut(sqn)?.state)
     }
 
-    /// Moves an RQ to `state`.
+    /// The state of an RQ.
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown RQ.
-    pub fn set_rq_state(&self, _rqn: u32, _state: QueueState) -> Result<()> {
-        todo("set_rq_state")
+    pub fn rq_state(&self, rqn: u32) -> Result<QueueState> {
+        Ok(self.lock().rq_mut(rqn)?.state)
     }
 
     /// Destroys a CQ (refused while an SQ or RQ uses it).
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown or busy CQ.
-    pub fn destroy_cq(&self, _cqn: u32) -> Result<()> {
-        todo("destroy_cq")
+    pub fn destroy_cq(&self, cqn: u32) -> Result<()> {
+        self.lock().destroy_cq(cqn)
     }
 
     /// Destroys an SQ.
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown SQ.
-    pub fn destroy_sq(&self, _sqn: u32) -> Result<()> {
-        todo("destroy_sq")
+    pub fn destroy_sq(&self, sqn: u32) -> Result<()> {
+        self.lock().destroy_sq(sqn)
     }
 
     /// Destroys an RQ (refused while a TIR uses it).
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown or busy RQ.
-    pub fn destroy_rq(&self, _rqn: u32) -> Result<()> {
-        todo("destroy_rq")
+    pub fn destroy_rq(&self, rqn: u32) -> Result<()> {
+        self.lock().destroy_rq(rqn)
     }
 
     /// Destroys a TIR (refused while a flow uses it).
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown or busy TIR.
-    pub fn destroy_tir(&self, _tirn: u32) -> Result<()> {
-        todo("destroy_tir")
+    pub fn destroy_tir(&self, tirn: u32) -> Result<()> {
+        self.lock().destroy_tir(tirn)
     }
 
     /// Detaches a flow rule.
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown flow.
-    pub fn destroy_flow(&self, _id: u32) -> Result<()> {
-        todo("destroy_flow")
+    pub fn destroy_flow(&self, id: u32) -> Result<()> {
+        self.lock().destroy_flow(id)
     }
 
-    /// Registers the receiver of [`HwEvent`]s (called from the device's thread).
-    pub fn set_event_sink(&self, _sink: Box<dyn FnMut(HwEvent) + Send>) {}
+    /// Registers the receiver of [`HwEvent`]s (called from the thread running
+    /// [`Hw::process`], outside the device lock: it may call the device).
+    pub fn set_event_sink(&self, sink: Box<dyn FnMut(HwEvent) + Send>) {
+        *relock(&self.inner.sink) = Some(sink);
+    }
 
-    /// The device clock now, in ticks of `clock_khz`.
+    /// The device clock now, in ticks of `clock_khz` (0 without a clock).
     pub fn clock_ticks(&self) -> u64 {
-        0
+        self.lock().clock_ticks()
     }
 
     /// One round of device work in the calling thread; returns the work items handled.
     pub fn process(&self) -> usize {
-        0
+        self.run(false)
     }
 
-    /// Runs the device in a thread of its own (pinned to `cpu` if given) until the handle is
-    /// dropped.
-    pub fn spawn(&self, _cpu: Option<usize>) -> Option<super::ModelThread> {
-        None
+    /// As [`Hw::process`], also checking each doorbell's UAR write (for a driver stepped in
+    /// the same thread, which cannot race the check).
+    pub fn process_stepped(&self) -> usize {
+        self.run(true)
+    }
+
+    fn run(&self, check_uar: bool) -> usize {
+        let n;
+        {
+            let mut st = self.lock();
+            n = st.process(check_uar);
+            if st.events.is_empty() {
+                return n;
+            }
+            let mut spare = relock(&self.inner.spare);
+            std::mem::swap(&mut st.events, &mut *spare);
+        }
+        let mut spare = relock(&self.inner.spare);
+        let mut sink = relock(&self.inner.sink);
+        for e in spare.drain(..) {
+            if let Some(s) = sink.as_mut() {
+                s(e);
+            }
+        }
+        n
+    }
+
+    /// Runs the device in a thread of its own (pinned to `cpu` with `sched_setaffinity` if
+    /// given) until the handle is dropped. `None` if the thread could not be started.
+    pub fn spawn(&self, cpu: Option<usize>) -> Option<ModelThread> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let hw = self.clone();
+        let handle = std::thread::Builder::new()
+            .name("rawq-mlx5-model".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin_to(c);
+                }
+                let mut idle = 0u32;
+                while !s2.load(Ordering::Relaxed) {
+                    if hw.process() == 0 {
+                        idle += 1;
+                        if idle > 64 {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    } else {
+                        idle = 0;
+                    }
+                }
+            })
+            .ok()?;
+        Some(ModelThread {
+            stop,
+            handle: Some(handle),
+        })
     }
 
     /// The device's counters.
     pub fn counters(&self) -> ModelCounters {
-        ModelCounters::default()
+        self.lock().counters
     }
 
-    /// Makes the `nth` send WQE from now on `sqn` fail with `syndrome`.
-    pub fn inject_tx_error(&self, _sqn: u32, _nth: u64, _syndrome: u8) {}
+    /// The counters of one SQ (since its last reset).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown SQ.
+    pub fn sq_counters(&self, sqn: u32) -> Result<ModelCounters> {
+        Ok(self.lock().sq_mut(sqn)?.ctr)
+    }
 
-    /// Puts `frame` on the wire in front of the port, as if received.
-    pub fn inject_frame(&self, _frame: &[u8]) {}
+    /// The counters of one RQ (since its last reset).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown RQ.
+    pub fn rq_counters(&self, rqn: u32) -> Result<ModelCounters> {
+        Ok(self.lock().rq_mut(rqn)?.ctr)
+    }
+
+    /// Makes the `nth` send WQE from now on `sqn` fail with `syndrome` (unknown SQ: nothing).
+    pub fn inject_tx_error(&self, sqn: u32, nth: u64, syndrome: u8) {
+        if let Ok(s) = self.lock().sq_mut(sqn) {
+            s.inject_fault(nth, syndrome);
+        }
+    }
+
+    /// Holds back the send completions of `sqn` for `steps` rounds of [`Hw::process`].
+    pub fn delay_tx_completions(&self, sqn: u32, steps: u64) {
+        if let Ok(s) = self.lock().sq_mut(sqn) {
+            s.set_delay(steps);
+        }
+    }
+
+    /// Turns flow control (pause rather than drop) on or off.
+    pub fn set_flow_control(&self, on: bool) {
+        self.lock().opts.flow_control = on;
+    }
+
+    /// Puts `frame` on the wire in front of the port, as if received (dropped if the wire is
+    /// full).
+    pub fn inject_frame(&self, frame: &[u8]) {
+        let inbox = self.lock().inbox.clone();
+        inbox.push(frame);
+    }
+}
+
+/// Pins the calling thread to `cpu` (best effort: an impossible CPU leaves it unpinned).
+fn pin_to(cpu: usize) {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain data; zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` < CPU_SETSIZE, checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 = the calling thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// The CPUs the calling thread may run on (for tests of the pinning).
+pub fn current_affinity() -> Vec<usize> {
+    // SAFETY: as in `pin_to`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` < CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }

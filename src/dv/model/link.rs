@@ -1,5 +1,6 @@
-//! The model's wire: inboxes of frames between ports, and an AF_PACKET socket bridging a port to
-//! a real Linux interface (veth, TAP).
+//! The model's wire: inboxes of frames between ports (fixed, recycled buffers: no allocation per
+//! frame once warm), an AF_PACKET socket bridging a port to a real Linux interface (veth), and
+//! a TAP device as the port's kernel netdev.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -7,26 +8,76 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 
-/// Frames waiting to enter a port (what the port's MAC has received), bounded.
+/// Frames waiting to enter a port (what the port's MAC has received), bounded. Buffers are
+/// recycled through a free list, so a warm inbox never allocates.
 #[derive(Debug)]
 pub(crate) struct Inbox {
-    q: Mutex<VecDeque<Vec<u8>>>,
+    q: Mutex<InboxQ>,
     pub(crate) cap: usize,
+    frame_cap: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct InboxQ {
+    full: VecDeque<Vec<u8>>,
+    free: Vec<Vec<u8>>,
 }
 
 impl Inbox {
-    pub(crate) fn new(cap: usize) -> Arc<Inbox> {
+    pub(crate) fn new(cap: usize, frame_cap: usize) -> Arc<Inbox> {
         Arc::new(Inbox {
-            q: Mutex::new(VecDeque::with_capacity(cap)),
+            q: Mutex::new(InboxQ {
+                full: VecDeque::with_capacity(cap),
+                free: Vec::with_capacity(cap + 8),
+            }),
             cap,
+            frame_cap,
         })
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, VecDeque<Vec<u8>>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, InboxQ> {
         self.q.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
+    /// Copies `frame` in; false if the inbox is full.
+    pub(crate) fn push(&self, frame: &[u8]) -> bool {
+        let mut q = self.lock();
+        if q.full.len() >= self.cap {
+            return false;
+        }
+        let mut b = q
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.frame_cap));
+        b.clear();
+        b.extend_from_slice(frame);
+        q.full.push_back(b);
+        true
+    }
+
+    /// Takes the oldest frame (give it back with [`Inbox::recycle`] or [`Inbox::unpop`]).
+    pub(crate) fn pop(&self) -> Option<Vec<u8>> {
+        self.lock().full.pop_front()
+    }
+
+    /// Puts a frame taken by [`Inbox::pop`] back in front.
+    pub(crate) fn unpop(&self, b: Vec<u8>) {
+        self.lock().full.push_front(b);
+    }
+
+    /// Returns a buffer to the free list.
+    pub(crate) fn recycle(&self, b: Vec<u8>) {
+        let mut q = self.lock();
+        if q.free.len() < q.free.capacity() {
+            q.free.push(b);
+        }
+    }
+
+    /// Free room.
+    pub(crate) fn room(&self) -> usize {
+        self.cap.saturating_sub(self.lock().full.len())
+    }
+}
 /// A bound, non-blocking `AF_PACKET` / `SOCK_RAW` socket on one interface.
 #[derive(Debug)]
 pub(crate) struct AfPacket {
@@ -123,5 +174,97 @@ impl AfPacket {
             buf.truncate(n as usize);
             return Some(());
         }
+    }
+}
+
+/// `TUNSETIFF` (`_IOW('T', 202, int)`, linux/if_tun.h).
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+/// `IFF_TAP` (linux/if_tun.h).
+const IFF_TAP: libc::c_short = 0x0002;
+/// `IFF_NO_PI` (linux/if_tun.h): frames without the 4-byte packet-information header.
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+/// An existing TAP interface opened as the port's kernel netdev (non-blocking).
+#[derive(Debug)]
+pub(crate) struct Tap {
+    fd: OwnedFd,
+}
+
+impl Tap {
+    /// Attaches to the TAP interface `ifname`, which must exist (`ip tuntap add NAME mode tap`).
+    pub(crate) fn open(ifname: &str) -> Result<Tap> {
+        let cname = std::ffi::CString::new(ifname)
+            .map_err(|_| Error::Config(format!("interface name {ifname:?} contains a NUL")))?;
+        if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+            return Err(Error::Config(format!(
+                "TAP name {ifname:?}: must be 1..{} bytes",
+                libc::IFNAMSIZ
+            )));
+        }
+        // SAFETY: `cname` is a valid NUL-terminated string.
+        if unsafe { libc::if_nametoindex(cname.as_ptr()) } == 0 {
+            return Err(Error::NotFound {
+                kind: "TAP interface",
+                name: ifname.into(),
+                available: "create it first: ip tuntap add NAME mode tap".into(),
+            });
+        }
+        // SAFETY: plain open(2) of a NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
+                c"/dev/net/tun".as_ptr(),
+                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(Error::last_os("open(/dev/net/tun)"));
+        }
+        // SAFETY: `fd` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ifreq is plain data; zero is a valid starting value.
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+            *d = s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_flags = IFF_TAP | IFF_NO_PI;
+        // SAFETY: TUNSETIFF reads a `struct ifreq`, which `ifr` is.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut ifr) };
+        if rc != 0 {
+            return Err(Error::last_os("ioctl(TUNSETIFF) on the TAP netdev"));
+        }
+        Ok(Tap { fd })
+    }
+
+    /// Writes one frame to the kernel; false if it refused it.
+    pub(crate) fn send(&self, frame: &[u8]) -> bool {
+        // SAFETY: `frame` is a valid buffer of the given length.
+        let n = unsafe {
+            libc::write(
+                self.fd.as_raw_fd(),
+                frame.as_ptr() as *const libc::c_void,
+                frame.len(),
+            )
+        };
+        n == frame.len() as isize
+    }
+
+    /// Reads one frame the kernel sent on the netdev into `buf` (whose capacity is kept);
+    /// `None` when nothing is waiting.
+    pub(crate) fn recv(&self, buf: &mut Vec<u8>) -> Option<()> {
+        buf.resize(buf.capacity().max(65536), 0);
+        // SAFETY: `buf` has `buf.len()` writable bytes.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
+        if n <= 0 {
+            buf.clear();
+            return None;
+        }
+        buf.truncate(n as usize);
+        Some(())
     }
 }

@@ -30,6 +30,10 @@
 //!
 //! Nothing a driver writes makes the model panic; malformed work becomes error CQEs and counters
 //! ([`ModelCounters`]).
+//!
+//! Underneath, the port is built from [`hw::Hw`], the model as hardware: independent CQ, SQ,
+//! RQ, TIR and flow objects over rings anywhere in memory (the port's own here, an
+//! application's under the emulated NIC). One engine serves both.
 
 mod engine;
 pub mod hw;
@@ -37,17 +41,18 @@ mod link;
 mod mem;
 pub mod net;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+mod port;
 
-use crate::dv::queue::{DvQueue, Recover};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing, Striding};
 use crate::error::{Error, Result};
 use crate::flow::Rule;
 use crate::mempool::Mempool;
 
-pub use engine::ModelCounters;
-use engine::PortState;
+pub use engine::{HwTuning, ModelCounters};
+pub use port::ModelPort;
 
 /// Receive queue type of a modelled port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +115,9 @@ pub struct ModelOptions {
     pub wire: ModelWire,
     /// Flow rules (empty: every frame is taken, spread by RSS).
     pub rules: Vec<Rule>,
+    /// The CPU the model's thread is pinned to when it runs in one (keep it off the queues'
+    /// cores); `None`: not pinned.
+    pub model_cpu: Option<usize>,
 }
 
 impl Default for ModelOptions {
@@ -130,6 +138,7 @@ impl Default for ModelOptions {
             wire_capacity: 1024,
             wire: ModelWire::Loopback,
             rules: Vec::new(),
+            model_cpu: None,
         }
     }
 }
@@ -192,184 +201,11 @@ impl ModelOptions {
     }
 }
 
-struct PortShared {
-    st: Mutex<PortState>,
-}
-
-impl PortShared {
-    fn lock(&self) -> MutexGuard<'_, PortState> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// One modelled NIC port. Cheap to clone (a handle); `Send + Sync`.
-#[derive(Clone)]
-pub struct ModelPort {
-    shared: Arc<PortShared>,
-}
-
-impl std::fmt::Debug for ModelPort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelPort")
-            .field("counters", &self.counters())
-            .finish()
-    }
-}
-
-impl ModelPort {
-    /// Creates a port and its rings.
-    ///
-    /// # Errors
-    /// [`Error::Config`] for bad options; [`Error::Os`] if the ring memory or the bridge socket
-    /// cannot be had.
-    pub fn new(opts: ModelOptions) -> Result<ModelPort> {
-        opts.validate()?;
-        let st = PortState::new(opts)?;
-        Ok(ModelPort {
-            shared: Arc::new(PortShared { st: Mutex::new(st) }),
-        })
-    }
-
-    /// Two ports whose wires are joined: what one sends, the other receives.
-    ///
-    /// # Errors
-    /// As [`ModelPort::new`].
-    pub fn pair(a: ModelOptions, b: ModelOptions) -> Result<(ModelPort, ModelPort)> {
-        let pa = ModelPort::new(ModelOptions {
-            wire: ModelWire::Sink,
-            ..a
-        })?;
-        let pb = ModelPort::new(ModelOptions {
-            wire: ModelWire::Sink,
-            ..b
-        })?;
-        let ia = pa.shared.lock().inbox.clone();
-        let ib = pb.shared.lock().inbox.clone();
-        pa.shared.lock().connect(ib);
-        pb.shared.lock().connect(ia);
-        Ok((pa, pb))
-    }
-
-    /// The capabilities a driver sees on this port.
-    pub fn caps(&self) -> DvCaps {
-        self.shared.lock().opts.caps()
-    }
-
-    /// Registers `pool` (once per pool) and returns the data path of queue `i` over the model's
-    /// rings. Each queue can be opened once.
-    ///
-    /// # Errors
-    /// [`Error::Config`] if `i` does not exist or is already open, or the ring geometry does
-    /// not suit the pool.
-    pub fn queue(&self, i: u16, pool: &Mempool) -> Result<DvQueue> {
-        let (rings, keep) = self.shared.lock().open_queue(i, pool)?;
-        let hook = ModelRecover {
-            port: self.shared.clone(),
-            q: i as usize,
-        };
-        // SAFETY: `rings` points into `keep` (the queue's ring mapping), which the DvQueue owns
-        // until it is dropped; the model touches it only as the device side; `rings.lkey`
-        // registers the whole region of `pool` with this model port.
-        let q = unsafe { DvQueue::new(i, rings, pool, Box::new(hook), Box::new(keep)) };
-        if q.is_err() {
-            self.shared.lock().close_queue(i as usize);
-        }
-        q
-    }
-
-    /// The raw rings of queue `i` (for a data path of your own), registering `pool`. The box
-    /// owns the ring memory: keep it alive as long as the rings are used. Each queue can be
-    /// opened once. [`ModelPort::recover_hook`] gives the matching recovery hook.
-    ///
-    /// # Errors
-    /// As [`ModelPort::queue`].
-    pub fn rings(
-        &self,
-        i: u16,
-        pool: &Mempool,
-    ) -> Result<(QueueRings, Box<dyn std::any::Any + Send>)> {
-        let (rings, keep) = self.shared.lock().open_queue(i, pool)?;
-        Ok((rings, Box::new(keep)))
-    }
-
-    /// The recovery hook of queue `i` (resets the model's side of that queue).
-    pub fn recover_hook(&self, i: u16) -> Box<dyn Recover> {
-        Box::new(ModelRecover {
-            port: self.shared.clone(),
-            q: i as usize,
-        })
-    }
-
-    /// Does one round of device work in the calling thread: send WQEs, the wire, receive,
-    /// completions. Also checks each doorbell's UAR write. Returns how many work items (WQEs,
-    /// frames, CQEs) it handled.
-    pub fn process(&self) -> usize {
-        self.shared.lock().process(true)
-    }
-
-    /// Runs the port in a thread of its own until the returned handle is dropped.
-    pub fn spawn(&self) -> ModelThread {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let port = self.clone();
-        let handle = std::thread::Builder::new()
-            .name("rawq-mlx5-model".into())
-            .spawn(move || {
-                let mut idle = 0u32;
-                while !s2.load(Ordering::Relaxed) {
-                    if port.shared.lock().process(false) == 0 {
-                        idle += 1;
-                        if idle > 64 {
-                            std::thread::sleep(std::time::Duration::from_micros(50));
-                        } else {
-                            std::thread::yield_now();
-                        }
-                    } else {
-                        idle = 0;
-                    }
-                }
-            })
-            .ok();
-        ModelThread { stop, handle }
-    }
-
-    /// The port's counters.
-    pub fn counters(&self) -> ModelCounters {
-        self.shared.lock().counters
-    }
-
-    /// Makes the `nth` send WQE from now on queue `q` (0 = the next one) fail with `syndrome`.
-    pub fn inject_tx_error(&self, q: u16, nth: u64, syndrome: u8) {
-        self.shared
-            .lock()
-            .inject_tx_error(q as usize, nth, syndrome);
-    }
-
-    /// Holds back the send completions of queue `q` for `steps` calls of `process`.
-    pub fn delay_tx_completions(&self, q: u16, steps: u64) {
-        self.shared.lock().delay_tx(q as usize, steps);
-    }
-
-    /// Puts `frame` on the wire in front of this port, as if it had been received.
-    pub fn inject_frame(&self, frame: &[u8]) {
-        let inbox = self.shared.lock().inbox.clone();
-        let mut q = inbox.lock();
-        if q.len() < inbox.cap {
-            q.push_back(frame.to_vec());
-        }
-    }
-
-    /// Turns flow control on or off (see [`ModelOptions::flow_control`]).
-    pub fn set_flow_control(&self, on: bool) {
-        self.shared.lock().opts.flow_control = on;
-    }
-}
-
-/// A port running in its own thread; stops (and joins) when dropped.
+/// A port or device running in its own thread; stops (and joins) when dropped.
 #[derive(Debug)]
 pub struct ModelThread {
-    stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for ModelThread {
@@ -378,25 +214,6 @@ impl Drop for ModelThread {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-    }
-}
-
-struct ModelRecover {
-    port: Arc<PortShared>,
-    q: usize,
-}
-
-impl Recover for ModelRecover {
-    fn recover_sq(&mut self) -> Result<()> {
-        self.port.lock().reset_sq(self.q);
-        Ok(())
-    }
-    fn recover_rq(&mut self) -> Result<()> {
-        self.port.lock().reset_rq(self.q);
-        Ok(())
-    }
-    fn quiesce(&mut self) {
-        self.port.lock().close_queue(self.q);
     }
 }
 
@@ -438,54 +255,11 @@ pub(crate) fn open(
     Ok((queues, info, Box::new((thread, port))))
 }
 
-fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {
+pub(crate) fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {
     std::ptr::NonNull::new(p as *mut T).ok_or_else(|| Error::Config("null ring pointer".into()))
 }
 
-pub(crate) fn rings_of(
-    m: &mem::QueueMem,
-    sqn: u32,
-    lkey: u32,
-    opts: &ModelOptions,
-) -> Result<QueueRings> {
-    let g = m.g;
-    Ok(QueueRings {
-        sq: SqRing {
-            buf: ring_ptr(m.ptr(m.sq))?,
-            wqe_cnt: g.sq_cnt,
-            dbrec: ring_ptr(m.ptr(m.db + mem::DB_SQ))?,
-            bf_reg: ring_ptr(m.ptr(m.uar + mem::BF_OFFSET))?,
-            bf_size: mem::BF_SIZE,
-            sqn,
-        },
-        tx_cq: CqRing {
-            buf: ring_ptr(m.ptr(m.txcq))?,
-            cqe_cnt: g.txcq_cnt,
-            cqe_size: 64,
-            dbrec: ring_ptr(m.ptr(m.db + mem::DB_TXCQ))?,
-            cqn: sqn + 0x100,
-        },
-        rq: RqRing {
-            buf: ring_ptr(m.ptr(m.rq))?,
-            wqe_cnt: g.rq_cnt,
-            stride: g.rq_stride,
-            dbrec: ring_ptr(m.ptr(m.db + mem::DB_RQ))?,
-            striding: match opts.rx {
-                RxKind::Striding(s) => Some(s),
-                RxKind::Cyclic { .. } => None,
-            },
-        },
-        rx_cq: CqRing {
-            buf: ring_ptr(m.ptr(m.rxcq))?,
-            cqe_cnt: g.rxcq_cnt,
-            cqe_size: 64,
-            dbrec: ring_ptr(m.ptr(m.db + mem::DB_RXCQ))?,
-            cqn: sqn + 0x200,
-        },
-        lkey,
-        caps: opts.caps(),
-    })
-}
-
+#[cfg(test)]
+mod hw_tests;
 #[cfg(test)]
 mod tests;

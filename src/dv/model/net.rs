@@ -122,14 +122,13 @@ pub struct RxInfo {
     pub hds_ip_ext: u8,
     /// CQE byte 29 without the VLAN bit (L3 / L4 types, fragment).
     pub hdr_type: u8,
-    /// RSS hash (0 for non-IP frames).
-    pub hash: u32,
-    /// RSS hash type (CQE byte 16).
-    pub hash_type: u8,
 }
 
-/// Checks the checksums and computes header types and the RSS hash of `f` (VLAN tag, if any,
-/// already stripped or parsed through).
+/// Checks the checksums and computes the header types of `f` (VLAN tag, if any, already
+/// stripped or parsed through): the CQE's `hds_ip_ext` ok bits and `l4_hdr_type_etc` (mlx5dv.h
+/// `MLX5_CQE_L2_OK`/`L3_OK`/`L4_OK`, `MLX5_CQE_L3_HDR_TYPE_*`, `MLX5_CQE_L4_HDR_TYPE_*`; Linux
+/// include/linux/mlx5/device.h `get_cqe_l4_hdr_type`). The RSS hash is the TIR's
+/// (`engine::steer::rss_hash`).
 pub fn analyze(f: &[u8]) -> RxInfo {
     let mut r = RxInfo {
         hds_ip_ext: cqe::L2_OK,
@@ -139,22 +138,14 @@ pub fn analyze(f: &[u8]) -> RxInfo {
         return r;
     };
     let l3 = lo.l3;
-    let mut hash_in = [0u8; 36];
-    let mut hn;
     if lo.v4 {
         r.hdr_type |= cqe::L3_IPV4 << 2;
         if fold(sum16(0, &f[l3..l3 + lo.ihl])) == 0xffff {
             r.hds_ip_ext |= cqe::L3_OK;
         }
-        hash_in[..8].copy_from_slice(&f[l3 + 12..l3 + 20]);
-        hn = 8;
-        r.hash_type = 1 << 2;
     } else {
         r.hdr_type |= cqe::L3_IPV6 << 2;
         r.hds_ip_ext |= cqe::L3_OK;
-        hash_in[..32].copy_from_slice(&f[l3 + 8..l3 + 40]);
-        hn = 32;
-        r.hash_type = 2 << 2;
     }
     if lo.frag {
         r.hdr_type |= cqe::IP_FRAG;
@@ -172,10 +163,8 @@ pub fn analyze(f: &[u8]) -> RxInfo {
             r.hds_ip_ext |= cqe::L4_OK;
         }
         let t = if lo.proto == 17 {
-            r.hash_type |= 2 << 6;
             cqe::L4_UDP
         } else {
-            r.hash_type |= 1 << 6;
             let flags = seg[13];
             let doff = (seg[12] >> 4) as usize * 4;
             if flags & 0x10 == 0 {
@@ -187,10 +176,7 @@ pub fn analyze(f: &[u8]) -> RxInfo {
             }
         };
         r.hdr_type |= t << 4;
-        hash_in[hn..hn + 4].copy_from_slice(&seg[0..4]);
-        hn += 4;
     }
-    r.hash = toeplitz(&RSS_KEY, &hash_in[..hn]);
     r
 }
 

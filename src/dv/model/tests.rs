@@ -25,7 +25,7 @@ fn raw(o: ModelOptions) -> Raw {
         ..o
     })
     .unwrap();
-    let (rings, keep) = port.shared.lock().open_queue(0, &pool).unwrap();
+    let (rings, keep) = port.open_queue(0, &pool).unwrap();
     Raw {
         port,
         rings,
@@ -109,7 +109,7 @@ fn expect_error(
     r.post(100, inline, |_| {});
     r.port.process();
     assert_eq!(r.cqe(), Some((cqe::OP_REQ_ERR, cqe::SYND_WR_FLUSH_ERR, 1)));
-    r.port.shared.lock().reset_sq(0);
+    r.port.recover_hook(0).recover_sq().unwrap();
     r.pi = 0;
     crate::dv::mmio::dbrec_store(r.rings.sq.dbrec, 0);
     r.post(100, o_inline, |_| {});

@@ -1,23 +1,27 @@
-//! The model's device logic: what happens on each `process` step.
+//! The device engine: object tables (MR, CQ, SQ, RQ, TIR, flow) and what the device does on
+//! each `process` step. The objects are independent, as on the hardware: an SQ or RQ names its
+//! CQ (several queues may share one), a TIR names its RQs, a flow names its TIR.
+//!
+//! Ring memory is anybody's: the model only holds addresses handed to the create calls (whose
+//! safety contract, in [`super::hw::Hw`], keeps them valid).
 
+mod cq;
 mod rq;
 mod sq;
+mod steer;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::link::{AfPacket, Inbox};
-use super::mem::{self, CqW, Geometry, QueueMem};
-use super::{net, ModelOptions, ModelWire, RxKind};
-use crate::dv::rings::{MiniCqeFormat, QueueRings};
-use crate::dv::wire::{
-    cqe, ctrl, data, eth, inline, mini_cqe, Cqe, CtrlSeg, DataSeg, EthSeg, InlineSeg, MiniCqe,
-};
+use super::hw::{CqDesc, HwEvent, HwOptions, QueueState, RqDesc, SqDesc};
+use super::link::{AfPacket, Inbox, Tap};
+use super::ModelWire;
+use crate::dv::mmio;
 use crate::error::{Error, Result};
-use crate::flow::{self, Action};
-use crate::mempool::Mempool;
 
-/// What a modelled port has seen and done.
+pub(crate) use steer::{Flow, Tir};
+
+/// What a modelled device (or one of its queues) has seen and done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModelCounters {
     /// Send WQEs processed (good ones).
@@ -38,20 +42,22 @@ pub struct ModelCounters {
     pub rx_frames: u64,
     /// Bytes delivered into an RQ.
     pub rx_bytes: u64,
-    /// Frames dropped because the RQ had no posted WQE (or its CQ no room).
+    /// Frames dropped because the RQ had no posted WQE (or was not ready).
     pub rx_no_buffer: u64,
     /// Runt frames dropped.
     pub rx_runt: u64,
     /// Oversize frames dropped.
     pub rx_oversize: u64,
-    /// Frames no rule matched ("to the kernel").
+    /// Frames no flow took ("to the kernel": written to the netdev when there is one).
     pub rx_to_kernel: u64,
     /// Frames a `Drop` rule took.
     pub rx_rule_drop: u64,
-    /// Receive error CQEs written.
+    /// Receive error CQEs written (not counting flushes).
     pub rx_error_cqes: u64,
     /// Frames dropped because their RQ was in the error state.
     pub rx_in_error: u64,
+    /// Receive WQEs flushed (WR_FLUSH_ERR) because their RQ was in the error state.
+    pub rx_flushed: u64,
     /// Striding RQ filler CQEs.
     pub fillers: u64,
     /// Compressed CQE sessions written.
@@ -60,277 +66,564 @@ pub struct ModelCounters {
     pub mini_cqes: u64,
     /// Doorbells whose UAR write did not match the last WQE's first 8 bytes.
     pub doorbell_mismatch: u64,
+    /// CQ overruns (a CQE was due on a full CQ: the CQ and its queues went to error).
+    pub cq_overruns: u64,
+    /// Frames the kernel netdev sent (read from the TAP and put on the wire).
+    pub netdev_tx: u64,
 }
 
-enum Link {
+/// Device properties beyond [`HwOptions`] (what a ConnectX-5 has unless told otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HwTuning {
+    /// Enhanced multi-packet send WQEs accepted (only without a minimum inline header).
+    pub empw: bool,
+    /// TX checksum offload.
+    pub tx_csum: bool,
+    /// Smallest frame accepted on receive; shorter ones are runts.
+    pub min_frame: u32,
+}
+
+impl Default for HwTuning {
+    fn default() -> Self {
+        HwTuning {
+            empw: true,
+            tx_csum: true,
+            min_frame: 14,
+        }
+    }
+}
+
+pub(crate) enum Link {
     Sink,
     Peer(Arc<Inbox>),
     Bridge(AfPacket),
 }
 
-struct QState {
-    mem: Arc<QueueMem>,
-    sqn: u32,
-    open: bool,
-    sq_ci: u16,
-    sq_err: bool,
-    txcq: CqW,
-    rxcq: CqW,
-    rq_ci: u16,
-    rq_err: bool,
-    stride_pos: u32,
-    /// Logical buffer of the current striding WQE: (address, length) per data segment.
-    cur: Option<Vec<(u64, u32)>>,
-    pending_rx: VecDeque<[u8; 64]>,
-    delayed_tx: VecDeque<(u64, [u8; 64])>,
-    tx_delay: u64,
-    tx_faults: VecDeque<(u64, u8)>,
-    tx_seq: u64,
+/// Objects addressed by number: `base + index`; freed slots are reused.
+pub(crate) struct Table<T> {
+    v: Vec<Option<T>>,
+    base: u32,
 }
 
-pub(crate) struct PortState {
-    pub(crate) opts: ModelOptions,
+/// Most objects of one kind a device holds.
+const MAX_OBJECTS: usize = 1 << 16;
+
+impl<T> Table<T> {
+    fn new(base: u32) -> Self {
+        Table {
+            v: Vec::new(),
+            base,
+        }
+    }
+
+    fn insert(&mut self, what: &str, t: T) -> Result<u32> {
+        let i = match self.v.iter().position(Option::is_none) {
+            Some(i) => {
+                self.v[i] = Some(t);
+                i
+            }
+            None if self.v.len() < MAX_OBJECTS => {
+                self.v.push(Some(t));
+                self.v.len() - 1
+            }
+            None => {
+                return Err(Error::Config(format!(
+                    "model: no room for another {what} ({MAX_OBJECTS} exist); destroy some first"
+                )))
+            }
+        };
+        Ok(self.base + i as u32)
+    }
+
+    fn idx(&self, n: u32) -> Option<usize> {
+        n.checked_sub(self.base).map(|i| i as usize)
+    }
+
+    pub(crate) fn get(&self, n: u32) -> Option<&T> {
+        self.v.get(self.idx(n)?)?.as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, n: u32) -> Option<&mut T> {
+        let i = self.idx(n)?;
+        self.v.get_mut(i)?.as_mut()
+    }
+
+    fn remove(&mut self, n: u32) -> Option<T> {
+        let i = self.idx(n)?;
+        self.v.get_mut(i)?.take()
+    }
+
+    /// Numbers of the live objects, in a fixed-size walk (no allocation): `0..len` mapped.
+    fn slots(&self) -> std::ops::Range<u32> {
+        self.base..self.base + self.v.len() as u32
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.v
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, t)| t.as_ref().map(|t| (self.base + i as u32, t)))
+    }
+}
+
+/// A memory registration.
+pub(crate) struct Mr {
+    start: u64,
+    len: u64,
+}
+
+/// The send-side scratch: the frames of one WQE, back to back, and their spans.
+#[derive(Default)]
+pub(crate) struct TxScratch {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+}
+
+pub(crate) struct HwState {
+    pub(crate) opts: HwOptions,
+    pub(crate) tune: HwTuning,
     pub(crate) counters: ModelCounters,
     pub(crate) inbox: Arc<Inbox>,
-    link: Link,
-    qs: Vec<QState>,
-    /// Registered regions: (lkey, start, len).
-    mrs: Vec<(u32, u64, u64)>,
+    pub(crate) link: Link,
+    tap: Option<Tap>,
+    mrs: Table<Mr>,
+    pub(crate) cqs: Table<cq::Cq>,
+    pub(crate) sqs: Table<sq::Sq>,
+    pub(crate) rqs: Table<rq::Rq>,
+    pub(crate) tirs: Table<Tir>,
+    pub(crate) flows: Table<Flow>,
+    /// Flow numbers in matching order (priority, then creation).
+    order: Vec<u32>,
     step: u64,
-    scratch: Vec<u8>,
+    tx: TxScratch,
+    /// Receive scratch: the frame as delivered (VLAN tag stripped).
+    rxf: Vec<u8>,
+    /// Bridge / TAP read buffer.
+    netbuf: Vec<u8>,
+    pub(crate) events: Vec<HwEvent>,
+    pub(crate) epoch: std::time::Instant,
 }
 
-/// Why a WQE failed: syndrome and how many WQEBBs it occupied.
-struct Fail(u8);
-
-struct Parsed {
-    bbs: u32,
-    opcode: u8,
-    ce: u8,
-    frames: Vec<Vec<u8>>,
+/// Largest frame the wire buffers are sized for up front.
+fn frame_cap(max_frame: u32) -> usize {
+    (max_frame as usize + 64).max(2048)
 }
 
-impl PortState {
-    pub(crate) fn new(opts: ModelOptions) -> Result<PortState> {
-        let inbox = Inbox::new(opts.wire_capacity as usize);
+/// The value the device leaves in a new CQ's arm word (`dbrec[1]`): no `mlx5_arm_cq` word can
+/// have bits 30..31 set (rdma-core providers/mlx5/cq.c `mlx5_arm_cq`: sn is 2 bits at 28), so
+/// the first arm, even sn = 0, cmd = 0, ci = 0 (all zero), is seen as a change.
+pub(crate) const ARM_SENTINEL: u32 = 0xffff_ffff;
+
+impl HwState {
+    pub(crate) fn new(opts: HwOptions, tune: HwTuning) -> Result<HwState> {
+        if opts.min_inline != 0 && opts.min_inline != 18 {
+            return Err(Error::Config(format!(
+                "model min_inline = {}: must be 0 (MLX5_USER_INLINE_MODE_NONE) or 18 (L2)",
+                opts.min_inline
+            )));
+        }
+        if !(64..=65535).contains(&opts.max_frame) {
+            return Err(Error::Config(format!(
+                "model max_frame = {}: must be 64..=65535",
+                opts.max_frame
+            )));
+        }
+        if opts.wire_capacity == 0 || opts.wire_capacity > 1 << 20 {
+            return Err(Error::Config(
+                "model wire_capacity must be 1..=1048576 frames".into(),
+            ));
+        }
+        if tune.min_frame > opts.max_frame {
+            return Err(Error::Config("model min_frame exceeds max_frame".into()));
+        }
+        let inbox = Inbox::new(opts.wire_capacity as usize, frame_cap(opts.max_frame));
         let link = match &opts.wire {
             ModelWire::Loopback => Link::Peer(inbox.clone()),
             ModelWire::Sink => Link::Sink,
             ModelWire::Bridge { ifname } => Link::Bridge(AfPacket::open(ifname)?),
         };
-        let (rq_stride, per_wqe_cqes) = match opts.rx {
-            RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), 1),
-            RxKind::Striding(s) => (
-                (16 * (1 + (1u32 << s.log_num_strides))).next_power_of_two(),
-                (1u32 << s.log_num_strides) + 1,
-            ),
+        let tap = match &opts.netdev {
+            Some(super::hw::NetdevPath::Tap { ifname }) => Some(Tap::open(ifname)?),
+            None => None,
         };
-        let rxcq_cnt = (opts.rq_wqes * per_wqe_cqes)
-            .next_power_of_two()
-            .clamp(64, 1 << 16);
-        let g = Geometry {
-            sq_cnt: opts.sq_wqebbs,
-            txcq_cnt: opts.sq_wqebbs.max(64),
-            rq_cnt: opts.rq_wqes,
-            rq_stride,
-            rxcq_cnt,
-        };
-        let mut qs = Vec::new();
-        for i in 0..opts.queues as u32 {
-            let m = Arc::new(QueueMem::new(g)?);
-            qs.push(QState {
-                txcq: CqW::new(m.txcq, g.txcq_cnt, mem::DB_TXCQ),
-                rxcq: CqW::new(m.rxcq, g.rxcq_cnt, mem::DB_RXCQ),
-                mem: m,
-                sqn: 0x1000 + i,
-                open: false,
-                sq_ci: 0,
-                sq_err: false,
-                rq_ci: 0,
-                rq_err: false,
-                stride_pos: 0,
-                cur: None,
-                pending_rx: VecDeque::new(),
-                delayed_tx: VecDeque::new(),
-                tx_delay: 0,
-                tx_faults: VecDeque::new(),
-                tx_seq: 0,
-            });
-        }
-        Ok(PortState {
+        let mut tx = TxScratch::default();
+        tx.bytes.reserve(64 * 1024);
+        tx.spans.reserve(64);
+        Ok(HwState {
             opts,
+            tune,
             counters: ModelCounters::default(),
             inbox,
             link,
-            qs,
-            mrs: Vec::new(),
+            tap,
+            mrs: Table::new(0x5000),
+            cqs: Table::new(0x400),
+            sqs: Table::new(0x1000),
+            rqs: Table::new(0x2000),
+            tirs: Table::new(0x3000),
+            flows: Table::new(1),
+            order: Vec::new(),
             step: 0,
-            scratch: Vec::new(),
+            tx,
+            rxf: Vec::with_capacity(65536),
+            netbuf: Vec::with_capacity(65536),
+            events: Vec::with_capacity(256),
+            epoch: std::time::Instant::now(),
         })
     }
 
-    pub(crate) fn connect(&mut self, peer: Arc<Inbox>) {
-        self.link = Link::Peer(peer);
+    pub(crate) fn clock_ticks(&self) -> u64 {
+        let ns = self.epoch.elapsed().as_nanos();
+        (ns * self.opts.clock_khz as u128 / 1_000_000) as u64
     }
 
-    pub(crate) fn open_queue(
-        &mut self,
-        i: u16,
-        pool: &Mempool,
-    ) -> Result<(QueueRings, Arc<QueueMem>)> {
-        let (start, len) = pool.region();
-        let (start, len) = (start as u64, len as u64);
-        let lkey = match self.mrs.iter().find(|m| m.1 == start && m.2 == len) {
-            Some(m) => m.0,
-            None => {
-                let k = 0x5000 + self.mrs.len() as u32;
-                self.mrs.push((k, start, len));
-                k
+    // ---- MRs ----
+
+    pub(crate) fn reg_mr(&mut self, addr: u64, len: u64) -> Result<u32> {
+        if len == 0 || addr.checked_add(len).is_none() {
+            return Err(Error::Config(format!(
+                "model reg_mr({addr:#x}, {len}): empty or wrapping range"
+            )));
+        }
+        self.mrs.insert("MR", Mr { start: addr, len })
+    }
+
+    pub(crate) fn dereg_mr(&mut self, lkey: u32) -> Result<()> {
+        self.mrs
+            .remove(lkey)
+            .map(|_| ())
+            .ok_or_else(|| Error::Config(format!("model dereg_mr: unknown lkey {lkey:#x}")))
+    }
+
+    /// The lkey of a registration of exactly this range, if any.
+    pub(crate) fn find_mr(&self, addr: u64, len: u64) -> Option<u32> {
+        self.mrs
+            .iter()
+            .find(|(_, m)| m.start == addr && m.len == len)
+            .map(|(k, _)| k)
+    }
+
+    /// The device's lkey check: `addr..addr+len` inside the region registered under `lkey`
+    /// (a bad key or range gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
+    /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps it to IBV_WC_LOC_PROT_ERR).
+    pub(crate) fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
+        self.mrs.get(lkey).is_some_and(|m| {
+            addr >= m.start
+                && addr
+                    .checked_add(len as u64)
+                    .is_some_and(|e| e <= m.start + m.len)
+        })
+    }
+
+    // ---- object creation (validated) ----
+
+    pub(crate) fn create_cq(&mut self, d: CqDesc) -> Result<u32> {
+        let bad = |m: String| Err(Error::Config(format!("model create_cq: {m}")));
+        if !d.cqe_cnt.is_power_of_two() || !(2..=1 << 22).contains(&d.cqe_cnt) {
+            return bad(format!(
+                "cqe_cnt = {}: must be a power of two from 2 to 2^22",
+                d.cqe_cnt
+            ));
+        }
+        if d.cqe_size != 64 && d.cqe_size != 128 {
+            return bad(format!("cqe_size = {}: must be 64 or 128", d.cqe_size));
+        }
+        if d.buf == 0 || d.buf % 64 != 0 {
+            return bad(format!("buf {:#x}: null or not 64-byte aligned", d.buf));
+        }
+        if d.dbrec == 0 || d.dbrec % 8 != 0 {
+            return bad(format!("dbrec {:#x}: null or not 8-byte aligned", d.dbrec));
+        }
+        if d.buf
+            .checked_add(d.cqe_cnt as usize * d.cqe_size as usize)
+            .is_none()
+        {
+            return bad("ring wraps the address space".into());
+        }
+        let c = cq::Cq::new(d);
+        self.cqs.insert("CQ", c)
+    }
+
+    pub(crate) fn create_sq(&mut self, d: SqDesc) -> Result<u32> {
+        let bad = |m: String| Err(Error::Config(format!("model create_sq: {m}")));
+        if !d.wqe_cnt.is_power_of_two() || !(1..=32768).contains(&d.wqe_cnt) {
+            return bad(format!(
+                "wqe_cnt = {}: must be a power of two up to 32768",
+                d.wqe_cnt
+            ));
+        }
+        if d.buf == 0 || d.buf % 64 != 0 {
+            return bad(format!("buf {:#x}: null or not 64-byte aligned", d.buf));
+        }
+        if d.dbrec == 0 || d.dbrec % 4 != 0 {
+            return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
+        }
+        if d.uar % 8 != 0 {
+            return bad(format!("uar {:#x}: not 8-byte aligned", d.uar));
+        }
+        if d.user_index > 0xff_ffff {
+            return bad(format!("user_index {:#x}: over 24 bits", d.user_index));
+        }
+        if d.buf.checked_add(d.wqe_cnt as usize * 64).is_none() {
+            return bad("ring wraps the address space".into());
+        }
+        let Some(c) = self.cqs.get_mut(d.cqn) else {
+            return bad(format!("unknown CQ {:#x}", d.cqn));
+        };
+        c.users += 1;
+        self.sqs.insert("SQ", sq::Sq::new(d))
+    }
+
+    pub(crate) fn create_rq(&mut self, d: RqDesc) -> Result<u32> {
+        let bad = |m: String| Err(Error::Config(format!("model create_rq: {m}")));
+        if !d.wqe_cnt.is_power_of_two() || !(1..=32768).contains(&d.wqe_cnt) {
+            return bad(format!(
+                "wqe_cnt = {}: must be a power of two up to 32768",
+                d.wqe_cnt
+            ));
+        }
+        if !d.stride.is_power_of_two() || !(16..=1 << 17).contains(&d.stride) {
+            return bad(format!(
+                "stride = {}: must be a power of two from 16 to 2^17",
+                d.stride
+            ));
+        }
+        if d.buf == 0 || d.buf % 16 != 0 {
+            return bad(format!("buf {:#x}: null or not 16-byte aligned", d.buf));
+        }
+        if d.dbrec == 0 || d.dbrec % 4 != 0 {
+            return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
+        }
+        if d.user_index > 0xff_ffff {
+            return bad(format!("user_index {:#x}: over 24 bits", d.user_index));
+        }
+        if let Some(s) = d.striding {
+            if !(1..=16).contains(&s.log_num_strides) || !(6..=13).contains(&s.log_stride_size) {
+                return bad(format!(
+                    "striding 2^{} strides of 2^{} bytes: need 1..=16 and 6..=13",
+                    s.log_num_strides, s.log_stride_size
+                ));
             }
+            if d.stride < 32 {
+                return bad("a striding RQ WQE needs room for its next segment and data".into());
+            }
+        }
+        if d.buf
+            .checked_add(d.wqe_cnt as usize * d.stride as usize)
+            .is_none()
+        {
+            return bad("ring wraps the address space".into());
+        }
+        let Some(c) = self.cqs.get_mut(d.cqn) else {
+            return bad(format!("unknown CQ {:#x}", d.cqn));
         };
-        let opts = self.opts.clone();
-        let Some(q) = self.qs.get_mut(i as usize) else {
-            return Err(Error::Config(format!("model queue {i} does not exist")));
-        };
-        if q.open {
-            return Err(Error::Config(format!("model queue {i} is already open")));
-        }
-        q.open = true;
-        let rings = super::rings_of(&q.mem, q.sqn, lkey, &opts)?;
-        Ok((rings, q.mem.clone()))
+        c.users += 1;
+        self.rqs.insert("RQ", rq::Rq::new(d))
     }
 
-    pub(crate) fn close_queue(&mut self, i: usize) {
-        if let Some(q) = self.qs.get_mut(i) {
-            q.open = false;
-            reset_sq_state(q);
-            reset_rq_state(q);
-        }
-    }
-
-    pub(crate) fn reset_sq(&mut self, i: usize) {
-        if let Some(q) = self.qs.get_mut(i) {
-            reset_sq_state(q);
+    pub(crate) fn destroy_cq(&mut self, cqn: u32) -> Result<()> {
+        match self.cqs.get(cqn) {
+            None => Err(Error::Config(format!(
+                "model destroy_cq: unknown CQ {cqn:#x}"
+            ))),
+            Some(c) if c.users > 0 => Err(Error::Config(format!(
+                "model destroy_cq: CQ {cqn:#x} is used by {} queue(s); destroy them first",
+                c.users
+            ))),
+            Some(_) => {
+                self.cqs.remove(cqn);
+                Ok(())
+            }
         }
     }
 
-    pub(crate) fn reset_rq(&mut self, i: usize) {
-        if let Some(q) = self.qs.get_mut(i) {
-            reset_rq_state(q);
+    pub(crate) fn destroy_sq(&mut self, sqn: u32) -> Result<()> {
+        let s = self
+            .sqs
+            .remove(sqn)
+            .ok_or_else(|| Error::Config(format!("model destroy_sq: unknown SQ {sqn:#x}")))?;
+        if let Some(c) = self.cqs.get_mut(s.d.cqn) {
+            c.users -= 1;
         }
+        Ok(())
     }
 
-    pub(crate) fn inject_tx_error(&mut self, i: usize, nth: u64, syndrome: u8) {
-        if let Some(q) = self.qs.get_mut(i) {
-            let at = q.tx_seq + nth;
-            q.tx_faults.push_back((at, syndrome));
+    pub(crate) fn destroy_rq(&mut self, rqn: u32) -> Result<()> {
+        if self.rqs.get(rqn).is_none() {
+            return Err(Error::Config(format!(
+                "model destroy_rq: unknown RQ {rqn:#x}"
+            )));
         }
+        if self.tirs.iter().any(|(_, t)| t.rqns.contains(&rqn)) {
+            return Err(Error::Config(format!(
+                "model destroy_rq: RQ {rqn:#x} is in a TIR's table; destroy the TIR first"
+            )));
+        }
+        if let Some(r) = self.rqs.remove(rqn) {
+            if let Some(c) = self.cqs.get_mut(r.d.cqn) {
+                c.users -= 1;
+            }
+        }
+        Ok(())
     }
 
-    pub(crate) fn delay_tx(&mut self, i: usize, steps: u64) {
-        if let Some(q) = self.qs.get_mut(i) {
-            q.tx_delay = steps;
-        }
+    pub(crate) fn set_sq_state(&mut self, sqn: u32, st: QueueState) -> Result<()> {
+        let s = self
+            .sqs
+            .get_mut(sqn)
+            .ok_or_else(|| Error::Config(format!("model set_sq_state: unknown SQ {sqn:#x}")))?;
+        s.set_state(st)
     }
 
-    /// One round of device work.
+    pub(crate) fn set_rq_state(&mut self, rqn: u32, st: QueueState) -> Result<()> {
+        let r = self
+            .rqs
+            .get_mut(rqn)
+            .ok_or_else(|| Error::Config(format!("model set_rq_state: unknown RQ {rqn:#x}")))?;
+        r.set_state(st)
+    }
+
+    pub(crate) fn sq_mut(&mut self, sqn: u32) -> Result<&mut sq::Sq> {
+        self.sqs
+            .get_mut(sqn)
+            .ok_or_else(|| Error::Config(format!("model: unknown SQ {sqn:#x}")))
+    }
+
+    pub(crate) fn rq_mut(&mut self, rqn: u32) -> Result<&mut rq::Rq> {
+        self.rqs
+            .get_mut(rqn)
+            .ok_or_else(|| Error::Config(format!("model: unknown RQ {rqn:#x}")))
+    }
+
+    // ---- the device's work ----
+
+    /// One round of device work; `check_uar`: also check each doorbell's UAR write (stepped
+    /// mode, where the driver is not racing the check).
     pub(crate) fn process(&mut self, check_uar: bool) -> usize {
         self.step += 1;
         let mut work = 0;
-        for i in 0..self.qs.len() {
-            if !self.qs[i].open {
-                continue;
+        for sqn in self.sqs.slots() {
+            if self.sqs.get(sqn).is_some() {
+                work += self.release_delayed(sqn);
+                work += self.process_sq(sqn, check_uar);
             }
-            work += self.release_delayed(i);
-            work += self.process_sq(i, check_uar);
         }
         work += self.pull_bridge();
+        work += self.pull_tap();
         work += self.receive();
-        for i in 0..self.qs.len() {
-            work += self.flush_rx(i);
+        for rqn in self.rqs.slots() {
+            work += self.flush_rq(rqn);
+        }
+        for cqn in self.cqs.slots() {
+            if self.cqs.get(cqn).is_some() {
+                work += self.flush_cq(cqn);
+                self.check_arm(cqn);
+            }
         }
         work
     }
 
-    fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
-        self.mrs.iter().any(|&(k, s, l)| {
-            k == lkey && addr >= s && addr.checked_add(len as u64).is_some_and(|e| e <= s + l)
-        })
+    fn wire_room(&self) -> usize {
+        match &self.link {
+            Link::Peer(ib) => ib.room(),
+            _ => usize::MAX,
+        }
     }
 
-    fn release_delayed(&mut self, i: usize) -> usize {
-        let step = self.step;
-        let q = &mut self.qs[i];
+    /// Puts one frame on the wire; false if the wire refused it (counted).
+    fn wire_send(&mut self, f: &[u8]) -> bool {
+        let ok = match &self.link {
+            Link::Sink => true,
+            Link::Peer(ib) => ib.push(f),
+            Link::Bridge(s) => s.send(f),
+        };
+        if !ok {
+            self.counters.wire_drops += 1;
+        }
+        ok
+    }
+
+    fn pull_bridge(&mut self) -> usize {
+        let Link::Bridge(s) = &self.link else {
+            return 0;
+        };
         let mut n = 0;
-        while let Some(&(due, c)) = q.delayed_tx.front() {
-            if due > step || q.txcq.space(&q.mem) == 0 {
-                break;
-            }
-            q.delayed_tx.pop_front();
-            q.txcq.write(&q.mem, &c, c[63] >> 4, 0, 1);
+        while self.inbox.room() > 0 && s.recv(&mut self.netbuf).is_some() {
+            self.inbox.push(&self.netbuf);
             n += 1;
         }
         n
     }
 
-    fn wire_room(&self) -> usize {
-        match &self.link {
-            Link::Peer(ib) => ib.cap.saturating_sub(ib.lock().len()),
-            _ => usize::MAX,
-        }
-    }
-
-    fn transmit(&mut self, frames: Vec<Vec<u8>>) {
-        for f in frames {
-            self.counters.tx_frames += 1;
-            self.counters.tx_bytes += f.len() as u64;
-            match &self.link {
-                Link::Sink => {}
-                Link::Peer(ib) => {
-                    let mut q = ib.lock();
-                    if q.len() < ib.cap {
-                        q.push_back(f);
-                    } else {
-                        self.counters.wire_drops += 1;
-                    }
-                }
-                Link::Bridge(s) => {
-                    if !s.send(&f) {
-                        self.counters.wire_drops += 1;
-                    }
-                }
+    /// What the kernel sent on the netdev goes out on the wire (bounded per round).
+    fn pull_tap(&mut self) -> usize {
+        let mut n = 0;
+        while n < 64 {
+            let Some(tap) = &self.tap else {
+                return 0;
+            };
+            let mut b = std::mem::take(&mut self.netbuf);
+            if tap.recv(&mut b).is_none() {
+                self.netbuf = b;
+                break;
             }
+            self.counters.netdev_tx += 1;
+            self.wire_send(&b);
+            self.netbuf = b;
+            n += 1;
+        }
+        n
+    }
+
+    /// A frame no flow took (or a DONT_TRAP copy): to the kernel netdev if there is one.
+    fn kernel_gets(&mut self, f: &[u8]) {
+        self.counters.rx_to_kernel += 1;
+        if let Some(t) = &self.tap {
+            t.send(f);
         }
     }
 }
 
-fn reset_sq_state(q: &mut QState) {
-    q.sq_ci = 0;
-    q.sq_err = false;
-    q.delayed_tx.clear();
-    q.tx_delay = 0;
+/// Bumps a counter on the device and on one queue.
+macro_rules! count {
+    ($dev:expr, $q:expr, $field:ident, $n:expr) => {{
+        let n = $n;
+        $dev.$field += n;
+        $q.$field += n;
+    }};
+}
+pub(crate) use count;
+
+/// Copies `out.len()` bytes from device-visible memory at `addr`.
+fn read_at(addr: usize, out: &mut [u8]) {
+    // SAFETY: `addr..addr+len` lies in a ring or registered region the creator of the object
+    // promised valid (the `Hw::create_*` contract) or that `mr_ok` checked; the driver
+    // published these bytes with a release store of a doorbell record the model loaded with
+    // acquire.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
 }
 
-fn reset_rq_state(q: &mut QState) {
-    q.rq_ci = 0;
-    q.rq_err = false;
-    q.stride_pos = 0;
-    q.cur = None;
-    q.pending_rx.clear();
-}
-
-/// Reads `len` bytes of registered memory at `addr` (checked with `mr_ok` by the caller).
-fn read_mem(addr: u64, len: usize, out: &mut Vec<u8>) {
-    let at = out.len();
-    out.resize(at + len, 0);
-    // SAFETY: the range is inside a registered pool region (checked against the MR list); the
-    // driver handed these bytes to the device with a release store of the doorbell record.
-    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(at), len) };
-}
-
-/// Writes `bytes` to registered memory at `addr` (checked by the caller).
-fn write_mem(addr: u64, bytes: &[u8]) {
-    // SAFETY: the range is inside a registered pool region and belongs to a posted receive
-    // buffer, which the driver does not touch until it sees the CQE.
+/// Writes `bytes` to device-visible memory at `addr`.
+fn write_at(addr: usize, bytes: &[u8]) {
+    // SAFETY: as `read_at`; the range belongs to the device until it hands it back with a CQE.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+}
+
+/// Loads a big-endian doorbell word (acquire), host order.
+fn load_be32(addr: usize) -> u32 {
+    std::ptr::NonNull::new(addr as *mut u32)
+        .map(mmio::dbrec_load)
+        .unwrap_or(0)
+}
+
+/// Stores a big-endian word (release).
+fn store_be32(addr: usize, v: u32) {
+    if let Some(p) = std::ptr::NonNull::new(addr as *mut u32) {
+        mmio::dbrec_store(p, v);
+    }
+}
+
+/// A deque of CQEs preallocated so a warm queue never grows it.
+fn cqe_deque(n: usize) -> VecDeque<[u8; 64]> {
+    VecDeque::with_capacity(n.clamp(16, 4096))
 }

@@ -1,444 +1,410 @@
-//! The device's receive side: take frames from the wire, apply the flow rules, fill cyclic or
-//! striding RQ buffers, and write receive CQEs (compressed into title + mini-CQE sessions when
-//! configured).
+//! The device's receive queues: fill cyclic (scatter list per WQE) or striding RQ buffers and
+//! queue the receive CQEs (which the CQ writes, compressed when configured).
+//!
+//! Receive WQEs are read as libmlx5 writes them: rdma-core providers/mlx5/qp.c
+//! `mlx5_post_wq_recv` / `mlx5_post_recv` put one data segment per non-empty SGE and, when the
+//! list is shorter than the WQE holds, a terminator entry (byte count 0, lkey
+//! `MLX5_INVALID_LKEY` 0x100); the doorbell record holds the 16-bit producer counter. A striding
+//! WQE starts with a 16-byte next segment (DPDK drivers/net/mlx5/mlx5_rxq.c / mlx5_prm.h
+//! `struct mlx5_wqe_mprq`).
 
+use super::steer::Deliver;
 use super::*;
+use crate::dv::model::net;
+use crate::dv::wire::{cqe, Cqe, DataSeg};
 
-impl PortState {
-    pub(super) fn pull_bridge(&mut self) -> usize {
-        let Link::Bridge(s) = &self.link else {
-            return 0;
-        };
-        let mut n = 0;
-        let mut q = self.inbox.lock();
-        while q.len() < self.inbox.cap {
-            let mut buf = Vec::new();
-            if s.recv(&mut buf).is_none() {
-                break;
-            }
-            q.push_back(buf);
-            n += 1;
+/// The device side of one RQ.
+pub(crate) struct Rq {
+    pub(crate) d: RqDesc,
+    pub(crate) state: QueueState,
+    ci: u16,
+    stride_pos: u32,
+    /// A striding WQE is open (its buffer in `segs`).
+    cur: bool,
+    /// Scatter list of the WQE being filled: (lkey, address, length).
+    segs: Vec<(u32, u64, u32)>,
+    /// Strip one 802.1Q tag on receive (`IBV_WQ_FLAGS_CVLAN_STRIPPING`).
+    pub(crate) vlan_strip: bool,
+    pub(crate) ctr: ModelCounters,
+}
+
+impl Rq {
+    pub(crate) fn new(d: RqDesc) -> Rq {
+        Rq {
+            d,
+            state: QueueState::Reset,
+            ci: 0,
+            stride_pos: 0,
+            cur: false,
+            segs: Vec::with_capacity((d.stride / 16) as usize),
+            vlan_strip: false,
+            ctr: ModelCounters::default(),
         }
-        n
     }
 
-    /// Moves frames from the inbox into the RQs.
-    pub(super) fn receive(&mut self) -> usize {
+    /// `ibv_modify_wq` as the RQ sees it (PRM RQ states RST → RDY → ERR → RST; Linux
+    /// drivers/infiniband/hw/mlx5/qp.c `mlx5_ib_modify_wq`). Reset forgets the ring position
+    /// and this queue's counters.
+    pub(crate) fn set_state(&mut self, st: QueueState) -> Result<()> {
+        if self.state == QueueState::Error && st == QueueState::Ready {
+            return Err(Error::Config(
+                "model: an RQ in error must be reset before it is ready again (ERR -> RST -> RDY)"
+                    .into(),
+            ));
+        }
+        if st == QueueState::Reset {
+            self.ci = 0;
+            self.stride_pos = 0;
+            self.cur = false;
+            self.ctr = ModelCounters::default();
+        }
+        self.state = st;
+        Ok(())
+    }
+
+    /// WQEs posted and not yet consumed.
+    fn posted(&self) -> u32 {
+        let db = load_be32(self.d.dbrec) as u16;
+        let n = db.wrapping_sub(self.ci) as u32;
+        if n > self.d.wqe_cnt {
+            0
+        } else {
+            n
+        }
+    }
+
+    fn wqe(&self, ci: u16) -> usize {
+        self.d.buf + ((ci as u32 & (self.d.wqe_cnt - 1)) as usize) * self.d.stride as usize
+    }
+
+    /// Reads the scatter list of WQE `ci` from entry `first` into `segs`, up to a terminator
+    /// or `limit` bytes.
+    fn read_segs(&mut self, ci: u16, first: usize, limit: u64) {
+        self.segs.clear();
+        let at = self.wqe(ci);
+        let mut total = 0u64;
+        for k in first..(self.d.stride / 16) as usize {
+            let mut b = [0u8; 16];
+            read_at(at + 16 * k, &mut b);
+            let d = DataSeg::new_unchecked(&b);
+            if d.is_terminator() || total >= limit {
+                break;
+            }
+            total += d.byte_count() as u64;
+            self.segs.push((d.lkey(), d.addr(), d.byte_count()));
+        }
+    }
+}
+
+impl HwState {
+    /// Queues a receive error CQE for WQE `wqe` of `rqn`. Only LOCAL_QP_OP_ERR,
+    /// LOCAL_PROT_ERR (and flushes) put the RQ in error: a LOCAL_LENGTH_ERR (frame larger than
+    /// the posted buffer) consumes that WQE and the queue keeps running (DPDK
+    /// drivers/net/mlx5/mlx5_rx.c `mlx5_rx_err_handle` resets the RQ only for
+    /// LOCAL_QP_OP_ERR, LOCAL_PROT_ERR and WR_FLUSH_ERR and skips the buffer otherwise).
+    fn rx_error_cqe(&mut self, rqn: u32, wqe: u16, synd: u8) {
+        let Some(r) = self.rqs.get_mut(rqn) else {
+            return;
+        };
+        let mut b = [0u8; 64];
+        let mut c = Cqe::new_unchecked(&mut b[..]);
+        c.set_wqe_counter(wqe);
+        c.set_syndrome(0, synd);
+        c.set_sop_drop_qpn(rqn & 0xff_ffff);
+        c.set_srqn_uidx(r.d.user_index & 0xff_ffff);
+        c.set_op_own(cqe::OP_RESP_ERR << 4);
+        if synd != cqe::SYND_LOCAL_LENGTH_ERR {
+            r.state = QueueState::Error;
+        }
+        count!(self.counters, r.ctr, rx_error_cqes, 1);
+        let cqn = r.d.cqn;
+        self.push_rx_cqe(cqn, b);
+    }
+
+    /// An RQ in error completes its posted WQEs with WR_FLUSH_ERR (PRM; DPDK mlx5_rx.c
+    /// `mlx5_rx_err_handle` expects them), as far as its CQ has room.
+    pub(super) fn flush_rq(&mut self, rqn: u32) -> usize {
         let mut n = 0;
         loop {
-            let Some(frame) = self.inbox.lock().pop_front() else {
-                break;
+            let Some(r) = self.rqs.get(rqn) else {
+                return n;
             };
-            n += 1;
-            match self.rx_frame(&frame) {
-                Deliver::Done => {}
-                Deliver::Wait => {
-                    self.inbox.lock().push_front(frame);
-                    n -= 1;
-                    break;
-                }
+            if r.state != QueueState::Error || r.posted() == 0 {
+                return n;
             }
+            let cqn = r.d.cqn;
+            if !self.cqs.get(cqn).is_some_and(|c| !c.err && c.space() > 0) {
+                return n;
+            }
+            let r = self.rqs.get_mut(rqn).expect("checked above");
+            let mut b = [0u8; 64];
+            let mut c = Cqe::new_unchecked(&mut b[..]);
+            c.set_wqe_counter(r.ci);
+            c.set_syndrome(0, cqe::SYND_WR_FLUSH_ERR);
+            c.set_sop_drop_qpn(rqn & 0xff_ffff);
+            c.set_srqn_uidx(r.d.user_index & 0xff_ffff);
+            c.set_op_own(cqe::OP_RESP_ERR << 4);
+            r.ci = r.ci.wrapping_add(1);
+            r.cur = false;
+            r.stride_pos = 0;
+            count!(self.counters, r.ctr, rx_flushed, 1);
+            self.post_cqe(cqn, &mut b);
+            n += 1;
         }
-        n
     }
 
-    fn rx_frame(&mut self, frame: &[u8]) -> Deliver {
-        if frame.len() < self.opts.min_frame as usize {
-            self.counters.rx_runt += 1;
+    /// Puts `frame` (steered to `rqn`, with its RSS hash and flow tag) into the RQ.
+    pub(super) fn deliver(
+        &mut self,
+        rqn: u32,
+        frame: &[u8],
+        hash: u32,
+        hash_type: u8,
+        tag: u32,
+        may_wait: bool,
+    ) -> Deliver {
+        let fc = self.opts.flow_control && may_wait;
+        let Some(r) = self.rqs.get(rqn) else {
             return Deliver::Done;
-        }
-        if frame.len() > self.opts.max_frame as usize {
-            self.counters.rx_oversize += 1;
-            return Deliver::Done;
-        }
-        // Steering.
-        let mut tag = 0u32;
-        let mut rss_set: Option<Vec<u16>> = None;
-        let mut queue = 0usize;
-        if !self.opts.rules.is_empty() {
-            match flow::classify(&self.opts.rules, frame) {
-                None => {
-                    self.counters.rx_to_kernel += 1;
-                    return Deliver::Done;
-                }
-                Some(r) => {
-                    tag = self
-                        .opts
-                        .rules
-                        .iter()
-                        .position(|x| std::ptr::eq(x, r))
-                        .unwrap_or(0) as u32
-                        + 1;
-                    match &r.action {
-                        Action::Drop => {
-                            self.counters.rx_rule_drop += 1;
-                            return Deliver::Done;
-                        }
-                        Action::Queue(qi) => queue = *qi as usize,
-                        Action::Rss(qs) => rss_set = Some(qs.clone()),
-                    }
-                }
+        };
+        match r.state {
+            QueueState::Reset => {
+                self.counters.rx_no_buffer += 1;
+                return Deliver::Done;
             }
-        } else if self.qs.len() > 1 {
-            rss_set = Some((0..self.qs.len() as u16).collect());
+            QueueState::Error => {
+                let r = self.rqs.get_mut(rqn).expect("checked above");
+                count!(self.counters, r.ctr, rx_in_error, 1);
+                return Deliver::Done;
+            }
+            QueueState::Ready => {}
         }
-        // VLAN strip.
-        let mut f = std::mem::take(&mut self.scratch);
+        let cqn = r.d.cqn;
+        let striding = r.d.striding;
+        // An RQ without a posted WQE drops (counted, `rx_out_of_buffer` in mlx5 ethtool
+        // stats); with flow control the port pauses instead (the frame waits).
+        let no_buf = |s: &mut Self| {
+            if fc {
+                Deliver::Wait
+            } else {
+                if let Some(r) = s.rqs.get_mut(rqn) {
+                    count!(s.counters, r.ctr, rx_no_buffer, 1);
+                }
+                Deliver::Done
+            }
+        };
+        if !(striding.is_some() && r.cur) && r.posted() == 0 {
+            return no_buf(self);
+        }
+        // Room for this frame's CQEs (a filler, the packet): a CQE due on a full CQ overruns
+        // it (see `overrun`), whatever flow control says: pause frames hold the wire, not the
+        // CQ.
+        if !self.rx_cq_room(cqn, if striding.is_some() { 2 } else { 1 }) {
+            self.overrun(cqn);
+            if let Some(r) = self.rqs.get_mut(rqn) {
+                count!(self.counters, r.ctr, rx_in_error, 1);
+            }
+            return Deliver::Done;
+        }
+        // VLAN strip (`IBV_WQ_FLAGS_CVLAN_STRIPPING`; the TCI goes to the CQE's `vlan_info`
+        // with the CV bit, mlx5dv.h `MLX5_CQE_VLAN_STRIPPED` / rdma-core cq.c).
+        let mut f = std::mem::take(&mut self.rxf);
         f.clear();
         let mut vlan = None;
-        if self.opts.vlan_strip && frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
+        let strip = self.rqs.get(rqn).is_some_and(|r| r.vlan_strip);
+        if strip && frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
             vlan = Some(u16::from_be_bytes([frame[14], frame[15]]));
             f.extend_from_slice(&frame[..12]);
             f.extend_from_slice(&frame[16..]);
         } else {
             f.extend_from_slice(frame);
         }
-        let info = net::analyze(&f);
-        if let Some(set) = rss_set {
-            if !set.is_empty() {
-                queue = set[(info.hash as usize) % set.len()] as usize;
+        let mut base = [0u8; 64];
+        {
+            let info = net::analyze(&f);
+            let mut c = Cqe::new_unchecked(&mut base[..]);
+            c.set_rx_hash(hash);
+            c.set_rx_hash_type(hash_type);
+            c.set_hds_ip_ext(info.hds_ip_ext);
+            let mut t = info.hdr_type;
+            if let Some(v) = vlan {
+                t |= cqe::CV;
+                c.set_vlan_info(v);
             }
+            c.set_l4_hdr_type_etc(t);
+            // The flow tag sits in the low 24 bits of `sop_drop_qpn` (mlx5dv.h / rdma-core
+            // cq.c `mlx5_cq_read_flow_tag`: `sop_drop_qpn & MLX5_FLOW_TAG_MASK`; DPDK
+            // mlx5_rx.c reads the mark there), 0 without a Tag spec.
+            c.set_sop_drop_qpn(tag & 0xff_ffff);
+            c.set_srqn_uidx(self.rqs.get(rqn).map_or(0, |r| r.d.user_index & 0xff_ffff));
+            c.set_op_own(cqe::OP_RESP_SEND << 4);
         }
-        let r = if queue < self.qs.len() && self.qs[queue].open {
-            self.deliver(queue, &f, &info, vlan, tag)
-        } else {
-            self.counters.rx_no_buffer += 1;
-            Deliver::Done
+        let r = match striding {
+            None => self.fill_cyclic(rqn, &f, base),
+            Some(s) => self.fill_striding(rqn, &f, base, s),
         };
-        self.scratch = f;
-        r
-    }
-
-    fn base_rx_cqe(info: &net::RxInfo, vlan: Option<u16>, tag: u32) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        let mut c = Cqe::new_unchecked(&mut b);
-        c.set_rx_hash(info.hash);
-        c.set_rx_hash_type(info.hash_type);
-        c.set_hds_ip_ext(info.hds_ip_ext);
-        let mut t = info.hdr_type;
-        if let Some(v) = vlan {
-            t |= cqe::CV;
-            c.set_vlan_info(v);
-        }
-        c.set_l4_hdr_type_etc(t);
-        c.set_sop_drop_qpn(tag & 0xff_ffff);
-        c.set_op_own(cqe::OP_RESP_SEND << 4);
-        b
-    }
-
-    fn rx_error_cqe(&mut self, i: usize, wqe: u16, synd: u8) {
-        let q = &mut self.qs[i];
-        let mut b = [0u8; 64];
-        let mut c = Cqe::new_unchecked(&mut b);
-        c.set_wqe_counter(wqe);
-        c.set_syndrome(0, synd);
-        c.set_sop_drop_qpn(q.sqn);
-        c.set_op_own(cqe::OP_RESP_ERR << 4);
-        q.pending_rx.push_back(b);
-        q.rq_err = true;
-        self.counters.rx_error_cqes += 1;
-    }
-
-    fn deliver(
-        &mut self,
-        i: usize,
-        f: &[u8],
-        info: &net::RxInfo,
-        vlan: Option<u16>,
-        tag: u32,
-    ) -> Deliver {
-        let fc = self.opts.flow_control;
-        let no_buf = |s: &mut Self| {
-            if fc {
-                Deliver::Wait
-            } else {
-                s.counters.rx_no_buffer += 1;
+        let len = f.len() as u64;
+        self.rxf = f;
+        match r {
+            Some(true) => {
+                if let Some(r) = self.rqs.get_mut(rqn) {
+                    count!(self.counters, r.ctr, rx_frames, 1);
+                    count!(self.counters, r.ctr, rx_bytes, len);
+                }
                 Deliver::Done
             }
-        };
-        let q = &self.qs[i];
-        if q.rq_err {
-            self.counters.rx_in_error += 1;
-            return Deliver::Done;
+            Some(false) => Deliver::Done,
+            None => no_buf(self),
         }
-        // Room in the CQ for this frame's CQE(s) (a filler, the packet) beyond what is pending.
-        if (q.rxcq.space(&q.mem) as usize) < q.pending_rx.len() + 2 {
-            return no_buf(self);
+    }
+
+    /// One cyclic WQE per frame, scattered over its list; a frame longer than the list is a
+    /// LOCAL_LENGTH_ERR for that WQE. Some(true): delivered; Some(false): consumed by an error;
+    /// None: no WQE.
+    fn fill_cyclic(&mut self, rqn: u32, f: &[u8], mut b: [u8; 64]) -> Option<bool> {
+        let r = self.rqs.get_mut(rqn)?;
+        if r.posted() == 0 {
+            return None;
         }
-        let posted = q.mem.db_load(mem::DB_RQ) as u16;
-        let avail = posted.wrapping_sub(q.rq_ci) as u32;
-        let has_wqe = avail > 0 && avail <= q.mem.g.rq_cnt;
-        let stride = q.mem.g.rq_stride as usize;
-        let rq_cnt = q.mem.g.rq_cnt;
-        let wqe_off = |ci: u16| q.mem.rq + ((ci as u32 & (rq_cnt - 1)) as usize) * stride;
-        match self.opts.rx {
-            RxKind::Cyclic { .. } => {
-                if !has_wqe {
-                    return no_buf(self);
+        let ci = r.ci;
+        r.read_segs(ci, 0, u64::MAX);
+        r.ci = ci.wrapping_add(1);
+        // Taken out and put back (no allocation) so that the MR table can be read meanwhile.
+        let segs = std::mem::take(&mut r.segs);
+        let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, a, l));
+        let room: u64 = segs.iter().map(|s| s.2 as u64).sum();
+        if !bad && (f.len() as u64) <= room {
+            let mut off = 0;
+            for &(_, a, l) in &segs {
+                if off == f.len() {
+                    break;
                 }
-                let ci = q.rq_ci;
-                let mut w = vec![0u8; stride];
-                q.mem.read(wqe_off(ci), &mut w);
-                let mut segs = Vec::new();
-                for k in 0..stride / 16 {
-                    let d = DataSeg::new_unchecked(&w[16 * k..16 * k + 16]);
-                    if d.is_terminator() {
-                        break;
-                    }
-                    segs.push((d.lkey(), d.addr(), d.byte_count()));
-                }
-                if segs.iter().any(|&(k, a, l)| !self.mr_ok(k, a, l)) {
-                    self.qs[i].rq_ci = ci.wrapping_add(1);
-                    self.rx_error_cqe(i, ci, cqe::SYND_LOCAL_PROT_ERR);
-                    return Deliver::Done;
-                }
-                let room: u64 = segs.iter().map(|s| s.2 as u64).sum();
-                if (f.len() as u64) > room {
-                    self.qs[i].rq_ci = ci.wrapping_add(1);
-                    self.rx_error_cqe(i, ci, cqe::SYND_LOCAL_LENGTH_ERR);
-                    return Deliver::Done;
-                }
-                let mut off = 0;
-                for &(_, a, l) in &segs {
-                    if off == f.len() {
-                        break;
-                    }
-                    let k = (l as usize).min(f.len() - off);
-                    write_mem(a, &f[off..off + k]);
-                    off += k;
-                }
-                let mut b = Self::base_rx_cqe(info, vlan, tag);
-                let mut c = Cqe::new_unchecked(&mut b);
-                c.set_byte_cnt(f.len() as u32);
-                c.set_wqe_counter(ci);
-                let q = &mut self.qs[i];
-                q.rq_ci = ci.wrapping_add(1);
-                q.pending_rx.push_back(b);
+                let k = (l as usize).min(f.len() - off);
+                write_at(a as usize, &f[off..off + k]);
+                off += k;
             }
-            RxKind::Striding(s) => {
-                let num = 1u32 << s.log_num_strides;
-                let ssz = 1u32 << s.log_stride_size;
-                let shift = if s.two_byte_shift { 2 } else { 0 };
-                let need = (f.len() as u32 + shift).div_ceil(ssz);
-                if need > num {
-                    self.counters.rx_oversize += 1;
-                    return Deliver::Done;
-                }
-                if self.qs[i].cur.is_some() && self.qs[i].stride_pos + need > num {
-                    // Close the WQE with a filler.
-                    let q = &mut self.qs[i];
-                    let left = num - q.stride_pos;
-                    let mut b = [0u8; 64];
-                    let mut c = Cqe::new_unchecked(&mut b);
-                    c.set_wqe_id(q.rq_ci);
-                    c.set_wqe_counter(q.stride_pos as u16);
-                    c.set_byte_cnt(cqe::mprq_byte_cnt(0, left as u16, true));
-                    c.set_op_own(cqe::OP_RESP_SEND << 4);
-                    q.pending_rx.push_back(b);
-                    q.rq_ci = q.rq_ci.wrapping_add(1);
-                    q.stride_pos = 0;
-                    q.cur = None;
-                    self.counters.fillers += 1;
-                    return self.deliver(i, f, info, vlan, tag);
-                }
-                if self.qs[i].cur.is_none() {
-                    let q = &self.qs[i];
-                    let posted = q.mem.db_load(mem::DB_RQ) as u16;
-                    let avail = posted.wrapping_sub(q.rq_ci) as u32;
-                    if avail == 0 || avail > rq_cnt {
-                        return no_buf(self);
-                    }
-                    let ci = q.rq_ci;
-                    let mut w = vec![0u8; stride];
-                    q.mem.read(
-                        q.mem.rq + ((ci as u32 & (rq_cnt - 1)) as usize) * stride,
-                        &mut w,
-                    );
-                    let mut segs = Vec::new();
-                    let mut total = 0u64;
-                    let mut bad = false;
-                    for k in 1..stride / 16 {
-                        let d = DataSeg::new_unchecked(&w[16 * k..16 * k + 16]);
-                        if d.is_terminator() || total >= (num * ssz) as u64 {
-                            break;
-                        }
-                        if !self.mr_ok(d.lkey(), d.addr(), d.byte_count()) {
-                            bad = true;
-                        }
-                        total += d.byte_count() as u64;
-                        segs.push((d.addr(), d.byte_count()));
-                    }
-                    if bad {
-                        self.qs[i].rq_ci = ci.wrapping_add(1);
-                        self.rx_error_cqe(i, ci, cqe::SYND_LOCAL_PROT_ERR);
-                        return Deliver::Done;
-                    }
-                    if total < (num * ssz) as u64 {
-                        self.qs[i].rq_ci = ci.wrapping_add(1);
-                        self.rx_error_cqe(i, ci, cqe::SYND_LOCAL_LENGTH_ERR);
-                        return Deliver::Done;
-                    }
-                    let q = &mut self.qs[i];
-                    q.cur = Some(segs);
-                    q.stride_pos = 0;
-                }
-                let q = &mut self.qs[i];
-                let Some(segs) = q.cur.as_ref() else {
-                    return Deliver::Done;
+        }
+        self.rqs.get_mut(rqn)?.segs = segs;
+        if bad {
+            self.rx_error_cqe(rqn, ci, cqe::SYND_LOCAL_PROT_ERR);
+            return Some(false);
+        }
+        if (f.len() as u64) > room {
+            self.rx_error_cqe(rqn, ci, cqe::SYND_LOCAL_LENGTH_ERR);
+            return Some(false);
+        }
+        let mut c = Cqe::new_unchecked(&mut b[..]);
+        c.set_byte_cnt(f.len() as u32);
+        c.set_wqe_counter(ci);
+        let cqn = self.rqs.get(rqn)?.d.cqn;
+        self.push_rx_cqe(cqn, b);
+        Some(true)
+    }
+
+    /// Striding RQ (DPDK mlx5_rx.c `mlx5_rx_burst_mprq`): a frame takes consecutive strides
+    /// of the open WQE (after 2 pad bytes with the two-byte shift); a frame that does not fit
+    /// what is left closes the WQE with a filler CQE (`MLX5_MPRQ_FILLER_MASK`) and goes to the
+    /// next one. CQE: `wqe_id` = WQE, `wqe_counter` = first stride, byte count with the stride
+    /// count (mlx5_prm.h `MLX5_MPRQ_STRIDE_NUM_MASK`).
+    fn fill_striding(
+        &mut self,
+        rqn: u32,
+        f: &[u8],
+        mut b: [u8; 64],
+        s: crate::dv::rings::Striding,
+    ) -> Option<bool> {
+        let num = 1u32 << s.log_num_strides;
+        let ssz = 1u32 << s.log_stride_size;
+        let shift = if s.two_byte_shift { 2 } else { 0 };
+        let need = (f.len() as u32 + shift).div_ceil(ssz);
+        if need > num {
+            self.counters.rx_oversize += 1;
+            return Some(false);
+        }
+        let r = self.rqs.get_mut(rqn)?;
+        let cqn = r.d.cqn;
+        if r.cur && r.stride_pos + need > num {
+            let left = num - r.stride_pos;
+            let mut fb = [0u8; 64];
+            let mut c = Cqe::new_unchecked(&mut fb[..]);
+            c.set_wqe_id(r.ci);
+            c.set_wqe_counter(r.stride_pos as u16);
+            c.set_byte_cnt(cqe::mprq_byte_cnt(0, left as u16, true));
+            c.set_srqn_uidx(r.d.user_index & 0xff_ffff);
+            c.set_op_own(cqe::OP_RESP_SEND << 4);
+            r.ci = r.ci.wrapping_add(1);
+            r.stride_pos = 0;
+            r.cur = false;
+            count!(self.counters, r.ctr, fillers, 1);
+            self.push_rx_cqe(cqn, fb);
+        }
+        let r = self.rqs.get_mut(rqn)?;
+        if !r.cur {
+            if r.posted() == 0 {
+                return None;
+            }
+            let ci = r.ci;
+            r.read_segs(ci, 1, (num * ssz) as u64);
+            let segs = std::mem::take(&mut r.segs);
+            let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, a, l));
+            let total: u64 = segs.iter().map(|s| s.2 as u64).sum();
+            self.rqs.get_mut(rqn)?.segs = segs;
+            if bad || total < (num * ssz) as u64 {
+                let r = self.rqs.get_mut(rqn)?;
+                r.ci = ci.wrapping_add(1);
+                let synd = if bad {
+                    cqe::SYND_LOCAL_PROT_ERR
+                } else {
+                    cqe::SYND_LOCAL_LENGTH_ERR
                 };
-                // Scatter into the logical buffer at stride_pos * ssz (+ 2 zero pad bytes).
-                let start = (q.stride_pos * ssz) as u64;
-                let pad = [0u8; 2];
-                let mut bytes: Vec<&[u8]> = Vec::with_capacity(2);
-                if shift > 0 {
-                    bytes.push(&pad[..]);
-                }
-                bytes.push(f);
-                scatter(segs, start, &bytes);
-                let mut b = Self::base_rx_cqe(info, vlan, tag);
-                let mut c = Cqe::new_unchecked(&mut b);
-                c.set_wqe_id(q.rq_ci);
-                c.set_wqe_counter(q.stride_pos as u16);
-                c.set_byte_cnt(cqe::mprq_byte_cnt(f.len() as u16, need as u16, false));
-                q.pending_rx.push_back(b);
-                q.stride_pos += need;
-                if q.stride_pos == num {
-                    q.stride_pos = 0;
-                    q.cur = None;
-                    q.rq_ci = q.rq_ci.wrapping_add(1);
-                }
+                self.rx_error_cqe(rqn, ci, synd);
+                return Some(false);
             }
+            let r = self.rqs.get_mut(rqn)?;
+            r.cur = true;
+            r.stride_pos = 0;
         }
-        self.counters.rx_frames += 1;
-        self.counters.rx_bytes += f.len() as u64;
-        Deliver::Done
-    }
-
-    /// Writes the pending receive CQEs, compressing runs when configured.
-    pub(super) fn flush_rx(&mut self, i: usize) -> usize {
-        let fmt = self.opts.cqe_compression;
-        let q = &mut self.qs[i];
-        let mut n = 0;
-        while let Some(first) = q.pending_rx.front().copied() {
-            let space = q.rxcq.space(&q.mem) as usize;
-            if let Some(fmt) = fmt {
-                let mut run = 1;
-                while run < q.pending_rx.len()
-                    && run < 64
-                    && run < space
-                    && compressible(fmt, &first, &q.pending_rx[run], run)
-                {
-                    run += 1;
-                }
-                if run >= 2 {
-                    let items: Vec<[u8; 64]> = q.pending_rx.drain(..run).collect();
-                    write_session(&mut q.rxcq, &q.mem, fmt, &items);
-                    self.counters.compressed_sessions += 1;
-                    self.counters.mini_cqes += run as u64;
-                    n += run;
-                    continue;
-                }
-            }
-            if space == 0 {
-                break;
-            }
-            q.pending_rx.pop_front();
-            let op = first[63] >> 4;
-            q.rxcq.write(&q.mem, &first, op, 0, 1);
-            n += 1;
+        let r = self.rqs.get_mut(rqn)?;
+        let start = (r.stride_pos * ssz) as u64;
+        if shift > 0 {
+            scatter(&r.segs, start, &[0u8; 2]);
         }
-        n
+        scatter(&r.segs, start + shift as u64, f);
+        let mut c = Cqe::new_unchecked(&mut b[..]);
+        c.set_wqe_id(r.ci);
+        c.set_wqe_counter(r.stride_pos as u16);
+        c.set_byte_cnt(cqe::mprq_byte_cnt(f.len() as u16, need as u16, false));
+        r.stride_pos += need;
+        if r.stride_pos == num {
+            r.stride_pos = 0;
+            r.cur = false;
+            r.ci = r.ci.wrapping_add(1);
+        }
+        self.push_rx_cqe(cqn, b);
+        Some(true)
     }
 }
 
-enum Deliver {
-    Done,
-    Wait,
-}
-
-/// Writes the concatenation of `parts` at logical offset `start` of the buffer made of `segs`.
-fn scatter(segs: &[(u64, u32)], start: u64, parts: &[&[u8]]) {
+/// Writes `p` at logical offset `start` of the buffer made of `segs`.
+fn scatter(segs: &[(u32, u64, u32)], start: u64, p: &[u8]) {
     let mut seg = 0;
     let mut seg_start = 0u64;
-    while seg < segs.len() && seg_start + segs[seg].1 as u64 <= start {
-        seg_start += segs[seg].1 as u64;
+    while seg < segs.len() && seg_start + segs[seg].2 as u64 <= start {
+        seg_start += segs[seg].2 as u64;
         seg += 1;
     }
     let mut pos = start;
-    for p in parts {
-        let mut off = 0;
-        while off < p.len() && seg < segs.len() {
-            let (a, l) = segs[seg];
-            let in_seg = pos - seg_start;
-            let k = ((l as u64 - in_seg) as usize).min(p.len() - off);
-            write_mem(a + in_seg, &p[off..off + k]);
-            off += k;
-            pos += k as u64;
-            if pos - seg_start == l as u64 {
-                seg_start += l as u64;
-                seg += 1;
-            }
+    let mut off = 0;
+    while off < p.len() && seg < segs.len() {
+        let (_, a, l) = segs[seg];
+        let in_seg = pos - seg_start;
+        let k = ((l as u64 - in_seg) as usize).min(p.len() - off);
+        write_at((a + in_seg) as usize, &p[off..off + k]);
+        off += k;
+        pos += k as u64;
+        if pos - seg_start == l as u64 {
+            seg_start += l as u64;
+            seg += 1;
         }
     }
-}
-
-/// Bytes that a session's mini-CQEs carry (or that are per-entry) and so need not agree.
-fn masked(fmt: MiniCqeFormat, b: &[u8; 64]) -> [u8; 64] {
-    let mut x = *b;
-    let zero = |x: &mut [u8; 64], r: std::ops::Range<usize>| x[r].fill(0);
-    match fmt {
-        MiniCqeFormat::Hash => zero(&mut x, cqe::field::RX_HASH),
-        MiniCqeFormat::CsumStrideIdx => zero(&mut x, cqe::field::CHECKSUM),
-    }
-    zero(&mut x, cqe::field::BYTE_CNT);
-    zero(&mut x, cqe::field::WQE_COUNTER);
-    x[63] = 0;
-    x
-}
-
-fn compressible(fmt: MiniCqeFormat, first: &[u8; 64], c: &[u8; 64], k: usize) -> bool {
-    let (a, b) = (Cqe::new_unchecked(first), Cqe::new_unchecked(c));
-    if a.opcode() != cqe::OP_RESP_SEND || b.opcode() != cqe::OP_RESP_SEND {
-        return false;
-    }
-    let striding = fmt == MiniCqeFormat::CsumStrideIdx;
-    if striding && (cqe::mprq_decode(a.byte_cnt()).2 || cqe::mprq_decode(b.byte_cnt()).2) {
-        return false;
-    }
-    if !striding && b.wqe_counter() != a.wqe_counter().wrapping_add(k as u16) {
-        return false;
-    }
-    masked(fmt, first) == masked(fmt, c)
-}
-
-/// Writes a compressed session: mini-CQE arrays at CI+1, CI+8, CI+16, … then the title at CI.
-fn write_session(cq: &mut CqW, m: &QueueMem, fmt: MiniCqeFormat, items: &[[u8; 64]]) {
-    let n = items.len();
-    for (k, chunk) in items.chunks(mini_cqe::PER_SLOT).enumerate() {
-        let mut arr = [0u8; 64];
-        for (j, it) in chunk.iter().enumerate() {
-            let c = Cqe::new_unchecked(it);
-            let mut mc = MiniCqe::new_unchecked(&mut arr[j * 8..j * 8 + 8]);
-            match fmt {
-                MiniCqeFormat::Hash => mc.set_rx_hash(c.rx_hash()),
-                MiniCqeFormat::CsumStrideIdx => {
-                    mc.set_checksum(c.checksum());
-                    mc.set_stride_idx(c.wqe_counter());
-                }
-            }
-            mc.set_byte_cnt(c.byte_cnt());
-        }
-        let slot = if k == 0 { 1 } else { 8 * k as u32 };
-        cq.write_raw(m, slot, &arr);
-    }
-    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-    let mut title = items[0];
-    Cqe::new_unchecked(&mut title).set_byte_cnt(n as u32);
-    cq.write(
-        m,
-        &title,
-        cqe::OP_RESP_SEND,
-        cqe::FORMAT_COMPRESSED,
-        n as u32,
-    );
 }

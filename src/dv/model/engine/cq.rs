@@ -1,0 +1,308 @@
+//! Completion queues: writing CQEs (64- or 128-byte slots), CQE compression into title +
+//! mini-CQE sessions, overrun, and the arm / completion event.
+
+use super::*;
+use crate::dv::rings::MiniCqeFormat;
+use crate::dv::wire::{cqe, mini_cqe, Cqe, MiniCqe};
+
+/// The device side of one CQ.
+pub(crate) struct Cq {
+    pub(crate) d: CqDesc,
+    log: u32,
+    /// Producer index (slots written).
+    pub(crate) pi: u32,
+    /// Receive CQEs waiting to be written (so that runs can be compressed).
+    pub(crate) pending: VecDeque<[u8; 64]>,
+    /// The arm word last seen in `dbrec[1]`.
+    arm_word: u32,
+    /// Armed: (consumer index at arm time, solicited only).
+    armed: Option<(u32, bool)>,
+    /// An error CQE was written since the arm.
+    saw_error: bool,
+    /// Overrun: the CQ is in error and takes no more CQEs.
+    pub(crate) err: bool,
+    /// SQs and RQs reporting here.
+    pub(crate) users: u32,
+}
+
+/// `MLX5_CQ_DB_REQ_NOT_SOL` (rdma-core providers/mlx5/mlx5.h): arm for solicited / error CQEs.
+const ARM_SOLICITED: u32 = 1 << 24;
+
+impl Cq {
+    pub(crate) fn new(d: CqDesc) -> Cq {
+        store_be32(d.dbrec + 4, ARM_SENTINEL);
+        Cq {
+            d,
+            log: d.cqe_cnt.trailing_zeros(),
+            pi: 0,
+            pending: cqe_deque(d.cqe_cnt as usize),
+            arm_word: ARM_SENTINEL,
+            armed: None,
+            saw_error: false,
+            err: false,
+            users: 0,
+        }
+    }
+
+    /// The consumer index the driver published (`dbrec[MLX5_CQ_SET_CI]`, 24 bits: rdma-core
+    /// providers/mlx5/cq.c `update_cons_index`).
+    fn ci(&self) -> u32 {
+        load_be32(self.d.dbrec) & 0xff_ffff
+    }
+
+    /// Free slots.
+    pub(crate) fn space(&self) -> u32 {
+        let used = self.pi.wrapping_sub(self.ci()) & 0xff_ffff;
+        self.d.cqe_cnt.saturating_sub(used)
+    }
+
+    /// Address of the 64-byte CQE of slot `i`: with 128-byte CQEs it is the second half of the
+    /// slot (rdma-core providers/mlx5/cq.c `get_sw_cqe`: `cqe64 = (cqe_sz == 64) ? cqe : cqe + 64`).
+    fn cqe64(&self, i: u32) -> usize {
+        let sz = self.d.cqe_size as usize;
+        self.d.buf + ((i & (self.d.cqe_cnt - 1)) as usize) * sz + (sz - 64)
+    }
+
+    /// Writes the raw 64 bytes of slot `pi + k` (mini-CQE arrays carry no ownership byte).
+    fn write_raw(&self, k: u32, bytes: &[u8; 64]) {
+        write_at(self.cqe64(self.pi.wrapping_add(k)), bytes);
+    }
+
+    /// Writes a CQE at the producer index: bytes 0..63 first, then `op_own` with the owner bit
+    /// of this pass (PRM: owner = bit log2(cqe_cnt) of the index; rdma-core cq.c
+    /// `get_sw_cqe` checks it against `cons_index & cqe_cnt`) with release ordering; advances
+    /// by `slots` (a compressed session's title covers all its slots).
+    fn write(&mut self, c: &[u8; 64], opcode: u8, format: u8, slots: u32) {
+        let at = self.cqe64(self.pi);
+        write_at(at, &c[..63]);
+        let owner = ((self.pi >> self.log) & 1) as u8;
+        // SAFETY: the `op_own` byte of a slot inside the ring (create_cq contract).
+        unsafe { mmio::op_own_store((at + 63) as *mut u8, cqe::op_own(opcode, format, owner)) };
+        self.pi = self.pi.wrapping_add(slots);
+    }
+}
+
+impl HwState {
+    /// Writes one CQE now (send completions, errors, flushes). On a full CQ the CQ overruns.
+    pub(super) fn post_cqe(&mut self, cqn: u32, b: &mut [u8; 64]) -> bool {
+        let ts = self.opts.clock_khz > 0;
+        let ticks = if ts { self.clock_ticks() } else { 0 };
+        let Some(c) = self.cqs.get_mut(cqn) else {
+            return false;
+        };
+        if c.err {
+            return false;
+        }
+        if c.space() == 0 {
+            self.overrun(cqn);
+            return false;
+        }
+        if ts {
+            // mlx5dv.h `struct mlx5_cqe64`: `timestamp`, the free-running device clock.
+            Cqe::new_unchecked(&mut b[..]).set_timestamp(ticks);
+        }
+        let op = b[63] >> 4;
+        if op == cqe::OP_REQ_ERR || op == cqe::OP_RESP_ERR {
+            c.saw_error = true;
+        }
+        c.write(b, op, 0, 1);
+        true
+    }
+
+    /// Queues a receive CQE (written, maybe compressed, by `flush_cq`).
+    pub(super) fn push_rx_cqe(&mut self, cqn: u32, mut b: [u8; 64]) {
+        if self.opts.clock_khz > 0 {
+            let t = self.clock_ticks();
+            Cqe::new_unchecked(&mut b[..]).set_timestamp(t);
+        }
+        if let Some(c) = self.cqs.get_mut(cqn) {
+            c.pending.push_back(b);
+        }
+    }
+
+    /// Free slots of `cqn` beyond its pending CQEs (pending ones are flushed first if needed).
+    pub(super) fn rx_cq_room(&mut self, cqn: u32, need: usize) -> bool {
+        let ok = |c: &Cq| !c.err && c.space() as usize >= c.pending.len() + need;
+        match self.cqs.get(cqn) {
+            Some(c) if ok(c) => return true,
+            None => return false,
+            _ => {}
+        }
+        self.flush_cq(cqn);
+        self.cqs.get(cqn).is_some_and(ok)
+    }
+
+    /// CQ overrun: a CQE was due and the CQ was full. The hardware moves the CQ to error and
+    /// raises a CQ error event (PRM "CQ Error"; Linux drivers/net/ethernet/mellanox/mlx5/core/
+    /// eq.c handles MLX5_EVENT_TYPE_CQ_ERROR, "CQ error on CQN", and mlx5_ib turns it into
+    /// IB_EVENT_CQ_ERR, drivers/infiniband/hw/mlx5/cq.c `mlx5_ib_cq_event`); the queues that
+    /// report to it can no longer complete and are moved to error.
+    pub(super) fn overrun(&mut self, cqn: u32) {
+        let Some(c) = self.cqs.get_mut(cqn) else {
+            return;
+        };
+        if c.err {
+            return;
+        }
+        c.err = true;
+        c.pending.clear();
+        self.counters.cq_overruns += 1;
+        self.events.push(HwEvent::CqError { cqn });
+        for n in self.sqs.slots() {
+            if let Some(s) = self.sqs.get_mut(n) {
+                if s.d.cqn == cqn {
+                    s.state = QueueState::Error;
+                }
+            }
+        }
+        for n in self.rqs.slots() {
+            if let Some(r) = self.rqs.get_mut(n) {
+                if r.d.cqn == cqn {
+                    r.state = QueueState::Error;
+                }
+            }
+        }
+    }
+
+    /// Writes the pending receive CQEs of `cqn`, compressing runs when configured.
+    pub(super) fn flush_cq(&mut self, cqn: u32) -> usize {
+        let mut n = 0;
+        let mut overrun = false;
+        let Some(c) = self.cqs.get_mut(cqn) else {
+            return 0;
+        };
+        let fmt = c.d.compression;
+        while let Some(first) = c.pending.front().copied() {
+            let space = c.space() as usize;
+            if let Some(fmt) = fmt {
+                let mut run = 1;
+                while run < c.pending.len()
+                    && run < 64
+                    && run < space
+                    && compressible(fmt, &first, &c.pending[run], run)
+                {
+                    run += 1;
+                }
+                if run >= 2 {
+                    write_session(c, fmt, run);
+                    self.counters.compressed_sessions += 1;
+                    self.counters.mini_cqes += run as u64;
+                    n += run;
+                    continue;
+                }
+            }
+            if space == 0 {
+                overrun = true;
+                break;
+            }
+            c.pending.pop_front();
+            let op = first[63] >> 4;
+            if op == cqe::OP_RESP_ERR {
+                c.saw_error = true;
+            }
+            c.write(&first, op, 0, 1);
+            n += 1;
+        }
+        if overrun {
+            self.overrun(cqn);
+        }
+        n
+    }
+
+    /// Arm and completion event. `mlx5_arm_cq` (rdma-core providers/mlx5/cq.c) writes
+    /// `sn << 28 | cmd | ci` to `dbrec[MLX5_CQ_ARM_DB]` (and the same word, with the cqn, to
+    /// the UAR); `mlx5_cq_event` bumps `sn` once the event is read, so each new arm is a new
+    /// word. The device raises one completion event once a CQE exists past the armed consumer
+    /// index (PRM "CQ arming"), then the arm is spent. A solicited-only arm fires only for
+    /// solicited or error CQEs (raw Ethernet CQEs are never solicited).
+    pub(super) fn check_arm(&mut self, cqn: u32) {
+        let Some(c) = self.cqs.get_mut(cqn) else {
+            return;
+        };
+        let w = load_be32(c.d.dbrec + 4);
+        if w != c.arm_word {
+            c.arm_word = w;
+            c.armed = Some((w & 0xff_ffff, w & ARM_SOLICITED != 0));
+            c.saw_error = false;
+        }
+        if let Some((ci, sol)) = c.armed {
+            let past = c.pi.wrapping_sub(ci) & 0xff_ffff != 0;
+            if past && (!sol || c.saw_error) {
+                c.armed = None;
+                self.events.push(HwEvent::Completion { cqn });
+            }
+        }
+    }
+}
+
+/// Bytes that a session's mini-CQEs carry (or that are per-entry) and so need not agree. With
+/// the checksum/stride-index format the mini-CQE has no hash, and the hardware compresses across
+/// different hashes (Linux drivers/net/ethernet/mellanox/mlx5/core/en_rx.c
+/// `mlx5e_decompress_cqe_no_hash` reports the hash of such CQEs as unknown).
+fn masked(fmt: MiniCqeFormat, b: &[u8; 64]) -> [u8; 64] {
+    let mut x = *b;
+    let zero = |x: &mut [u8; 64], r: std::ops::Range<usize>| x[r].fill(0);
+    match fmt {
+        MiniCqeFormat::Hash => zero(&mut x, cqe::field::RX_HASH),
+        MiniCqeFormat::CsumStrideIdx => {
+            zero(&mut x, cqe::field::CHECKSUM);
+            zero(&mut x, cqe::field::RX_HASH);
+        }
+    }
+    zero(&mut x, cqe::field::BYTE_CNT);
+    zero(&mut x, cqe::field::WQE_COUNTER);
+    zero(&mut x, cqe::field::TIMESTAMP);
+    x[63] = 0;
+    x
+}
+
+/// May `c` join the session that `first` opens, as entry `k`? (DPDK drivers/net/mlx5/mlx5_rx.c
+/// `rxq_cq_decompress_v` / `mlx5_rx_poll_len`: the title's fields hold for every entry but those
+/// the mini-CQE carries; cyclic entries complete consecutive WQEs.)
+fn compressible(fmt: MiniCqeFormat, first: &[u8; 64], c: &[u8; 64], k: usize) -> bool {
+    let (a, b) = (Cqe::new_unchecked(first), Cqe::new_unchecked(c));
+    if a.opcode() != cqe::OP_RESP_SEND || b.opcode() != cqe::OP_RESP_SEND {
+        return false;
+    }
+    let striding = fmt == MiniCqeFormat::CsumStrideIdx;
+    if striding && (cqe::mprq_decode(a.byte_cnt()).2 || cqe::mprq_decode(b.byte_cnt()).2) {
+        return false;
+    }
+    if !striding && b.wqe_counter() != a.wqe_counter().wrapping_add(k as u16) {
+        return false;
+    }
+    masked(fmt, first) == masked(fmt, c)
+}
+
+/// Writes a compressed session of the first `n` pending CQEs: mini-CQE arrays at CI+1, CI+8,
+/// CI+16, … then the title at CI (DPDK mlx5_rx.c `mlx5_rx_poll_len` zip handling; VPP
+/// src/plugins/rdma/input.c `rdma_device_mlx5dv_...` walk: array k at `cq_ci + 8k`, the first
+/// one right after the title).
+fn write_session(c: &mut Cq, fmt: MiniCqeFormat, n: usize) {
+    let mut k = 0;
+    while k * mini_cqe::PER_SLOT < n {
+        let mut arr = [0u8; 64];
+        let lo = k * mini_cqe::PER_SLOT;
+        let hi = (lo + mini_cqe::PER_SLOT).min(n);
+        for (j, it) in c.pending.range(lo..hi).enumerate() {
+            let e = Cqe::new_unchecked(it);
+            let mut mc = MiniCqe::new_unchecked(&mut arr[j * 8..j * 8 + 8]);
+            match fmt {
+                MiniCqeFormat::Hash => mc.set_rx_hash(e.rx_hash()),
+                MiniCqeFormat::CsumStrideIdx => {
+                    mc.set_checksum(e.checksum());
+                    mc.set_stride_idx(e.wqe_counter());
+                }
+            }
+            mc.set_byte_cnt(e.byte_cnt());
+        }
+        let slot = if k == 0 { 1 } else { 8 * k as u32 };
+        c.write_raw(slot, &arr);
+        k += 1;
+    }
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    let mut title = c.pending[0];
+    c.pending.drain(..n);
+    Cqe::new_unchecked(&mut title).set_byte_cnt(n as u32);
+    c.write(&title, cqe::OP_RESP_SEND, cqe::FORMAT_COMPRESSED, n as u32);
+}

@@ -1,0 +1,399 @@
+//! Receive steering: flow rules (match specs with masks, priorities, DONT_TRAP, drop, tag) pick
+//! a TIR; the TIR's RSS hash (Toeplitz with its key over the fields it selects) picks an RQ of
+//! its indirection table. Frames no rule takes go to the kernel netdev.
+
+use super::*;
+use crate::dv::model::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
+use crate::dv::model::net;
+use crate::flow;
+
+/// `enum ibv_rx_hash_fields` (rdma-core libibverbs/verbs.h).
+pub(crate) mod hash_fields {
+    pub const SRC_IPV4: u64 = 1 << 0;
+    pub const DST_IPV4: u64 = 1 << 1;
+    pub const SRC_IPV6: u64 = 1 << 2;
+    pub const DST_IPV6: u64 = 1 << 3;
+    pub const SRC_PORT_TCP: u64 = 1 << 4;
+    pub const DST_PORT_TCP: u64 = 1 << 5;
+    pub const SRC_PORT_UDP: u64 = 1 << 6;
+    pub const DST_PORT_UDP: u64 = 1 << 7;
+    /// Every field the model hashes.
+    pub const ALL: u64 = 0xff;
+}
+
+/// A TIR: indirection table and hashing.
+pub(crate) struct Tir {
+    pub(crate) rqns: Vec<u32>,
+    hash: Option<([u8; 40], u64)>,
+}
+
+/// A flow rule.
+pub(crate) struct Flow {
+    pub(crate) d: FlowDesc,
+    tag: u32,
+    drop: bool,
+}
+
+pub(crate) enum Deliver {
+    Done,
+    Wait,
+}
+
+impl HwState {
+    pub(crate) fn create_tir(&mut self, d: TirDesc) -> Result<u32> {
+        let bad = |m: String| Err(Error::Config(format!("model create_tir: {m}")));
+        if d.rqns.is_empty() || d.rqns.len() > 1 << 16 {
+            return bad(format!(
+                "indirection table of {} entries: need 1..=65536",
+                d.rqns.len()
+            ));
+        }
+        if let Some(&r) = d.rqns.iter().find(|&&r| self.rqs.get(r).is_none()) {
+            return bad(format!("unknown RQ {r:#x} in the indirection table"));
+        }
+        let hash = match &d.hash {
+            None => None,
+            Some(h) => {
+                // mlx5 hashes with a 40-byte Toeplitz key (Linux drivers/infiniband/hw/mlx5/
+                // qp.c `create_rss_raw_qp_tir` rejects any other length).
+                let Ok(key) = <[u8; 40]>::try_from(h.key.as_slice()) else {
+                    return bad(format!("RSS key of {} bytes: mlx5 needs 40", h.key.len()));
+                };
+                if h.fields & !hash_fields::ALL != 0 {
+                    return Err(Error::Unsupported(format!(
+                        "model create_tir: RSS fields {:#x}: only the IPv4/IPv6 address and \
+                         TCP/UDP port bits (0xff) are modelled",
+                        h.fields
+                    )));
+                }
+                Some((key, h.fields))
+            }
+        };
+        if hash.is_none() && d.rqns.len() > 1 {
+            return bad("a table of several RQs needs a hash".into());
+        }
+        self.tirs.insert("TIR", Tir { rqns: d.rqns, hash })
+    }
+
+    pub(crate) fn destroy_tir(&mut self, tirn: u32) -> Result<()> {
+        if self.tirs.get(tirn).is_none() {
+            return Err(Error::Config(format!(
+                "model destroy_tir: unknown TIR {tirn:#x}"
+            )));
+        }
+        if self.flows.iter().any(|(_, f)| f.d.tirn == tirn) {
+            return Err(Error::Config(format!(
+                "model destroy_tir: TIR {tirn:#x} has flows; destroy them first"
+            )));
+        }
+        self.tirs.remove(tirn);
+        Ok(())
+    }
+
+    pub(crate) fn create_flow(&mut self, d: FlowDesc) -> Result<u32> {
+        let bad = |m: String| Err(Error::Config(format!("model create_flow: {m}")));
+        if self.tirs.get(d.tirn).is_none() {
+            return bad(format!("unknown TIR {:#x}", d.tirn));
+        }
+        let (mut l2, mut l3, mut l4, mut tag, mut drop) = (0, 0, 0, None, false);
+        let mut v4_proto = None;
+        let mut eth_type = None;
+        for s in &d.specs {
+            match s {
+                FlowSpec::Eth { ether_type, .. } => {
+                    l2 += 1;
+                    if ether_type.mask == 0xffff {
+                        eth_type = Some(ether_type.value);
+                    }
+                }
+                FlowSpec::Ipv4 { proto, .. } => {
+                    l3 += 1;
+                    if proto.mask == 0xff {
+                        v4_proto = Some(proto.value);
+                    }
+                    if eth_type.is_some_and(|t| t != 0x0800) {
+                        return bad("an IPv4 spec under a non-IPv4 ethertype".into());
+                    }
+                }
+                FlowSpec::Ipv6 { .. } => {
+                    l3 += 1;
+                    if eth_type.is_some_and(|t| t != 0x86dd) {
+                        return bad("an IPv6 spec under a non-IPv6 ethertype".into());
+                    }
+                }
+                FlowSpec::Tcp { .. } | FlowSpec::Udp { .. } => {
+                    l4 += 1;
+                    let want = if matches!(s, FlowSpec::Tcp { .. }) {
+                        6
+                    } else {
+                        17
+                    };
+                    if v4_proto.is_some_and(|p| p != want) {
+                        return bad("a TCP/UDP spec under an IPv4 spec of another protocol".into());
+                    }
+                }
+                // Linux drivers/infiniband/hw/mlx5/fs.c `parse_flow_attr`: the tag must fit the
+                // CQE's 24-bit flow tag field.
+                FlowSpec::Tag(t) if *t > 0xff_ffff => {
+                    return bad(format!("flow tag {t:#x}: over 24 bits"))
+                }
+                FlowSpec::Tag(t) => {
+                    if tag.replace(*t).is_some() {
+                        return bad("two tag specs".into());
+                    }
+                }
+                FlowSpec::Drop => drop = true,
+            }
+        }
+        if l2 > 1 || l3 > 1 || l4 > 1 {
+            return bad("more than one spec of the same layer".into());
+        }
+        let prio = d.priority;
+        let id = self.flows.insert(
+            "flow",
+            Flow {
+                d,
+                tag: tag.unwrap_or(0),
+                drop,
+            },
+        )?;
+        self.order.push(id);
+        let flows = &self.flows;
+        self.order
+            .sort_by_key(|&n| (flows.get(n).map(|f| f.d.priority).unwrap_or(u16::MAX), n));
+        let _ = prio;
+        Ok(id)
+    }
+
+    pub(crate) fn destroy_flow(&mut self, id: u32) -> Result<()> {
+        self.flows
+            .remove(id)
+            .ok_or_else(|| Error::Config(format!("model destroy_flow: unknown flow {id}")))?;
+        self.order.retain(|&n| n != id);
+        Ok(())
+    }
+
+    /// Moves frames from the wire into the RQs.
+    pub(super) fn receive(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(frame) = self.inbox.pop() {
+            match self.rx_frame(&frame) {
+                Deliver::Done => {
+                    self.inbox.recycle(frame);
+                    n += 1;
+                }
+                Deliver::Wait => {
+                    self.inbox.unpop(frame);
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Steers one frame. Flows are tried lowest priority number first, the earliest among
+    /// equals (verbs `ibv_flow_attr.priority`); a matching flow with DONT_TRAP delivers and
+    /// lets the frame continue to later flows and the kernel (verbs.h
+    /// IBV_FLOW_ATTR_FLAGS_DONT_TRAP; mlx5_ib adds a forward-to-next-priority destination,
+    /// drivers/infiniband/hw/mlx5/fs.c `_create_flow_rule`); a Drop spec drops; no flow (or
+    /// only DONT_TRAP ones): the kernel netdev gets it, as on a bifurcated mlx5 port.
+    fn rx_frame(&mut self, frame: &[u8]) -> Deliver {
+        if frame.len() < self.tune.min_frame as usize {
+            self.counters.rx_runt += 1;
+            return Deliver::Done;
+        }
+        if frame.len() > self.opts.max_frame as usize {
+            self.counters.rx_oversize += 1;
+            return Deliver::Done;
+        }
+        let parsed = flow::parse(frame);
+        let mut took = false;
+        for k in 0..self.order.len() {
+            let Some(fl) = self.flows.get(self.order[k]) else {
+                continue;
+            };
+            if !fl
+                .d
+                .specs
+                .iter()
+                .all(|s| spec_matches(s, frame, parsed.as_ref()))
+            {
+                continue;
+            }
+            if fl.drop {
+                self.counters.rx_rule_drop += 1;
+                return Deliver::Done;
+            }
+            let (tirn, tag, dont_trap) = (fl.d.tirn, fl.tag, fl.d.dont_trap);
+            if let Deliver::Wait = self.deliver_tir(tirn, frame, tag, !took) {
+                return Deliver::Wait;
+            }
+            took = true;
+            if !dont_trap {
+                return Deliver::Done;
+            }
+        }
+        self.kernel_gets(frame);
+        Deliver::Done
+    }
+
+    fn deliver_tir(&mut self, tirn: u32, frame: &[u8], tag: u32, may_wait: bool) -> Deliver {
+        let Some(t) = self.tirs.get(tirn) else {
+            return Deliver::Done;
+        };
+        let (hash, htype) = match &t.hash {
+            Some((key, fields)) => rss_hash(key, *fields, frame),
+            None => (0, 0),
+        };
+        // The indirection table is indexed by the hash's low bits (a power-of-two table:
+        // `log_ind_tbl_size`, verbs `ibv_create_rwq_ind_table`); the model takes the remainder,
+        // the same for power-of-two tables.
+        let rqn = t.rqns[hash as usize % t.rqns.len()];
+        self.deliver(rqn, frame, hash, htype, tag, may_wait)
+    }
+}
+
+fn masked_eq<const N: usize>(m: &Masked<[u8; N]>, got: &[u8]) -> bool {
+    (0..N).all(|i| got[i] & m.mask[i] == m.value[i] & m.mask[i])
+}
+
+fn masked16(m: &Masked<u16>, got: u16) -> bool {
+    got & m.mask == m.value & m.mask
+}
+
+fn masked8(m: &Masked<u8>, got: u8) -> bool {
+    got & m.mask == m.value & m.mask
+}
+
+/// One spec against a frame (the kernel's mlx5 flow specs: an IPv4/IPv6 spec also matches the
+/// IP version and a TCP/UDP spec the IP protocol, Linux drivers/infiniband/hw/mlx5/fs.c
+/// `parse_flow_attr` sets `ip_version` / `ip_protocol`; the ethertype is the one after a VLAN
+/// tag; a VLAN mask requires a tag).
+fn spec_matches(s: &FlowSpec, f: &[u8], p: Option<&flow::Parsed>) -> bool {
+    let Some(p) = p else {
+        return matches!(s, FlowSpec::Tag(_) | FlowSpec::Drop);
+    };
+    let l3 = p.l3;
+    match s {
+        FlowSpec::Eth {
+            dst,
+            src,
+            ether_type,
+            vlan_tag,
+        } => {
+            let tci = if p.vlan.is_some() {
+                u16::from_be_bytes([f[14], f[15]])
+            } else if vlan_tag.mask != 0 {
+                return false;
+            } else {
+                0
+            };
+            masked_eq(dst, &f[0..6])
+                && masked_eq(src, &f[6..12])
+                && masked16(ether_type, p.ethertype)
+                && masked16(vlan_tag, tci)
+        }
+        FlowSpec::Ipv4 {
+            src,
+            dst,
+            proto,
+            tos,
+        } => {
+            p.ethertype == 0x0800
+                && p.ip_proto.is_some()
+                && masked_eq(src, &f[l3 + 12..l3 + 16])
+                && masked_eq(dst, &f[l3 + 16..l3 + 20])
+                && masked8(proto, f[l3 + 9])
+                && masked8(tos, f[l3 + 1])
+        }
+        FlowSpec::Ipv6 { src, dst, next_hdr } => {
+            p.ethertype == 0x86dd
+                && p.ip_proto.is_some()
+                && masked_eq(src, &f[l3 + 8..l3 + 24])
+                && masked_eq(dst, &f[l3 + 24..l3 + 40])
+                && masked8(next_hdr, f[l3 + 6])
+        }
+        FlowSpec::Tcp { src, dst } | FlowSpec::Udp { src, dst } => {
+            let want = if matches!(s, FlowSpec::Tcp { .. }) {
+                6
+            } else {
+                17
+            };
+            if p.ip_proto != Some(want) {
+                return false;
+            }
+            if src.mask == 0 && dst.mask == 0 {
+                return true;
+            }
+            let Some(o) = p.l4.filter(|&o| o + 4 <= f.len()) else {
+                return false;
+            };
+            masked16(src, u16::from_be_bytes([f[o], f[o + 1]]))
+                && masked16(dst, u16::from_be_bytes([f[o + 2], f[o + 3]]))
+        }
+        FlowSpec::Tag(_) | FlowSpec::Drop => true,
+    }
+}
+
+/// The TIR's Toeplitz hash over the fields it selects (`ibv_rx_hash_conf.rx_hash_fields_mask`,
+/// input order source address, destination address, source port, destination port: the
+/// Microsoft RSS specification the mlx5 TIR implements, PRM "TIR" `rx_hash_field_selector`),
+/// and the CQE `rx_hash_type` of what entered (IPv4 1<<2 / IPv6 2<<2, TCP 1<<6 / UDP 2<<6: Linux
+/// include/linux/mlx5/device.h CQE_RSS_HTYPE_*). Fields the frame lacks do not enter; a frame
+/// with none of them hashes to 0.
+pub(crate) fn rss_hash(key: &[u8; 40], fields: u64, f: &[u8]) -> (u32, u8) {
+    use hash_fields::*;
+    let Some(p) = flow::parse(f) else {
+        return (0, 0);
+    };
+    let (l3, mut input, mut n, mut ht) = (p.l3, [0u8; 36], 0usize, 0u8);
+    let mut put = |b: &[u8], n: &mut usize| {
+        input[*n..*n + b.len()].copy_from_slice(b);
+        *n += b.len();
+    };
+    match (p.ethertype, p.ip_proto) {
+        (0x0800, Some(_)) => {
+            if fields & SRC_IPV4 != 0 {
+                put(&f[l3 + 12..l3 + 16], &mut n);
+            }
+            if fields & DST_IPV4 != 0 {
+                put(&f[l3 + 16..l3 + 20], &mut n);
+            }
+            if fields & (SRC_IPV4 | DST_IPV4) != 0 {
+                ht |= 1 << 2;
+            }
+        }
+        (0x86dd, Some(_)) => {
+            if fields & SRC_IPV6 != 0 {
+                put(&f[l3 + 8..l3 + 24], &mut n);
+            }
+            if fields & DST_IPV6 != 0 {
+                put(&f[l3 + 24..l3 + 40], &mut n);
+            }
+            if fields & (SRC_IPV6 | DST_IPV6) != 0 {
+                ht |= 2 << 2;
+            }
+        }
+        _ => return (0, 0),
+    }
+    let (sp, dp, t) = match p.ip_proto {
+        Some(6) => (SRC_PORT_TCP, DST_PORT_TCP, 1u8 << 6),
+        Some(17) => (SRC_PORT_UDP, DST_PORT_UDP, 2u8 << 6),
+        _ => (0, 0, 0),
+    };
+    if let Some(o) =
+        p.l4.filter(|&o| o + 4 <= f.len() && fields & (sp | dp) != 0)
+    {
+        if fields & sp != 0 {
+            put(&f[o..o + 2], &mut n);
+        }
+        if fields & dp != 0 {
+            put(&f[o + 2..o + 4], &mut n);
+        }
+        ht |= t;
+    }
+    if n == 0 {
+        return (0, 0);
+    }
+    (net::toeplitz(key, &input[..n]), ht)
+}

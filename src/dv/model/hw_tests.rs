@@ -1,0 +1,718 @@
+//! [`Hw`] driven directly, with rings built by hand in the layouts libmlx5 writes (rdma-core
+//! providers/mlx5/qp.c `_mlx5_post_send` / `mlx5_post_wq_recv`, mlx5dv.h structs), byte by
+//! byte, without rawq's own segment writers: an independent oracle for the engine.
+
+use std::sync::{Arc, Mutex};
+
+use memmap2::MmapMut;
+
+use super::hw::*;
+use super::ModelWire;
+use crate::dv::rings::MiniCqeFormat;
+
+const CQ0: usize = 0;
+const SQ: usize = 0x20000;
+const RQ: usize = 0x30000;
+const DB: usize = 0x40000;
+const DATA: usize = 0x50000;
+const LEN: usize = 0x100000;
+
+/// One anonymous mapping holding CQs (8 KiB apart from CQ0), an SQ, RQs (4 KiB apart), doorbell
+/// records (64 bytes apart) and registered data.
+struct Rig {
+    _map: MmapMut,
+    base: usize,
+    hw: Hw,
+    lkey: u32,
+}
+
+impl Rig {
+    fn new(o: HwOptions) -> Rig {
+        let mut map = MmapMut::map_anon(LEN).unwrap();
+        let base = map.as_mut_ptr() as usize;
+        let hw = Hw::new(o).unwrap();
+        let lkey = hw
+            .reg_mr((base + DATA) as u64, (LEN - DATA) as u64)
+            .unwrap();
+        Rig {
+            _map: map,
+            base,
+            hw,
+            lkey,
+        }
+    }
+
+    fn at(&self, off: usize) -> usize {
+        self.base + off
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn bytes(&self, off: usize, len: usize) -> &mut [u8] {
+        // SAFETY: inside the mapping the rig owns; tests are single-threaded over it.
+        unsafe { std::slice::from_raw_parts_mut((self.base + off) as *mut u8, len) }
+    }
+
+    fn be32(&self, off: usize, v: u32) {
+        self.bytes(off, 4).copy_from_slice(&v.to_be_bytes());
+    }
+
+    /// A CQ `k` of `cnt` slots of `size` bytes, initialised as libmlx5 does
+    /// (`mlx5_alloc_cq_buf`: op_own = MLX5_CQE_INVALID << 4 in every CQE).
+    fn cq(&self, k: usize, cnt: u32, size: u32, comp: Option<MiniCqeFormat>) -> u32 {
+        let off = CQ0 + k * 0x8000;
+        for i in 0..cnt as usize {
+            self.bytes(off + i * size as usize + size as usize - 1, 1)[0] = 0xf0;
+        }
+        // SAFETY: ring and dbrec inside the rig's mapping, which outlives the device.
+        unsafe {
+            self.hw.create_cq(CqDesc {
+                buf: self.at(off),
+                cqe_cnt: cnt,
+                cqe_size: size,
+                dbrec: self.at(DB + 64 * k),
+                compression: comp,
+            })
+        }
+        .unwrap()
+    }
+
+    fn sq(&self, cqn: u32, uidx: u32) -> u32 {
+        // SAFETY: as in `cq`.
+        let sqn = unsafe {
+            self.hw.create_sq(SqDesc {
+                buf: self.at(SQ),
+                wqe_cnt: 64,
+                dbrec: self.at(DB + 0x800),
+                uar: 0,
+                cqn,
+                user_index: uidx,
+            })
+        }
+        .unwrap();
+        self.hw.set_sq_state(sqn, QueueState::Ready).unwrap();
+        sqn
+    }
+
+    /// RQ `k`: 16 WQEs of `stride` bytes.
+    fn rq(&self, k: usize, cqn: u32, stride: u32, uidx: u32) -> u32 {
+        // SAFETY: as in `cq`.
+        let rqn = unsafe {
+            self.hw.create_rq(RqDesc {
+                buf: self.at(RQ + k * 0x1000),
+                wqe_cnt: 16,
+                stride,
+                dbrec: self.at(DB + 0x900 + 64 * k),
+                cqn,
+                striding: None,
+                user_index: uidx,
+            })
+        }
+        .unwrap();
+        self.hw.set_rq_state(rqn, QueueState::Ready).unwrap();
+        rqn
+    }
+
+    /// Posts receive WQE `idx` of RQ `k` as `mlx5_post_wq_recv` does: one data segment per
+    /// (len, data offset), then a terminator if the list is shorter than the WQE holds; the
+    /// doorbell record takes the new head.
+    fn post_recv(&self, k: usize, stride: u32, idx: u16, sges: &[(u32, usize)]) {
+        let w = RQ + k * 0x1000 + (idx as usize % 16) * stride as usize;
+        for (j, &(len, off)) in sges.iter().enumerate() {
+            self.data_seg(w + 16 * j, len, self.lkey, self.at(off) as u64);
+        }
+        if sges.len() < stride as usize / 16 {
+            self.data_seg(w + 16 * sges.len(), 0, 0x100, 0);
+        }
+        self.be32(DB + 0x900 + 64 * k, idx as u32 + 1);
+    }
+
+    fn data_seg(&self, at: usize, len: u32, lkey: u32, addr: u64) {
+        self.be32(at, len);
+        self.be32(at + 4, lkey);
+        self.bytes(at + 8, 8).copy_from_slice(&addr.to_be_bytes());
+    }
+
+    /// A control segment as `_mlx5_post_send` writes it for a signaled SEND.
+    fn ctrl(&self, at: usize, idx: u16, sqn: u32, ds: u32) {
+        self.be32(at, (idx as u32) << 8 | 0x0a);
+        self.be32(at + 4, sqn << 8 | ds);
+        self.bytes(at + 8, 8)
+            .copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
+    }
+
+    /// The 64 bytes of CQE `i` of CQ `k` (the second half of a 128-byte slot).
+    fn cqe(&self, k: usize, size: usize, i: usize) -> [u8; 64] {
+        let mut c = [0u8; 64];
+        c.copy_from_slice(self.bytes(CQ0 + k * 0x8000 + i * size + size - 64, 64));
+        c
+    }
+}
+
+fn opts(min_inline: u16) -> HwOptions {
+    HwOptions {
+        min_inline,
+        max_frame: 1518,
+        flow_control: false,
+        wire_capacity: 64,
+        wire: ModelWire::Loopback,
+        netdev: None,
+        clock_khz: 0,
+    }
+}
+
+/// A UDP/IPv4 frame to `dst`:`dport` from port `sport`, `len` bytes.
+fn udp(dst: [u8; 4], sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[192, 0, 2, 1]);
+    f[30..34].copy_from_slice(&dst);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+    for (i, b) in f[42..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+fn op(c: &[u8; 64]) -> u8 {
+    c[63] >> 4
+}
+fn uidx(c: &[u8; 64]) -> u32 {
+    u32::from_be_bytes([c[32], c[33], c[34], c[35]]) & 0xff_ffff
+}
+fn byte_cnt(c: &[u8; 64]) -> u32 {
+    u32::from_be_bytes([c[44], c[45], c[46], c[47]])
+}
+fn flow_tag(c: &[u8; 64]) -> u32 {
+    u32::from_be_bytes([c[56], c[57], c[58], c[59]]) & 0xff_ffff
+}
+
+/// A catch-all flow to a one-RQ TIR.
+fn catch_all(hw: &Hw, rqn: u32) -> u32 {
+    let tirn = hw
+        .create_tir(TirDesc {
+            rqns: vec![rqn],
+            hash: None,
+        })
+        .unwrap();
+    hw.create_flow(FlowDesc {
+        tirn,
+        priority: 0,
+        dont_trap: false,
+        specs: vec![],
+    })
+    .unwrap()
+}
+
+#[test]
+fn libmlx5_send_with_inline_l2_header_reaches_a_3_entry_scatter_list() {
+    let r = Rig::new(opts(18));
+    let txcq = r.cq(0, 8, 128, None);
+    let rxcq = r.cq(1, 8, 64, None);
+    let sqn = r.sq(txcq, 0x123);
+    let rqn = r.rq(0, rxcq, 64, 0x456);
+    catch_all(&r.hw, rqn);
+    // 3 scatter entries of 20 + 30 + 200 bytes (room for 4: a terminator follows); the entry
+    // after the terminator is garbage the device must not read.
+    r.post_recv(
+        0,
+        64,
+        0,
+        &[
+            (20, DATA + 0x8000),
+            (30, DATA + 0x9000),
+            (200, DATA + 0xa000),
+        ],
+    );
+    let f = udp([10, 0, 0, 2], 1000, 2000, 120);
+    r.bytes(DATA, 120).copy_from_slice(&f);
+    // _mlx5_post_send, RAW_PACKET, eth_min_inline 18: ctrl (1 DS), eth segment with 18 header
+    // bytes from inline_hdr_start ((16 + 18) & ~15 = 32 bytes, 2 DS), one data segment for the
+    // rest of the SGE (offset 18): DS = 4.
+    r.ctrl(SQ, 0, sqn, 4);
+    let eth = SQ + 16;
+    r.bytes(eth, 32).fill(0);
+    r.bytes(eth + 12, 2).copy_from_slice(&18u16.to_be_bytes());
+    r.bytes(eth + 14, 18).copy_from_slice(&f[..18]);
+    r.data_seg(SQ + 48, 102, r.lkey, r.at(DATA + 18) as u64);
+    r.be32(DB + 0x800, 1);
+    r.hw.process();
+    r.hw.process();
+    // The send CQE is the second half of the 128-byte slot; the first half is untouched.
+    assert!(
+        r.bytes(CQ0, 64).iter().all(|&b| b == 0),
+        "first half written"
+    );
+    let c = r.cqe(0, 128, 0);
+    assert_eq!(op(&c), 0, "REQ");
+    assert_eq!(c[63] & 1, 0, "owner bit of the first pass");
+    assert_eq!(uidx(&c), 0x123, "SQ user index echoed");
+    assert_eq!(u16::from_be_bytes([c[60], c[61]]), 0, "wqe_counter");
+    // The frame, scattered over the three entries.
+    let c = r.cqe(1, 64, 0);
+    assert_eq!(op(&c), 2, "RESP_SEND");
+    assert_eq!(uidx(&c), 0x456, "RQ user index echoed");
+    assert_eq!(byte_cnt(&c), 120);
+    assert_eq!(flow_tag(&c), 0, "no Tag spec: tag 0");
+    let mut got = r.bytes(DATA + 0x8000, 20).to_vec();
+    got.extend_from_slice(r.bytes(DATA + 0x9000, 30));
+    got.extend_from_slice(r.bytes(DATA + 0xa000, 70));
+    assert_eq!(got, f);
+    assert_eq!(r.hw.counters().tx_frames, 1);
+}
+
+#[test]
+fn libmlx5_inline_data_segment_without_l2_header() {
+    let r = Rig::new(opts(0));
+    let txcq = r.cq(0, 8, 64, None);
+    let rxcq = r.cq(1, 8, 64, None);
+    let sqn = r.sq(txcq, 1);
+    let rqn = r.rq(0, rxcq, 16, 2);
+    catch_all(&r.hw, rqn);
+    r.post_recv(0, 16, 0, &[(256, DATA + 0x8000)]);
+    let f = udp([10, 0, 0, 2], 1, 2, 70);
+    // eth_min_inline 0: the eth segment is 16 bytes with inline_hdr_sz 0; IBV_SEND_INLINE puts
+    // one inline segment (byte count | MLX5_INLINE_SEG) and the bytes: DS = 1 + 1 + 5.
+    r.ctrl(SQ, 0, sqn, 7);
+    r.bytes(SQ + 16, 16).fill(0);
+    r.be32(SQ + 32, 70 | 0x8000_0000);
+    r.bytes(SQ + 36, 70).copy_from_slice(&f);
+    r.be32(DB + 0x800, 2);
+    r.hw.process();
+    r.hw.process();
+    assert_eq!(op(&r.cqe(0, 64, 0)), 0);
+    assert_eq!(byte_cnt(&r.cqe(1, 64, 0)), 70);
+    assert_eq!(r.bytes(DATA + 0x8000, 70), &f[..]);
+}
+
+#[test]
+fn a_bad_lkey_is_a_protection_error_then_flushes_until_reset() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    let sqn = r.sq(cq, 7);
+    for (i, lkey) in [(0u16, 0xdead), (1, r.lkey)] {
+        let w = SQ + 64 * i as usize;
+        r.ctrl(w, i, sqn, 3);
+        r.bytes(w + 16, 16).fill(0);
+        r.data_seg(w + 32, 60, lkey, r.at(DATA) as u64);
+    }
+    r.be32(DB + 0x800, 2);
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    assert_eq!((op(&c), c[55]), (0xd, 0x04), "REQ_ERR, LOCAL_PROT_ERR");
+    assert_eq!(uidx(&c), 7);
+    let c = r.cqe(0, 64, 1);
+    assert_eq!((op(&c), c[55]), (0xd, 0x05), "then WR_FLUSH_ERR");
+    assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Error);
+    assert!(
+        r.hw.set_sq_state(sqn, QueueState::Ready).is_err(),
+        "ERR -> RDY"
+    );
+    r.hw.set_sq_state(sqn, QueueState::Reset).unwrap();
+    assert_eq!(
+        r.hw.sq_counters(sqn).unwrap(),
+        Default::default(),
+        "reset zeroes"
+    );
+    r.hw.set_sq_state(sqn, QueueState::Ready).unwrap();
+    assert_eq!(r.hw.counters().tx_error_cqes, 1, "device counters stay");
+}
+
+#[test]
+fn flows_match_under_masks_by_priority_with_dont_trap_drop_and_tag() {
+    let r = Rig::new(opts(0));
+    let cqa = r.cq(0, 64, 64, None);
+    let cqb = r.cq(1, 64, 64, None);
+    let rqa = r.rq(0, cqa, 16, 10);
+    let rqb = r.rq(1, cqb, 16, 11);
+    for i in 0..16u16 {
+        r.post_recv(0, 16, i, &[(2048, DATA + 0x10000 + 2048 * i as usize)]);
+        r.post_recv(1, 16, i, &[(2048, DATA + 0x30000 + 2048 * i as usize)]);
+    }
+    let tir = |rq| {
+        r.hw.create_tir(TirDesc {
+            rqns: vec![rq],
+            hash: None,
+        })
+        .unwrap()
+    };
+    let (ta, tb) = (tir(rqa), tir(rqb));
+    let udp_dst = |p: u16| FlowSpec::Udp {
+        src: Masked::default(),
+        dst: Masked {
+            value: p,
+            mask: 0xffff,
+        },
+    };
+    // Priority 5: UDP dst 9000 -> A, tag 7.
+    r.hw.create_flow(FlowDesc {
+        tirn: ta,
+        priority: 5,
+        dont_trap: false,
+        specs: vec![udp_dst(9000), FlowSpec::Tag(7)],
+    })
+    .unwrap();
+    // Priority 1: IPv4 dst 10/8 (value bits beyond the mask ignored) -> B, DONT_TRAP, tag 9.
+    r.hw.create_flow(FlowDesc {
+        tirn: tb,
+        priority: 1,
+        dont_trap: true,
+        specs: vec![
+            FlowSpec::Ipv4 {
+                src: Masked::default(),
+                dst: Masked {
+                    value: [10, 99, 99, 99],
+                    mask: [255, 0, 0, 0],
+                },
+                proto: Masked::default(),
+                tos: Masked::default(),
+            },
+            FlowSpec::Tag(9),
+        ],
+    })
+    .unwrap();
+    // Priority 0: UDP dst 53 dropped.
+    r.hw.create_flow(FlowDesc {
+        tirn: ta,
+        priority: 0,
+        dont_trap: false,
+        specs: vec![udp_dst(53), FlowSpec::Drop],
+    })
+    .unwrap();
+    for f in [
+        udp([10, 1, 2, 3], 1, 9000, 64),    // B (dont_trap) then A
+        udp([192, 168, 0, 1], 1, 9000, 64), // A
+        udp([10, 1, 2, 3], 1, 53, 64),      // dropped
+        udp([192, 168, 0, 1], 1, 1234, 64), // kernel
+        udp([10, 0, 0, 1], 1, 1234, 64),    // B and the kernel
+    ] {
+        r.hw.inject_frame(&f);
+    }
+    r.hw.process();
+    let c = r.hw.counters();
+    assert_eq!((c.rx_rule_drop, c.rx_to_kernel), (1, 2));
+    assert_eq!(r.hw.rq_counters(rqa).unwrap().rx_frames, 2);
+    assert_eq!(r.hw.rq_counters(rqb).unwrap().rx_frames, 2);
+    assert_eq!(flow_tag(&r.cqe(0, 64, 0)), 7);
+    assert_eq!(flow_tag(&r.cqe(0, 64, 1)), 7);
+    assert_eq!(flow_tag(&r.cqe(1, 64, 0)), 9);
+    assert_eq!(flow_tag(&r.cqe(1, 64, 1)), 9);
+}
+
+#[test]
+fn armed_cq_raises_one_completion_event_per_arm() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    let rq = r.rq(0, cq, 16, 1);
+    catch_all(&r.hw, rq);
+    for i in 0..4 {
+        r.post_recv(0, 16, i, &[(2048, DATA + 2048 * i as usize)]);
+    }
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert!(ev.lock().unwrap().is_empty(), "not armed: no event");
+    // mlx5_arm_cq: dbrec[1] = sn << 28 | cmd | ci; sn 0, ci 0 is an all-zero word. A CQE already
+    // past ci fires at once.
+    r.be32(DB + 4, 0);
+    r.hw.process();
+    assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: cq }]);
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert_eq!(ev.lock().unwrap().len(), 1, "the arm was spent");
+    // The consumer moved to 2 and re-armed with sn 1 (after mlx5_cq_event).
+    r.be32(DB, 2);
+    r.be32(DB + 4, 1 << 28 | 2);
+    r.hw.process();
+    assert_eq!(ev.lock().unwrap().len(), 1, "nothing past ci yet");
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert_eq!(ev.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn timestamps_come_from_the_free_running_clock() {
+    let r = Rig::new(HwOptions {
+        clock_khz: 1_000_000,
+        ..opts(0)
+    });
+    let cq = r.cq(0, 8, 64, None);
+    let rq = r.rq(0, cq, 16, 1);
+    catch_all(&r.hw, rq);
+    r.post_recv(0, 16, 0, &[(2048, DATA)]);
+    let t0 = r.hw.clock_ticks();
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    let ts = u64::from_be_bytes(c[48..56].try_into().unwrap());
+    assert!(ts >= t0 && ts <= r.hw.clock_ticks(), "{t0} <= {ts}");
+    assert!(r.hw.clock_ticks() > t0);
+}
+
+#[test]
+fn every_create_with_bad_arguments_is_an_error() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    let good = CqDesc {
+        buf: r.at(CQ0 + 0x8000),
+        cqe_cnt: 8,
+        cqe_size: 64,
+        dbrec: r.at(DB + 64),
+        compression: None,
+    };
+    for d in [
+        CqDesc { cqe_cnt: 3, ..good },
+        CqDesc { cqe_cnt: 0, ..good },
+        CqDesc {
+            cqe_size: 96,
+            ..good
+        },
+        CqDesc { buf: 0, ..good },
+        CqDesc {
+            buf: good.buf + 8,
+            ..good
+        },
+        CqDesc { dbrec: 0, ..good },
+        CqDesc {
+            dbrec: good.dbrec + 2,
+            ..good
+        },
+    ] {
+        // SAFETY: refused before any access.
+        assert!(unsafe { r.hw.create_cq(d) }.is_err(), "{d:?}");
+    }
+    let sq = SqDesc {
+        buf: r.at(SQ),
+        wqe_cnt: 64,
+        dbrec: r.at(DB + 0x800),
+        uar: 0,
+        cqn: cq,
+        user_index: 0,
+    };
+    for d in [
+        SqDesc { cqn: 0x999, ..sq },
+        SqDesc { wqe_cnt: 0, ..sq },
+        SqDesc { wqe_cnt: 48, ..sq },
+        SqDesc { buf: 0, ..sq },
+        SqDesc { dbrec: 3, ..sq },
+        SqDesc { uar: 4, ..sq },
+        SqDesc {
+            user_index: 1 << 24,
+            ..sq
+        },
+    ] {
+        // SAFETY: refused before any access.
+        assert!(unsafe { r.hw.create_sq(d) }.is_err(), "{d:?}");
+    }
+    let rq = RqDesc {
+        buf: r.at(RQ),
+        wqe_cnt: 16,
+        stride: 16,
+        dbrec: r.at(DB + 0x900),
+        cqn: cq,
+        striding: None,
+        user_index: 0,
+    };
+    for d in [
+        RqDesc { cqn: 1, ..rq },
+        RqDesc { stride: 24, ..rq },
+        RqDesc { stride: 8, ..rq },
+        RqDesc { wqe_cnt: 3, ..rq },
+        RqDesc { buf: 0, ..rq },
+        RqDesc { dbrec: 0, ..rq },
+    ] {
+        // SAFETY: refused before any access.
+        assert!(unsafe { r.hw.create_rq(d) }.is_err(), "{d:?}");
+    }
+    // SAFETY: inside the rig's mapping.
+    let rqn = unsafe { r.hw.create_rq(rq) }.unwrap();
+    for d in [
+        TirDesc {
+            rqns: vec![],
+            hash: None,
+        },
+        TirDesc {
+            rqns: vec![0x7777],
+            hash: None,
+        },
+        TirDesc {
+            rqns: vec![rqn, rqn],
+            hash: None,
+        },
+        TirDesc {
+            rqns: vec![rqn],
+            hash: Some(RssHash {
+                key: vec![0; 39],
+                fields: 3,
+            }),
+        },
+        TirDesc {
+            rqns: vec![rqn],
+            hash: Some(RssHash {
+                key: vec![0; 40],
+                fields: 1 << 31,
+            }),
+        },
+    ] {
+        assert!(r.hw.create_tir(d.clone()).is_err(), "{d:?}");
+    }
+    let tirn =
+        r.hw.create_tir(TirDesc {
+            rqns: vec![rqn],
+            hash: None,
+        })
+        .unwrap();
+    let eth = FlowSpec::Eth {
+        dst: Masked::default(),
+        src: Masked::default(),
+        ether_type: Masked::default(),
+        vlan_tag: Masked::default(),
+    };
+    let flow = |tirn, specs| FlowDesc {
+        tirn,
+        priority: 0,
+        dont_trap: false,
+        specs,
+    };
+    for d in [
+        flow(0x1234, vec![]),
+        flow(tirn, vec![eth.clone(), eth.clone()]),
+        flow(tirn, vec![FlowSpec::Tag(1 << 24)]),
+        flow(tirn, vec![FlowSpec::Tag(1), FlowSpec::Tag(2)]),
+    ] {
+        assert!(r.hw.create_flow(d.clone()).is_err(), "{d:?}");
+    }
+    let id = r.hw.create_flow(flow(tirn, vec![eth])).unwrap();
+    assert!(r.hw.destroy_cq(cq).is_err(), "busy CQ");
+    assert!(r.hw.destroy_rq(rqn).is_err(), "RQ in a TIR");
+    assert!(r.hw.destroy_tir(tirn).is_err(), "TIR with a flow");
+    for bad in [0u32, 0x7777, u32::MAX] {
+        assert!(r.hw.destroy_cq(bad).is_err());
+        assert!(r.hw.destroy_sq(bad).is_err());
+        assert!(r.hw.destroy_rq(bad).is_err());
+        assert!(r.hw.destroy_tir(bad).is_err());
+        assert!(r.hw.destroy_flow(bad).is_err());
+        assert!(r.hw.set_sq_state(bad, QueueState::Ready).is_err());
+        assert!(r.hw.set_rq_state(bad, QueueState::Ready).is_err());
+        assert!(r.hw.dereg_mr(bad).is_err());
+    }
+    assert!(r.hw.reg_mr(0x1000, 0).is_err());
+    assert!(r.hw.reg_mr(u64::MAX - 10, 100).is_err());
+    r.hw.destroy_flow(id).unwrap();
+    r.hw.destroy_tir(tirn).unwrap();
+    r.hw.destroy_rq(rqn).unwrap();
+    r.hw.destroy_cq(cq).unwrap();
+    assert!(Hw::new(HwOptions {
+        min_inline: 5,
+        ..opts(0)
+    })
+    .is_err());
+    assert!(Hw::new(HwOptions {
+        wire_capacity: 0,
+        ..opts(0)
+    })
+    .is_err());
+}
+
+#[test]
+fn a_receive_length_error_completes_that_wqe_and_the_rq_keeps_running() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 16, 64, None);
+    let rq = r.rq(0, cq, 16, 5);
+    catch_all(&r.hw, rq);
+    r.post_recv(0, 16, 0, &[(64, DATA)]);
+    r.post_recv(0, 16, 1, &[(2048, DATA + 4096)]);
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 100));
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 80));
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    assert_eq!((op(&c), c[55]), (0xe, 0x01), "RESP_ERR, LOCAL_LENGTH_ERR");
+    assert_eq!((uidx(&c), u16::from_be_bytes([c[60], c[61]])), (5, 0));
+    let c = r.cqe(0, 64, 1);
+    assert_eq!((op(&c), byte_cnt(&c)), (2, 80), "the next frame arrives");
+    assert_eq!(u16::from_be_bytes([c[60], c[61]]), 1, "in the next WQE");
+    assert_eq!(r.hw.rq_state(rq).unwrap(), QueueState::Ready);
+    let k = r.hw.counters();
+    assert_eq!((k.rx_error_cqes, k.rx_frames, k.rx_in_error), (1, 1, 0));
+}
+
+#[test]
+fn a_cqe_due_on_a_full_cq_overruns_it_and_its_queues() {
+    let r = Rig::new(opts(0));
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    // Send side: a 2-slot CQ, three signaled NOPs, nothing consumed.
+    let txcq = r.cq(0, 2, 64, None);
+    let sqn = r.sq(txcq, 0);
+    for i in 0..3u16 {
+        let w = SQ + 64 * i as usize;
+        r.be32(w, (i as u32) << 8);
+        r.be32(w + 4, sqn << 8 | 1);
+        r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
+    }
+    r.be32(DB + 0x800, 3);
+    r.hw.process();
+    assert_eq!(*ev.lock().unwrap(), vec![HwEvent::CqError { cqn: txcq }]);
+    assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Error);
+    // Receive side: a 2-slot CQ, four posted WQEs, three frames.
+    let rxcq = r.cq(1, 2, 64, None);
+    let rq = r.rq(0, rxcq, 16, 1);
+    catch_all(&r.hw, rq);
+    for i in 0..4 {
+        r.post_recv(0, 16, i, &[(2048, DATA + 2048 * i as usize)]);
+    }
+    for _ in 0..3 {
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    }
+    r.hw.process();
+    assert_eq!(ev.lock().unwrap()[1], HwEvent::CqError { cqn: rxcq });
+    assert_eq!(r.hw.rq_state(rq).unwrap(), QueueState::Error);
+    let k = r.hw.counters();
+    assert_eq!((k.cq_overruns, k.rx_frames, k.tx_cqes), (2, 2, 2));
+}
+
+#[test]
+fn csum_format_compresses_across_different_hashes() {
+    for (fmt, sessions) in [(MiniCqeFormat::CsumStrideIdx, 1), (MiniCqeFormat::Hash, 1)] {
+        let r = Rig::new(opts(0));
+        let cq = r.cq(0, 64, 64, Some(fmt));
+        let rq = r.rq(0, cq, 16, 1);
+        let tirn =
+            r.hw.create_tir(TirDesc {
+                rqns: vec![rq],
+                hash: Some(RssHash {
+                    key: super::net::RSS_KEY.to_vec(),
+                    fields: 0xff,
+                }),
+            })
+            .unwrap();
+        r.hw.create_flow(FlowDesc {
+            tirn,
+            priority: 0,
+            dont_trap: false,
+            specs: vec![],
+        })
+        .unwrap();
+        for i in 0..4u16 {
+            r.post_recv(0, 16, i, &[(2048, DATA + 2048 * i as usize)]);
+            r.hw.inject_frame(&udp([1, 2, 3, 4], 1000 + i, 2, 64));
+        }
+        r.hw.process();
+        let k = r.hw.counters();
+        assert_eq!(
+            (k.compressed_sessions, k.mini_cqes),
+            (sessions, 4),
+            "{fmt:?}"
+        );
+        assert_eq!((r.cqe(0, 64, 0)[63] >> 2) & 3, 3, "compressed title");
+    }
+}
