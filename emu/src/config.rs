@@ -6,6 +6,8 @@
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
+//! * `RAWQ_EMU_STATS=FILE`: when a command fd is closed, the device model's counters are
+//!   appended to FILE (`-`: stderr) as one `rawq-emu counters: {..}` line.
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub struct Config {
     pub min_inline: MinInline,
     /// Log commands.
     pub debug: bool,
+    /// Where to append the model's counters when a command fd closes.
+    pub stats: Option<String>,
 }
 
 impl Default for Config {
@@ -55,6 +59,7 @@ impl Default for Config {
             netdev: None,
             min_inline: MinInline::None,
             debug: false,
+            stats: None,
         }
     }
 }
@@ -75,6 +80,7 @@ impl Config {
             netdev: get("RAWQ_EMU_NETDEV"),
             min_inline,
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
+            stats: get("RAWQ_EMU_STATS"),
         }
     }
 

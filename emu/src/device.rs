@@ -177,6 +177,28 @@ impl Device {
             sys::close(ctx.async_tx);
         }
         self.log(format_args!("release fd {fd}"));
+        self.write_stats();
+    }
+
+    /// Appends the model's counters to `RAWQ_EMU_STATS`.
+    fn write_stats(&self) {
+        let (Some(dest), Some(Some(hw))) = (&self.cfg.stats, self.hw.get()) else {
+            return;
+        };
+        let line = format!("rawq-emu counters: {:?}\n", hw.counters());
+        if dest == "-" {
+            eprint!("{line}");
+        } else {
+            use std::io::Write;
+            let r = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dest)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+            if let Err(e) = r {
+                eprintln!("rawq-emu: cannot append the counters to {dest}: {e}");
+            }
+        }
     }
 }
 

@@ -210,7 +210,8 @@ fn mlx5_query_device() -> mlx5_ib_query_device_resp {
             | MLX5_RX_HASH_DST_PORT_UDP,
     );
     d.cqe_comp_caps.max_num = caps::CQE_COMP_MAX_NUM;
-    d.cqe_comp_caps.supported_format = MLX5_IB_CQE_RES_FORMAT_HASH | MLX5_IB_CQE_RES_FORMAT_CSUM;
+    d.cqe_comp_caps.supported_format =
+        MLX5_IB_CQE_RES_FORMAT_HASH | MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX;
     // Packet pacing: off (packet_pacing_caps all zero).
     d.striding_rq_caps.min_single_stride_log_num_of_bytes = striding::MIN_STRIDE_LOG;
     d.striding_rq_caps.max_single_stride_log_num_of_bytes = striding::MAX_STRIDE_LOG;
