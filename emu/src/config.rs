@@ -6,8 +6,9 @@
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
-//! * `RAWQ_EMU_STATS=FILE`: when a command fd is closed, the device model's counters are
-//!   appended to FILE (`-`: stderr) as one `rawq-emu counters: {..}` line.
+//! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
+//!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
+//!   when a command fd closes).
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -106,6 +106,9 @@ impl Device {
                 if let Ok(mut t) = self.thread.lock() {
                     *t = hw.spawn(None);
                 }
+                if let Some(dest) = &self.cfg.stats {
+                    spawn_stats_writer(dest.clone(), hw.clone());
+                }
                 Some(hw)
             }
             Err(e) => {
@@ -180,26 +183,42 @@ impl Device {
         self.write_stats();
     }
 
-    /// Appends the model's counters to `RAWQ_EMU_STATS`.
+    /// Writes the model's counters to `RAWQ_EMU_STATS` (a file is rewritten with the latest
+    /// line; `-` appends to stderr).
     fn write_stats(&self) {
         let (Some(dest), Some(Some(hw))) = (&self.cfg.stats, self.hw.get()) else {
             return;
         };
-        let line = format!("rawq-emu counters: {:?}\n", hw.counters());
-        if dest == "-" {
-            eprint!("{line}");
-        } else {
-            use std::io::Write;
-            let r = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dest)
-                .and_then(|mut f| f.write_all(line.as_bytes()));
-            if let Err(e) = r {
-                eprintln!("rawq-emu: cannot append the counters to {dest}: {e}");
-            }
+        write_counters(dest, hw);
+    }
+}
+
+fn write_counters(dest: &str, hw: &Hw) {
+    let line = format!("rawq-emu counters: {:?}\n", hw.counters());
+    if dest == "-" {
+        eprint!("{line}");
+    } else {
+        // Write a new file and rename it over the old one: a reader never sees half a line.
+        let tmp = format!("{dest}.tmp");
+        let r = std::fs::write(&tmp, line.as_bytes()).and_then(|()| std::fs::rename(&tmp, dest));
+        if let Err(e) = r {
+            eprintln!("rawq-emu: cannot write the counters to {dest}: {e}");
         }
     }
+}
+
+/// While the device lives, rewrites the counters file twice a second (a server that is killed
+/// never closes its device).
+fn spawn_stats_writer(dest: String, hw: Hw) {
+    if dest == "-" {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("rawq-emu-stats".into())
+        .spawn(move || loop {
+            write_counters(&dest, &hw);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        });
 }
 
 /// The process's emulated device (configured from the environment at first use).
