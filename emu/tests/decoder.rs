@@ -245,7 +245,7 @@ fn random_commands_never_panic() {
         x
     };
     for _ in 0..5000 {
-        let len = 8 + (next() % 200) as usize & !3;
+        let len = (8 + (next() % 200) as usize) & !3;
         let mut c: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         let cmd = (next() % 56) as u32;
         let is_ex = next() % 2 == 0;
