@@ -3,6 +3,8 @@
 //! `scripts/emu.sh` and must list mlx5_0 with an active Ethernet port and the capabilities the
 //! device model has.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -113,4 +115,57 @@ fn the_command_status_and_the_temporary_tree_are_handled() {
         "no sysfs tree while the command ran: {err}"
     );
     assert!(!Path::new(dir).exists(), "{dir} left behind");
+}
+
+/// Starts the launcher in a fresh namespace with a TAP netdev and a long command, then sends it
+/// `sig`: it must exit with 128 + sig, and leave neither its temporary tree nor the TAP.
+fn launcher_cleans_up_on(sig: i32) {
+    let Some(ns) = support::NetnsPair::new("emusig") else {
+        return;
+    };
+    let tap = format!("rqtap{}", std::process::id() % 100_000);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.a, "bash"])
+        .arg(root.join("scripts/emu.sh"))
+        .args([
+            "--netdev",
+            &tap,
+            "--",
+            "sh",
+            "-c",
+            "echo \"$SYSFS_PATH\"; exec sleep 60",
+        ])
+        .current_dir(root)
+        .env_remove("LD_PRELOAD")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the launcher");
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let dir = line.trim().to_string();
+    assert!(Path::new(&dir).exists(), "sysfs tree {dir:?} while running");
+    let tap_exists = || {
+        ns.exec(&ns.a, &["ip", "link", "show", &tap])
+            .status
+            .success()
+    };
+    assert!(tap_exists(), "the launcher made no TAP {tap}");
+    // SAFETY: kill() on the launcher's own pid (ip netns exec execs bash in place).
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + sig), "exit status");
+    assert!(!Path::new(&dir).exists(), "{dir} left behind");
+    assert!(!tap_exists(), "TAP {tap} left behind");
+}
+
+#[test]
+fn launcher_cleans_up_on_sigterm() {
+    launcher_cleans_up_on(libc::SIGTERM);
+}
+
+#[test]
+fn launcher_cleans_up_on_ctrl_c() {
+    launcher_cleans_up_on(libc::SIGINT);
 }
