@@ -141,7 +141,7 @@ int main(void)
 		struct ibv_flow_spec_eth eth;
 		struct ibv_flow_spec_ipv4 ip;
 		struct ibv_flow_spec_tcp_udp udp;
-	} __attribute__((packed)) fa = {
+	} __attribute__((packed, aligned(8))) fa = {
 		.attr = { .type = IBV_FLOW_ATTR_NORMAL, .size = sizeof(fa), .num_of_specs = 3, .port = 1 },
 		.eth = { .type = IBV_FLOW_SPEC_ETH, .size = sizeof(struct ibv_flow_spec_eth) },
 		.ip = { .type = IBV_FLOW_SPEC_IPV4, .size = sizeof(struct ibv_flow_spec_ipv4) },
