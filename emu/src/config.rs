@@ -6,6 +6,9 @@
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
+//! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
+//!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
+//!   as a bad lkey would on hardware; later WQEs are flushed until the QP is reset.
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
 //!   when a command fd closes).
@@ -51,6 +54,22 @@ pub struct Config {
     pub debug: bool,
     /// Where to append the model's counters when a command fd closes.
     pub stats: Option<String>,
+    /// Injected send error: (WQE index, CQE syndrome).
+    pub tx_error: Option<(u64, u8)>,
+}
+
+/// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
+const LOCAL_PROT_ERR: u8 = 0x04;
+
+fn parse_tx_error(v: &str) -> Option<(u64, u8)> {
+    let (nth, synd) = match v.split_once(':') {
+        Some((n, s)) => {
+            let s = s.trim_start_matches("0x");
+            (n, u8::from_str_radix(s, 16).ok()?)
+        }
+        None => (v, LOCAL_PROT_ERR),
+    };
+    Some((nth.parse().ok()?, synd))
 }
 
 impl Default for Config {
@@ -61,6 +80,7 @@ impl Default for Config {
             min_inline: MinInline::None,
             debug: false,
             stats: None,
+            tx_error: None,
         }
     }
 }
@@ -82,6 +102,13 @@ impl Config {
             min_inline,
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
+            tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
+                let r = parse_tx_error(&v);
+                if r.is_none() {
+                    eprintln!("rawq-emu: RAWQ_EMU_TX_ERROR={v:?} is not NTH[:SYNDROME]; ignored");
+                }
+                r
+            }),
         }
     }
 
@@ -92,5 +119,18 @@ impl Config {
             .as_deref()
             .or(self.wire.as_deref())
             .unwrap_or("lo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_error_forms() {
+        assert_eq!(parse_tx_error("5"), Some((5, 0x04)));
+        assert_eq!(parse_tx_error("0:0x01"), Some((0, 0x01)));
+        assert_eq!(parse_tx_error("x"), None);
+        assert_eq!(parse_tx_error("3:zz"), None);
     }
 }

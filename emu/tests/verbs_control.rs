@@ -113,3 +113,46 @@ fn connectx4_lx_inline_l2_header_send_path() {
     );
     assert_eq!(common::counter(&stats, "tx_error_cqes"), Some(0), "{stats}");
 }
+
+#[test]
+fn send_error_and_receive_length_error_recovered_through_modify_qp() {
+    let exe = common::compile("recover.c", "recover");
+    let out = common::emu(
+        &[],
+        &[exe.to_str().unwrap()],
+        &[("RAWQ_EMU_STATS", "-"), ("RAWQ_EMU_TX_ERROR", "3")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stats = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "recover failed:\n{stdout}\n{stats}");
+    let r = common::lines(&stdout);
+    check(
+        &r,
+        &[
+            ("rts", 0),
+            ("flow", 1),
+            // The injected fault: sends 0..2 complete, 3 fails with a protection error
+            // (IBV_WC_LOC_PROT_ERR), 4..7 are flushed; what was sent arrives.
+            ("p1_send_ok", 3),
+            ("p1_error", 1),
+            ("p1_error_status", 4),
+            ("p1_flushed", 4),
+            ("p1_recv_ok", 3),
+            // ibv_modify_qp RESET -> INIT -> RTR -> RTS brings the QP back.
+            ("reset", 0),
+            ("init2", 0),
+            ("rtr2", 0),
+            ("rts2", 0),
+            // Traffic resumes; a 64-byte receive buffer for a 100-byte frame is a local
+            // length error (IBV_WC_LOC_LEN_ERR), and the RQ keeps going.
+            ("p2_send_ok", 8),
+            ("p2_len_error", 1),
+            ("p2_recv_ok", 7),
+            ("p2_error", 0),
+            ("done", 1),
+        ],
+    );
+    assert_eq!(common::counter(&stats, "tx_error_cqes"), Some(1), "{stats}");
+    assert_eq!(common::counter(&stats, "tx_flushed"), Some(4), "{stats}");
+    assert_eq!(common::counter(&stats, "rx_error_cqes"), Some(1), "{stats}");
+}

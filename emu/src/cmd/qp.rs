@@ -170,6 +170,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     #[allow(unsafe_code)]
                     let sqn = unsafe { hw.create_sq(sd) }?;
                     made.sqn = Some(sqn);
+                    if let Some((nth, syndrome)) = c.dev.cfg.tx_error {
+                        hw.inject_tx_error(sqn, nth, syndrome);
+                    }
                 }
                 if d.rq_wqe_count != 0 {
                     let rd = RqDesc {
