@@ -78,6 +78,8 @@ fn ibv_devinfo_shows_an_active_ethernet_connectx5_with_the_model_caps() {
     assert_eq!(field(&out, "rx_hash_fields_mask"), Some("0xFF"), "{out}");
     assert!(out.contains("IP csum offload"), "{out}");
     assert!(out.contains("RAW_IP_CSUM"), "{out}");
+    // The device clock (the CORE_CLOCK page libmlx5 maps).
+    assert_eq!(field(&out, "hca_core_clock"), Some("156250kHZ"), "{out}");
     // GIDs from the generated sysfs tree.
     assert!(
         out.contains("fe80:0000:0000:0000:00fc:00ff:fe00:0001, RoCE v1"),

@@ -26,6 +26,10 @@ pub struct Ucontext {
     pub uars: Option<Uars>,
     /// Our end of the async event fd.
     pub async_tx: i32,
+    /// The device clock page, once mapped (`MLX5_IB_MMAP_CORE_CLOCK`).
+    pub clock: Option<crate::mmap::ClockPage>,
+    /// The clock page is advertised (the model runs).
+    pub has_clock: bool,
 }
 
 /// One open of the device node.
@@ -97,7 +101,11 @@ impl Device {
             netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {
                 ifname: ifname.clone(),
             }),
-            clock_khz: 0,
+            clock_khz: if caps::CQE_TIMESTAMPS {
+                caps::CLOCK_KHZ
+            } else {
+                0
+            },
         };
         match Hw::new(opts) {
             Ok(hw) => {
@@ -160,10 +168,19 @@ impl Device {
     ///
     /// # Errors
     /// EINVAL / EPERM as the kernel.
-    pub fn mmap_check(&self, fd: i32, len: usize, off: i64) -> Result<(), Errno> {
+    pub fn mmap_check(&self, fd: i32, len: usize, prot: i32, off: i64) -> Result<(), Errno> {
         let f = self.file(fd)?;
-        let f = f.lock().map_err(|_| libc::EIO)?;
-        crate::mmap::check(f.ctx.as_ref(), len, off)
+        let mut f = f.lock().map_err(|_| libc::EIO)?;
+        let fd = f.fd;
+        let ctx = f.ctx.as_mut().ok_or(libc::EINVAL)?;
+        let what = crate::mmap::check(Some(ctx), len, prot, off)?;
+        // The clock page starts ticking when it is first mapped.
+        if what == crate::mmap::Page::Clock && ctx.clock.is_none() {
+            if let Some(hw) = self.hw() {
+                ctx.clock = Some(crate::mmap::ClockPage::start(fd, hw.clone())?);
+            }
+        }
+        Ok(())
     }
 
     /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →

@@ -39,7 +39,7 @@
 extern int rawq_emu_open_dev(const char *path, int flags);
 extern int rawq_emu_stat_dev(const char *path, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
-extern int rawq_emu_mmap_check(int fd, size_t len, long long off);
+extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
 extern void rawq_emu_release(int fd);
 extern void rawq_emu_note_ioctl(int fd, unsigned long req);
 
@@ -306,7 +306,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	int r;
 
 	resolve();
-	if (is_emu(fd) && (r = rawq_emu_mmap_check(fd, len, (long long)off)) != 0) {
+	if (is_emu(fd) && (r = rawq_emu_mmap_check(fd, len, prot, (long long)off)) != 0) {
 		errno = -r;
 		return MAP_FAILED;
 	}

@@ -78,10 +78,12 @@ pub extern "C" fn rawq_emu_write(fd: i32, buf: *const u8, count: usize) -> isize
 
 /// mmap() of a command fd: 0 if the offset names a page, else `-errno`.
 #[no_mangle]
-pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, off: i64) -> i32 {
-    guarded(-libc::EIO, || match device().mmap_check(fd, len, off) {
-        Ok(()) => 0,
-        Err(e) => -e,
+pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) -> i32 {
+    guarded(-libc::EIO, || {
+        match device().mmap_check(fd, len, prot, off) {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
     })
 }
 

@@ -5,6 +5,11 @@
 //! The application's maps of the memfd are ordinary shared memory; the emulator maps the same
 //! UAR pages itself so that the model can watch the doorbells written there.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rawq::dv::model::hw::Hw;
+
 use crate::caps::ucontext::{BFREGS_PER_UAR, LOG_UAR_SIZE};
 use crate::device::Ucontext;
 use crate::{sys, Errno};
@@ -30,12 +35,22 @@ pub fn uar_pages(tot_bfregs: u32) -> u32 {
     tot_bfregs.div_ceil(BFREGS_PER_UAR)
 }
 
+/// What an accepted mmap offset names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Page {
+    /// A UAR page.
+    Uar,
+    /// The device clock page.
+    Clock,
+}
+
 /// Checks an mmap request against the context.
 ///
 /// # Errors
 /// EINVAL for an offset that names nothing (no context, unknown command, UAR index out of
-/// range, a clock page not advertised), as `mlx5_ib_mmap` / `uar_mmap`.
-pub fn check(ctx: Option<&Ucontext>, len: usize, off: i64) -> Result<(), Errno> {
+/// range, a clock page not advertised), EPERM for a writable clock page, as `mlx5_ib_mmap` /
+/// `uar_mmap`.
+pub fn check(ctx: Option<&Ucontext>, len: usize, prot: i32, off: i64) -> Result<Page, Errno> {
     let ctx = ctx.ok_or(libc::EINVAL)?;
     if off < 0 || off as u64 % PAGE != 0 || len == 0 {
         return Err(libc::EINVAL);
@@ -49,10 +64,86 @@ pub fn check(ctx: Option<&Ucontext>, len: usize, off: i64) -> Result<(), Errno> 
             if len as u64 != PAGE || idx >= u64::from(uar_pages(ctx.tot_bfregs)) {
                 return Err(libc::EINVAL);
             }
-            Ok(())
+            Ok(Page::Uar)
         }
-        // No clock page is advertised (comp_mask has no CORE_CLOCK_OFFSET).
+        cmd::CORE_CLOCK if ctx.has_clock => {
+            // mlx5_ib_mmap: one page, never writable.
+            if len as u64 != PAGE {
+                return Err(libc::EINVAL);
+            }
+            if prot & libc::PROT_WRITE != 0 {
+                return Err(libc::EPERM);
+            }
+            Ok(Page::Clock)
+        }
         _ => Err(libc::EINVAL),
+    }
+}
+
+/// The clock page: the emulator keeps the device clock (big-endian, at offset 0) current in
+/// the memfd page the application maps read-only.
+#[derive(Debug)]
+pub struct ClockPage {
+    addr: usize,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClockPage {
+    /// Maps the clock page of `fd` and starts updating it every 100 µs: from the model's clock
+    /// when CQEs carry its timestamps, else from the monotonic clock at
+    /// [`caps::CLOCK_KHZ`](crate::caps::CLOCK_KHZ).
+    ///
+    /// # Errors
+    /// mmap errno.
+    pub fn start(fd: i32, hw: Hw) -> Result<ClockPage, Errno> {
+        let t0 = std::time::Instant::now();
+        let ticks = move || {
+            if crate::caps::CQE_TIMESTAMPS {
+                hw.clock_ticks()
+            } else {
+                (t0.elapsed().as_nanos() * u128::from(crate::caps::CLOCK_KHZ) / 1_000_000) as u64
+            }
+        };
+        let off = (cmd::CORE_CLOCK << 8) * PAGE;
+        let addr = sys::map_shared(fd, PAGE as usize, off as i64)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("rawq-emu-clock".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    store_clock(addr, ticks());
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            })
+            .map_err(|_| libc::EAGAIN)?;
+        Ok(ClockPage {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// One aligned 8-byte store of the big-endian clock, so that a reader (libmlx5 reads the high
+/// word, the low word, then the high word again) never sees a torn value.
+#[allow(unsafe_code)]
+fn store_clock(addr: usize, ticks: u64) {
+    // SAFETY: `addr` is the start of a page we mapped read-write (ClockPage::start) and keep
+    // mapped until the thread calling this has been joined (ClockPage::drop); page-aligned, so
+    // aligned for AtomicU64.
+    let word = unsafe { &*(addr as *const AtomicU64) };
+    word.store(u64::from_ne_bytes(ticks.to_be_bytes()), Ordering::Release);
+}
+
+impl Drop for ClockPage {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        sys::unmap(self.addr, PAGE as usize);
     }
 }
 
@@ -93,18 +184,25 @@ mod tests {
 
     #[test]
     fn offsets_as_libmlx5_computes_them() {
-        let ctx = Ucontext {
+        let mut ctx = Ucontext {
             tot_bfregs: 16,
             uars: None,
             async_tx: -1,
+            clock: None,
+            has_clock: false,
         };
         let off = |cmd: u64, idx: u64| (((cmd << 8) | idx) * PAGE) as i64;
-        assert_eq!(check(Some(&ctx), 4096, off(0, 0)), Ok(()));
-        assert_eq!(check(Some(&ctx), 4096, off(0, 7)), Ok(()));
-        assert_eq!(check(Some(&ctx), 4096, off(0, 8)), Err(libc::EINVAL));
-        assert_eq!(check(Some(&ctx), 4096, off(3, 1)), Ok(()));
-        assert_eq!(check(Some(&ctx), 4096, off(5, 0)), Err(libc::EINVAL));
-        assert_eq!(check(Some(&ctx), 8192, off(0, 0)), Err(libc::EINVAL));
-        assert_eq!(check(None, 4096, 0), Err(libc::EINVAL));
+        let r = libc::PROT_READ;
+        let rw = r | libc::PROT_WRITE;
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 0)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 7)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 8)), Err(libc::EINVAL));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(3, 1)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, r, off(5, 0)), Err(libc::EINVAL));
+        ctx.has_clock = true;
+        assert_eq!(check(Some(&ctx), 4096, r, off(5, 0)), Ok(Page::Clock));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(5, 0)), Err(libc::EPERM));
+        assert_eq!(check(Some(&ctx), 8192, rw, off(0, 0)), Err(libc::EINVAL));
+        assert_eq!(check(None, 4096, rw, 0), Err(libc::EINVAL));
     }
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 #include <infiniband/mlx5dv.h>
 
@@ -96,6 +97,13 @@ int main(void)
 	P("dv_empw", !!(dv.flags & MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW));
 	P("dv_cqe_comp_max", dv.cqe_comp_caps.max_num);
 	P("dv_striding_max_strides_log", dv.striding_rq_caps.max_single_wqe_log_num_of_strides);
+
+	/* The device clock page (MLX5_IB_MMAP_CORE_CLOCK) ticks. */
+	struct ibv_values_ex v1 = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK }, v2 = v1;
+	ERR("rt_values", ibv_query_rt_values_ex(ctx, &v1) == 0);
+	usleep(20000);
+	ibv_query_rt_values_ex(ctx, &v2);
+	P("clock_delta_ticks", v2.raw_clock.tv_nsec - v1.raw_clock.tv_nsec);
 
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	ERR("alloc_pd", pd);

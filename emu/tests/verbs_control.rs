@@ -89,6 +89,14 @@ fn control_verbs_errnos_data_path_and_events() {
         ],
     );
     assert!(!r.contains_key("post_send_failed") && !r.contains_key("post_recv_failed"));
+    // ibv_query_rt_values_ex reads the clock page: 20 ms at 156.25 MHz is 3.1e6 ticks; the
+    // bounds only say it ticks at a clock's pace (the sleep may run long on a busy machine).
+    assert_eq!(r.get("rt_values"), Some(&0));
+    let d = r["clock_delta_ticks"];
+    assert!(
+        (1_500_000..1_000_000_000).contains(&d),
+        "clock advanced {d} ticks"
+    );
     // The model saw what libmlx5 posted: 9 frames out, 6 steered in, 3 to the kernel.
     assert_eq!(common::counter(&stats, "tx_frames"), Some(9), "{stats}");
     assert_eq!(common::counter(&stats, "rx_frames"), Some(6), "{stats}");

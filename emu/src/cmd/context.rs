@@ -91,6 +91,12 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         num_uars_per_page: uc::UARS_PER_PAGE,
         ..Default::default()
     };
+    if hw.is_some() {
+        // The free-running clock: its 64-bit big-endian value sits at this offset of the
+        // MLX5_IB_MMAP_CORE_CLOCK page (libmlx5: mlx5_map_internal_clock, mlx5_read_clock).
+        d.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
+        d.hca_core_clock_offset = 0;
+    }
     d.response_length = std::mem::size_of::<mlx5_ib_alloc_ucontext_resp>() as u32;
     if let Err(e) = a.response(&resp).and_then(|()| a.udata_response(&d)) {
         sys::close(async_app);
@@ -101,6 +107,8 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         tot_bfregs,
         uars,
         async_tx,
+        clock: None,
+        has_clock: hw.is_some(),
     });
     c.dev.log(format_args!(
         "GET_CONTEXT bfregs {tot_bfregs} cqe_version {} min_inline {:?}",
@@ -157,7 +165,7 @@ pub(super) fn query_device(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
 /// `IBV_RAW_PACKET_CAP_*` (verbs.h): CVLAN stripping, FCS scatter, IP checksum offload.
 const RAW_PACKET_CAPS: u32 = 1 | 2 | 4;
 
-pub(super) fn ex_query_device(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
+pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let req: ib_uverbs_ex_query_device = a.request()?;
     if req.comp_mask != 0 || req.reserved != 0 {
         return Err(EINVAL);
@@ -178,6 +186,13 @@ pub(super) fn ex_query_device(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         raw_packet_caps: RAW_PACKET_CAPS,
         ..Default::default()
     };
+    if c.file.ctx.as_ref().is_some_and(|x| x.has_clock) {
+        // mlx5_ib_query_device: 63-bit timestamps at device_frequency_khz.
+        if caps::CQE_TIMESTAMPS {
+            r.timestamp_mask = (1 << 63) - 1;
+        }
+        r.hca_core_clock = caps::CLOCK_KHZ;
+    }
     r.rss_caps.supported_qpts = 1 << IB_UVERBS_QPT_RAW_PACKET;
     r.rss_caps.max_rwq_indirection_tables = 1 << 16;
     r.rss_caps.max_rwq_indirection_table_size = 1 << caps::LOG_MAX_RWQ_IND_TBL;
