@@ -256,6 +256,36 @@ int main(void)
 	ERR("destroy_ind_tbl_busy", ibv_destroy_rwq_ind_table(tbl) == 0);
 	ERR("destroy_wq_busy", ibv_destroy_wq(wqs[0]) == 0);
 
+	/* A CQ overrun is an asynchronous IBV_EVENT_CQ_ERR on the context's async fd. */
+	{
+		struct ibv_cq *small = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+		struct ibv_qp *q3 = raw_qp(pd, small);
+		struct ibv_qp_attr a3 = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+		ibv_modify_qp(q3, &a3, IBV_QP_STATE | IBV_QP_PORT);
+		a3.qp_state = IBV_QPS_RTR;
+		ibv_modify_qp(q3, &a3, IBV_QP_STATE);
+		a3.qp_state = IBV_QPS_RTS;
+		ibv_modify_qp(q3, &a3, IBV_QP_STATE);
+		for (int i = 0; i < 8; i++) {
+			uint8_t *f = buf + (16 + i) * 64;
+			frame(f, 9001, i);
+			struct ibv_sge s = { .addr = (uintptr_t)f, .length = 60, .lkey = mr->lkey };
+			struct ibv_send_wr w = { .wr_id = i, .sg_list = &s, .num_sge = 1,
+						 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *badw;
+			ibv_post_send(q3, &w, &badw);
+		}
+		struct pollfd apfd = { .fd = ctx->async_fd, .events = POLLIN };
+		P("async_ready", poll(&apfd, 1, 5000));
+		struct ibv_async_event ev;
+		if (apfd.revents & POLLIN && ibv_get_async_event(ctx, &ev) == 0) {
+			P("async_event_type", ev.event_type);
+			P("async_event_cq_matches", ev.element.cq == small);
+			ibv_ack_async_event(&ev);
+		}
+		ERR("destroy_qp3", ibv_destroy_qp(q3) == 0);
+		ERR("destroy_small_cq", ibv_destroy_cq(small) == 0);
+	}
+
 	/* Teardown in order. */
 	ERR("destroy_rss_qp", ibv_destroy_qp(rss) == 0);
 	ERR("destroy_ind_tbl", ibv_destroy_rwq_ind_table(tbl) == 0);
