@@ -2,9 +2,10 @@
 # Runs a command on rawq's emulated ConnectX (mlx5_0): unmodified libibverbs + libmlx5 talk to
 # an emulated uverbs kernel (librawq_emu.so, LD_PRELOAD) whose hardware is rawq's device model.
 #
-# Usage: bash scripts/emu.sh [--wire IFNAME] [--netdev TAPNAME] [--min-inline none|l2]
+# Usage: bash scripts/emu.sh [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2]
 #                            [--release] -- COMMAND [ARGS...]
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
+#   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
 #                      (and then removed on exit); frames no flow rule takes go there
 #   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
@@ -17,9 +18,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-WIRE='' NETDEV='' MIN_INLINE=none PROFILE=debug
+WIRE='' NETDEV='' MIN_INLINE=none PROFILE=debug PAIR=0
 usage() {
-  echo "usage: $0 [--wire IFNAME] [--netdev TAPNAME] [--min-inline none|l2] [--release] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--release] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 while (($#)); do
@@ -31,12 +32,17 @@ while (($#)); do
       [[ $MIN_INLINE == none || $MIN_INLINE == l2 ]] || { echo "emu: --min-inline is none or l2" >&2; exit 2; }
       shift 2 ;;
     --release) PROFILE=release; shift ;;
+    --pair) PAIR=1; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "emu: unknown option $1" >&2; usage ;;
   esac
 done
 (($#)) || usage
+if [[ $PAIR == 1 && -n $WIRE ]]; then
+  echo "emu: --pair cables the two devices to each other; it takes no --wire" >&2
+  exit 2
+fi
 
 if [[ -n $WIRE ]] && ! ip link show dev "$WIRE" >/dev/null 2>&1; then
   echo "emu: --wire $WIRE: no such interface in this network namespace" >&2
@@ -84,7 +90,7 @@ if [[ -n $NETDEV ]] && ! ip link show dev "$NETDEV" >/dev/null 2>&1; then
   ip link set dev "$NETDEV" up
 fi
 
-export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE
+export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 "$SYSFS_GEN" "$TMP/sys"
 export SYSFS_PATH=$TMP/sys
 export LD_PRELOAD=$LIB${LD_PRELOAD:+:$LD_PRELOAD}

@@ -6,13 +6,7 @@
 //! the capabilities rawq's device model implements: RSS (Toeplitz), striding RQ, CQE
 //! compression (hash and checksum mini-CQE formats), enhanced multi-packet send (eMPW).
 
-/// Name of the RDMA device.
-pub const IBDEV: &str = "mlx5_0";
-/// Name of the uverbs node (`/dev/infiniband/uverbs0`).
-pub const UVERBS: &str = "uverbs0";
-/// The node's path.
-pub const UVERBS_PATH: &str = "/dev/infiniband/uverbs0";
-/// `major:minor` of the uverbs node (`IB_UVERBS_MAJOR` 231, `IB_UVERBS_BASE_MINOR` 192).
+/// `major:minor` of the first uverbs node (`IB_UVERBS_MAJOR` 231, `IB_UVERBS_BASE_MINOR` 192).
 pub const UVERBS_MAJOR: u32 = 231;
 /// See [`UVERBS_MAJOR`].
 pub const UVERBS_MINOR: u32 = 192;
@@ -119,6 +113,53 @@ pub const CQE_TIMESTAMPS: bool = false;
 /// CQE compression: most CQEs in one compressed session (`cqe_comp_caps.max_num`).
 pub const CQE_COMP_MAX_NUM: u32 = 64;
 
+/// Most emulated devices in one process (`RAWQ_EMU_PAIR=1`: two, cabled to each other).
+pub const MAX_DEVICES: u32 = 2;
+
+/// The names and numbers of emulated device `index` (0: `mlx5_0` behind `uverbs0`, 231:192;
+/// 1: `mlx5_1` behind `uverbs1`, 231:193, the next GUID and MAC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ident(pub u32);
+
+impl Ident {
+    /// The RDMA device name.
+    pub fn ibdev(self) -> String {
+        format!("mlx5_{}", self.0)
+    }
+    /// The uverbs node name.
+    pub fn uverbs(self) -> String {
+        format!("uverbs{}", self.0)
+    }
+    /// The node's path.
+    pub fn path(self) -> String {
+        format!("/dev/infiniband/uverbs{}", self.0)
+    }
+    /// The node's minor number.
+    pub fn minor(self) -> u32 {
+        UVERBS_MINOR + self.0
+    }
+    /// Node GUID.
+    pub fn node_guid(self) -> u64 {
+        NODE_GUID + u64::from(self.0)
+    }
+    /// Port MAC.
+    pub fn mac(self) -> [u8; 6] {
+        let mut m = MAC;
+        m[5] = m[5].wrapping_add(self.0 as u8);
+        m
+    }
+    /// The device a node path names, among `count`.
+    pub fn of_path(path: &[u8], count: u32) -> Option<Ident> {
+        let n = path.strip_prefix(b"/dev/infiniband/uverbs")?;
+        let s = std::str::from_utf8(n).ok()?;
+        if s.is_empty() || (s.len() > 1 && s.starts_with('0')) {
+            return None;
+        }
+        let i: u32 = s.parse().ok()?;
+        (i < count).then_some(Ident(i))
+    }
+}
+
 /// `fw_ver` as QUERY_DEVICE reports it.
 pub fn fw_ver() -> u64 {
     (FW.0 << 32) | (FW.1 << 16) | FW.2
@@ -165,5 +206,12 @@ mod tests {
             "fe80:0000:0000:0000:00fc:00ff:fe00:0001"
         );
         assert_eq!(fw_ver() >> 32, 16);
+        assert_eq!(
+            Ident::of_path(b"/dev/infiniband/uverbs1", 2),
+            Some(Ident(1))
+        );
+        assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs1", 1), None);
+        assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs01", 2), None);
+        assert_eq!(Ident(1).mac()[5], 2);
     }
 }

@@ -5,6 +5,7 @@
 //! * `RAWQ_EMU_NETDEV=TAPNAME`: the port's kernel netdev (a TAP device made beforehand).
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
+//! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
 //! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
 //!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
@@ -56,6 +57,8 @@ pub struct Config {
     pub stats: Option<String>,
     /// Injected send error: (WQE index, CQE syndrome).
     pub tx_error: Option<(u64, u8)>,
+    /// Two devices cabled to each other.
+    pub pair: bool,
 }
 
 /// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
@@ -81,6 +84,7 @@ impl Default for Config {
             debug: false,
             stats: None,
             tx_error: None,
+            pair: false,
         }
     }
 }
@@ -102,6 +106,7 @@ impl Config {
             min_inline,
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
+            pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {
@@ -109,6 +114,15 @@ impl Config {
                 }
                 r
             }),
+        }
+    }
+
+    /// Number of emulated devices.
+    pub fn devices(&self) -> u32 {
+        if self.pair {
+            2
+        } else {
+            1
         }
     }
 

@@ -44,6 +44,8 @@ pub struct UFile {
 
 /// The device.
 pub struct Device {
+    /// Which of the process's emulated devices.
+    pub ident: caps::Ident,
     /// Configuration.
     pub cfg: Config,
     hw: OnceLock<Option<Hw>>,
@@ -55,9 +57,15 @@ pub struct Device {
 }
 
 impl Device {
-    /// A device with this configuration (nothing started yet).
+    /// Device 0 with this configuration (nothing started yet).
     pub fn new(cfg: Config) -> Device {
+        Device::nth(caps::Ident(0), cfg)
+    }
+
+    /// Device `ident` with this configuration (nothing started yet).
+    pub fn nth(ident: caps::Ident, cfg: Config) -> Device {
         Device {
+            ident,
             cfg,
             hw: OnceLock::new(),
             thread: Mutex::new(None),
@@ -82,6 +90,9 @@ impl Device {
 
     /// The hardware, started on first use; `None` if the model could not start.
     pub fn hw(&self) -> Option<&Hw> {
+        if self.cfg.pair {
+            start_pair();
+        }
         self.hw.get_or_init(|| self.start_hw()).as_ref()
     }
 
@@ -123,7 +134,7 @@ impl Device {
                 eprintln!(
                     "rawq-emu: the device model did not start ({e}); {} answers control \
                      commands only (no data path)",
-                    caps::IBDEV
+                    self.ident.ibdev()
                 );
                 None
             }
@@ -135,7 +146,7 @@ impl Device {
     /// # Errors
     /// The memfd's errno.
     pub fn open(&self, cloexec: bool) -> Result<i32, Errno> {
-        let fd = sys::memfd(caps::UVERBS, cloexec)?;
+        let fd = sys::memfd(&self.ident.uverbs(), cloexec)?;
         let f = UFile {
             fd,
             ctx: None,
@@ -147,6 +158,11 @@ impl Device {
             .insert(fd, Arc::new(Mutex::new(f)));
         self.log(format_args!("open -> fd {fd}"));
         Ok(fd)
+    }
+
+    /// This device has the command fd `fd`.
+    pub fn owns(&self, fd: i32) -> bool {
+        self.files.lock().is_ok_and(|f| f.contains_key(&fd))
     }
 
     fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
@@ -238,8 +254,41 @@ fn spawn_stats_writer(dest: String, hw: Hw) {
         });
 }
 
-/// The process's emulated device (configured from the environment at first use).
-pub fn device() -> &'static Device {
-    static DEV: OnceLock<Device> = OnceLock::new();
-    DEV.get_or_init(|| Device::new(Config::from_env()))
+/// The process's emulated devices (configured from the environment at first use). With
+/// `RAWQ_EMU_PAIR=1` there are two, and the first use of either's hardware starts both, cabled.
+pub fn devices() -> &'static [Device] {
+    static DEVS: OnceLock<Vec<Device>> = OnceLock::new();
+    DEVS.get_or_init(|| {
+        let cfg = Config::from_env();
+        (0..cfg.devices())
+            .map(|i| Device::nth(caps::Ident(i), cfg.clone()))
+            .collect()
+    })
+}
+
+/// Starts both devices of the process's pair and cables them to each other (`Hw::connect`),
+/// once.
+fn start_pair() {
+    static PAIR: OnceLock<()> = OnceLock::new();
+    PAIR.get_or_init(|| {
+        if let [a, b] = devices() {
+            let ha = a.hw.get_or_init(|| a.start_hw()).as_ref();
+            let hb = b.hw.get_or_init(|| b.start_hw()).as_ref();
+            if let (Some(ha), Some(hb)) = (ha, hb) {
+                Hw::connect(ha, hb);
+            }
+        }
+    });
+}
+
+/// The device behind a node path.
+pub fn device_of_path(path: &[u8]) -> Option<&'static Device> {
+    let devs = devices();
+    let id = caps::Ident::of_path(path, devs.len() as u32)?;
+    devs.get(id.0 as usize)
+}
+
+/// The device a command fd belongs to.
+pub fn device_of_fd(fd: i32) -> Option<&'static Device> {
+    devices().iter().find(|d| d.owns(fd))
 }

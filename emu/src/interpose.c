@@ -38,6 +38,7 @@
 /* Rust side (interpose.rs). */
 extern int rawq_emu_open_dev(const char *path, int flags);
 extern int rawq_emu_stat_dev(const char *path, unsigned int *major, unsigned int *minor);
+extern int rawq_emu_fstat_dev(int fd, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
 extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
 extern void rawq_emu_release(int fd);
@@ -257,7 +258,7 @@ int fstat(int fd, struct stat *st)
 	unsigned int major, minor;
 
 	resolve();
-	if (is_emu(fd) && rawq_emu_stat_dev("/dev/infiniband/uverbs0", &major, &minor)) {
+	if (is_emu(fd) && rawq_emu_fstat_dev(fd, &major, &minor)) {
 		cdev_stat(st, major, minor);
 		return 0;
 	}

@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::caps;
-use crate::device::device;
+use crate::device::{device_of_fd, device_of_path};
 
 /// "Not ours: use the real call" (`RAWQ_EMU_PASS` in interpose.c).
 const PASS: i32 = i32::MIN;
@@ -16,13 +16,17 @@ fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
 }
 
-fn path_is_ours(path: *const libc::c_char) -> bool {
+/// The device behind `path`, if it is one of ours.
+///
+/// # Safety
+/// `path` is null or NUL-terminated.
+unsafe fn dev_of(path: *const libc::c_char) -> Option<&'static crate::device::Device> {
     if path.is_null() {
-        return false;
+        return None;
     }
     // SAFETY: interpose.c passes the caller's NUL-terminated path, non-null (checked above).
     let p = unsafe { CStr::from_ptr(path) };
-    p.to_bytes() == caps::UVERBS_PATH.as_bytes()
+    device_of_path(p.to_bytes())
 }
 
 /// open() of a `/dev/infiniband/uverbs*` path: the new fd, `-errno`, or [`PASS`].
@@ -32,10 +36,11 @@ fn path_is_ours(path: *const libc::c_char) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn rawq_emu_open_dev(path: *const libc::c_char, flags: i32) -> i32 {
     guarded(-libc::EIO, || {
-        if !path_is_ours(path) {
+        // SAFETY: as this function's contract.
+        let Some(dev) = (unsafe { dev_of(path) }) else {
             return PASS;
-        }
-        match device().open(flags & libc::O_CLOEXEC != 0) {
+        };
+        match dev.open(flags & libc::O_CLOEXEC != 0) {
             Ok(fd) => fd,
             Err(e) => -e,
         }
@@ -53,13 +58,39 @@ pub unsafe extern "C" fn rawq_emu_stat_dev(
     minor: *mut u32,
 ) -> i32 {
     guarded(0, || {
-        if !path_is_ours(path) || major.is_null() || minor.is_null() {
+        // SAFETY: as this function's contract.
+        let Some(dev) = (unsafe { dev_of(path) }) else {
+            return 0;
+        };
+        if major.is_null() || minor.is_null() {
             return 0;
         }
         // SAFETY: interpose.c passes pointers to two local unsigned ints (checked non-null).
         unsafe {
             *major = caps::UVERBS_MAJOR;
-            *minor = caps::UVERBS_MINOR;
+            *minor = dev.ident.minor();
+        }
+        1
+    })
+}
+
+/// fstat() of a command fd: 1 with `major`/`minor` of its device filled, else 0.
+///
+/// # Safety
+/// `major`/`minor` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_fstat_dev(fd: i32, major: *mut u32, minor: *mut u32) -> i32 {
+    guarded(0, || {
+        let Some(dev) = device_of_fd(fd) else {
+            return 0;
+        };
+        if major.is_null() || minor.is_null() {
+            return 0;
+        }
+        // SAFETY: interpose.c passes pointers to two local unsigned ints (checked non-null).
+        unsafe {
+            *major = caps::UVERBS_MAJOR;
+            *minor = dev.ident.minor();
         }
         1
     })
@@ -69,7 +100,10 @@ pub unsafe extern "C" fn rawq_emu_stat_dev(
 #[no_mangle]
 pub extern "C" fn rawq_emu_write(fd: i32, buf: *const u8, count: usize) -> isize {
     guarded(-(libc::EIO as isize), || {
-        match device().write(fd, buf as u64, count) {
+        let Some(dev) = device_of_fd(fd) else {
+            return -(libc::EBADF as isize);
+        };
+        match dev.write(fd, buf as u64, count) {
             Ok(n) => n as isize,
             Err(e) => -(e as isize),
         }
@@ -80,7 +114,10 @@ pub extern "C" fn rawq_emu_write(fd: i32, buf: *const u8, count: usize) -> isize
 #[no_mangle]
 pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) -> i32 {
     guarded(-libc::EIO, || {
-        match device().mmap_check(fd, len, prot, off) {
+        let Some(dev) = device_of_fd(fd) else {
+            return -libc::EBADF;
+        };
+        match dev.mmap_check(fd, len, prot, off) {
             Ok(()) => 0,
             Err(e) => -e,
         }
@@ -90,15 +127,21 @@ pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) 
 /// close() of a command fd.
 #[no_mangle]
 pub extern "C" fn rawq_emu_release(fd: i32) {
-    guarded((), || device().release(fd));
+    guarded((), || {
+        if let Some(dev) = device_of_fd(fd) {
+            dev.release(fd);
+        }
+    });
 }
 
 /// An ioctl on a command fd (answered ENOTTY by interpose.c).
 #[no_mangle]
 pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64) {
     guarded((), || {
-        device().log(format_args!(
-            "ioctl({fd}, {req:#x}) -> ENOTTY (write() ABI fallback)"
-        ));
+        if let Some(dev) = device_of_fd(fd) {
+            dev.log(format_args!(
+                "ioctl({fd}, {req:#x}) -> ENOTTY (write() ABI fallback)"
+            ));
+        }
     });
 }

@@ -172,3 +172,29 @@ fn send_error_and_receive_length_error_recovered_through_modify_qp() {
     assert_eq!(common::counter(&stats, "tx_flushed"), Some(4), "{stats}");
     assert_eq!(common::counter(&stats, "rx_error_cqes"), Some(1), "{stats}");
 }
+
+#[test]
+fn two_devices_in_one_process_cabled_to_each_other() {
+    let exe = common::compile("pair_app.c", "pair_app");
+    let out = common::emu(&["--pair"], &[exe.to_str().unwrap()], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "pair_app failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(
+        &common::lines(&stdout),
+        &[
+            ("devices", 2),
+            ("open_a", 0),
+            ("open_b", 0),
+            ("a_sent", 32),
+            // The cable: what mlx5_0 sends reaches mlx5_1's flow, and does not loop back.
+            ("b_received", 32),
+            ("a_received", 0),
+        ],
+    );
+    let bad = common::emu(&["--pair", "--wire", "lo"], &["true"], &[]);
+    assert!(!bad.status.success(), "--pair with --wire must be refused");
+}

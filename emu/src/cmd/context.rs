@@ -118,8 +118,8 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
 }
 
 /// The base device attributes (`copy_query_dev_fields`).
-fn device_attr() -> ib_uverbs_query_device_resp {
-    let guid = caps::NODE_GUID.to_be();
+fn device_attr(id: caps::Ident) -> ib_uverbs_query_device_resp {
+    let guid = id.node_guid().to_be();
     ib_uverbs_query_device_resp {
         fw_ver: caps::fw_ver(),
         node_guid: guid,
@@ -157,9 +157,9 @@ fn device_attr() -> ib_uverbs_query_device_resp {
     }
 }
 
-pub(super) fn query_device(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
+pub(super) fn query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let _req: ib_uverbs_query_device = a.request()?;
-    a.response(&device_attr())
+    a.response(&device_attr(c.dev.ident))
 }
 
 /// `IBV_RAW_PACKET_CAP_*` (verbs.h): CVLAN stripping, FCS scatter, IP checksum offload.
@@ -178,7 +178,7 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if a.drv_out.1 != 0 && a.drv_out.1 < 8 {
         return Err(EINVAL);
     }
-    let base = device_attr();
+    let base = device_attr(c.dev.ident);
     let mut r = ib_uverbs_ex_query_device_resp {
         base,
         device_cap_flags_ex: u64::from(base.device_cap_flags),

@@ -17,14 +17,22 @@ fn put(root: &Path, rel: &str, text: &str) -> io::Result<()> {
     fs::write(&p, format!("{text}\n"))
 }
 
-/// Writes the tree for one device (`mlx5_0` behind `uverbs0`) under `root`.
+/// Writes the tree for the configured devices (`mlx5_0` behind `uverbs0`, and `mlx5_1` behind
+/// `uverbs1` for a cabled pair) under `root`.
 ///
 /// # Errors
 /// Any file that cannot be written.
 pub fn write_tree(root: &Path, cfg: &Config) -> io::Result<()> {
+    for i in 0..cfg.devices() {
+        write_device(root, cfg, caps::Ident(i))?;
+    }
+    Ok(())
+}
+
+fn write_device(root: &Path, cfg: &Config, id: caps::Ident) -> io::Result<()> {
     let verbs = "class/infiniband_verbs";
-    let uv = format!("{verbs}/{}", caps::UVERBS);
-    let dev = format!("class/infiniband/{}", caps::IBDEV);
+    let uv = format!("{verbs}/{}", id.uverbs());
+    let dev = format!("class/infiniband/{}", id.ibdev());
     // init.c: the ABI of the uverbs class (3..=6 accepted) and of the driver
     // (MLX5_UVERBS_MIN/MAX_ABI_VERSION = 1).
     put(
@@ -32,11 +40,11 @@ pub fn write_tree(root: &Path, cfg: &Config) -> io::Result<()> {
         &format!("{verbs}/abi_version"),
         &caps::UVERBS_ABI.to_string(),
     )?;
-    put(root, &format!("{uv}/ibdev"), caps::IBDEV)?;
+    put(root, &format!("{uv}/ibdev"), &id.ibdev())?;
     put(
         root,
         &format!("{uv}/dev"),
-        &format!("{}:{}", caps::UVERBS_MAJOR, caps::UVERBS_MINOR),
+        &format!("{}:{}", caps::UVERBS_MAJOR, id.minor()),
     )?;
     put(
         root,
@@ -48,12 +56,12 @@ pub fn write_tree(root: &Path, cfg: &Config) -> io::Result<()> {
     put(
         root,
         &format!("{dev}/node_guid"),
-        &caps::guid_text(caps::NODE_GUID),
+        &caps::guid_text(id.node_guid()),
     )?;
     put(
         root,
         &format!("{dev}/sys_image_guid"),
-        &caps::guid_text(caps::NODE_GUID),
+        &caps::guid_text(id.node_guid()),
     )?;
     put(root, &format!("{dev}/board_id"), caps::BOARD_ID)?;
     let (a, b, c) = caps::FW;
@@ -71,7 +79,7 @@ pub fn write_tree(root: &Path, cfg: &Config) -> io::Result<()> {
     )?;
     put(root, &format!("{dev}/device/local_cpus"), "ffffffff")?;
     // GIDs 0 (RoCE v1) and 1 (RoCE v2): the link-local GID of the port's MAC; the rest empty.
-    let gid = caps::link_local_gid(caps::MAC);
+    let gid = caps::link_local_gid(id.mac());
     let ports = format!("{dev}/ports/1");
     for i in 0..caps::port::GID_TBL_LEN {
         let (g, ty) = match i {
@@ -110,6 +118,17 @@ mod tests {
         assert_eq!(
             rd("class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0"),
             "lo\n"
+        );
+        assert!(!dir.join("class/infiniband/mlx5_1").exists());
+        let pair = Config {
+            pair: true,
+            ..Config::default()
+        };
+        write_tree(&dir, &pair).unwrap();
+        assert_eq!(rd("class/infiniband_verbs/uverbs1/dev"), "231:193\n");
+        assert_eq!(
+            rd("class/infiniband/mlx5_1/node_guid"),
+            "0c42:a103:00fc:0002\n"
         );
         fs::remove_dir_all(&dir).unwrap();
     }
