@@ -13,7 +13,8 @@
 //! * [`cmd`]: the uverbs write() decoder, one entry point per command, validating like
 //!   `uverbs_cmd.c` and `mlx5_ib`.
 //! * [`objects`]: the handle tables; [`device`]: the device and its open files.
-//! * [`mmap`]: UAR pages; [`events`]: completion channels and async events.
+//! * [`mmap`]: UAR and clock pages; [`events`]: completion channels and async events;
+//!   [`rings`]: the application's rings handed to the model.
 //! * [`caps`]: every limit and capability, read by all of the above.
 //!
 //! Nothing starts when the library is loaded (it may be preloaded into a shell, cargo or
@@ -31,6 +32,7 @@ pub mod events;
 pub mod interpose;
 pub mod mmap;
 pub mod objects;
+pub mod rings;
 mod sys;
 #[allow(missing_docs)]
 pub mod uapi;

@@ -13,8 +13,8 @@ use crate::config::MinInline;
 use crate::device::Ucontext;
 use crate::mmap::Uars;
 use crate::offsetofend;
+use crate::sys;
 use crate::uapi::*;
-use crate::{sys, Errno};
 
 pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     // One context per file.
@@ -259,13 +259,4 @@ pub(super) fn query_port(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         ..Default::default()
     };
     a.response(&r)
-}
-
-/// Errno for an `rawq::Error` from the model (`Config` → EINVAL, `Unsupported` → EOPNOTSUPP,
-/// OS errors keep theirs).
-pub(crate) fn hw_errno(e: &rawq::Error) -> Errno {
-    match e {
-        rawq::Error::Unsupported(_) => EOPNOTSUPP,
-        _ => EINVAL,
-    }
 }

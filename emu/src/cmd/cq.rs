@@ -11,7 +11,6 @@ use libc::{EBADF, EINVAL, EOPNOTSUPP};
 use rawq::dv::model::hw::CqDesc;
 use rawq::dv::rings::MiniCqeFormat;
 
-use super::context::hw_errno;
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;
 use crate::objects::{Cq, Obj};
@@ -93,11 +92,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
                 dbrec: d.db_addr as usize,
                 compression,
             };
-            // SAFETY: buffer and doorbell were checked mapped above; they belong to the
-            // application, which keeps them until DESTROY_CQ (libmlx5 frees them after it),
-            // and the model only plays the device's side of the CQ protocol on them.
-            #[allow(unsafe_code)]
-            let cqn = unsafe { hw.create_cq(desc) }.map_err(|e| hw_errno(&e))?;
+            let cqn = crate::rings::adopt_cq(hw, desc)?;
             (cqn, true)
         }
         None => (c.dev.next_num(), false),

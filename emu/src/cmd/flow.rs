@@ -10,9 +10,9 @@ use libc::{EINVAL, EOPNOTSUPP, EPERM};
 
 use rawq::dv::model::hw::{FlowDesc, FlowSpec, Masked};
 
-use super::context::hw_errno;
 use super::{Attrs, CmdResult, Ctx};
 use crate::objects::{Flow, Obj};
+use crate::rings::hw_errno;
 use crate::uapi::*;
 use crate::Errno;
 

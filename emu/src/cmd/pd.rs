@@ -4,9 +4,9 @@
 
 use libc::EINVAL;
 
-use super::context::hw_errno;
 use super::{Attrs, CmdResult, Ctx};
 use crate::objects::{Mr, Obj, Pd};
+use crate::rings::hw_errno;
 use crate::uapi::*;
 use crate::umem;
 

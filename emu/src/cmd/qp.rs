@@ -13,10 +13,10 @@ use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
 
 use rawq::dv::model::hw::{QueueState, RqDesc, RssHash, SqDesc, TirDesc};
 
-use super::context::hw_errno;
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;
 use crate::objects::{Obj, Qp};
+use crate::rings::hw_errno;
 use crate::uapi::*;
 use crate::{offsetofend, umem, Errno};
 
@@ -154,7 +154,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                 .as_ref()
                 .and_then(|x| x.uars.as_ref())
                 .map_or(0, |u| u.page_of_bfreg(bfreg));
-            let r = (|| -> Result<(), rawq::Error> {
+            let r = (|| -> Result<(), Errno> {
                 if d.sq_wqe_count != 0 {
                     let sd = SqDesc {
                         buf: sq_buf as usize,
@@ -165,10 +165,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                         cqn: send_cq,
                         user_index: d.uidx,
                     };
-                    // SAFETY: the ring and doorbell record were checked mapped; libmlx5
-                    // keeps them until DESTROY_QP; the model only plays the device's side.
-                    #[allow(unsafe_code)]
-                    let sqn = unsafe { hw.create_sq(sd) }?;
+                    let sqn = crate::rings::adopt_sq(hw, sd)?;
                     made.sqn = Some(sqn);
                     if let Some((nth, syndrome)) = c.dev.cfg.tx_error {
                         hw.inject_tx_error(sqn, nth, syndrome);
@@ -184,20 +181,21 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                         striding: None,
                         user_index: d.uidx,
                     };
-                    // SAFETY: as for the SQ.
-                    #[allow(unsafe_code)]
-                    let rqn = unsafe { hw.create_rq(rd) }?;
+                    let rqn = crate::rings::adopt_rq(hw, rd)?;
                     made.rqn = Some(rqn);
-                    made.tirn = Some(hw.create_tir(TirDesc {
-                        rqns: vec![rqn],
-                        hash: None,
-                    })?);
+                    made.tirn = Some(
+                        hw.create_tir(TirDesc {
+                            rqns: vec![rqn],
+                            hash: None,
+                        })
+                        .map_err(|e| hw_errno(&e))?,
+                    );
                 }
                 Ok(())
             })();
             if let Err(e) = r {
                 undo_hw(c, &made);
-                return Err(hw_errno(&e));
+                return Err(e);
             }
             true
         }

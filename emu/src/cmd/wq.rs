@@ -10,10 +10,10 @@ use libc::{EINVAL, EOPNOTSUPP};
 use rawq::dv::model::hw::{QueueState, RqDesc};
 use rawq::dv::rings::Striding;
 
-use super::context::hw_errno;
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps::{self, striding};
 use crate::objects::{IndTbl, Obj, Wq};
+use crate::rings::hw_errno;
 use crate::uapi::*;
 use crate::{offsetofend, umem};
 
@@ -97,10 +97,7 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
                 striding: stride,
                 user_index: d.user_index,
             };
-            // SAFETY: ring and doorbell checked mapped; libmlx5 keeps them until DESTROY_WQ;
-            // the model only plays the device's side of the RQ protocol.
-            #[allow(unsafe_code)]
-            let rqn = unsafe { hw.create_rq(rd) }.map_err(|e| hw_errno(&e))?;
+            let rqn = crate::rings::adopt_rq(hw, rd)?;
             (rqn, true)
         }
         None => (c.dev.next_num(), false),
