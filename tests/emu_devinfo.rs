@@ -92,6 +92,11 @@ fn min_inline_l2_still_opens_and_bad_options_are_refused() {
     need("ibv_devinfo");
     let (ok, out, err) = emu(&["--min-inline", "l2"], &["ibv_devinfo"]);
     assert!(ok && out.contains("PORT_ACTIVE"), "{out}\n{err}");
+    assert_eq!(
+        field(&out, "vendor_part_id"),
+        Some("4117"),
+        "ConnectX-4 Lx: {out}"
+    );
     let (ok, _, err) = emu(&["--min-inline", "l3"], &["true"]);
     assert!(!ok && err.contains("none or l2"), "{err}");
     let (ok, _, err) = emu(&["--wire", "rawq-no-such-if0"], &["true"]);

@@ -2,7 +2,8 @@
 //! of `rxe_param.h` in the kernel's soft-RoCE). The sysfs tree, GET_CONTEXT, QUERY_DEVICE,
 //! QUERY_PORT and the command checks all read these.
 //!
-//! The device is a ConnectX-5 (PCI 15b3:1017, `providers/mlx5/mlx5.c: mlx5_hca_table`), with
+//! The device is a ConnectX-5 (PCI 15b3:1017, `providers/mlx5/mlx5.c: mlx5_hca_table`; a
+//! ConnectX-4 Lx, 15b3:1015, in the L2 inline mode: [`part`]), with
 //! the capabilities rawq's device model implements: RSS (Toeplitz), striding RQ, CQE
 //! compression (hash and checksum mini-CQE formats), enhanced multi-packet send (eMPW).
 
@@ -14,14 +15,20 @@ pub const UVERBS_MINOR: u32 = 192;
 pub const UVERBS_ABI: u32 = 6;
 /// `uverbs0/abi_version`: `MLX5_IB_UVERBS_ABI_VERSION`.
 pub const MLX5_ABI: u32 = 1;
-/// PCI vendor (Mellanox) and device (ConnectX-5): `mlx5.c: mlx5_hca_table` `HCA(MELLANOX, 0x1017)`.
+/// PCI vendor (Mellanox).
 pub const PCI_VENDOR: u16 = 0x15b3;
-/// See [`PCI_VENDOR`].
-pub const PCI_DEVICE: u16 = 0x1017;
 /// IEEE OUI reported as `vendor_id` (0x02c9, Mellanox).
 pub const VENDOR_ID: u32 = 0x02c9;
-/// `vendor_part_id` (4119 = 0x1017).
-pub const VENDOR_PART_ID: u32 = 4119;
+/// The part the device claims to be, from the inline mode it emulates: a ConnectX-5 (PCI
+/// 0x1017, `vendor_part_id` 4119) needs no inline header; a ConnectX-4 Lx (0x1015, 4117) needs
+/// the L2 header inline. Both are in `mlx5.c: mlx5_hca_table`; drivers that have no DevX pick
+/// the inline mode by this id (DPDK's mlx5 PMD, rawq's DV backend), libmlx5 by `eth_min_inline`.
+pub fn part(min_inline: crate::config::MinInline) -> (u16, u32) {
+    match min_inline {
+        crate::config::MinInline::None => (0x1017, 4119),
+        crate::config::MinInline::L2 => (0x1015, 4117),
+    }
+}
 /// Firmware version: mlx5 prints `fw_ver` bits 32/16/0 as major.minor.sub
 /// (`providers/mlx5/verbs.c: mlx5_query_device_ex`).
 pub const FW: (u64, u64, u64) = (16, 35, 1012);

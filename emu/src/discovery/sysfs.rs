@@ -73,7 +73,7 @@ fn write_device(root: &Path, cfg: &Config, id: caps::Ident) -> io::Result<()> {
         &format!(
             "pci:v{:08X}d{:08X}sv{:08X}sd00000008bc02sc00i00",
             caps::PCI_VENDOR,
-            caps::PCI_DEVICE,
+            caps::part(cfg.min_inline).0,
             caps::PCI_VENDOR
         ),
     )?;
