@@ -42,7 +42,7 @@ extern int rawq_emu_fstat_dev(int fd, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
 extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
 extern void rawq_emu_release(int fd);
-extern void rawq_emu_note_ioctl(int fd, unsigned long req);
+extern void rawq_emu_note_ioctl(int fd, unsigned long req, const void *arg);
 
 /* Answer "not a device of ours, use the real call". */
 #define RAWQ_EMU_PASS INT_MIN
@@ -295,7 +295,7 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	if (is_emu(fd)) {
 		/* No ioctl method is emulated: libibverbs then uses write() for every verb. */
-		rawq_emu_note_ioctl(fd, req);
+		rawq_emu_note_ioctl(fd, req, arg);
 		errno = ENOTTY;
 		return -1;
 	}

@@ -134,14 +134,25 @@ pub extern "C" fn rawq_emu_release(fd: i32) {
     });
 }
 
-/// An ioctl on a command fd (answered ENOTTY by interpose.c).
+/// An ioctl on a command fd (answered ENOTTY by interpose.c). With `RAWQ_EMU_DEBUG` the
+/// `RDMA_VERBS_IOCTL` header's object and method are logged: after libibverbs' first probe only
+/// ioctl-only verbs (DEVX, DV flow matchers, dynamic UARs) still arrive here, and fail.
 #[no_mangle]
-pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64) {
+pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64, arg: *const u8) {
     guarded((), || {
-        if let Some(dev) = device_of_fd(fd) {
-            dev.log(format_args!(
-                "ioctl({fd}, {req:#x}) -> ENOTTY (write() ABI fallback)"
-            ));
+        let Some(dev) = device_of_fd(fd) else { return };
+        if !dev.cfg.debug {
+            return;
         }
+        // struct ib_uverbs_ioctl_hdr: length, object_id, method_id, num_attrs (u16 each).
+        let ids = crate::umem::copy_from_user(arg as u64, 8)
+            .map(|h| {
+                let w = |i: usize| u16::from_ne_bytes([h[2 * i], h[2 * i + 1]]);
+                format!("object {:#x} method {:#x}", w(1), w(2))
+            })
+            .unwrap_or_else(|_| "unreadable header".into());
+        dev.log(format_args!(
+            "ioctl({fd}, {req:#x}) {ids} -> ENOTTY (write() ABI fallback)"
+        ));
     });
 }
