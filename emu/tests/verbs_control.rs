@@ -198,3 +198,29 @@ fn two_devices_in_one_process_cabled_to_each_other() {
     let bad = common::emu(&["--pair", "--wire", "lo"], &["true"], &[]);
     assert!(!bad.status.success(), "--pair with --wire must be refused");
 }
+
+#[test]
+fn rss_qp_spreads_sixteen_flows_over_four_wqs_every_frame_once() {
+    let exe = common::compile("rss_app.c", "rss_app");
+    let out = common::emu(&[], &[exe.to_str().unwrap()], &[("RAWQ_EMU_STATS", "-")]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stats = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "rss_app failed:\n{stdout}\n{stats}");
+    let r = common::lines(&stdout);
+    check(
+        &r,
+        &[
+            ("rss_ready", 1),
+            // 16 flows x 8 frames: each arrives once, each flow on one queue (Toeplitz over
+            // the addresses and UDP ports, with the QP's key), and all four queues are used.
+            ("received", 128),
+            ("split_flows", 0),
+            ("queues_used", 4),
+            ("bad_status", 0),
+            ("done", 1),
+        ],
+    );
+    let sum: i64 = (0..4).map(|q| r[&format!("queue{q}")]).sum();
+    assert_eq!(sum, 128);
+    assert_eq!(common::counter(&stats, "rx_frames"), Some(128), "{stats}");
+}
