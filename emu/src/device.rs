@@ -160,6 +160,20 @@ impl Device {
         Ok(fd)
     }
 
+    /// `new` is a duplicate of the command fd `old` (dup, dup2, dup3, `F_DUPFD`): the same open
+    /// file, as in the kernel. Returns false if `old` is not ours.
+    pub fn dup(&self, old: i32, new: i32) -> bool {
+        let Ok(mut files) = self.files.lock() else {
+            return false;
+        };
+        let Some(f) = files.get(&old).cloned() else {
+            return false;
+        };
+        files.insert(new, f);
+        self.log(format_args!("dup fd {old} -> {new}"));
+        true
+    }
+
     /// This device has the command fd `fd`.
     pub fn owns(&self, fd: i32) -> bool {
         self.files.lock().is_ok_and(|f| f.contains_key(&fd))
@@ -203,7 +217,14 @@ impl Device {
     /// `uverbs_destroy_ufile_hw`).
     pub fn release(&self, fd: i32) {
         let f = match self.files.lock() {
-            Ok(mut files) => files.remove(&fd),
+            Ok(mut files) => match files.remove(&fd) {
+                // Another fd (a dup) still refers to the file: it stays open.
+                Some(f) if files.values().any(|g| Arc::ptr_eq(g, &f)) => {
+                    self.log(format_args!("close fd {fd} (the file stays open on a dup)"));
+                    return;
+                }
+                f => f,
+            },
             Err(_) => None,
         };
         let Some(f) = f else { return };

@@ -13,6 +13,7 @@
  *                   cmd_fallback.c: _execute_ioctl_fallback() picks the write() ABI
  *   mmap            providers/mlx5/mlx5.c: mlx5_mmap() (UAR pages, clock page): validated
  *   close           so a reused fd number is not taken for the device
+ *   dup/dup2/dup3/fcntl(F_DUPFD*)   a duplicate of a command fd is the same open file
  *   socket          libibverbs/ibdev_nl.c: NETLINK_RDMA refused, sysfs discovery is used
  * Everything else, and every other path or fd, goes to the real libc unchanged.
  *
@@ -42,6 +43,7 @@ extern int rawq_emu_fstat_dev(int fd, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
 extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
 extern void rawq_emu_release(int fd);
+extern int rawq_emu_dup(int oldfd, int newfd);
 extern void rawq_emu_note_ioctl(int fd, unsigned long req, const void *arg);
 
 /* Answer "not a device of ours, use the real call". */
@@ -59,6 +61,10 @@ static int (*real_ioctl)(int, unsigned long, ...);
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 static int (*real_close)(int);
 static int (*real_socket)(int, int, int);
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_fcntl)(int, int, ...);
 
 static void resolve(void)
 {
@@ -76,6 +82,10 @@ static void resolve(void)
 	real_ioctl = dlsym(RTLD_NEXT, "ioctl");
 	real_mmap = dlsym(RTLD_NEXT, "mmap");
 	real_socket = dlsym(RTLD_NEXT, "socket");
+	real_dup = dlsym(RTLD_NEXT, "dup");
+	real_dup2 = dlsym(RTLD_NEXT, "dup2");
+	real_dup3 = dlsym(RTLD_NEXT, "dup3");
+	real_fcntl = dlsym(RTLD_NEXT, "fcntl");
 	real_close = dlsym(RTLD_NEXT, "close");
 }
 
@@ -326,6 +336,68 @@ int close(int fd)
 	}
 	return real_close(fd);
 }
+
+/* After a successful duplication of `oldfd` into `newfd` (which the kernel closed first if it
+ * was open): `newfd` is no longer what it was, and is a command fd if `oldfd` is one. */
+static void dup_done(int oldfd, int newfd)
+{
+	if (newfd < 0 || newfd == oldfd)
+		return;
+	if (is_emu(newfd)) {
+		mark(newfd, 0);
+		rawq_emu_release(newfd);
+	}
+	if (is_emu(oldfd) && newfd < FD_WORDS * 64 && rawq_emu_dup(oldfd, newfd))
+		mark(newfd, 1);
+}
+
+int dup(int oldfd)
+{
+	int r;
+
+	resolve();
+	r = real_dup(oldfd);
+	dup_done(oldfd, r);
+	return r;
+}
+
+int dup2(int oldfd, int newfd)
+{
+	int r;
+
+	resolve();
+	r = real_dup2(oldfd, newfd);
+	dup_done(oldfd, r);
+	return r;
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	int r;
+
+	resolve();
+	r = real_dup3(oldfd, newfd, flags);
+	dup_done(oldfd, r);
+	return r;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+	int r;
+
+	resolve();
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = real_fcntl(fd, cmd, arg);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		dup_done(fd, r);
+	return r;
+}
+
+int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 
 int socket(int domain, int type, int proto)
 {

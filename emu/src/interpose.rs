@@ -124,6 +124,15 @@ pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) 
     })
 }
 
+/// `new` became a duplicate of the command fd `old`: 1 if `old` is ours (then `new` is too).
+#[no_mangle]
+pub extern "C" fn rawq_emu_dup(old: i32, new: i32) -> i32 {
+    guarded(0, || match device_of_fd(old) {
+        Some(dev) => i32::from(dev.dup(old, new)),
+        None => 0,
+    })
+}
+
 /// close() of a command fd.
 #[no_mangle]
 pub extern "C" fn rawq_emu_release(fd: i32) {

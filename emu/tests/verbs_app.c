@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
@@ -284,6 +286,19 @@ int main(void)
 		}
 		ERR("destroy_qp3", ibv_destroy_qp(q3) == 0);
 		ERR("destroy_small_cq", ibv_destroy_cq(small) == 0);
+	}
+
+	/* A dup of the command fd is the same device file; closing it keeps the context. */
+	{
+		int d = dup(ctx->cmd_fd);
+		struct stat st;
+		P("dup_is_cdev", d >= 0 && fstat(d, &st) == 0 && S_ISCHR(st.st_mode) &&
+				 st.st_rdev == makedev(231, 192));
+		close(d);
+		struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+		ERR("pd_after_dup_close", pd2);
+		if (pd2)
+			ibv_dealloc_pd(pd2);
 	}
 
 	/* Teardown in order. */

@@ -84,6 +84,8 @@ fn control_verbs_errnos_data_path_and_events() {
             ("async_event_cq_matches", 1),
             ("destroy_qp3", 0),
             ("destroy_small_cq", 0),
+            ("dup_is_cdev", 1),
+            ("pd_after_dup_close", 0),
             ("destroy_rss_qp", 0),
             ("destroy_flow", 0),
             ("destroy_qp", 0),
