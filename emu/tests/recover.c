@@ -19,6 +19,8 @@ static struct ibv_mr *mr;
 static struct ibv_qp *qp;
 static struct ibv_cq *cq;
 
+static int to_state(enum ibv_qp_state s);
+
 static double now(void)
 {
 	struct timespec t;
@@ -34,7 +36,7 @@ static void post_recv(int i, uint32_t len)
 		P("post_recv_failed", i);
 }
 
-static void send_frames(int n)
+static void send_frames_with(int n, uint32_t lkey, uint64_t shift)
 {
 	for (int i = 0; i < n; i++) {
 		uint8_t *f = mem + i * 128;
@@ -49,12 +51,27 @@ static void send_frames(int n)
 		f[36] = 9000 >> 8;
 		f[37] = 9000 & 0xff;
 		f[39] = 66;
-		struct ibv_sge s = { .addr = (uintptr_t)f, .length = 100, .lkey = mr->lkey };
+		struct ibv_sge s = { .addr = (uintptr_t)f + shift, .length = 100, .lkey = lkey };
 		struct ibv_send_wr w = { .wr_id = i, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
 					 .send_flags = IBV_SEND_SIGNALED }, *bad;
 		if (ibv_post_send(qp, &w, &bad))
 			P("post_send_failed", i);
 	}
+}
+
+static void send_frames(int n)
+{
+	send_frames_with(n, mr->lkey, 0);
+}
+
+static void recover(const char *phase)
+{
+	char k[64];
+	snprintf(k, sizeof k, "%s_recovered", phase);
+	P(k, to_state(IBV_QPS_RESET) == 0 && to_state(IBV_QPS_INIT) == 0 &&
+		     to_state(IBV_QPS_RTR) == 0 && to_state(IBV_QPS_RTS) == 0);
+	for (int i = 0; i < 32; i++)
+		post_recv(i, 2048);
 }
 
 /* Polls until `want` completions or 3 s; counts by (send/recv, status). */
@@ -152,6 +169,18 @@ int main(void)
 		post_recv(i, 2048);
 	send_frames(8);
 	drain("p2", 16);
+
+	/* A key the device does not know, then an address outside the registered region: both
+	 * are protection errors on hardware (the WQE is not sent). */
+	recover("p3");
+	send_frames_with(1, mr->lkey ^ 0x100, 0);
+	drain("p3", 1);
+	recover("p4");
+	send_frames_with(1, mr->lkey, 1 << 20);
+	drain("p4", 1);
+	recover("p5");
+	send_frames(2);
+	drain("p5", 4);
 
 	ibv_destroy_flow(flow);
 	ibv_destroy_qp(qp);

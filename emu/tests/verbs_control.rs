@@ -133,7 +133,7 @@ fn connectx4_lx_inline_l2_header_send_path() {
 }
 
 #[test]
-fn send_error_and_receive_length_error_recovered_through_modify_qp() {
+fn send_errors_and_a_receive_length_error_recovered_through_modify_qp() {
     let exe = common::compile("recover.c", "recover");
     let out = common::emu(
         &[],
@@ -167,10 +167,23 @@ fn send_error_and_receive_length_error_recovered_through_modify_qp() {
             ("p2_len_error", 1),
             ("p2_recv_ok", 7),
             ("p2_error", 0),
+            // An unknown lkey, then an address outside the MR: protection errors, nothing
+            // sent; after a reset traffic flows again.
+            ("p3_recovered", 1),
+            ("p3_error", 1),
+            ("p3_error_status", 4),
+            ("p3_recv_ok", 0),
+            ("p4_recovered", 1),
+            ("p4_error", 1),
+            ("p4_error_status", 4),
+            ("p4_recv_ok", 0),
+            ("p5_recovered", 1),
+            ("p5_send_ok", 2),
+            ("p5_recv_ok", 2),
             ("done", 1),
         ],
     );
-    assert_eq!(common::counter(&stats, "tx_error_cqes"), Some(1), "{stats}");
+    assert_eq!(common::counter(&stats, "tx_error_cqes"), Some(3), "{stats}");
     assert_eq!(common::counter(&stats, "tx_flushed"), Some(4), "{stats}");
     assert_eq!(common::counter(&stats, "rx_error_cqes"), Some(1), "{stats}");
 }
