@@ -17,8 +17,10 @@
 
 include!(concat!(env!("OUT_DIR"), "/uapi.rs"));
 
-/// Plain old data: any byte pattern is a valid value, and the type has no padding the decoder
-/// reads (the uapi structs pad explicitly with `reserved` fields).
+/// Plain old data: any byte pattern is a valid value. The uapi structs pad explicitly with
+/// `reserved` fields, except for a trailing byte or word in two responses
+/// (`ib_uverbs_query_port_resp`, `ib_uverbs_ex_query_device_resp`), which the kernel copies out
+/// as well; those are sent as the compiler left them.
 ///
 /// # Safety
 /// Implement only for `#[repr(C)]` structs of integers / arrays of integers.
