@@ -29,7 +29,8 @@ unsafe fn dev_of(path: *const libc::c_char) -> Option<&'static crate::device::De
     device_of_path(p.to_bytes())
 }
 
-/// open() of a `/dev/infiniband/uverbs*` path: the new fd, `-errno`, or [`PASS`].
+/// open() of a `/dev/infiniband/uverbs*` path: the new fd, `-errno`, or `i32::MIN` (not ours:
+/// the real open).
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
