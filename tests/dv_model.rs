@@ -17,6 +17,66 @@ use rawq::{HugePages, Mempool, MempoolConfig, Packet, Queue};
 
 const ROOM: usize = 2048 - 128;
 
+/// Counts heap allocations made by threads that asked for it (the model's `process` calls),
+/// to check that the model allocates nothing per frame once warm (issue 13).
+mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct Counting;
+
+    static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+    thread_local! {
+        static ON: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn note() {
+        if ON.try_with(|c| c.get()).unwrap_or(false) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; counting touches only
+    // an atomic and a const-initialised thread-local (no allocation, no re-entry).
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.realloc(p, l, n) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    /// Runs `f` and returns how many allocations the calling thread made in it.
+    pub fn during(f: impl FnOnce()) -> u64 {
+        ON.with(|c| c.set(true));
+        let before = ALLOCS.load(Ordering::Relaxed);
+        f();
+        ON.with(|c| c.set(false));
+        // Other counting threads may add meanwhile: tests using this run the model in the
+        // calling thread only, and a stray count can only make the check stricter.
+        ALLOCS.load(Ordering::Relaxed) - before
+    }
+}
+
+#[global_allocator]
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
+
 fn pool(buffers: u32) -> Mempool {
     Mempool::new(&MempoolConfig {
         buffers,
@@ -131,7 +191,16 @@ fn packets_per_variant() -> u64 {
     1_000_000
 }
 
-fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
+/// What the model did, and its heap allocations while warming up (first fifth of the packets)
+/// and after.
+struct Ran {
+    ca: ModelCounters,
+    cb: ModelCounters,
+    warm_allocs: u64,
+    steady_allocs: u64,
+}
+
+fn run(v: Variant, n: u64, seed: u64) -> Ran {
     let pool = pool(16384);
     let (a, b) = ModelPort::pair(opts(&v), opts(&v)).expect("ports");
     let mut tx: Queue = a.queue(0, &pool).expect("tx queue").into_queue();
@@ -145,6 +214,7 @@ fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
     let (mut next_send, mut next_expect) = (0u64, 0u64);
     let mut hash = None;
     let mut rounds = 0u64;
+    let (mut warm_allocs, mut steady_allocs) = (0, 0);
     while next_expect < n {
         rounds += 1;
         assert!(
@@ -175,8 +245,15 @@ fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
         if next_send == n {
             tx.reclaim();
         }
-        a.process();
-        b.process();
+        let allocs = alloc_count::during(|| {
+            a.process();
+            b.process();
+        });
+        if next_expect < n / 5 {
+            warm_allocs += allocs;
+        } else {
+            steady_allocs += allocs;
+        }
         loop {
             got.clear();
             let k = rx.rx_burst(&mut got, 1 + rng.below(64) as usize);
@@ -245,7 +322,12 @@ fn run(v: Variant, n: u64, seed: u64) -> (ModelCounters, ModelCounters) {
             v.name
         );
     }
-    (ca, cb)
+    Ran {
+        ca,
+        cb,
+        warm_allocs,
+        steady_allocs,
+    }
 }
 
 fn striding(shift: bool) -> Option<Striding> {
@@ -337,12 +419,24 @@ fn every_packet_arrives_once_in_order_intact() {
     let n = packets_per_variant();
     for (i, v) in VARIANTS.iter().enumerate() {
         let t = std::time::Instant::now();
-        let (ca, cb) = run(*v, n, 1000 + i as u64);
+        let Ran {
+            ca,
+            cb,
+            warm_allocs,
+            steady_allocs,
+        } = run(*v, n, 1000 + i as u64);
         eprintln!(
-            "{}: {n} packets in {:?}; tx {ca:?}\n  rx {cb:?}",
+            "{}: {n} packets in {:?}; model allocations {warm_allocs} warming up, \
+             {steady_allocs} after; tx {ca:?}\n  rx {cb:?}",
             v.name,
             t.elapsed()
         );
+        // The counter sees the model's allocations (its wire buffers are made on first use)...
+        assert!(warm_allocs > 0, "{}: allocation counter blind", v.name);
+        // ...and once warm the model allocates nothing per frame (issue 13).
+        if n >= 10_000 {
+            assert_eq!(steady_allocs, 0, "{}: model allocates per frame", v.name);
+        }
         if v.comp {
             assert!(
                 cb.compressed_sessions > 0 && cb.mini_cqes > 0,
@@ -505,8 +599,10 @@ fn threaded_model_pair_keeps_order_and_bytes() {
         while next_expect < n {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{}: stuck at {next_expect}",
-                v.name
+                "{}: stuck at {next_expect}; tx {:?} rx {:?}",
+                v.name,
+                a.counters(),
+                b.counters()
             );
             if burst.is_empty() && next_send < n {
                 for _ in 0..(1 + rng.below(64)).min(n - next_send) {
@@ -523,7 +619,15 @@ fn threaded_model_pair_keeps_order_and_bytes() {
             for p in got.drain(..) {
                 p.copy_to_vec(&mut buf);
                 let seq = u64::from_be_bytes(buf[42..50].try_into().unwrap());
-                assert_eq!(seq, next_expect, "{}", v.name);
+                assert_eq!(
+                    seq,
+                    next_expect,
+                    "{}: tx {:?} rx {:?} rx stats {:?}",
+                    v.name,
+                    a.counters(),
+                    b.counters(),
+                    rx.stats()
+                );
                 frame(&pat, seq, size_of(7, seq, 9000), &mut want);
                 assert!(buf == want, "{}: packet {seq} corrupted", v.name);
                 next_expect += 1;

@@ -194,3 +194,114 @@ fn fmt_mac(m: [u8; 6]) -> String {
         .collect::<Vec<_>>()
         .join(":")
 }
+
+/// An ARP request for `tip` from `sha`/`sip`.
+fn arp_request(sha: [u8; 6], sip: Ipv4Addr, tip: Ipv4Addr) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&sip.octets());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&tip.octets());
+    f.resize(60, 0);
+    f
+}
+
+/// The bifurcated port: the model port's kernel netdev is a TAP in a test namespace. Frames no
+/// rule takes reach the kernel through it (an ARP request gets the kernel's ARP reply, which
+/// the kernel sends on the TAP and the model puts on the wire, where a second model port
+/// receives it), while a frame the rule matches goes to the RQ and not to the kernel.
+#[test]
+fn unmatched_frames_reach_the_tap_netdev_and_its_replies_go_out_on_the_wire() {
+    use rawq::dv::model::hw::{Hw, NetdevPath};
+    use rawq::flow::Rule;
+    let Some(ns) = NetnsPair::new("tap") else {
+        return;
+    };
+    let tap = format!("{}t", ns.veth_a);
+    let tap_ip: Ipv4Addr = ns.ip_a.replace("10.203.", "10.204.").parse().unwrap();
+    for cmd in [
+        vec!["ip", "tuntap", "add", "dev", &tap, "mode", "tap"],
+        vec!["ip", "addr", "add", &format!("{tap_ip}/24"), "dev", &tap],
+        vec!["ip", "link", "set", &tap, "up"],
+    ] {
+        let out = ns.exec(&ns.a, &cmd);
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    }
+    let rule: Rule = "udp dst-port 9000 -> queue 0".parse().expect("rule");
+    let t2 = tap.clone();
+    let a = ns
+        .run_in(&ns.a, move || {
+            ModelPort::new(ModelOptions {
+                wire: ModelWire::Sink,
+                netdev: Some(NetdevPath::Tap { ifname: t2 }),
+                rules: vec![rule],
+                ..Default::default()
+            })
+        })
+        .expect("model port on the TAP");
+    let b = ModelPort::new(ModelOptions {
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .unwrap();
+    Hw::connect(a.hw(), b.hw());
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 1024,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut qa = a.queue(0, &pool).unwrap().into_queue();
+    let mut qb = b.queue(0, &pool).unwrap().into_queue();
+    let me = [2, 0, 0, 0, 0, 0x42];
+    let my_ip = Ipv4Addr::new(
+        tap_ip.octets()[0],
+        tap_ip.octets()[1],
+        tap_ip.octets()[2],
+        99,
+    );
+    a.inject_frame(&arp_request(me, my_ip, tap_ip));
+    a.inject_frame(&udp_frame(me, me, my_ip, tap_ip, 1, 9000, b"steered"));
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    let mut reply = None;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut rounds = 0u32;
+    while reply.is_none() && Instant::now() < deadline {
+        // Re-ask now and then, as ARP does: the TAP may drop what arrives while it comes up.
+        rounds += 1;
+        if rounds % 50 == 0 {
+            a.inject_frame(&arp_request(me, my_ip, tap_ip));
+        }
+        a.process();
+        b.process();
+        qa.rx_burst(&mut got_a, 64);
+        qb.rx_burst(&mut got_b, 64);
+        for p in got_b.drain(..) {
+            let d = p.data();
+            // ARP reply (opcode 2) from the TAP's address to us.
+            if d.len() >= 42 && d[12..14] == [0x08, 0x06] && d[20..22] == [0, 2] {
+                reply = Some((d[28..32].to_vec(), d[0..6].to_vec()));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(
+        reply,
+        Some((tap_ip.octets().to_vec(), me.to_vec())),
+        "the kernel's ARP reply on the wire; counters a {:?} b {:?}",
+        a.counters(),
+        b.counters()
+    );
+    assert_eq!(got_a.len(), 1, "the UDP frame went to the rule's queue");
+    assert_eq!(&got_a[0].data()[42..49], b"steered");
+    let c = a.counters();
+    assert!(c.rx_to_kernel >= 1 && c.netdev_tx >= 1, "{c:?}");
+    assert_eq!(
+        c.rx_to_kernel as usize,
+        rounds as usize / 50 + 1,
+        "every ARP request"
+    );
+    assert_eq!(c.rx_frames, 1, "only the steered frame in the RQ");
+}

@@ -12,12 +12,32 @@
 //! lkey). Every method validates its arguments and answers [`Error::Config`] /
 //! [`Error::Unsupported`] rather than panic; the emulator maps those to the kernel's errno.
 //!
-//! Every data-path behaviour is in [`super::engine`], each with the vendor source it follows.
+//! Every data-path behaviour is in the model's engine (`src/dv/model/engine`), each with the
+//! vendor source it follows.
+//!
+//! # Notes for the emulated kernel
+//! * A RAW_PACKET QP's `qp_num` must be its sqn: libmlx5 writes `qp_num` into every control
+//!   segment and the device checks it (LOCAL_QP_OP_ERR otherwise).
+//! * The SQ and RQ of one QP carry the QP's user index (`mlx5_ib_create_qp.uidx`); duplicates
+//!   are allowed.
+//! * CQ sizes are the slot counts libmlx5 allocated (`align_queue_size(cqe + 1)`), not the
+//!   `cqe` the application asked for.
+//! * CQ arming is seen through the arm word `dbrec[1]` (the device writes an impossible arm
+//!   word there at [`Hw::create_cq`], after libmlx5 zeroed it); the UAR doorbell is not
+//!   polled. One [`HwEvent::Completion`] per arm.
+//! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
+//!   The kernel also sets `rx_hash_symmetric` on such TIRs; the model hashes plain Toeplitz
+//!   (the symmetric variant's exact input order is not in the sources read), so hash values
+//!   may differ from a real NIC while the spreading behaves the same.
+//! * `IBV_WQ_FLAGS_CVLAN_STRIPPING`: [`Hw::set_rq_vlan_strip`].
+//! * Nothing happens unless [`Hw::process`] runs (or a thread from [`Hw::spawn`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::dv::rings::{MiniCqeFormat, Striding};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 
 use super::engine::HwState;
@@ -310,7 +330,7 @@ impl Hw {
     }
 
     /// Creates a CQ over the caller's memory; returns the cqn. The device writes
-    /// [`super::engine`]'s arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
+    /// engine's arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
     /// sees every `mlx5_arm_cq` write (libmlx5 never reads that word).
     ///
     /// # Safety
@@ -360,11 +380,18 @@ impl Hw {
     /// Creates a TIR over existing RQs; returns the tirn.
     ///
     /// # Errors
-    /// [`Error::Config`] for unknown RQs, an empty table, several RQs without a hash or a key
-    /// that is not 40 bytes; [`Error::Unsupported`] for hash fields beyond the IPv4/IPv6
-    /// address and TCP/UDP port bits.
+    /// [`Error::Config`] for unknown RQs, an empty table, several RQs without a hash, a key
+    /// that is not 40 bytes, or fields the kernel refuses for an RSS QP (IPv4 with IPv6, TCP
+    /// with UDP); [`Error::Unsupported`] for hash fields beyond the IPv4/IPv6 address and
+    /// TCP/UDP port bits.
     pub fn create_tir(&self, d: TirDesc) -> Result<u32> {
-        self.lock().create_tir(d)
+        self.lock().create_tir(d, true)
+    }
+
+    /// As [`Hw::create_tir`], without the kernel's one-protocol-per-RSS-QP rule (the model's
+    /// own port hashes IPv4 and IPv6, TCP and UDP through one TIR).
+    pub(crate) fn create_tir_any(&self, d: TirDesc) -> Result<u32> {
+        self.lock().create_tir(d, false)
     }
 
     /// Attaches a flow rule; returns its id.

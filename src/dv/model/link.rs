@@ -55,14 +55,9 @@ impl Inbox {
         true
     }
 
-    /// Takes the oldest frame (give it back with [`Inbox::recycle`] or [`Inbox::unpop`]).
+    /// Takes the oldest frame (give the buffer back with [`Inbox::recycle`]).
     pub(crate) fn pop(&self) -> Option<Vec<u8>> {
         self.lock().full.pop_front()
-    }
-
-    /// Puts a frame taken by [`Inbox::pop`] back in front.
-    pub(crate) fn unpop(&self, b: Vec<u8>) {
-        self.lock().full.push_front(b);
     }
 
     /// Returns a buffer to the free list.

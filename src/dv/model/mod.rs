@@ -2,7 +2,7 @@
 //!
 //! A [`ModelPort`] is one NIC port with `queues` queue pairs. It owns ring memory laid out as
 //! libmlx5 hands it out (SQ of 64-byte WQEBBs, CQs initialized to `op_own = 0xF0`, a cyclic or
-//! striding RQ, doorbell records, a fake UAR page) and gives out [`DvQueue`]s over it. Then, on
+//! striding RQ, doorbell records, a fake UAR page) and gives out [`DvQueue`](crate::dv::queue::DvQueue)s over it. Then, on
 //! each [`ModelPort::process`] (or in a thread, [`ModelPort::spawn`]), it does what the hardware
 //! does:
 //!
@@ -12,15 +12,18 @@
 //!   offload applied) and writes a send CQE if the WQE asked for one. A bad WQE produces the
 //!   error CQE the hardware would (LOCAL_PROT_ERR for a bad key or address, LOCAL_LENGTH_ERR for
 //!   a bad length, LOCAL_QP_OP_ERR for a bad opcode / DS / index); every later WQE is flushed
-//!   (WR_FLUSH_ERR) until the queue is reset through the [`Recover`] hook.
+//!   (WR_FLUSH_ERR) until the queue is reset through the
+//!   [`crate::dv::queue::Recover`] hook.
 //!   In stepped mode it also checks that the UAR register holds the last WQE's first 8 bytes.
-//! * **Receive**: takes frames from the wire, drops runts and oversize frames (counted), applies
-//!   the flow rules ([`crate::flow::classify`]: a rule's action picks the queue; unmatched frames
-//!   go "to the kernel", i.e. are counted and dropped; without rules frames are spread by RSS),
-//!   strips a VLAN tag if asked, computes checksums-ok bits, header types, the Toeplitz RSS hash
-//!   and the flow tag (the matching rule's index + 1), fills the RQ (cyclic, or striding with
-//!   filler CQEs), and writes receive CQEs, compressed (title + mini-CQE arrays) when
-//!   configured and the shared fields of a run agree.
+//! * **Receive**: takes frames from the wire, drops runts and oversize frames (counted), steers
+//!   them by the flow rules (each rule becomes a device flow with its priority and a Tag spec
+//!   carrying the rule's index + 1, as the verbs backend's rules would; frames no rule takes go
+//!   "to the kernel": to the TAP in [`ModelOptions::netdev`], else counted and dropped; without
+//!   rules every frame is spread by RSS), strips a VLAN tag if asked, computes checksums-ok bits,
+//!   header types and the Toeplitz RSS hash, fills the RQ (cyclic, or striding with filler
+//!   CQEs), and writes receive CQEs, compressed (title + mini-CQE arrays) when configured and
+//!   the shared fields of a run agree. A frame larger than its WQE is a LOCAL_LENGTH_ERR for
+//!   that WQE and the RQ keeps running; a CQE due on a full CQ overruns it.
 //! * **Wire**: [`ModelWire::Loopback`] (a port's frames come back to it), [`ModelWire::Sink`],
 //!   [`ModelWire::Bridge`] (an `AF_PACKET` socket on a Linux interface), or two ports joined by
 //!   [`ModelPort::pair`].
@@ -115,6 +118,9 @@ pub struct ModelOptions {
     pub wire: ModelWire,
     /// Flow rules (empty: every frame is taken, spread by RSS).
     pub rules: Vec<Rule>,
+    /// The port's kernel netdev (a TAP): frames no rule takes are written to it, and what the
+    /// kernel sends on it goes out on the wire. `None`: such frames are counted and dropped.
+    pub netdev: Option<hw::NetdevPath>,
     /// The CPU the model's thread is pinned to when it runs in one (keep it off the queues'
     /// cores); `None`: not pinned.
     pub model_cpu: Option<usize>,
@@ -138,6 +144,7 @@ impl Default for ModelOptions {
             wire_capacity: 1024,
             wire: ModelWire::Loopback,
             rules: Vec::new(),
+            netdev: None,
             model_cpu: None,
         }
     }

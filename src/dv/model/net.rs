@@ -3,7 +3,8 @@
 
 use crate::dv::wire::cqe;
 
-/// The standard 40-byte Microsoft RSS key.
+/// The standard 40-byte Microsoft RSS key (the "RSS verification suite" key; DPDK
+/// drivers/net/mlx5/mlx5_rxq.c `rss_hash_default_key` is the same bytes).
 pub const RSS_KEY: [u8; 40] = [
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
     0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
@@ -181,7 +182,10 @@ pub fn analyze(f: &[u8]) -> RxInfo {
 }
 
 /// Transmit checksum offload: fills the IPv4 header checksum (`l3`) and the TCP/UDP checksum
-/// (`l4`) of `f` in place. Frames that are not IP (or too short) are left alone.
+/// (`l4`) of `f` in place, as the Ethernet segment's `cs_flags` ask (mlx5dv.h
+/// `MLX5_ETH_WQE_L3_CSUM` / `MLX5_ETH_WQE_L4_CSUM`; libmlx5 qp.c sets both for
+/// IBV_SEND_IP_CSUM). Frames that are not IP (or too short) are left alone; a computed UDP
+/// checksum of 0 is sent as 0xffff (RFC 768).
 pub fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
     let Some(lo) = layout(f) else {
         return;

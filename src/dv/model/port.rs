@@ -73,7 +73,7 @@ impl ModelPort {
                 flow_control: opts.flow_control,
                 wire_capacity: opts.wire_capacity,
                 wire: opts.wire.clone(),
-                netdev: None,
+                netdev: opts.netdev.clone(),
                 clock_khz: 0,
             },
             HwTuning {
@@ -82,23 +82,25 @@ impl ModelPort {
                 min_frame: opts.min_frame,
             },
         )?;
-        let (rq_stride, per_wqe_cqes) = match opts.rx {
-            RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), 1),
+        let (rq_stride, rxcq_want) = match opts.rx {
+            RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), opts.rq_wqes),
+            // DPDK drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_cqe_num`: a striding RQ's CQ holds a
+            // CQE per stride of every WQE (a filler takes the place of the strides it closes).
             RxKind::Striding(s) => (
                 (16 * (1 + (1u32 << s.log_num_strides))).next_power_of_two(),
-                (1u32 << s.log_num_strides) + 1,
+                (opts.rq_wqes << s.log_num_strides) - 1,
             ),
         };
+        // CQ sizes as libmlx5 gives them for what a driver asks: `align_queue_size(cqe + 1)`
+        // (rdma-core providers/mlx5/verbs.c `create_cq`), for one CQE per SQ WQEBB and per RQ
+        // WQE (stride).
+        let cq_slots = |want: u32| (want + 1).next_power_of_two().clamp(64, 1 << 22);
         let g = Geometry {
             sq_cnt: opts.sq_wqebbs,
-            txcq_cnt: opts.sq_wqebbs.max(64),
+            txcq_cnt: cq_slots(opts.sq_wqebbs),
             rq_cnt: opts.rq_wqes,
             rq_stride,
-            // DPDK drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_cqe_num`: a striding RQ's CQ holds a
-            // CQE per stride of every WQE (plus the fillers).
-            rxcq_cnt: (opts.rq_wqes * per_wqe_cqes)
-                .next_power_of_two()
-                .clamp(64, 1 << 16),
+            rxcq_cnt: cq_slots(rxcq_want),
         };
         let striding = match opts.rx {
             RxKind::Striding(s) => Some(s),
@@ -157,7 +159,7 @@ impl ModelPort {
         let rqns: Vec<u32> = qs.iter().map(|q| q.rqn).collect();
         if opts.rules.is_empty() {
             // No rules: every frame is taken, spread by RSS over all queues.
-            let tirn = hw.create_tir(TirDesc {
+            let tirn = hw.create_tir_any(TirDesc {
                 rqns: rqns.clone(),
                 hash: rss_all(),
             })?;
@@ -174,7 +176,7 @@ impl ModelPort {
                 Action::Rss(set) => set.iter().map(|&q| rqns[q as usize]).collect(),
                 Action::Drop => vec![rqns[0]],
             };
-            let tirn = hw.create_tir(TirDesc {
+            let tirn = hw.create_tir_any(TirDesc {
                 rqns: table,
                 hash: rss_all(),
             })?;

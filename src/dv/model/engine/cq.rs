@@ -30,6 +30,8 @@ const ARM_SOLICITED: u32 = 1 << 24;
 
 impl Cq {
     pub(crate) fn new(d: CqDesc) -> Cq {
+        // libmlx5 zeroes both dbrec words before the create command (rdma-core
+        // providers/mlx5/verbs.c `create_cq`) and never reads the arm word back.
         store_be32(d.dbrec + 4, ARM_SENTINEL);
         Cq {
             d,
@@ -132,11 +134,13 @@ impl HwState {
         self.cqs.get(cqn).is_some_and(ok)
     }
 
-    /// CQ overrun: a CQE was due and the CQ was full. The hardware moves the CQ to error and
-    /// raises a CQ error event (PRM "CQ Error"; Linux drivers/net/ethernet/mellanox/mlx5/core/
-    /// eq.c handles MLX5_EVENT_TYPE_CQ_ERROR, "CQ error on CQN", and mlx5_ib turns it into
-    /// IB_EVENT_CQ_ERR, drivers/infiniband/hw/mlx5/cq.c `mlx5_ib_cq_event`); the queues that
-    /// report to it can no longer complete and are moved to error.
+    /// CQ overrun: a CQE was due and the CQ was full. The hardware raises a CQ error event
+    /// with syndrome 1 (overrun) and the CQ takes no more CQEs (Linux
+    /// drivers/net/ethernet/mellanox/mlx5/core/eq.c `cq_err_event_notifier` handles
+    /// MLX5_EVENT_TYPE_CQ_ERROR, "CQ error on CQN ..., syndrome 0x1" in overrun reports; mlx5_ib
+    /// turns it into IB_EVENT_CQ_ERR, drivers/infiniband/hw/mlx5/cq.c `mlx5_ib_cq_event`). The
+    /// queues that report to it can no longer complete: the model moves them to error (issue
+    /// 11: "CQ error, queue dead"), so a driver that oversubscribes a CQ fails loudly.
     pub(super) fn overrun(&mut self, cqn: u32) {
         let Some(c) = self.cqs.get_mut(cqn) else {
             return;

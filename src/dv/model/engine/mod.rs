@@ -200,6 +200,8 @@ pub(crate) struct HwState {
     rxf: Vec<u8>,
     /// Bridge / TAP read buffer.
     netbuf: Vec<u8>,
+    /// A frame taken from the wire that waits for an RQ buffer (flow control).
+    held: Option<Vec<u8>>,
     pub(crate) events: Vec<HwEvent>,
     pub(crate) epoch: std::time::Instant,
 }
@@ -267,6 +269,7 @@ impl HwState {
             tx,
             rxf: Vec::with_capacity(65536),
             netbuf: Vec::with_capacity(65536),
+            held: None,
             events: Vec::with_capacity(256),
             epoch: std::time::Instant::now(),
         })

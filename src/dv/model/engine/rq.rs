@@ -136,7 +136,9 @@ impl HwState {
             if !self.cqs.get(cqn).is_some_and(|c| !c.err && c.space() > 0) {
                 return n;
             }
-            let r = self.rqs.get_mut(rqn).expect("checked above");
+            let Some(r) = self.rqs.get_mut(rqn) else {
+                return n;
+            };
             let mut b = [0u8; 64];
             let mut c = Cqe::new_unchecked(&mut b[..]);
             c.set_wqe_counter(r.ci);
@@ -173,8 +175,9 @@ impl HwState {
                 return Deliver::Done;
             }
             QueueState::Error => {
-                let r = self.rqs.get_mut(rqn).expect("checked above");
-                count!(self.counters, r.ctr, rx_in_error, 1);
+                if let Some(r) = self.rqs.get_mut(rqn) {
+                    count!(self.counters, r.ctr, rx_in_error, 1);
+                }
                 return Deliver::Done;
             }
             QueueState::Ready => {}

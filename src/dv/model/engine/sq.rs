@@ -141,7 +141,9 @@ impl HwState {
                 ) {
                     break;
                 }
-                let s = self.sqs.get_mut(sqn).expect("checked above");
+                let Some(s) = self.sqs.get_mut(sqn) else {
+                    return work;
+                };
                 s.ci = ci.wrapping_add(bbs as u16);
                 count!(self.counters, s.ctr, tx_flushed, 1);
                 work += 1;
@@ -167,7 +169,10 @@ impl HwState {
                         self.tx = tx;
                         break;
                     }
-                    let s = self.sqs.get_mut(sqn).expect("checked above");
+                    let Some(s) = self.sqs.get_mut(sqn) else {
+                        self.tx = tx;
+                        return work;
+                    };
                     s.ci = ci.wrapping_add(p.bbs as u16);
                     s.seq += 1;
                     count!(self.counters, s.ctr, tx_wqes, 1);
@@ -180,8 +185,9 @@ impl HwState {
                     // MLX5_WQE_CTRL_CQ_UPDATE for signaled WRs).
                     let want = p.ce == ctrl::CE_ALWAYS || p.ce == ctrl::CE_CQE_AND_EQE;
                     if want && self.tx_cqe(sqn, cqe::OP_REQ, ci, p.opcode, 0, true) {
-                        let s = self.sqs.get_mut(sqn).expect("checked above");
-                        count!(self.counters, s.ctr, tx_cqes, 1);
+                        if let Some(s) = self.sqs.get_mut(sqn) {
+                            count!(self.counters, s.ctr, tx_cqes, 1);
+                        }
                     }
                 }
                 (res, fault) => {
@@ -190,7 +196,10 @@ impl HwState {
                         (Err((Fail(syn), bbs)), _) => (syn, bbs),
                         (Ok(p), None) => (0, p.bbs),
                     };
-                    let s = self.sqs.get_mut(sqn).expect("checked above");
+                    let Some(s) = self.sqs.get_mut(sqn) else {
+                        self.tx = tx;
+                        return work;
+                    };
                     s.ci = ci.wrapping_add(bbs as u16);
                     s.seq += 1;
                     // A send error moves the SQ to error (PRM; DPDK mlx5_tx.c
@@ -244,7 +253,7 @@ impl HwState {
 
     /// Writes (or holds back) a send CQE: `wqe_counter` = the WQE's index, `sop_drop_qpn` =
     /// opcode << 24 | sqn, `srqn_uidx` = the user index (rdma-core cq.c `mlx5_parse_cqe` finds
-    /// the QP by it with cqe_version 1, `mlx5_get_common_rsc`/`get_resp_ctx_v1`). False if the
+    /// the QP by it with cqe_version 1, `get_cur_rsc` -> `mlx5_find_uidx`). False if the
     /// CQ could not take it (overrun).
     fn tx_cqe(
         &mut self,

@@ -40,7 +40,12 @@ pub(crate) enum Deliver {
 }
 
 impl HwState {
-    pub(crate) fn create_tir(&mut self, d: TirDesc) -> Result<u32> {
+    /// Creates a TIR. `kernel_rules`: refuse what the kernel refuses for an RSS QP (Linux
+    /// drivers/infiniband/hw/mlx5/qp.c `create_rss_raw_qp_tir`: IPv4 and IPv6 fields together,
+    /// two L4 protocols, no fields over a table of more than one entry: EINVAL). Without them
+    /// (the model's own port) one TIR may hash IPv4 and IPv6, TCP and UDP, as a driver's
+    /// per-traffic-type TIRs with one key would (Linux mlx5e `mlx5e_rss` / TTC tables).
+    pub(crate) fn create_tir(&mut self, d: TirDesc, kernel_rules: bool) -> Result<u32> {
         let bad = |m: String| Err(Error::Config(format!("model create_tir: {m}")));
         if d.rqns.is_empty() || d.rqns.len() > 1 << 16 {
             return bad(format!(
@@ -65,6 +70,21 @@ impl HwState {
                          TCP/UDP port bits (0xff) are modelled",
                         h.fields
                     )));
+                }
+                use hash_fields::*;
+                let v4 = h.fields & (SRC_IPV4 | DST_IPV4) != 0;
+                let v6 = h.fields & (SRC_IPV6 | DST_IPV6) != 0;
+                let tcp = h.fields & (SRC_PORT_TCP | DST_PORT_TCP) != 0;
+                let udp = h.fields & (SRC_PORT_UDP | DST_PORT_UDP) != 0;
+                if kernel_rules && (v4 && v6 || tcp && udp) {
+                    return bad(format!(
+                        "RSS fields {:#x}: one L3 and one L4 protocol per RSS QP (the kernel \
+                         answers EINVAL); make one QP per traffic type",
+                        h.fields
+                    ));
+                }
+                if kernel_rules && h.fields == 0 && d.rqns.len() > 1 {
+                    return bad("no hash fields over a table of several RQs".into());
                 }
                 Some((key, h.fields))
             }
@@ -173,17 +193,26 @@ impl HwState {
         Ok(())
     }
 
-    /// Moves frames from the wire into the RQs.
+    /// Moves frames from the wire into the RQs. A frame that must wait (flow control: no RQ
+    /// buffer) is held by the port, not put back on the wire: putting it back would refill a
+    /// slot the peer has just been told is free, and the peer's next frame would be dropped.
     pub(super) fn receive(&mut self) -> usize {
         let mut n = 0;
-        while let Some(frame) = self.inbox.pop() {
+        loop {
+            let frame = match self.held.take() {
+                Some(f) => f,
+                None => match self.inbox.pop() {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
             match self.rx_frame(&frame) {
                 Deliver::Done => {
                     self.inbox.recycle(frame);
                     n += 1;
                 }
                 Deliver::Wait => {
-                    self.inbox.unpop(frame);
+                    self.held = Some(frame);
                     break;
                 }
             }
@@ -198,6 +227,8 @@ impl HwState {
     /// drivers/infiniband/hw/mlx5/fs.c `_create_flow_rule`); a Drop spec drops; no flow (or
     /// only DONT_TRAP ones): the kernel netdev gets it, as on a bifurcated mlx5 port.
     fn rx_frame(&mut self, frame: &[u8]) -> Deliver {
+        // The MAC drops runts and frames over the port MTU before steering (Linux mlx5e
+        // en_stats.c physical counters `rx_undersize_pkts_phy` / `rx_oversize_pkts_phy`).
         if frame.len() < self.tune.min_frame as usize {
             self.counters.rx_runt += 1;
             return Deliver::Done;
