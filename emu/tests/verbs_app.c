@@ -233,6 +233,22 @@ int main(void)
 		struct ibv_wq_attr m = { .attr_mask = IBV_WQ_ATTR_STATE, .wq_state = IBV_WQS_RDY };
 		ERR("modify_wq", ibv_modify_wq(wqs[i], &m) == 0);
 	}
+	/* VLAN stripping is a capability; FCS scattering is not. */
+	{
+		struct ibv_wq_init_attr wa = { .wq_type = IBV_WQT_RQ, .max_wr = 64, .max_sge = 1,
+					       .pd = pd, .cq = cq, .comp_mask = IBV_WQ_INIT_ATTR_FLAGS,
+					       .create_flags = IBV_WQ_FLAGS_CVLAN_STRIPPING };
+		struct ibv_wq *v = ibv_create_wq(ctx, &wa);
+		ERR("create_wq_vlan_strip", v);
+		if (v) {
+			struct ibv_wq_attr m = { .attr_mask = IBV_WQ_ATTR_FLAGS, .flags = 0,
+						 .flags_mask = IBV_WQ_FLAGS_CVLAN_STRIPPING };
+			ERR("modify_wq_vlan_strip_off", ibv_modify_wq(v, &m) == 0);
+			ibv_destroy_wq(v);
+		}
+		wa.create_flags = IBV_WQ_FLAGS_SCATTER_FCS;
+		ERR("create_wq_scatter_fcs", ibv_create_wq(ctx, &wa));
+	}
 	struct ibv_rwq_ind_table_init_attr ta = { .log_ind_tbl_size = 2, .ind_tbl = wqs };
 	struct ibv_rwq_ind_table *tbl = ibv_create_rwq_ind_table(ctx, &ta);
 	ERR("create_ind_tbl", tbl);

@@ -162,8 +162,9 @@ pub(super) fn query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     a.response(&device_attr(c.dev.ident, c.dev.cfg.min_inline))
 }
 
-/// `IBV_RAW_PACKET_CAP_*` (verbs.h): CVLAN stripping, FCS scatter, IP checksum offload.
-const RAW_PACKET_CAPS: u32 = 1 | 2 | 4;
+/// `IB_UVERBS_RAW_PACKET_CAP_*`: CVLAN stripping and IP checksum offload (the model has no FCS
+/// to scatter).
+const RAW_PACKET_CAPS: u32 = IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING | 4;
 
 pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let req: ib_uverbs_ex_query_device = a.request()?;

@@ -93,7 +93,8 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
     if !crate::sys::has_net_raw() {
         return Err(EPERM);
     }
-    if q.create_flags != 0 || q.is_srq != 0 {
+    // Of the create flags, the device does CVLAN stripping (on the QP's RQ).
+    if q.create_flags & !IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 || q.is_srq != 0 {
         return Err(EOPNOTSUPP);
     }
     c.file.objs.pd(q.pd)?;
@@ -183,6 +184,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     };
                     let rqn = crate::rings::adopt_rq(hw, rd)?;
                     made.rqn = Some(rqn);
+                    if q.create_flags & IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 {
+                        hw.set_rq_vlan_strip(rqn, true).map_err(|e| hw_errno(&e))?;
+                    }
                     made.tirn = Some(
                         hw.create_tir(TirDesc {
                             rqns: vec![rqn],

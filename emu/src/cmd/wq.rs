@@ -38,9 +38,11 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if req.wq_type != WQT_RQ {
         return Err(EOPNOTSUPP);
     }
-    if req.create_flags != 0 {
+    // mlx5_ib_create_wq: flags the device cannot do are EOPNOTSUPP; it can strip VLAN tags.
+    if req.create_flags & !IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING != 0 {
         return Err(EOPNOTSUPP);
     }
+    let vlan_strip = req.create_flags & IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING != 0;
     // prepare_user_rq(): up to the striding fields, nothing unknown after the struct.
     let need = std::mem::offset_of!(mlx5_ib_create_wq, single_stride_log_num_of_bytes);
     if a.drv_in.len() < need {
@@ -98,6 +100,12 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
                 user_index: d.user_index,
             };
             let rqn = crate::rings::adopt_rq(hw, rd)?;
+            if vlan_strip {
+                if let Err(e) = hw.set_rq_vlan_strip(rqn, true) {
+                    let _ = hw.destroy_rq(rqn);
+                    return Err(hw_errno(&e));
+                }
+            }
             (rqn, true)
         }
         None => (c.dev.next_num(), false),
@@ -140,9 +148,15 @@ pub(super) fn modify_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if d.comp_mask != 0 || d.reserved != 0 {
         return Err(EOPNOTSUPP);
     }
-    if req.attr_mask & WQ_FLAGS != 0 && req.flags_mask != 0 {
-        return Err(EOPNOTSUPP);
-    }
+    let strip = if req.attr_mask & WQ_FLAGS != 0 {
+        if req.flags_mask & !IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        (req.flags_mask & IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING != 0)
+            .then_some(req.flags & IB_UVERBS_WQ_FLAGS_CVLAN_STRIPPING != 0)
+    } else {
+        None
+    };
     let cur = if req.attr_mask & WQ_CUR_STATE != 0 {
         req.curr_wq_state
     } else {
@@ -163,6 +177,9 @@ pub(super) fn modify_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     };
     if wq.on_hw {
         if let Some(hw) = c.dev.hw() {
+            if let Some(on) = strip {
+                hw.set_rq_vlan_strip(wq.wqn, on).map_err(|e| hw_errno(&e))?;
+            }
             hw.set_rq_state(wq.wqn, s).map_err(|e| hw_errno(&e))?;
         }
     }
