@@ -95,7 +95,7 @@ fn perftest_raw_ethernet_bw_across_a_veth_between_two_emulated_nics() {
     let dir = tempdir("emubw");
     let (srv_stats, cli_stats) = (dir.join("server.stats"), dir.join("client.stats"));
     let (mac_s, mac_c) = ("02:00:00:00:00:0b", "02:00:00:00:00:0a");
-    const N: &str = "10000";
+    const N: &str = "5000";
     let server = emu_in(
         &ns.b,
         &ns.veth_b,
@@ -148,7 +148,7 @@ fn perftest_raw_ethernet_bw_across_a_veth_between_two_emulated_nics() {
             "64",
             "-n",
             N,
-            "--rate_limit=5000",
+            "--rate_limit=2000",
             "--rate_units=p",
             "--rate_limit_type=SW",
         ],
@@ -156,10 +156,27 @@ fn perftest_raw_ethernet_bw_across_a_veth_between_two_emulated_nics() {
     )
     .output()
     .expect("run the client");
-    let server = wait_for(server, Duration::from_secs(30));
-    assert!(client.status.success(), "client:\n{}", text(&client));
-    assert!(server.status.success(), "server:\n{}", text(&server));
-    // perftest's own report: 10000 iterations of 64 bytes on both sides.
+    let server = wait_for(server, Duration::from_secs(60));
+    let counters = || {
+        format!(
+            "server {}\nclient {}",
+            std::fs::read_to_string(&srv_stats).unwrap_or_default(),
+            std::fs::read_to_string(&cli_stats).unwrap_or_default()
+        )
+    };
+    assert!(
+        client.status.success(),
+        "client:\n{}\n{}",
+        text(&client),
+        counters()
+    );
+    assert!(
+        server.status.success(),
+        "server:\n{}\n{}",
+        text(&server),
+        counters()
+    );
+    // perftest's own report: N iterations of 64 bytes on both sides.
     for (who, o) in [("client", &client), ("server", &server)] {
         let out = String::from_utf8_lossy(&o.stdout);
         let row = out
@@ -173,10 +190,30 @@ fn perftest_raw_ethernet_bw_across_a_veth_between_two_emulated_nics() {
         );
     }
     // The models agree: every frame the client's port sent reached the server's RQ.
-    assert_eq!(counter(&cli_stats, "tx_frames"), Some(10000));
-    assert_eq!(counter(&cli_stats, "tx_error_cqes"), Some(0));
-    assert_eq!(counter(&srv_stats, "rx_frames"), Some(10000));
-    assert_eq!(counter(&srv_stats, "rx_no_buffer"), Some(0));
+    assert_eq!(
+        counter(&cli_stats, "tx_frames"),
+        Some(5000),
+        "{}",
+        counters()
+    );
+    assert_eq!(
+        counter(&cli_stats, "tx_error_cqes"),
+        Some(0),
+        "{}",
+        counters()
+    );
+    assert_eq!(
+        counter(&srv_stats, "rx_frames"),
+        Some(5000),
+        "{}",
+        counters()
+    );
+    assert_eq!(
+        counter(&srv_stats, "rx_no_buffer"),
+        Some(0),
+        "{}",
+        counters()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
