@@ -15,15 +15,8 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The emulator library and sysfs generator cargo built for this test run (next to
-/// `rawq-emu-sysfs`).
-fn built_lib() -> Option<(PathBuf, PathBuf)> {
-    let sysfs = PathBuf::from(env!("CARGO_BIN_EXE_rawq-emu-sysfs"));
-    let lib = sysfs.parent()?.join("librawq_emu.so");
-    lib.exists().then_some((lib, sysfs))
-}
-
-/// Runs `scripts/emu.sh OPTS -- CMD...` with extra environment.
+/// Runs `scripts/emu.sh OPTS -- CMD...` with extra environment. The launcher builds the
+/// library first (`cargo test` does not rebuild the cdylib of the crate under test).
 pub fn emu(opts: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new("bash");
     c.arg(root().join("scripts/emu.sh"))
@@ -32,9 +25,7 @@ pub fn emu(opts: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
         .args(cmd)
         .current_dir(root())
         .env_remove("LD_PRELOAD");
-    if let Some((lib, sysfs)) = built_lib() {
-        c.env("RAWQ_EMU_LIB", lib).env("RAWQ_EMU_SYSFS", sysfs);
-    }
+    c.env_remove("RAWQ_EMU_LIB");
     for (k, v) in env {
         c.env(k, v);
     }
