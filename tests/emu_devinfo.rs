@@ -18,6 +18,7 @@ fn emu(opts: &[&str], cmd: &[&str]) -> (bool, String, String) {
         .args(cmd)
         .current_dir(root)
         .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
         .output()
         .unwrap_or_else(|e| panic!("cannot run scripts/emu.sh: {e}"));
     (
@@ -145,6 +146,7 @@ fn launcher_cleans_up_on(sig: i32) {
         ])
         .current_dir(root)
         .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the launcher");

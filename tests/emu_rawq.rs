@@ -18,6 +18,7 @@ fn devinfo(opts: &[&str]) -> String {
         .arg(exe)
         .current_dir(root)
         .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
         .output()
         .expect("run scripts/emu.sh");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -39,6 +39,7 @@ fn emu_in(ns: &str, wire: &str, opts: &[&str], cmd: &[&str], stats: &Path) -> Co
         .args(cmd)
         .current_dir(root)
         .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
         .env("RAWQ_EMU_STATS", stats);
     c
 }
