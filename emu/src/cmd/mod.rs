@@ -13,7 +13,7 @@
 
 mod context;
 mod cq;
-mod flow;
+pub mod flow;
 mod pd;
 mod qp;
 mod wq;
