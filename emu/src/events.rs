@@ -5,7 +5,7 @@
 //! bytes) on the context's async fd. libibverbs reads exactly one descriptor per read()
 //! (`ibv_get_cq_event`, `ibv_get_async_event`), so each event is one SEQPACKET message.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use rawq::dv::model::hw::HwEvent;
@@ -32,6 +32,9 @@ pub struct Events {
     cqs: Mutex<HashMap<u32, CqRoute>>,
     /// Completion channels: application fd → our end.
     channels: Mutex<HashMap<i32, i32>>,
+    /// Our ends of channels the application closed while CQs still used them (the kernel keeps
+    /// such a channel file alive until its last CQ is gone); closed with that CQ.
+    closing: Mutex<HashSet<i32>>,
 }
 
 impl Events {
@@ -39,6 +42,25 @@ impl Events {
     pub fn add_channel(&self, app_fd: i32, our_fd: i32) {
         if let Ok(mut c) = self.channels.lock() {
             c.insert(app_fd, our_fd);
+        }
+    }
+
+    /// The application closed `fd`: if it was a completion channel, it is one no more (a CQ
+    /// cannot be created on it: EBADF), and our end is closed once no CQ uses it.
+    pub fn app_closed(&self, fd: i32) {
+        let Some(ours) = self.channels.lock().ok().and_then(|mut c| c.remove(&fd)) else {
+            return;
+        };
+        let used = self
+            .cqs
+            .lock()
+            .is_ok_and(|c| c.values().any(|r| r.channel_tx == ours));
+        if used {
+            if let Ok(mut closing) = self.closing.lock() {
+                closing.insert(ours);
+            }
+        } else {
+            sys::close(ours);
         }
     }
 
@@ -66,11 +88,21 @@ impl Events {
     /// Stops routing `cqn`; returns (completion, async) events reported for it, which
     /// DESTROY_CQ returns (`ibv_destroy_cq` waits until the application acked as many).
     pub fn remove_cq(&self, cqn: u32) -> (u32, u32) {
-        self.cqs
-            .lock()
-            .ok()
-            .and_then(|mut c| c.remove(&cqn))
-            .map_or((0, 0), |r| (r.reported, r.async_reported))
+        let Ok(mut cqs) = self.cqs.lock() else {
+            return (0, 0);
+        };
+        let Some(r) = cqs.remove(&cqn) else {
+            return (0, 0);
+        };
+        // The last CQ of a channel the application already closed: close our end.
+        if r.channel_tx >= 0 && !cqs.values().any(|o| o.channel_tx == r.channel_tx) {
+            if let Ok(mut closing) = self.closing.lock() {
+                if closing.remove(&r.channel_tx) {
+                    sys::close(r.channel_tx);
+                }
+            }
+        }
+        (r.reported, r.async_reported)
     }
 
     /// A device event.

@@ -44,6 +44,7 @@ extern long rawq_emu_write(int fd, const void *buf, size_t count);
 extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
 extern void rawq_emu_release(int fd);
 extern int rawq_emu_dup(int oldfd, int newfd);
+extern void rawq_emu_close_other(int fd);
 extern void rawq_emu_note_ioctl(int fd, unsigned long req, const void *arg);
 
 /* Answer "not a device of ours, use the real call". */
@@ -333,6 +334,9 @@ int close(int fd)
 	if (is_emu(fd)) {
 		mark(fd, 0);
 		rawq_emu_release(fd);
+	} else if (atomic_load_explicit(&emu_any, memory_order_relaxed)) {
+		/* Perhaps a completion channel (ibv_destroy_comp_channel closes its fd). */
+		rawq_emu_close_other(fd);
 	}
 	return real_close(fd);
 }

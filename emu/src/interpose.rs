@@ -144,6 +144,17 @@ pub extern "C" fn rawq_emu_release(fd: i32) {
     });
 }
 
+/// close() of an fd that is not a command fd, in a process with an emulated device open: it
+/// may be a completion channel's.
+#[no_mangle]
+pub extern "C" fn rawq_emu_close_other(fd: i32) {
+    guarded((), || {
+        for dev in crate::device::devices() {
+            dev.events.app_closed(fd);
+        }
+    });
+}
+
 /// An ioctl on a command fd (answered ENOTTY by interpose.c). With `RAWQ_EMU_DEBUG` the
 /// `RDMA_VERBS_IOCTL` header's object and method are logged: after libibverbs' first probe only
 /// ioctl-only verbs (DEVX, DV flow matchers, dynamic UARs) still arrive here, and fail.

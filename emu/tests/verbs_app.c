@@ -325,7 +325,13 @@ int main(void)
 	ERR("destroy_flow", ibv_destroy_flow(flow) == 0);
 	ERR("destroy_qp", ibv_destroy_qp(qp) == 0);
 	ERR("destroy_cq", ibv_destroy_cq(cq) == 0);
+	int old_channel_fd = ch->fd;
 	ERR("destroy_channel", ibv_destroy_comp_channel(ch) == 0);
+	/* Its fd number is no completion channel any more: EBADF (ib_uverbs_lookup_comp_file). */
+	{
+		struct ibv_comp_channel stale = { .context = ctx, .fd = old_channel_fd };
+		ERR("create_cq_closed_channel", ibv_create_cq(ctx, 16, NULL, &stale, 0));
+	}
 	ERR("dereg_mr", ibv_dereg_mr(mr) == 0);
 	ERR("dealloc_pd", ibv_dealloc_pd(pd) == 0);
 	ERR("close", ibv_close_device(ctx) == 0);

@@ -93,6 +93,7 @@ fn control_verbs_errnos_data_path_and_events() {
             ("destroy_flow", 0),
             ("destroy_qp", 0),
             ("destroy_cq", 0),
+            ("create_cq_closed_channel", libc::EBADF as i64),
             ("dereg_mr", 0),
             ("dealloc_pd", 0),
             ("close", 0),
