@@ -111,7 +111,8 @@ pub mod striding {
 /// The device clock (`device_frequency_khz`; a ConnectX-5 core clock runs at 156.25 MHz).
 pub const CLOCK_KHZ: u64 = 156_250;
 
-/// CQEs carry timestamps (and QUERY_DEVICE offers `timestamp_mask`). Off for now: the device
+/// CQEs carry timestamps (and QUERY_DEVICE offers `timestamp_mask`), unless
+/// `RAWQ_EMU_CQE_TIMESTAMPS` says otherwise. Off for now: the device
 /// model writes the timestamp (bytes 48..56) into error CQEs too, over `vendor_err_synd` and
 /// `syndrome` (bytes 54, 55 of `struct mlx5_err_cqe`), and libmlx5 then reports
 /// IBV_WC_GENERAL_ERR instead of the real status. The clock page ticks either way.

@@ -6,6 +6,8 @@
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
 //! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
+//! * `RAWQ_EMU_CQE_TIMESTAMPS=0|1`: CQEs carry the device clock (default
+//!   [`crate::caps::CQE_TIMESTAMPS`]).
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
 //! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
 //!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
@@ -59,6 +61,8 @@ pub struct Config {
     pub tx_error: Option<(u64, u8)>,
     /// Two devices cabled to each other.
     pub pair: bool,
+    /// CQEs carry timestamps.
+    pub cqe_timestamps: bool,
 }
 
 /// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
@@ -85,6 +89,7 @@ impl Default for Config {
             stats: None,
             tx_error: None,
             pair: false,
+            cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
         }
     }
 }
@@ -107,6 +112,8 @@ impl Config {
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
             pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),
+            cqe_timestamps: get("RAWQ_EMU_CQE_TIMESTAMPS")
+                .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {

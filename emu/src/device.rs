@@ -112,7 +112,7 @@ impl Device {
             netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {
                 ifname: ifname.clone(),
             }),
-            clock_khz: if caps::CQE_TIMESTAMPS {
+            clock_khz: if self.cfg.cqe_timestamps {
                 caps::CLOCK_KHZ
             } else {
                 0
@@ -207,7 +207,11 @@ impl Device {
         // The clock page starts ticking when it is first mapped.
         if what == crate::mmap::Page::Clock && ctx.clock.is_none() {
             if let Some(hw) = self.hw() {
-                ctx.clock = Some(crate::mmap::ClockPage::start(fd, hw.clone())?);
+                ctx.clock = Some(crate::mmap::ClockPage::start(
+                    fd,
+                    hw.clone(),
+                    self.cfg.cqe_timestamps,
+                )?);
             }
         }
         Ok(())

@@ -96,10 +96,10 @@ impl ClockPage {
     ///
     /// # Errors
     /// mmap errno.
-    pub fn start(fd: i32, hw: Hw) -> Result<ClockPage, Errno> {
+    pub fn start(fd: i32, hw: Hw, from_model: bool) -> Result<ClockPage, Errno> {
         let t0 = std::time::Instant::now();
         let ticks = move || {
-            if crate::caps::CQE_TIMESTAMPS {
+            if from_model {
                 hw.clock_ticks()
             } else {
                 (t0.elapsed().as_nanos() * u128::from(crate::caps::CLOCK_KHZ) / 1_000_000) as u64

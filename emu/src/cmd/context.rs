@@ -189,7 +189,7 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     };
     if c.file.ctx.as_ref().is_some_and(|x| x.has_clock) {
         // mlx5_ib_query_device: 63-bit timestamps at device_frequency_khz.
-        if caps::CQE_TIMESTAMPS {
+        if c.dev.cfg.cqe_timestamps {
             r.timestamp_mask = (1 << 63) - 1;
         }
         r.hca_core_clock = caps::CLOCK_KHZ;
