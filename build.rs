@@ -4,8 +4,21 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "verbs")]
+    verbs_inline();
     #[cfg(feature = "mlx5")]
     mlx5::generate();
+}
+
+/// With feature `verbs`: compiles the `verbs.h` inline wrappers rawq calls from the installed
+/// header (src/ibverbs/c/inline.c says why rdma-sys's Rust versions are not used).
+#[cfg(feature = "verbs")]
+fn verbs_inline() {
+    println!("cargo:rerun-if-changed=src/ibverbs/c/inline.c");
+    cc::Build::new()
+        .file("src/ibverbs/c/inline.c")
+        .warnings(true)
+        .compile("rawq_verbs_inline");
 }
 
 #[cfg(feature = "mlx5")]

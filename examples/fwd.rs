@@ -62,6 +62,56 @@ struct Args {
     /// No live stats.
     #[arg(long)]
     quiet: bool,
+    /// Hold each frame this long before sending it on (e.g. 5ms, 250us, 1s): a delay line for
+    /// test rigs where netem is missing. Frames wait in a time-ordered queue; the loop never
+    /// blocks. Held frames occupy pool buffers, so rate × delay must stay below the pool size
+    /// or the receive side runs out of buffers (counted as rx drops).
+    #[arg(long, value_parser = parse_delay)]
+    delay: Option<Duration>,
+}
+
+fn parse_delay(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = [("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+        .iter()
+        .find_map(|&(u, m)| t.strip_suffix(u).map(|v| (v, m)))
+        .unwrap_or((t, 1.0));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * unit <= 3600.0 => {
+            Ok(Duration::from_secs_f64(v * unit))
+        }
+        _ => Err(format!(
+            "{s:?}: expected a duration up to an hour, e.g. 5ms, 250us, 1s"
+        )),
+    }
+}
+
+/// A fixed delay: frames leave in arrival order once they have been held `delay`. With one
+/// delay for every frame, arrival order is deadline order, so a FIFO is the time-ordered queue.
+struct DelayLine {
+    delay: Duration,
+    held: std::collections::VecDeque<(Instant, Packet)>,
+}
+
+impl DelayLine {
+    fn new(delay: Duration) -> DelayLine {
+        DelayLine {
+            delay,
+            held: std::collections::VecDeque::with_capacity(1 << 16),
+        }
+    }
+
+    /// Takes the frames of `burst` (received at `now`), then puts back into `burst` up to `max`
+    /// frames whose time has come.
+    fn pass(&mut self, now: Instant, burst: &mut Vec<Packet>, max: usize) {
+        let until = now + self.delay;
+        self.held.extend(burst.drain(..).map(|p| (until, p)));
+        while burst.len() < max && self.held.front().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, p)) = self.held.pop_front() {
+                burst.push(p);
+            }
+        }
+    }
 }
 
 fn parse_burst(s: &str) -> Result<usize, String> {
@@ -139,13 +189,38 @@ fn run(a: &Args) -> rawq::Result<()> {
     // `refused`: taken off the wire but not taken by the other side's tx ring (freed at once).
     let (mut fwd, mut refused) = (0u64, 0u64);
     let mut burst: Vec<Packet> = Vec::with_capacity(a.burst);
+    // With --delay, one delay line per input queue.
+    let mut lines: Vec<DelayLine> = a
+        .delay
+        .map(|d| qs.iter().map(|_| DelayLine::new(d)).collect())
+        .unwrap_or_default();
+    let mut idle = 0u32;
     while !stop.load(Relaxed) && a.duration.is_none_or(|d| t0.elapsed() < d) {
+        // With --delay, nap 50 µs while nothing arrives and the next held frame is due more
+        // than 200 µs ahead: a forwarder that never sleeps is preempted on a shared machine for
+        // whole time slices, and held frames would leave milliseconds late. Without --delay,
+        // busy-poll as before.
+        idle += 1;
+        if !lines.is_empty() && idle > 100 {
+            let next_due = lines
+                .iter()
+                .filter_map(|l| l.held.front().map(|h| h.0))
+                .min();
+            if next_due.is_none_or(|t| t > Instant::now() + Duration::from_micros(200)) {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
         for i in 0..qs.len() {
             let out = (i + 1) % qs.len();
-            if qs[i].rx_burst(&mut burst, a.burst) == 0 {
+            let got = qs[i].rx_burst(&mut burst, a.burst);
+            if let Some(line) = lines.get_mut(i) {
+                line.pass(Instant::now(), &mut burst, a.burst);
+            }
+            if got == 0 && burst.is_empty() {
                 qs[out].reclaim();
                 continue;
             }
+            idle = 0;
             if a.mode == Mode::Macswap {
                 burst.iter_mut().for_each(macswap);
             }
@@ -160,6 +235,10 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     for q in &mut qs {
         q.reclaim();
+    }
+    let held: usize = lines.iter().map(|l| l.held.len()).sum();
+    if held > 0 {
+        eprintln!("fwd: {held} frames still held by --delay at exit (not sent)");
     }
     drop(qs); // the queues' last kernel counters go into the stats
     println!(

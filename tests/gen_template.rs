@@ -7,7 +7,7 @@ use pnet_packet::ipv4::{self, Ipv4Packet};
 use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::udp::{self, UdpPacket};
 use pnet_packet::Packet as _;
-use rawq::gen::{FlowVary, FrameSpec, SizeSpec, Stamper};
+use rawq::gen::{FieldRange, FlowVary, FrameSpec, L4Kind, Shape, SizeSpec, StampInfo, Stamper};
 use std::collections::HashSet;
 use std::net::IpAddr;
 
@@ -180,4 +180,262 @@ fn invalid_specs_are_rejected() {
     s.sizes = SizeSpec::Fixed(60);
     s.flows = 0;
     assert!(Stamper::new(s).is_err(), "no flows");
+}
+
+#[test]
+fn vary_src_ip_never_sends_from_the_destination_address() {
+    let mut buf = vec![0u8; 2048];
+    for (src, dst, flows) in [
+        ("10.0.0.1", "10.0.0.2", 300u32),
+        ("10.0.0.2", "10.0.0.2", 5),
+        ("10.0.255.250", "10.0.0.3", 65535),
+        ("2001:db8::1", "2001:db8::5", 40),
+    ] {
+        let s = spec(
+            src,
+            dst,
+            SizeSpec::Fixed(100),
+            flows,
+            FlowVary::SrcIp,
+            false,
+        );
+        let st = Stamper::new(s.clone()).unwrap();
+        let mut srcs = HashSet::new();
+        for f in 0..flows {
+            st.write(&mut buf, 100, f, 0, f as u64);
+            let (ip, _, _) = check(&buf[..100], 100);
+            assert_ne!(
+                ip, s.dst_ip,
+                "flow {f} of {src} -> {dst} sent from the destination"
+            );
+            srcs.insert(ip);
+        }
+        assert_eq!(
+            srcs.len(),
+            flows as usize,
+            "{src} -> {dst}: distinct sources"
+        );
+    }
+    // Every last-16-bit value but the destination's is 65535 sources: 65536 cannot avoid it.
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Fixed(100),
+        65536,
+        FlowVary::SrcIp,
+        false,
+    );
+    assert!(Stamper::new(s).is_err());
+    // A source range holding the destination steps over it.
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.3",
+        SizeSpec::Fixed(100),
+        4,
+        FlowVary::SrcPort,
+        false,
+    );
+    let shape = Shape {
+        ranges: vec!["src-ip=10.0.0.2-10.0.0.5".parse().unwrap()],
+        ..Default::default()
+    };
+    let st = Stamper::with_shape(s, shape).unwrap();
+    let got: Vec<IpAddr> = (0..4)
+        .map(|f| {
+            st.write(&mut buf, 100, f, 0, 0);
+            check(&buf[..100], 100).0
+        })
+        .collect();
+    let want: Vec<IpAddr> = ["10.0.0.2", "10.0.0.4", "10.0.0.5", "10.0.0.2"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn incrementing_ranges_visit_every_combination_once() {
+    let shape = Shape {
+        ranges: vec![
+            "src-port=1000-1002".parse().unwrap(),
+            "dst-ip=10.1.0.254-10.1.1.1:inc".parse().unwrap(),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(shape.combinations(), 12);
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Fixed(80),
+        12,
+        FlowVary::SrcPort,
+        true,
+    );
+    let st = Stamper::with_shape(s, shape).unwrap();
+    let mut buf = vec![0u8; 128];
+    let mut seen = HashSet::new();
+    for i in 0..12u64 {
+        st.write(&mut buf, 80, i as u32, 0, i);
+        check(&buf[..80], 80);
+        let f = &buf[..80];
+        let sport = u16::from_be_bytes([f[34], f[35]]);
+        let dst = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]);
+        assert!((1000..=1002).contains(&sport));
+        assert!(
+            (u32::from(dst) >= 0x0a01_00fe) && (u32::from(dst) <= 0x0a01_0101),
+            "{dst}"
+        );
+        assert!(seen.insert((sport, dst)), "combination repeated at {i}");
+        // The odometer: the first range counts fastest.
+        assert_eq!(sport, 1000 + (i % 3) as u16);
+    }
+    // Random mode stays in range and differs between flows.
+    let shape = Shape {
+        ranges: vec!["src-port=2000-2999:rand".parse().unwrap()],
+        ..Default::default()
+    };
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Fixed(80),
+        100,
+        FlowVary::SrcPort,
+        false,
+    );
+    let st = Stamper::with_shape(s, shape).unwrap();
+    let ports: HashSet<u16> = (0..100)
+        .map(|f| {
+            st.write(&mut buf, 80, f, 0, 0);
+            let (_, p, _) = check(&buf[..80], 80);
+            assert!((2000..=2999).contains(&p));
+            p
+        })
+        .collect();
+    assert!(
+        ports.len() > 80,
+        "random ports: {} distinct of 100",
+        ports.len()
+    );
+    for bad in [
+        "src-port=5-1",
+        "src-port=1-70000",
+        "dst-ip=10.0.0.1",
+        "ttl=1-2",
+        "src-ip=2001:db8::1-2001:db9::1",
+        "dst-port=1-2:sometimes",
+    ] {
+        assert!(bad.parse::<FieldRange>().is_err(), "{bad}");
+    }
+    assert!("src-ip=2001:db8::1-2001:db8::ff:rand"
+        .parse::<FieldRange>()
+        .is_ok());
+}
+
+#[test]
+fn imix_over_ipv6_raises_the_small_frames() {
+    let mut buf = vec![0u8; 2048];
+    for (stamp, small) in [(false, 74u16), (true, 78)] {
+        let s = spec(
+            "2001:db8::1",
+            "2001:db8::2",
+            SizeSpec::Imix,
+            3,
+            FlowVary::SrcPort,
+            stamp,
+        );
+        assert!(
+            s.validate().is_err(),
+            "60-byte frames cannot hold IPv6 + UDP"
+        );
+        let st = Stamper::new(s).unwrap();
+        assert_eq!(st.spec().sizes, SizeSpec::ImixSmall(small));
+        for i in 0..12 {
+            let len = st.spec().sizes.size(i) as usize;
+            assert!([small as usize, 590, 1514].contains(&len));
+            st.write(&mut buf, len, i as u32, 0, i);
+            check(&buf[..len], len);
+        }
+    }
+    // IPv4 keeps the classic 60-byte IMIX.
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Imix,
+        1,
+        FlowVary::SrcPort,
+        true,
+    );
+    assert_eq!(Stamper::new(s).unwrap().spec().sizes, SizeSpec::Imix);
+}
+
+#[test]
+fn latency_stamps_carry_flow_and_send_time() {
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Range(66, 90),
+        7,
+        FlowVary::SrcPort,
+        false,
+    );
+    let st = Stamper::with_shape(
+        s.clone(),
+        Shape {
+            latency: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 128];
+    for i in 0..50u64 {
+        let len = s.sizes.size(i) as usize;
+        let ts = (i % 2 == 0).then_some(0x0123_4567_89ab_cdef + i);
+        st.write_at(&mut buf, len, i as u32, 4, i, ts);
+        check(&buf[..len], len);
+        assert_eq!(
+            Stamper::read_stamp_full(&buf[..len]),
+            Some(StampInfo {
+                stream: 4,
+                flow: (i % 7) as u16,
+                flows: 7,
+                seq: i,
+                tx_ns: ts
+            })
+        );
+    }
+    // 66 bytes is the least that holds IPv4 + UDP + a latency stamp.
+    let mut small = s;
+    small.sizes = SizeSpec::Fixed(65);
+    let e = Stamper::with_shape(
+        small,
+        Shape {
+            latency: true,
+            ..Default::default()
+        },
+    )
+    .err()
+    .expect("65 bytes is too small");
+    assert!(e.to_string().contains("-s 66"), "{e}");
+    // TCP stamps read back too.
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Fixed(90),
+        1,
+        FlowVary::SrcPort,
+        true,
+    );
+    let st = Stamper::with_shape(
+        s,
+        Shape {
+            l4: L4Kind::TcpAck,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    st.write(&mut buf, 90, 0, 2, 77);
+    assert_eq!(
+        Stamper::read_stamp(&buf[..90]).map(|s| (s.stream, s.seq)),
+        Some((2, 77))
+    );
 }

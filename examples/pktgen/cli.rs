@@ -127,8 +127,8 @@ pub struct Args {
     /// Send, and count what comes back on the same queues (a reflector or DUT in between).
     #[arg(long)]
     pub txrx: bool,
-    /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP to --dst-port spread over the
-    /// queues. Repeatable.
+    /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP (TCP with --l4 tcp-*) to
+    /// --dst-port spread over the queues. Repeatable.
     #[arg(long = "rule")]
     pub rules: Vec<String>,
 
@@ -150,13 +150,16 @@ pub struct Args {
     /// UDP destination port.
     #[arg(long, default_value_t = 9000)]
     pub dst_port: u16,
-    /// Frame size without FCS: N, MIN-MAX, or imix.
+    /// Frame size without FCS: N, MIN-MAX, or imix (7 × 60, 4 × 590, 1 × 1514; over IPv6 the 60s
+    /// are raised to 74 bytes, 78 with FCS as RFC 5180 asks, or more to fit the headers and
+    /// stamp).
     #[arg(short, long, default_value = "60", value_parser = parse_size)]
     pub size: SizeSpec,
     /// Number of flows.
     #[arg(short, long, default_value_t = 1)]
     pub flows: u32,
-    /// What varies between flows.
+    /// What varies between flows (src-ip never produces --dst-ip; for ranges of ports and
+    /// addresses see --range).
     #[arg(long, value_enum, default_value = "src-port")]
     pub vary: Vary,
     /// Stamp sequence numbers into the payload (the receiver counts loss and reordering).
@@ -201,6 +204,10 @@ pub struct Args {
     /// No live stats.
     #[arg(long)]
     pub quiet: bool,
+
+    /// Measurement options: latency, capture, streamed stats, richer templates.
+    #[command(flatten)]
+    pub measure: crate::measure::MeasureArgs,
 }
 
 impl Args {
@@ -230,26 +237,34 @@ impl Args {
             .src_mac
             .or_else(|| rawq::gen::netdev_mac(&self.dev))
             .unwrap_or([2, 0, 0, 0, 0, 1]);
-        Ok(FrameSource::Template(Stamper::new(FrameSpec {
-            dst_mac: self.dst_mac,
-            src_mac,
-            src_ip: self.src_ip,
-            dst_ip: self.dst_ip,
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-            flows: self.flows,
-            vary: self.vary.into(),
-            sizes: self.size.clone(),
-            stamp: self.seq,
-        })?))
+        Ok(FrameSource::Template(Stamper::with_shape(
+            FrameSpec {
+                dst_mac: self.dst_mac,
+                src_mac,
+                src_ip: self.src_ip,
+                dst_ip: self.dst_ip,
+                src_port: self.src_port,
+                dst_port: self.dst_port,
+                flows: self.measure.flows(self.flows),
+                vary: self.vary.into(),
+                sizes: self.size.clone(),
+                stamp: self.seq,
+            },
+            self.measure.shape(),
+        )?))
     }
 
     /// The receive rules: --rule, or UDP to --dst-port spread over all queues.
     pub fn rules(&self) -> rawq::Result<Vec<Rule>> {
         if self.rules.is_empty() {
             let qs: Vec<String> = (0..self.queues).map(|q| q.to_string()).collect();
+            // The template's transport (--l4), so TCP templates are steered too.
+            let proto = match self.measure.l4 {
+                crate::measure::L4Arg::Udp => "udp",
+                _ => "tcp",
+            };
             return Ok(vec![format!(
-                "udp dst-port {} -> rss {}",
+                "{proto} dst-port {} -> rss {}",
                 self.dst_port,
                 qs.join(",")
             )

@@ -12,6 +12,7 @@
 
 mod cli;
 mod live;
+mod measure;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -152,6 +153,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             ),
         }
     }
+    let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
     let mut b = Port::builder(backend)
         .queues(a.queues)
         .rx_ring(a.ring)
@@ -217,6 +219,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
+            let m = m.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
@@ -225,18 +228,21 @@ fn run(a: &Args) -> rawq::Result<()> {
                     stop: &stop,
                     deadline,
                 };
-                if rx {
-                    rx_loop(q, &end, burst)
+                let mut qm = m.queue(q.index());
+                let out = if rx {
+                    rx_loop(q, &end, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &end, burst, limit, pps, txrx)
-                }
+                    tx_loop(q, &src, &end, burst, limit, pps, txrx, &mut qm)
+                };
+                m.deposit(qm);
+                out
             })
         })
         .collect();
 
     // Live stats and the stop conditions.
-    let mut last = (t0, vec![QueueStats::default(); a.queues as usize]);
     let mut gone = None;
+    let mut mon = measure::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
@@ -248,11 +254,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
-        if now - last.0 >= Duration::from_secs(1) && !a.quiet {
-            let cur: Vec<QueueStats> = port.stats_readers().iter().map(|r| r.snapshot()).collect();
-            print_rates(a, &cur, &last.1, (now - last.0).as_secs_f64());
-            last = (now, cur);
-        }
+        mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
@@ -279,7 +281,9 @@ fn run(a: &Args) -> rawq::Result<()> {
         (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
         _ => None,
     };
-    report(a, &port, &info, elapsed, &all, link_drops);
+    let extras =
+        measure::Extras::collect(&m, &mon, &port.stats(), elapsed, a.rate.pps(src.mean_len()));
+    report(a, &port, &info, elapsed, &all, link_drops, &extras);
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),
@@ -404,6 +408,7 @@ const CLOCK_EVERY: u32 = 64;
 /// Unpaced, the loop reads the clock every [`CLOCK_EVERY`] bursts only, so the active window's
 /// end is known to within that many bursts; paced, every burst (the pacer needs it).
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // the loop's knobs, plus the measurement half
 fn tx_loop(
     mut q: Queue,
     src: &FrameSource,
@@ -412,6 +417,7 @@ fn tx_loop(
     limit: Option<u64>,
     pps: Option<f64>,
     txrx: bool,
+    qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
     let begin = Instant::now();
@@ -422,11 +428,22 @@ fn tx_loop(
         ..Outcome::default()
     };
     let mut seq = SeqTracker::default();
-    let mut receive = |q: &mut Queue| {
-        if txrx && q.rx_burst(&mut back, burst) > 0 {
+    let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
+        // Drain what is there (a few bursts at most per pass), so that returning frames do not
+        // queue in the ring while this loop paces or sleeps: that wait would be measured as
+        // latency.
+        for _ in 0..16 {
+            if !txrx || q.rx_burst(&mut back, burst) == 0 {
+                break;
+            }
+            qm.on_rx(&back);
+            let full = back.len() == burst;
             back.drain(..)
                 .filter_map(|p| Stamper::read_stamp(p.data()))
                 .for_each(|s| seq.record(s));
+            if !full {
+                break;
+            }
         }
     };
     let stamps = src.stamps();
@@ -453,7 +470,7 @@ fn tx_loop(
         if limit.is_some_and(|l| sent >= l) {
             break;
         }
-        receive(&mut q);
+        receive(&mut q, qm);
         let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
         let want = pacer.allowance(now, room as usize);
         if want == 0 {
@@ -477,8 +494,9 @@ fn tx_loop(
             }
             continue;
         }
+        let burst_ns = qm.burst_clock();
         for p in &mut pkts[start..] {
-            if let Err(e) = src.fill(p, i, stream) {
+            if let Err(e) = measure::fill(src, p, i, stream, qm.stamp(i, burst_ns)) {
                 eprintln!("pktgen: queue {stream}: {e}");
                 end.stop.store(true, Relaxed);
                 pkts.clear();
@@ -488,6 +506,7 @@ fn tx_loop(
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);
+        qm.on_tx(n);
         pacer.sent(n);
         sent += n as u64;
         unmarked |= n > 0;
@@ -510,7 +529,7 @@ fn tx_loop(
     }
     // Frames not taken by the device are not sent: their stamps are reused by nobody.
     pkts.clear();
-    settle(&mut q, sent, txrx, &mut receive);
+    settle(&mut q, sent, txrx, qm, &mut receive);
     if stamps {
         out.stamped_sent = sent;
     }
@@ -522,7 +541,13 @@ fn tx_loop(
 /// count then), and with `txrx` lets the last frames come back; bounded at one second. (A
 /// function of its own: callgrind tells the loop's instructions from these.)
 #[inline(never)]
-fn settle(q: &mut Queue, sent: u64, txrx: bool, receive: &mut impl FnMut(&mut Queue)) {
+fn settle(
+    q: &mut Queue,
+    sent: u64,
+    txrx: bool,
+    qm: &mut measure::QueueMeasure,
+    receive: &mut impl FnMut(&mut Queue, &mut measure::QueueMeasure),
+) {
     let t = Instant::now();
     let linger = Duration::from_millis(if txrx { 300 } else { 20 });
     let settled = |q: &Queue| {
@@ -531,7 +556,7 @@ fn settle(q: &mut Queue, sent: u64, txrx: bool, receive: &mut impl FnMut(&mut Qu
     };
     while t.elapsed() < Duration::from_secs(1) {
         let busy = q.reclaim() > 0;
-        receive(q);
+        receive(q, qm);
         if !busy && t.elapsed() >= linger && settled(q) {
             break;
         }
@@ -539,7 +564,7 @@ fn settle(q: &mut Queue, sent: u64, txrx: bool, receive: &mut impl FnMut(&mut Qu
 }
 
 /// Receives and counts until stopped; tracks sequence stamps.
-fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
+fn rx_loop(mut q: Queue, end: &Until, burst: usize, qm: &mut measure::QueueMeasure) -> Outcome {
     let mut pkts = Vec::with_capacity(burst);
     let mut out = Outcome::default();
     let mut idle = 0u32;
@@ -560,39 +585,12 @@ fn rx_loop(mut q: Queue, end: &Until, burst: usize) -> Outcome {
         }
         idle = 0;
         out.active(Instant::now());
+        qm.on_rx(&pkts);
         pkts.drain(..)
             .filter_map(|p| Stamper::read_stamp(p.data()))
             .for_each(|s| out.seq.record(s));
     }
     out
-}
-
-fn print_rates(a: &Args, cur: &[QueueStats], prev: &[QueueStats], secs: f64) {
-    let line = |label: &str, c: &QueueStats, p: &QueueStats| {
-        let (r, total, errors) = if a.rx {
-            (c.rx_rates(p, secs), c.rx_packets, c.rx_errors + c.rx_drops)
-        } else {
-            (c.tx_rates(p, secs), c.tx_packets, c.tx_errors + c.tx_drops)
-        };
-        let dir = if a.rx { "rx" } else { "tx" };
-        eprintln!(
-            "{label}: {dir} {:>10.0} pps {:>8.3} Gbit/s (L1)  total {total}  errors {errors}",
-            r.pps,
-            r.bps_l1 / 1e9
-        );
-    };
-    let sum = |s: &[QueueStats]| {
-        s.iter().fold(QueueStats::default(), |mut acc, q| {
-            acc.accumulate(q);
-            acc
-        })
-    };
-    line("total", &sum(cur), &sum(prev));
-    if a.verbose {
-        for (i, (c, p)) in cur.iter().zip(prev).enumerate() {
-            line(&format!("  q{i}"), c, p);
-        }
-    }
 }
 
 /// Frames the software device dropped or could not deliver (its wire, its receive queues, no
@@ -630,6 +628,7 @@ fn report(
     elapsed: f64,
     o: &Outcome,
     link_drops: Option<u64>,
+    extras: &measure::Extras,
 ) {
     let seq = &o.seq;
     let s = port.stats();
@@ -698,8 +697,11 @@ fn report(
             a.dev
         );
     }
-    if a.json {
-        println!("{}", serde_json::to_string(&sum).unwrap_or_default());
+    // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
+    if a.json || a.measure.json_lines {
+        let mut v = serde_json::to_value(&sum).unwrap_or_default();
+        extras.extend(&mut v);
+        println!("{v}");
         return;
     }
     let seq_text = if a.txrx && o.stamped_sent > 0 {
@@ -719,4 +721,5 @@ fn report(
         "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{seq_text}",
         sum.direction, sum.packets, sum.bytes, sum.duration_s, sum.pps / 1e6, sum.bps_l1 / 1e9, sum.errors, sum.drops
     );
+    extras.print();
 }

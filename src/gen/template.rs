@@ -15,7 +15,8 @@ const ETH: usize = 14;
 const IP4: usize = 20;
 const IP6: usize = 40;
 const UDP: usize = 8;
-/// magic (4) + stream (2) + reserved (2) + seq (8)
+/// magic (4) + stream (2) + flow (2) + flows - 1 (2) + seq (6); a latency stamp adds the
+/// send time (8).
 const STAMP: usize = 16;
 
 /// One's-complement sum of `data` (big-endian 16-bit words) added to `sum`, not folded or
@@ -58,6 +59,10 @@ pub enum SizeSpec {
     Range(u16, u16),
     /// Simple IMIX: 7 × 60, 4 × 590, 1 × 1514 bytes (64/594/1518 with FCS).
     Imix,
+    /// The simple IMIX with its 60-byte frames raised to this size: what `Imix` becomes when
+    /// the headers do not fit 60 bytes. Over IPv6 that is at least 74 bytes (78 with FCS, the
+    /// IPv6 minimum of RFC 5180 §5.1), more with a sequence stamp, VLAN tags or TCP.
+    ImixSmall(u16),
 }
 
 impl SizeSpec {
@@ -70,6 +75,10 @@ impl SizeSpec {
             SizeSpec::Fixed(n) => n,
             SizeSpec::Range(a, b) => a + (i % (b as u64 - a as u64 + 1)) as u16,
             SizeSpec::Imix => Self::IMIX[(i % 12) as usize],
+            SizeSpec::ImixSmall(n) => match Self::IMIX[(i % 12) as usize] {
+                60 => n,
+                s => s,
+            },
         }
     }
 
@@ -79,6 +88,7 @@ impl SizeSpec {
             SizeSpec::Fixed(n) => (n, n),
             SizeSpec::Range(a, b) => (a, b),
             SizeSpec::Imix => (60, 1514),
+            SizeSpec::ImixSmall(n) => (n.min(590), 1514),
         }
     }
 
@@ -88,6 +98,7 @@ impl SizeSpec {
             SizeSpec::Fixed(n) => n as f64,
             SizeSpec::Range(a, b) => (a as f64 + b as f64) / 2.0,
             SizeSpec::Imix => Self::IMIX.iter().map(|&s| s as f64).sum::<f64>() / 12.0,
+            SizeSpec::ImixSmall(n) => (7.0 * n as f64 + 4.0 * 590.0 + 1514.0) / 12.0,
         }
     }
 }
@@ -112,13 +123,15 @@ impl std::str::FromStr for SizeSpec {
     }
 }
 
-/// What varies between flows.
+/// What varies between flows (without a [`FieldRange`] for the field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum FlowVary {
-    /// The UDP source port: `src_port + flow`.
+    /// The source port: `src_port + flow`.
     #[default]
     SrcPort,
-    /// The last 16 bits of the source address: `src_ip + flow`.
+    /// The last 16 bits of the source address: `src_ip + flow`, skipping the destination
+    /// address should it fall in that range (a frame from the destination to itself is not
+    /// traffic any stack accepts).
     SrcIp,
 }
 
@@ -133,9 +146,9 @@ pub struct FrameSpec {
     pub src_ip: IpAddr,
     /// Destination address.
     pub dst_ip: IpAddr,
-    /// UDP source port (of flow 0).
+    /// Source port (of flow 0).
     pub src_port: u16,
-    /// UDP destination port.
+    /// Destination port.
     pub dst_port: u16,
     /// Number of flows (1..=65536).
     pub flows: u32,
@@ -143,15 +156,216 @@ pub struct FrameSpec {
     pub vary: FlowVary,
     /// Frame sizes.
     pub sizes: SizeSpec,
-    /// Write a sequence stamp at the start of the UDP payload.
+    /// Write a sequence stamp at the start of the payload.
     pub stamp: bool,
+}
+
+/// An 802.1Q tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vlan {
+    /// VLAN id, 0..=4095.
+    pub id: u16,
+    /// Priority code point, 0..=7.
+    pub pcp: u8,
+}
+
+/// The transport header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum L4Kind {
+    /// UDP.
+    #[default]
+    Udp,
+    /// TCP with only SYN set (sequence number 1).
+    TcpSyn,
+    /// TCP with only ACK set (sequence 1, acknowledgment 1).
+    TcpAck,
+}
+
+/// The payload past the headers (and stamp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Payload {
+    /// An incrementing byte pattern (0, 1, 2, …).
+    #[default]
+    Pattern,
+    /// Pseudo-random bytes from this seed, drawn once into the template: every frame carries the
+    /// same random bytes (drawing new ones per frame would cost a pass over every payload).
+    Random(u64),
+}
+
+/// A header field a [`FieldRange`] varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeField {
+    /// Source port.
+    SrcPort,
+    /// Destination port.
+    DstPort,
+    /// Source address: the whole IPv4 address, the last 32 bits of an IPv6 one.
+    SrcIp,
+    /// Destination address (as `SrcIp`).
+    DstIp,
+}
+
+/// How a [`FieldRange`] walks its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RangeMode {
+    /// Incrementing with the flow index. Several incrementing ranges count like an odometer
+    /// (the first one fastest), so `flows` = the product of their sizes gives every
+    /// combination once.
+    #[default]
+    Inc,
+    /// A pseudo-random value of the range for each flow index (fixed per flow, so per-flow
+    /// counting still sees one 5-tuple per flow).
+    Rand,
+}
+
+/// A field varied over `lo..=hi` across flows (pktgen-dpdk's range mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldRange {
+    /// The field.
+    pub field: RangeField,
+    /// First value: a port, or an address (IPv6: the last 32 bits vary, the first 96 are
+    /// taken from `lo` and must equal `hi`'s).
+    pub lo: RangeValue,
+    /// Last value.
+    pub hi: RangeValue,
+    /// Incrementing or random.
+    pub mode: RangeMode,
+}
+
+/// One end of a [`FieldRange`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeValue {
+    /// A port.
+    Port(u16),
+    /// An address.
+    Ip(IpAddr),
+}
+
+impl std::str::FromStr for FieldRange {
+    type Err = Error;
+    /// `FIELD=LO-HI[:inc|:rand]`, FIELD one of `src-port`, `dst-port`, `src-ip`, `dst-ip`;
+    /// e.g. `src-port=1000-1999:rand`, `dst-ip=10.0.0.1-10.0.0.200`,
+    /// `src-ip=2001:db8::1-2001:db8::ff`.
+    fn from_str(s: &str) -> Result<FieldRange> {
+        let bad = |why: &str| {
+            Error::Config(format!(
+                "range {s:?}: {why} (expected FIELD=LO-HI[:inc|:rand], FIELD one of src-port, \
+                 dst-port, src-ip, dst-ip)"
+            ))
+        };
+        let (field, rest) = s.split_once('=').ok_or_else(|| bad("no `=`"))?;
+        let field = match field.trim() {
+            "src-port" => RangeField::SrcPort,
+            "dst-port" => RangeField::DstPort,
+            "src-ip" => RangeField::SrcIp,
+            "dst-ip" => RangeField::DstIp,
+            _ => return Err(bad("unknown field")),
+        };
+        // The mode suffix; IPv6 addresses contain ':' too, so only a known word counts.
+        let (range, mode) = match rest.rsplit_once(':') {
+            Some((r, "inc")) => (r, RangeMode::Inc),
+            Some((r, "rand")) | Some((r, "random")) => (r, RangeMode::Rand),
+            _ => (rest, RangeMode::Inc),
+        };
+        let (lo, hi) = range.split_once('-').ok_or_else(|| bad("no `-`"))?;
+        let value = |t: &str| -> Result<RangeValue> {
+            let t = t.trim();
+            match field {
+                RangeField::SrcPort | RangeField::DstPort => t
+                    .parse()
+                    .map(RangeValue::Port)
+                    .map_err(|_| bad("not a port")),
+                RangeField::SrcIp | RangeField::DstIp => t
+                    .parse()
+                    .map(RangeValue::Ip)
+                    .map_err(|_| bad("not an address")),
+            }
+        };
+        let r = FieldRange {
+            field,
+            lo: value(lo)?,
+            hi: value(hi)?,
+            mode,
+        };
+        r.len().map(|_| r)
+    }
+}
+
+impl FieldRange {
+    /// The low 32 bits of a value and, for IPv6, the upper 96.
+    fn parts(v: RangeValue) -> (u32, Option<[u8; 12]>) {
+        match v {
+            RangeValue::Port(p) => (p as u32, None),
+            RangeValue::Ip(IpAddr::V4(a)) => (u32::from(a), None),
+            RangeValue::Ip(IpAddr::V6(a)) => {
+                let o = a.octets();
+                let mut hi = [0u8; 12];
+                hi.copy_from_slice(&o[..12]);
+                (u32::from_be_bytes([o[12], o[13], o[14], o[15]]), Some(hi))
+            }
+        }
+    }
+
+    /// Number of values, checking the range.
+    fn len(&self) -> Result<u64> {
+        let bad = |why: &str| Error::Config(format!("range {:?}: {why}", self));
+        let ((lo, lo_hi), (hi, hi_hi)) = (Self::parts(self.lo), Self::parts(self.hi));
+        match (self.lo, self.hi) {
+            (RangeValue::Port(_), RangeValue::Port(_)) => {}
+            (RangeValue::Ip(a), RangeValue::Ip(b)) if a.is_ipv4() == b.is_ipv4() => {
+                if lo_hi != hi_hi {
+                    return Err(bad("an IPv6 range may vary only the last 32 bits"));
+                }
+            }
+            _ => return Err(bad("both ends must be the same kind of value")),
+        }
+        if lo > hi {
+            return Err(bad("the first value is above the last"));
+        }
+        Ok(hi as u64 - lo as u64 + 1)
+    }
+}
+
+/// Template options beyond [`FrameSpec`]: tags, TCP, payload, ranges, latency stamps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// VLAN tags, outermost first: none, one (802.1Q, TPID 0x8100) or two (QinQ: an 802.1ad
+    /// outer tag, TPID 0x88a8, then 0x8100).
+    pub vlans: Vec<Vlan>,
+    /// UDP or TCP.
+    pub l4: L4Kind,
+    /// Payload bytes.
+    pub payload: Payload,
+    /// Fields varied over ranges; a range on the field [`FrameSpec::vary`] names replaces it.
+    pub ranges: Vec<FieldRange>,
+    /// Reserve room for latency stamps (24 bytes: the sequence stamp plus an 8-byte send time);
+    /// frames then carry a stamp even without [`FrameSpec::stamp`].
+    pub latency: bool,
+}
+
+impl Shape {
+    /// The product of the ranges' sizes (at most 65536): the flow count that visits every
+    /// combination of incrementing ranges once. 1 without ranges.
+    pub fn combinations(&self) -> u32 {
+        let mut n = 1u64;
+        for r in &self.ranges {
+            n = n.saturating_mul(r.len().unwrap_or(1));
+        }
+        n.min(65536) as u32
+    }
 }
 
 impl FrameSpec {
     /// Smallest frame this spec can produce: headers (+ stamp).
     pub fn min_len(&self) -> usize {
+        self.min_len_with(&Shape::default())
+    }
+
+    /// Smallest frame this spec can produce with `shape`.
+    pub fn min_len_with(&self, shape: &Shape) -> usize {
         let l3 = if self.src_ip.is_ipv4() { IP4 } else { IP6 };
-        ETH + l3 + UDP + if self.stamp { STAMP } else { 0 }
+        let l4 = if shape.l4 == L4Kind::Udp { UDP } else { TCP };
+        ETH + 4 * shape.vlans.len() + l3 + l4 + stamp_len(self.stamp, shape.latency)
     }
 
     /// Checks sizes and addresses.
@@ -159,21 +373,29 @@ impl FrameSpec {
     /// # Errors
     /// [`Error::Config`] naming what is wrong.
     pub fn validate(&self) -> Result<()> {
+        self.validate_with(&Shape::default())
+    }
+
+    /// Checks sizes, addresses and `shape`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming what is wrong.
+    pub fn validate_with(&self, shape: &Shape) -> Result<()> {
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
             return Err(Error::Config(
                 "source and destination addresses must both be IPv4 or both IPv6".into(),
             ));
         }
         let (lo, hi) = self.sizes.bounds();
-        if (lo as usize) < self.min_len() {
+        let min = self.min_len_with(shape);
+        if (lo as usize) < min {
+            let stamp = match stamp_len(self.stamp, shape.latency) {
+                LAT_STAMP => " and the 24-byte latency stamp",
+                STAMP => " and the 16-byte sequence stamp",
+                _ => "",
+            };
             return Err(Error::Config(format!(
-                "frame size {lo} is below the {} bytes of headers{}",
-                self.min_len(),
-                if self.stamp {
-                    " and sequence stamp"
-                } else {
-                    ""
-                }
+                "frame size {lo} is below the {min} bytes of headers{stamp}: use -s {min} or more"
             )));
         }
         if hi > 9600 {
@@ -185,7 +407,46 @@ impl FrameSpec {
                 self.flows
             )));
         }
+        if shape.vlans.len() > 2 {
+            return Err(Error::Config(
+                "at most two VLAN tags (QinQ): outer, inner".into(),
+            ));
+        }
+        for v in &shape.vlans {
+            if v.id > 4095 || v.pcp > 7 {
+                return Err(Error::Config(format!(
+                    "VLAN id {} / priority {}: the id must be 0..=4095, the priority 0..=7",
+                    v.id, v.pcp
+                )));
+            }
+        }
+        for r in &shape.ranges {
+            r.len()?;
+            if let RangeValue::Ip(a) = r.lo {
+                if a.is_ipv4() != self.src_ip.is_ipv4() {
+                    return Err(Error::Config(format!(
+                        "range {r:?}: not the address family of --src-ip/--dst-ip"
+                    )));
+                }
+            }
+            if shape.ranges.iter().filter(|o| o.field == r.field).count() > 1 {
+                return Err(Error::Config(format!(
+                    "two ranges for {:?}: give one per field",
+                    r.field
+                )));
+            }
+        }
         Ok(())
+    }
+}
+
+fn stamp_len(stamp: bool, latency: bool) -> usize {
+    if latency {
+        LAT_STAMP
+    } else if stamp {
+        STAMP
+    } else {
+        0
     }
 }
 
@@ -198,194 +459,541 @@ pub struct Stamp {
     pub seq: u64,
 }
 
+/// Everything a stamp carries (see [`Stamper::read_stamp_full`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StampInfo {
+    /// Which sender stream (e.g. the sending queue).
+    pub stream: u16,
+    /// The template's flow index of the frame (`seq % flows` as pktgen sends).
+    pub flow: u16,
+    /// The sender's flow count (1..=65536).
+    pub flows: u32,
+    /// Sequence number within the stream (48 bits).
+    pub seq: u64,
+    /// Send time (ns of the sender's clock) in a latency stamp.
+    pub tx_ns: Option<u64>,
+}
+
+/// Per-flow values of the varying fields.
+#[derive(Clone, Copy)]
+struct FlowVals {
+    src_port: u16,
+    dst_port: u16,
+    src_lo: u32,
+    dst_lo: u32,
+}
+
+/// A range as the writer walks it.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    field: RangeField,
+    lo: u32,
+    /// Values to choose from (the destination address excluded from a source range).
+    n: u64,
+    /// Flow-index divisor (odometer position).
+    div: u64,
+    mode: RangeMode,
+    /// A value to step over (the destination address in a source range).
+    skip: Option<u32>,
+}
+
+impl Walk {
+    #[inline]
+    fn value(&self, flow: u32, salt: u64) -> u32 {
+        let k = match self.mode {
+            RangeMode::Inc => (flow as u64 / self.div) % self.n,
+            RangeMode::Rand => mix64(flow as u64 ^ (salt << 32)) % self.n,
+        };
+        let v = self.lo as u64 + k;
+        match self.skip {
+            Some(s) if v >= s as u64 => (v + 1) as u32,
+            _ => v as u32,
+        }
+    }
+}
+
+/// splitmix64's finaliser: a cheap, well-mixed hash.
+#[inline]
+fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// Writes frames of a [`FrameSpec`] quickly: copy the template prefix, patch, update checksums.
 pub struct Stamper {
-    spec: FrameSpec,
-    /// Template of the largest frame, checksums valid for flow 0, size `max`, stamp 0/0.
+    /// Boxed: the spec and shape are read when building and reporting, not per frame.
+    spec: Box<FrameSpec>,
+    shape: Box<Shape>,
+    /// What the writer reads of the spec per frame.
+    flows: u32,
+    vary: FlowVary,
+    src_port: u16,
+    dst_port: u16,
+    /// Template of the largest frame; lengths, checksums, ports, the low 32 bits of both
+    /// addresses and the stamp are written per frame.
     tmpl: Vec<u8>,
     v4: bool,
+    l3: usize,
     l4: usize,
-    /// Sum of the UDP payload bytes past the stamp, for each possible length, so the UDP
-    /// checksum of any size is known without touching the payload: `payload_sum[n]` covers
-    /// `tmpl[l4 + 8 + stamp .. l4 + 8 + stamp + n]`.
+    tcp: bool,
+    /// Bytes of stamp area (0, 16 or 24).
+    stamp_len: usize,
+    /// Offset of the payload past the stamp.
+    pay: usize,
+    /// Sum of the payload bytes for each possible length, so the transport checksum of any
+    /// size is known without touching the payload: `payload_sum[n]` covers
+    /// `tmpl[pay .. pay + n]`.
     payload_sum: Vec<u32>,
-    /// Offset of the last 16 bits of the source address (the word `FlowVary::SrcIp` changes).
-    src_last: usize,
-    /// Its value in the template.
-    src_last_base: u16,
-    /// IPv4 header sum without the total length, the checksum and (with `SrcIp`) the varying
-    /// source word.
+    /// Offsets of the low 32 bits of the source and destination addresses.
+    src_off: usize,
+    dst_off: usize,
+    /// Whether any address word varies (else both are in the template and the constant sums).
+    addr_varies: bool,
+    /// Their template values.
+    src_lo: u32,
+    dst_lo: u32,
+    /// `FlowVary::SrcIp`: step over this last-16-bit offset from the base (the destination).
+    src_skip16: Option<u16>,
+    walks: Vec<Walk>,
+    /// IPv4 header sum of the constant words (lengths, checksum and addresses' varying words
+    /// excluded).
     ip_base: u32,
-    /// UDP checksum sum of everything constant: pseudo-header addresses (less the varying source
-    /// word with `SrcIp`), protocol, destination port, the source port (with `SrcIp`), and the
-    /// stamp's magic.
-    udp_base: u32,
+    /// Transport checksum sum of the constant words: pseudo-header address words that never
+    /// vary, protocol, the TCP header's constant words, the stamp's flow count.
+    l4_base: u32,
+}
+
+const TCP: usize = 20;
+const LAT_STAMP: usize = 24;
+
+/// Marks a latency stamp (a sequence stamp followed by the 8-byte send time): "RQLT".
+pub const LAT_MAGIC: u32 = 0x5251_4c54;
+
+#[inline]
+fn words32(v: u32) -> u32 {
+    (v >> 16) + (v & 0xffff)
+}
+
+#[inline]
+fn words64(v: u64) -> u32 {
+    words32((v >> 32) as u32) + words32(v as u32)
 }
 
 impl Stamper {
-    /// Builds the template.
+    /// Builds the template (UDP, no tags, pattern payload).
     ///
     /// # Errors
     /// As [`FrameSpec::validate`].
     pub fn new(spec: FrameSpec) -> Result<Stamper> {
-        spec.validate()?;
+        Stamper::with_shape(spec, Shape::default())
+    }
+
+    /// Builds the template with tags, TCP, payload, ranges and latency room from `shape`.
+    ///
+    /// `SizeSpec::Imix` whose 60-byte frames cannot hold the headers (always over IPv6) becomes
+    /// [`SizeSpec::ImixSmall`]: the small frames raised to 74 bytes over IPv6 (78 with FCS, RFC
+    /// 5180's IPv6 minimum) or to the headers' length when that is more; [`Stamper::spec`]
+    /// shows the sizes used.
+    ///
+    /// # Errors
+    /// As [`FrameSpec::validate_with`]; also a source range or `FlowVary::SrcIp` that cannot
+    /// avoid the destination address.
+    pub fn with_shape(mut spec: FrameSpec, shape: Shape) -> Result<Stamper> {
+        // A range on an address fixes the address's upper bits from its first value.
+        for r in &shape.ranges {
+            if let RangeValue::Ip(a) = r.lo {
+                match r.field {
+                    RangeField::SrcIp => spec.src_ip = a,
+                    RangeField::DstIp => spec.dst_ip = a,
+                    _ => {}
+                }
+            }
+        }
+        if spec.sizes == SizeSpec::Imix {
+            let floor = if spec.src_ip.is_ipv4() { 60 } else { 74 };
+            let small = (spec.min_len_with(&shape) as u16).max(floor);
+            if small > 60 {
+                spec.sizes = SizeSpec::ImixSmall(small);
+            }
+        }
+        if let SizeSpec::ImixSmall(n) = spec.sizes {
+            if n > 590 {
+                return Err(Error::Config(format!(
+                    "IMIX small frames of {n} bytes: at most 590"
+                )));
+            }
+        }
+        spec.validate_with(&shape)?;
         let max = spec.sizes.bounds().1 as usize;
         let v4 = spec.src_ip.is_ipv4();
-        let l4 = ETH + if v4 { IP4 } else { IP6 };
+        let tcp = shape.l4 != L4Kind::Udp;
+        let l3 = ETH + 4 * shape.vlans.len();
+        let l4 = l3 + if v4 { IP4 } else { IP6 };
+        let stamp_len = stamp_len(spec.stamp, shape.latency);
+        let pay = l4 + if tcp { TCP } else { UDP } + stamp_len;
         let mut t = vec![0u8; max];
         t[0..6].copy_from_slice(&spec.dst_mac);
         t[6..12].copy_from_slice(&spec.src_mac);
-        t[12..14].copy_from_slice(&(if v4 { 0x0800u16 } else { 0x86dd }).to_be_bytes());
+        let mut o = 12;
+        for (i, v) in shape.vlans.iter().enumerate() {
+            // 802.1ad: the outer tag of two carries TPID 0x88a8, the inner (or only) 0x8100.
+            let tpid: u16 = if i + 1 < shape.vlans.len() {
+                0x88a8
+            } else {
+                0x8100
+            };
+            let tci = (v.pcp as u16) << 13 | v.id;
+            t[o..o + 2].copy_from_slice(&tpid.to_be_bytes());
+            t[o + 2..o + 4].copy_from_slice(&tci.to_be_bytes());
+            o += 4;
+        }
+        t[o..o + 2].copy_from_slice(&(if v4 { 0x0800u16 } else { 0x86dd }).to_be_bytes());
+        let proto: u8 = if tcp { 6 } else { 17 };
+        let (src_off, dst_off, src_lo, dst_lo);
         match (spec.src_ip, spec.dst_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let ip = &mut t[ETH..ETH + IP4];
+                let ip = &mut t[l3..l3 + IP4];
                 ip[0] = 0x45;
                 ip[6] = 0x40; // don't fragment
                 ip[8] = 64;
-                ip[9] = 17;
-                ip[12..16].copy_from_slice(&s.octets());
-                ip[16..20].copy_from_slice(&d.octets());
+                ip[9] = proto;
+                (src_off, dst_off) = (l3 + 12, l3 + 16);
+                (src_lo, dst_lo) = (u32::from(s), u32::from(d));
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let ip = &mut t[ETH..ETH + IP6];
+                let ip = &mut t[l3..l3 + IP6];
                 ip[0] = 0x60;
-                ip[6] = 17;
+                ip[6] = proto;
                 ip[7] = 64;
-                ip[8..24].copy_from_slice(&s.octets());
-                ip[24..40].copy_from_slice(&d.octets());
+                // The first 96 bits of each address live in the template; the last 32 are
+                // written per frame.
+                ip[8..20].copy_from_slice(&s.octets()[..12]);
+                ip[24..36].copy_from_slice(&d.octets()[..12]);
+                (src_off, dst_off) = (l3 + 20, l3 + 36);
+                let lo = |a: std::net::Ipv6Addr| {
+                    let o = a.octets();
+                    u32::from_be_bytes([o[12], o[13], o[14], o[15]])
+                };
+                (src_lo, dst_lo) = (lo(s), lo(d));
             }
             _ => unreachable!("validated"),
         }
-        t[l4..l4 + 2].copy_from_slice(&spec.src_port.to_be_bytes());
-        t[l4 + 2..l4 + 4].copy_from_slice(&spec.dst_port.to_be_bytes());
-        let pay = l4 + UDP + if spec.stamp { STAMP } else { 0 };
-        // A recognisable payload: an incrementing byte pattern.
-        for (i, b) in t[pay..].iter_mut().enumerate() {
-            *b = i as u8;
+        if tcp {
+            let h = &mut t[l4..l4 + TCP];
+            h[4..8].copy_from_slice(&1u32.to_be_bytes()); // sequence number
+            if shape.l4 == L4Kind::TcpAck {
+                h[8..12].copy_from_slice(&1u32.to_be_bytes()); // acknowledgment number
+            }
+            h[12] = 5 << 4; // data offset: 5 words, no options
+            h[13] = if shape.l4 == L4Kind::TcpSyn {
+                0x02
+            } else {
+                0x10
+            };
+            h[14..16].copy_from_slice(&0xffffu16.to_be_bytes()); // window
+        }
+        match shape.payload {
+            Payload::Pattern => {
+                for (i, b) in t[pay..].iter_mut().enumerate() {
+                    *b = i as u8;
+                }
+            }
+            Payload::Random(seed) => {
+                for (i, c) in t[pay..].chunks_mut(8).enumerate() {
+                    let r = mix64(seed ^ mix64(i as u64)).to_le_bytes();
+                    c.copy_from_slice(&r[..c.len()]);
+                }
+            }
         }
         let mut payload_sum = Vec::with_capacity(max - pay + 1);
         payload_sum.push(0);
         for n in 1..=max - pay {
-            // Sum of the first n payload bytes, as 16-bit words aligned to the payload start
-            // (which is at an even offset from the UDP header, as the checksum requires).
+            // Sum of the first n payload bytes as 16-bit words aligned to the payload start
+            // (an even offset from the transport header, as the checksum requires).
             let prev = payload_sum[n - 1];
             let b = t[pay + n - 1] as u32;
             let add = if (n - 1) % 2 == 0 { b << 8 } else { b };
             payload_sum.push(prev + add);
         }
-        let src_last = if v4 { ETH + 14 } else { ETH + 22 };
-        let src_last_base = u16::from_be_bytes([t[src_last], t[src_last + 1]]);
-        let vary_ip = spec.vary == FlowVary::SrcIp;
-        // Sums of the constant words; the template has 0 in every length and checksum field.
-        let less_src = |sum: u32| {
-            if vary_ip {
-                sum + (!src_last_base) as u32 // one's-complement subtraction of the word
-            } else {
-                sum
+        // FlowVary::SrcIp steps over the destination when both share all but the last 16 bits.
+        let src_skip16 = if spec.vary == FlowVary::SrcIp
+            && !shape.ranges.iter().any(|r| r.field == RangeField::SrcIp)
+            && same_but_last(spec.src_ip, spec.dst_ip, 16)
+        {
+            if spec.flows == 65536 {
+                return Err(Error::Config(
+                    "--vary src-ip with 65536 flows would use the destination address as a \
+                     source: use at most 65535 flows, or a source outside the destination's /16 \
+                     (/112)"
+                        .into(),
+                ));
             }
-        };
-        let ip_base = if v4 {
-            less_src(checksum(&t[ETH..ETH + IP4], 0))
+            Some((dst_lo as u16).wrapping_sub(src_lo as u16))
         } else {
-            0
+            None
         };
-        let (a0, alen) = if v4 { (ETH + 12, 8) } else { (ETH + 8, 32) };
-        let mut udp_base = less_src(checksum(&t[a0..a0 + alen], 17));
-        udp_base += spec.dst_port as u32;
-        if vary_ip {
-            udp_base += spec.src_port as u32;
+        let mut walks = Vec::new();
+        let mut div = 1u64;
+        for r in &shape.ranges {
+            let n = r.len()?;
+            let (lo, _) = FieldRange::parts(r.lo);
+            let (hi, _) = FieldRange::parts(r.hi);
+            let skip = (r.field == RangeField::SrcIp
+                && same_but_last(spec.src_ip, spec.dst_ip, 32)
+                && (lo..=hi).contains(&dst_lo))
+            .then_some(dst_lo);
+            if skip.is_some() && n == 1 {
+                return Err(Error::Config(format!(
+                    "source range {r:?} holds only the destination address"
+                )));
+            }
+            walks.push(Walk {
+                field: r.field,
+                lo,
+                n: n - skip.is_some() as u64,
+                div,
+                mode: r.mode,
+                skip,
+            });
+            div = div.saturating_mul(n);
         }
-        if spec.stamp {
-            udp_base += (SEQ_MAGIC >> 16) + (SEQ_MAGIC & 0xffff);
+        // Addresses that never vary live in the template (and so in the constant sums below);
+        // otherwise their last 32 bits are written per frame.
+        let addr_varies = src_skip16.is_some()
+            || spec.vary == FlowVary::SrcIp
+            || walks
+                .iter()
+                .any(|w| matches!(w.field, RangeField::SrcIp | RangeField::DstIp));
+        if !addr_varies {
+            t[src_off..src_off + 4].copy_from_slice(&src_lo.to_be_bytes());
+            t[dst_off..dst_off + 4].copy_from_slice(&dst_lo.to_be_bytes());
+        }
+        // Constant sums: the template has 0 in every length, checksum, port, varying address
+        // word and stamp field.
+        let ip_base = if v4 { checksum(&t[l3..l3 + IP4], 0) } else { 0 };
+        let (a0, alen) = if v4 { (l3 + 12, 8) } else { (l3 + 8, 32) };
+        let mut l4_base = checksum(&t[a0..a0 + alen], proto as u32);
+        if tcp {
+            l4_base = checksum(&t[l4..l4 + TCP], l4_base);
+        }
+        if stamp_len > 0 {
+            l4_base += spec.flows - 1;
         }
         Ok(Stamper {
-            spec,
+            flows: spec.flows,
+            vary: spec.vary,
+            src_port: spec.src_port,
+            dst_port: spec.dst_port,
+            spec: Box::new(spec),
+            shape: Box::new(shape),
             tmpl: t,
             v4,
+            l3,
             l4,
+            tcp,
+            stamp_len,
+            pay,
             payload_sum,
-            src_last,
-            src_last_base,
+            src_off,
+            dst_off,
+            addr_varies,
+            src_lo,
+            dst_lo,
+            src_skip16,
+            walks,
             ip_base,
-            udp_base,
+            l4_base,
         })
     }
 
-    /// The spec this stamper writes.
+    /// The spec this stamper writes (with `Imix` resolved as [`Stamper::with_shape`] says).
     pub fn spec(&self) -> &FrameSpec {
         &self.spec
+    }
+
+    /// The shape this stamper writes.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    #[inline]
+    fn flow_vals(&self, flow: u32) -> FlowVals {
+        let mut v = FlowVals {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            src_lo: self.src_lo,
+            dst_lo: self.dst_lo,
+        };
+        match self.vary {
+            FlowVary::SrcPort => v.src_port = self.src_port.wrapping_add(flow as u16),
+            FlowVary::SrcIp => {
+                let mut k = flow as u16;
+                if let Some(d) = self.src_skip16 {
+                    k += (k >= d) as u16;
+                }
+                v.src_lo =
+                    (self.src_lo & 0xffff_0000) | (self.src_lo as u16).wrapping_add(k) as u32;
+            }
+        }
+        for (i, w) in self.walks.iter().enumerate() {
+            let x = w.value(flow, i as u64 + 1);
+            match w.field {
+                RangeField::SrcPort => v.src_port = x as u16,
+                RangeField::DstPort => v.dst_port = x as u16,
+                RangeField::SrcIp => v.src_lo = x,
+                RangeField::DstIp => v.dst_lo = x,
+            }
+        }
+        v
     }
 
     /// Writes frame `len` bytes long for `flow` with stamp (`stream`, `seq`) into `out[..len]`.
     /// `out` must be at least `len` bytes and `len` within the spec's sizes.
     #[inline]
     pub fn write(&self, out: &mut [u8], len: usize, flow: u32, stream: u16, seq: u64) {
-        let l4 = self.l4;
+        self.write_at(out, len, flow, stream, seq, None)
+    }
+
+    /// As [`Stamper::write`]; with `tx_ns` (and a shape with `latency`) the stamp is a latency
+    /// stamp carrying that send time.
+    #[inline]
+    pub fn write_at(
+        &self,
+        out: &mut [u8],
+        len: usize,
+        flow: u32,
+        stream: u16,
+        seq: u64,
+        tx_ns: Option<u64>,
+    ) {
+        let (l3, l4) = (self.l3, self.l4);
         let out = &mut out[..len];
         out.copy_from_slice(&self.tmpl[..len]);
-        let udp_len = (len - l4) as u16;
-        let flow = flow % self.spec.flows;
-        // Only lengths, the flow field and the stamp vary: both checksums are the precomputed
-        // sums of everything else plus these few words (and the payload's precomputed sum).
+        let flow = flow % self.flows;
+        let v = self.flow_vals(flow);
+        let l4_len = (len - l4) as u16;
+        // Only these few words vary: both checksums are the precomputed sums of everything
+        // else plus these words and the payload's precomputed sum.
         let mut ip_sum = self.ip_base;
-        let mut udp_sum = self.udp_base + 2 * udp_len as u32; // pseudo-header + UDP header
-        match self.spec.vary {
-            FlowVary::SrcPort => {
-                let port = self.spec.src_port.wrapping_add(flow as u16);
-                out[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
-                udp_sum += port as u32;
-            }
-            FlowVary::SrcIp => {
-                let v = self.src_last_base.wrapping_add(flow as u16);
-                out[self.src_last..self.src_last + 2].copy_from_slice(&v.to_be_bytes());
-                udp_sum += v as u32;
-                ip_sum += v as u32;
-            }
+        let mut l4_sum = self.l4_base + l4_len as u32; // pseudo-header length
+        let ports = (v.src_port as u32) << 16 | v.dst_port as u32;
+        out[l4..l4 + 4].copy_from_slice(&ports.to_be_bytes());
+        l4_sum += words32(ports);
+        let mut addr = 0;
+        if self.addr_varies {
+            out[self.src_off..self.src_off + 4].copy_from_slice(&v.src_lo.to_be_bytes());
+            out[self.dst_off..self.dst_off + 4].copy_from_slice(&v.dst_lo.to_be_bytes());
+            addr = words32(v.src_lo) + words32(v.dst_lo);
+            l4_sum += addr;
         }
-        out[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        if !self.tcp {
+            out[l4 + 4..l4 + 6].copy_from_slice(&l4_len.to_be_bytes());
+            l4_sum += l4_len as u32;
+        }
         if self.v4 {
-            let tot = (len - ETH) as u16;
-            out[ETH + 2..ETH + 4].copy_from_slice(&tot.to_be_bytes());
-            let c = csum_fold(ip_sum + tot as u32);
-            out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
+            let tot = (len - l3) as u16;
+            out[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
+            ip_sum += addr + tot as u32;
+            let c = csum_fold(ip_sum);
+            out[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
         } else {
-            out[ETH + 4..ETH + 6].copy_from_slice(&udp_len.to_be_bytes());
+            out[l3 + 4..l3 + 6].copy_from_slice(&l4_len.to_be_bytes());
         }
-        let mut pay = l4 + UDP;
-        if self.spec.stamp {
-            let s = &mut out[pay..pay + STAMP];
-            s[0..4].copy_from_slice(&SEQ_MAGIC.to_be_bytes());
-            s[4..6].copy_from_slice(&stream.to_be_bytes());
-            s[8..16].copy_from_slice(&seq.to_be_bytes());
-            udp_sum += stream as u32
-                + (seq >> 48) as u32
-                + ((seq >> 32) & 0xffff) as u32
-                + ((seq >> 16) & 0xffff) as u32
-                + (seq & 0xffff) as u32;
-            pay += STAMP;
+        if self.stamp_len > 0 {
+            let p = self.pay - self.stamp_len;
+            let s = &mut out[p..p + self.stamp_len];
+            let lat = tx_ns.filter(|_| self.stamp_len == LAT_STAMP);
+            let magic = if lat.is_some() { LAT_MAGIC } else { SEQ_MAGIC };
+            // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
+            let seq = seq & 0xffff_ffff_ffff;
+            let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
+            let lo = ((self.flows - 1) as u64) << 48 | seq;
+            let word = (hi as u128) << 64 | lo as u128;
+            s[0..16].copy_from_slice(&word.to_be_bytes());
+            l4_sum += words32(magic) + stream as u32 + flow + words64(seq);
+            if let Some(t) = lat {
+                s[16..24].copy_from_slice(&t.to_be_bytes());
+                l4_sum += words64(t);
+            }
         }
-        let mut c = csum_fold(udp_sum + self.payload_sum[len - pay]);
-        if c == 0 {
-            c = 0xffff; // 0 means "no checksum" for UDP over IPv4 and is invalid over IPv6
+        let mut c = csum_fold(l4_sum + self.payload_sum[len - self.pay]);
+        if self.tcp {
+            out[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+        } else {
+            if c == 0 {
+                c = 0xffff; // 0 means "no checksum" for UDP over IPv4 and is invalid over IPv6
+            }
+            out[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
         }
-        out[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
     }
 
     /// Reads the sequence stamp of a frame written by a stamper with `stamp` on.
     pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
-        let h = crate::flow::parse(frame)?;
-        if h.ip_proto != Some(17) {
-            return None;
-        }
-        let p = h.l4? + UDP;
-        let s = frame.get(p..p + STAMP)?;
-        if u32::from_be_bytes([s[0], s[1], s[2], s[3]]) != SEQ_MAGIC {
-            return None;
-        }
-        Some(Stamp {
-            stream: u16::from_be_bytes([s[4], s[5]]),
-            seq: u64::from_be_bytes([s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]]),
+        Self::read_stamp_full(frame).map(|s| Stamp {
+            stream: s.stream,
+            seq: s.seq,
         })
+    }
+
+    /// Reads a sequence or latency stamp: through up to two VLAN tags, IPv4 or IPv6, UDP or TCP.
+    pub fn read_stamp_full(frame: &[u8]) -> Option<StampInfo> {
+        let be16 = |o: usize| Some(u16::from_be_bytes([*frame.get(o)?, *frame.get(o + 1)?]));
+        let mut et = be16(12)?;
+        let mut l3 = 14;
+        for _ in 0..2 {
+            if matches!(et, 0x8100 | 0x88a8) {
+                et = be16(l3 + 2)?;
+                l3 += 4;
+            }
+        }
+        let (proto, l4) = match et {
+            0x0800 => {
+                let ihl = (*frame.get(l3)? & 0x0f) as usize * 4;
+                if ihl < IP4 || be16(l3 + 6)? & 0x1fff != 0 {
+                    return None;
+                }
+                (*frame.get(l3 + 9)?, l3 + ihl)
+            }
+            0x86dd => (*frame.get(l3 + 6)?, l3 + IP6),
+            _ => return None,
+        };
+        let p = match proto {
+            17 => l4 + UDP,
+            6 => l4 + ((*frame.get(l4 + 12)? >> 4) as usize * 4).max(TCP),
+            _ => return None,
+        };
+        let s = frame.get(p..p + STAMP)?;
+        let magic = u32::from_be_bytes([s[0], s[1], s[2], s[3]]);
+        let tx_ns = match magic {
+            SEQ_MAGIC => None,
+            LAT_MAGIC => {
+                let t = frame.get(p + STAMP..p + LAT_STAMP)?;
+                Some(u64::from_be_bytes(t.try_into().ok()?))
+            }
+            _ => return None,
+        };
+        let mut seq = [0u8; 8];
+        seq[2..].copy_from_slice(&s[10..16]);
+        Some(StampInfo {
+            stream: u16::from_be_bytes([s[4], s[5]]),
+            flow: u16::from_be_bytes([s[6], s[7]]),
+            flows: u16::from_be_bytes([s[8], s[9]]) as u32 + 1,
+            seq: u64::from_be_bytes(seq),
+            tx_ns,
+        })
+    }
+}
+
+/// True when `a` and `b` agree in all but their last `bits` bits (both the same family).
+fn same_but_last(a: IpAddr, b: IpAddr, bits: u32) -> bool {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            bits >= 32 || (u32::from(a) >> bits) == (u32::from(b) >> bits)
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a) >> bits) == (u128::from(b) >> bits),
+        _ => false,
     }
 }
 

@@ -33,7 +33,12 @@ impl Drop for Cq {
         // SAFETY: every QP/WQ using this CQ holds an `Arc<Cq>`, so none is left (otherwise the
         // call would fail with EBUSY).
         let rc = unsafe { ibv_destroy_cq(self.cq.as_ptr()) };
-        debug_assert_eq!(rc, 0, "ibv_destroy_cq failed");
+        if rc != 0 {
+            eprintln!(
+                "rawq: ibv_destroy_cq failed: {}",
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
     }
 }
 

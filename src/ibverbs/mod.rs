@@ -30,6 +30,7 @@ pub mod context;
 pub mod cq;
 pub mod device;
 pub mod flow;
+mod inline;
 pub mod mr;
 pub mod pd;
 pub mod qp;

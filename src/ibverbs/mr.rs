@@ -38,7 +38,12 @@ impl Drop for Mr {
         // SAFETY: registered by `ibv_reg_mr`; every queue that posts with this lkey holds an
         // `Arc<Mr>` and its QP is destroyed first.
         let rc = unsafe { ibv_dereg_mr(self.mr.as_ptr()) };
-        debug_assert_eq!(rc, 0, "ibv_dereg_mr failed");
+        if rc != 0 {
+            eprintln!(
+                "rawq: ibv_dereg_mr failed: {}",
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
     }
 }
 

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use rdma_sys::*;
 
+use super::inline::{ibv_create_wq, ibv_destroy_wq, ibv_modify_wq};
+
 use super::cq::Cq;
 use super::pd::Pd;
 use crate::error::{Error, Result};
@@ -35,7 +37,12 @@ impl Drop for Wq {
     fn drop(&mut self) {
         // SAFETY: indirection tables naming this WQ hold an `Arc<Wq>`, so they are gone.
         let rc = unsafe { ibv_destroy_wq(self.wq.as_ptr()) };
-        debug_assert_eq!(rc, 0, "ibv_destroy_wq failed");
+        if rc != 0 {
+            eprintln!(
+                "rawq: ibv_destroy_wq failed: {}",
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
     }
 }
 
@@ -55,9 +62,7 @@ impl Wq {
         a.cq = cq.as_raw();
         // SAFETY: context, PD and CQ are alive and kept so by the returned value.
         let wq = unsafe { ibv_create_wq(pd.context().as_raw(), &mut a) };
-        let wq = wq
-            .and_then(NonNull::new)
-            .ok_or_else(|| Error::last_os("ibv_create_wq"))?;
+        let wq = NonNull::new(wq).ok_or_else(|| Error::last_os("ibv_create_wq"))?;
         let w = Wq {
             wq,
             max_wr: a.max_wr,

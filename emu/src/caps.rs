@@ -1,0 +1,225 @@
+//! Every identity value, limit and capability of the emulated device, in one place (the role
+//! of `rxe_param.h` in the kernel's soft-RoCE). The sysfs tree, GET_CONTEXT, QUERY_DEVICE,
+//! QUERY_PORT and the command checks all read these.
+//!
+//! The device is a ConnectX-5 (PCI 15b3:1017, `providers/mlx5/mlx5.c: mlx5_hca_table`; a
+//! ConnectX-4 Lx, 15b3:1015, in the L2 inline mode: [`part`]), with
+//! the capabilities rawq's device model implements: RSS (Toeplitz), striding RQ, CQE
+//! compression (hash and checksum mini-CQE formats), enhanced multi-packet send (eMPW).
+
+/// `major:minor` of the first uverbs node (`IB_UVERBS_MAJOR` 231, `IB_UVERBS_BASE_MINOR` 192).
+pub const UVERBS_MAJOR: u32 = 231;
+/// See [`UVERBS_MAJOR`].
+pub const UVERBS_MINOR: u32 = 192;
+/// `class/infiniband_verbs/abi_version` (`IB_USER_VERBS_ABI_VERSION`).
+pub const UVERBS_ABI: u32 = 6;
+/// `uverbs0/abi_version`: `MLX5_IB_UVERBS_ABI_VERSION`.
+pub const MLX5_ABI: u32 = 1;
+/// PCI vendor (Mellanox).
+pub const PCI_VENDOR: u16 = 0x15b3;
+/// IEEE OUI reported as `vendor_id` (0x02c9, Mellanox).
+pub const VENDOR_ID: u32 = 0x02c9;
+/// The part the device claims to be, from the inline mode it emulates: a ConnectX-5 (PCI
+/// 0x1017, `vendor_part_id` 4119) needs no inline header; a ConnectX-4 Lx (0x1015, 4117) needs
+/// the L2 header inline. Both are in `mlx5.c: mlx5_hca_table`; drivers that have no DevX pick
+/// the inline mode by this id (DPDK's mlx5 PMD, rawq's DV backend), libmlx5 by `eth_min_inline`.
+pub fn part(min_inline: crate::config::MinInline) -> (u16, u32) {
+    match min_inline {
+        crate::config::MinInline::None => (0x1017, 4119),
+        crate::config::MinInline::L2 => (0x1015, 4117),
+    }
+}
+/// Firmware version: mlx5 prints `fw_ver` bits 32/16/0 as major.minor.sub
+/// (`providers/mlx5/verbs.c: mlx5_query_device_ex`).
+pub const FW: (u64, u64, u64) = (16, 35, 1012);
+/// `board_id` in sysfs.
+pub const BOARD_ID: &str = "MT_0000000008";
+/// Node GUID (host order; sent big-endian).
+pub const NODE_GUID: u64 = 0x0c42_a103_00fc_0001;
+/// The port's MAC (the GIDs are built from it).
+pub const MAC: [u8; 6] = [0x02, 0xfc, 0x00, 0x00, 0x00, 0x01];
+
+/// log2 of the largest queue (WQEs / CQEs): `log_max_qp_sz` / `log_max_cq_sz`.
+pub const LOG_MAX_QUEUE: u32 = 15;
+/// Largest CQ (entries).
+pub const MAX_CQE: u32 = (1 << 22) - 1;
+/// Largest QP (work requests).
+pub const MAX_QP_WR: u32 = 1 << LOG_MAX_QUEUE;
+/// Scatter/gather entries per WQE.
+pub const MAX_SGE: u32 = 30;
+/// Objects per context.
+pub const MAX_OBJECTS: u32 = 1 << 24;
+/// Largest RSS indirection table (log2): `log_max_rqt_size`.
+pub const LOG_MAX_RWQ_IND_TBL: u32 = 11;
+/// Largest inline data on send.
+pub const MAX_INLINE: u32 = 512;
+/// Toeplitz key length mlx5 accepts (`mlx5_ib_create_qp_rss.rx_key_len`).
+pub const RSS_KEY_LEN: usize = 40;
+
+/// GET_CONTEXT values (`mlx5_ib_alloc_ucontext_resp`).
+pub mod ucontext {
+    /// `bf_reg_size`.
+    pub const BF_REG_SIZE: u32 = 512;
+    /// `cache_line_size`.
+    pub const CACHE_LINE: u32 = 64;
+    /// `max_sq_desc_sz`.
+    pub const MAX_SQ_DESC: u16 = 1024;
+    /// `max_rq_desc_sz`.
+    pub const MAX_RQ_DESC: u16 = 512;
+    /// `log_uar_size`: 4 KiB UAR pages.
+    pub const LOG_UAR_SIZE: u32 = 12;
+    /// `num_uars_per_page`.
+    pub const UARS_PER_PAGE: u32 = 1;
+    /// bfregs per UAR page (`MLX5_NON_FP_BFREGS_PER_UAR`).
+    pub const BFREGS_PER_UAR: u32 = 2;
+    /// `qp_tab_size` (`1 << log_max_qp`).
+    pub const QP_TAB_SIZE: u32 = 1 << 18;
+}
+
+/// Port attributes (`ib_uverbs_query_port_resp`).
+pub mod port {
+    /// `IBV_PORT_ACTIVE`.
+    pub const STATE_ACTIVE: u8 = 4;
+    /// `IBV_MTU_4096`.
+    pub const MAX_MTU: u8 = 5;
+    /// `IBV_MTU_1024` (an Ethernet MTU of 1500).
+    pub const ACTIVE_MTU: u8 = 3;
+    /// Physical state LinkUp.
+    pub const PHYS_LINK_UP: u8 = 5;
+    /// `IBV_LINK_LAYER_ETHERNET`.
+    pub const LINK_LAYER_ETHERNET: u8 = 2;
+    /// GID table entries.
+    pub const GID_TBL_LEN: u32 = 8;
+    /// 4X width.
+    pub const WIDTH_4X: u8 = 2;
+    /// 25 Gb/s per lane (EDR): 100 Gb/s on a 4X port.
+    pub const SPEED_EDR: u8 = 32;
+}
+
+/// Striding RQ limits (`mlx5_ib_striding_rq_caps`), those of a ConnectX-5.
+pub mod striding {
+    /// Smallest stride, log2 bytes.
+    pub const MIN_STRIDE_LOG: u32 = 6;
+    /// Largest stride, log2 bytes.
+    pub const MAX_STRIDE_LOG: u32 = 13;
+    /// Fewest strides per WQE, log2.
+    pub const MIN_STRIDES_LOG: u32 = 3;
+    /// Most strides per WQE, log2.
+    pub const MAX_STRIDES_LOG: u32 = 16;
+}
+
+/// The device clock (`device_frequency_khz`; a ConnectX-5 core clock runs at 156.25 MHz).
+pub const CLOCK_KHZ: u64 = 156_250;
+
+/// CQEs carry timestamps (and QUERY_DEVICE offers `timestamp_mask`), unless
+/// `RAWQ_EMU_CQE_TIMESTAMPS` says otherwise. Off for now: the device
+/// model writes the timestamp (bytes 48..56) into error CQEs too, over `vendor_err_synd` and
+/// `syndrome` (bytes 54, 55 of `struct mlx5_err_cqe`), and libmlx5 then reports
+/// IBV_WC_GENERAL_ERR instead of the real status. The clock page ticks either way.
+pub const CQE_TIMESTAMPS: bool = false;
+
+/// CQE compression: most CQEs in one compressed session (`cqe_comp_caps.max_num`).
+pub const CQE_COMP_MAX_NUM: u32 = 64;
+
+/// Most emulated devices in one process (`RAWQ_EMU_PAIR=1`: two, cabled to each other).
+pub const MAX_DEVICES: u32 = 2;
+
+/// The names and numbers of emulated device `index` (0: `mlx5_0` behind `uverbs0`, 231:192;
+/// 1: `mlx5_1` behind `uverbs1`, 231:193, the next GUID and MAC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ident(pub u32);
+
+impl Ident {
+    /// The RDMA device name.
+    pub fn ibdev(self) -> String {
+        format!("mlx5_{}", self.0)
+    }
+    /// The uverbs node name.
+    pub fn uverbs(self) -> String {
+        format!("uverbs{}", self.0)
+    }
+    /// The node's path.
+    pub fn path(self) -> String {
+        format!("/dev/infiniband/uverbs{}", self.0)
+    }
+    /// The node's minor number.
+    pub fn minor(self) -> u32 {
+        UVERBS_MINOR + self.0
+    }
+    /// Node GUID.
+    pub fn node_guid(self) -> u64 {
+        NODE_GUID + u64::from(self.0)
+    }
+    /// Port MAC.
+    pub fn mac(self) -> [u8; 6] {
+        let mut m = MAC;
+        m[5] = m[5].wrapping_add(self.0 as u8);
+        m
+    }
+    /// The device a node path names, among `count`.
+    pub fn of_path(path: &[u8], count: u32) -> Option<Ident> {
+        let n = path.strip_prefix(b"/dev/infiniband/uverbs")?;
+        let s = std::str::from_utf8(n).ok()?;
+        if s.is_empty() || (s.len() > 1 && s.starts_with('0')) {
+            return None;
+        }
+        let i: u32 = s.parse().ok()?;
+        (i < count).then_some(Ident(i))
+    }
+}
+
+/// `fw_ver` as QUERY_DEVICE reports it.
+pub fn fw_ver() -> u64 {
+    (FW.0 << 32) | (FW.1 << 16) | FW.2
+}
+
+/// GUID as sysfs writes it (`0c42:a103:00fc:0001`).
+pub fn guid_text(g: u64) -> String {
+    format!(
+        "{:04x}:{:04x}:{:04x}:{:04x}",
+        (g >> 48) & 0xffff,
+        (g >> 32) & 0xffff,
+        (g >> 16) & 0xffff,
+        g & 0xffff
+    )
+}
+
+/// The link-local GID of [`MAC`] (modified EUI-64), as sysfs `ports/1/gids/N` writes it.
+pub fn link_local_gid(mac: [u8; 6]) -> String {
+    let eui = [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ];
+    format!(
+        "fe80:0000:0000:0000:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+        eui[0], eui[1], eui[2], eui[3], eui[4], eui[5], eui[6], eui[7]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms() {
+        assert_eq!(guid_text(NODE_GUID), "0c42:a103:00fc:0001");
+        assert_eq!(
+            link_local_gid(MAC),
+            "fe80:0000:0000:0000:00fc:00ff:fe00:0001"
+        );
+        assert_eq!(fw_ver() >> 32, 16);
+        assert_eq!(
+            Ident::of_path(b"/dev/infiniband/uverbs1", 2),
+            Some(Ident(1))
+        );
+        assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs1", 1), None);
+        assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs01", 2), None);
+        assert_eq!(Ident(1).mac()[5], 2);
+    }
+}

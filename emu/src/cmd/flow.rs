@@ -1,0 +1,335 @@
+//! EX_CREATE_FLOW, EX_DESTROY_FLOW: `ibv_create_flow` rules, decoded from the
+//! `ib_uverbs_flow_spec_*` bytes (`rdma/ib_user_verbs.h`) into the model's [`FlowSpec`]s.
+//!
+//! Kernel: `uverbs_cmd.c: ib_uverbs_ex_create_flow`, `kern_spec_to_ib_spec`,
+//! `kern_spec_to_ib_spec_filter` (a filter shorter than the kernel's is zero-extended, a
+//! longer one must be zero past it); `mlx5/fs.c: mlx5_ib_create_flow`. libibverbs writes the
+//! specs in `cmd_flow.c: ibv_cmd_create_flow` / `ib_spec_to_kern_spec`.
+
+use libc::{EINVAL, EOPNOTSUPP, EPERM};
+
+use rawq::dv::model::hw::{FlowDesc, FlowSpec, Masked};
+
+use super::{Attrs, CmdResult, Ctx};
+use crate::objects::{Flow, Obj};
+use crate::rings::hw_errno;
+use crate::uapi::*;
+use crate::Errno;
+
+/// Spec types (`enum ib_flow_spec_type`, `IBV_FLOW_SPEC_*` in verbs.h).
+mod ty {
+    pub const ETH: u32 = 0x20;
+    pub const IPV4: u32 = 0x30;
+    pub const IPV6: u32 = 0x31;
+    pub const TCP: u32 = 0x40;
+    pub const UDP: u32 = 0x41;
+    pub const INNER: u32 = 0x100;
+    pub const ACTION_TAG: u32 = 0x1000;
+    pub const ACTION_DROP: u32 = 0x1001;
+}
+/// `IB_FLOW_ATTR_NORMAL`.
+const ATTR_NORMAL: u32 = 0;
+/// `IB_FLOW_ATTR_FLAGS_DONT_TRAP`; `IB_FLOW_ATTR_FLAGS_RESERVED` (first unknown bit).
+const FLAGS_DONT_TRAP: u32 = 1 << 1;
+const FLAGS_RESERVED: u32 = 1 << 3;
+/// `IB_FLOW_SPEC_SUPPORT_LAYERS`.
+const MAX_SPECS: u8 = 10;
+/// Kernel filter sizes (`offsetof(struct ib_flow_*_filter, real_sz)`).
+const ETH_SZ: usize = 16;
+const IPV4_SZ: usize = 12;
+const IPV6_SZ: usize = 40;
+const L4_SZ: usize = 4;
+
+/// The value and mask halves of a filter spec, zero-extended to `want` bytes.
+fn filter(body: &[u8], want: usize) -> Result<(Vec<u8>, Vec<u8>), Errno> {
+    if body.is_empty() || body.len() % 2 != 0 {
+        return Err(EINVAL);
+    }
+    let half = body.len() / 2;
+    let (v, m) = body.split_at(half);
+    if half > want && (v[want..].iter().any(|&b| b != 0) || m[want..].iter().any(|&b| b != 0)) {
+        return Err(EINVAL);
+    }
+    let ext = |s: &[u8]| {
+        let mut x = s[..half.min(want)].to_vec();
+        x.resize(want, 0);
+        x
+    };
+    Ok((ext(v), ext(m)))
+}
+
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+
+fn arr<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[o..o + N]);
+    a
+}
+
+/// Decodes `num` specs from `bytes` (exactly `flow_attr.size` bytes).
+///
+/// # Errors
+/// EINVAL for malformed specs or leftover bytes, EOPNOTSUPP for spec types the device does not
+/// match on (inner headers, tunnels, ESP, MPLS, counters, flow-action handles).
+pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
+    let mut out = Vec::with_capacity(num as usize);
+    for _ in 0..num {
+        if bytes.len() < 8 {
+            return Err(EINVAL);
+        }
+        let kind = u32::from_ne_bytes(arr(bytes, 0));
+        let size = u16::from_ne_bytes(arr(bytes, 4)) as usize;
+        let reserved = u16::from_ne_bytes(arr(bytes, 6));
+        if size < 8 || size > bytes.len() || reserved != 0 {
+            return Err(EINVAL);
+        }
+        let body = &bytes[8..size];
+        bytes = &bytes[size..];
+        if kind & ty::INNER != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let spec = match kind {
+            ty::ETH => {
+                let (v, m) = filter(body, ETH_SZ)?;
+                FlowSpec::Eth {
+                    dst: Masked {
+                        value: arr(&v, 0),
+                        mask: arr(&m, 0),
+                    },
+                    src: Masked {
+                        value: arr(&v, 6),
+                        mask: arr(&m, 6),
+                    },
+                    ether_type: Masked {
+                        value: be16(&v, 12),
+                        mask: be16(&m, 12),
+                    },
+                    vlan_tag: Masked {
+                        value: be16(&v, 14),
+                        mask: be16(&m, 14),
+                    },
+                }
+            }
+            ty::IPV4 => {
+                let (v, m) = filter(body, IPV4_SZ)?;
+                FlowSpec::Ipv4 {
+                    src: Masked {
+                        value: arr(&v, 0),
+                        mask: arr(&m, 0),
+                    },
+                    dst: Masked {
+                        value: arr(&v, 4),
+                        mask: arr(&m, 4),
+                    },
+                    proto: Masked {
+                        value: v[8],
+                        mask: m[8],
+                    },
+                    tos: Masked {
+                        value: v[9],
+                        mask: m[9],
+                    },
+                }
+            }
+            ty::IPV6 => {
+                let (v, m) = filter(body, IPV6_SZ)?;
+                FlowSpec::Ipv6 {
+                    src: Masked {
+                        value: arr(&v, 0),
+                        mask: arr(&m, 0),
+                    },
+                    dst: Masked {
+                        value: arr(&v, 16),
+                        mask: arr(&m, 16),
+                    },
+                    next_hdr: Masked {
+                        value: v[36],
+                        mask: m[36],
+                    },
+                }
+            }
+            ty::TCP | ty::UDP => {
+                let (v, m) = filter(body, L4_SZ)?;
+                // ib_uverbs_flow_tcp_udp_filter: dst_port first.
+                let dst = Masked {
+                    value: be16(&v, 0),
+                    mask: be16(&m, 0),
+                };
+                let src = Masked {
+                    value: be16(&v, 2),
+                    mask: be16(&m, 2),
+                };
+                if kind == ty::TCP {
+                    FlowSpec::Tcp { src, dst }
+                } else {
+                    FlowSpec::Udp { src, dst }
+                }
+            }
+            ty::ACTION_TAG => {
+                // ib_uverbs_flow_spec_action_tag: hdr, tag_id, reserved1.
+                if body.len() < 8 || u32::from_ne_bytes(arr(body, 4)) != 0 {
+                    return Err(EINVAL);
+                }
+                FlowSpec::Tag(u32::from_ne_bytes(arr(body, 0)))
+            }
+            ty::ACTION_DROP => {
+                if !body.is_empty() {
+                    return Err(EINVAL);
+                }
+                FlowSpec::Drop
+            }
+            0x32 | 0x34 | 0x50 | 0x51 | 0x60 | 0x1002 | 0x1003 => return Err(EOPNOTSUPP),
+            _ => return Err(EINVAL),
+        };
+        out.push(spec);
+    }
+    if !bytes.is_empty() {
+        return Err(EINVAL);
+    }
+    Ok(out)
+}
+
+pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
+    let fixed = std::mem::size_of::<ib_uverbs_create_flow>();
+    let req: ib_uverbs_create_flow = crate::uapi::from_prefix(&a.core_in);
+    let at = &req.flow_attr;
+    if req.comp_mask != 0 {
+        return Err(EINVAL);
+    }
+    if !crate::sys::has_net_raw() {
+        return Err(EPERM);
+    }
+    if at.flags >= FLAGS_RESERVED {
+        return Err(EINVAL);
+    }
+    if at.num_of_specs > MAX_SPECS {
+        return Err(EINVAL);
+    }
+    let specs_len = a.core_in.len().saturating_sub(fixed);
+    if usize::from(at.size) > specs_len || at.reserved != [0, 0] {
+        return Err(EINVAL);
+    }
+    let qp = c.file.objs.qp(req.qp_handle)?.clone();
+    let specs = decode_specs(
+        &a.core_in[fixed..fixed + usize::from(at.size)],
+        at.num_of_specs,
+    )?;
+    // Only NORMAL rules (no default/sniffer rules) on the one port.
+    if at.type_ != ATTR_NORMAL {
+        return Err(EOPNOTSUPP);
+    }
+    if at.port != 1 {
+        return Err(EINVAL);
+    }
+    // A rule steers to the QP's TIR: a send-only QP cannot take one.
+    let tirn = qp.tirn.ok_or(EINVAL)?;
+    let desc = FlowDesc {
+        tirn,
+        priority: at.priority,
+        dont_trap: at.flags & FLAGS_DONT_TRAP != 0,
+        specs,
+    };
+    c.dev.log(format_args!("CREATE_FLOW {desc:?}"));
+    let id = match c.dev.hw() {
+        Some(hw) if qp.on_hw => Some(hw.create_flow(desc).map_err(|e| hw_errno(&e))?),
+        _ => None,
+    };
+    let h = c.file.objs.insert(Obj::Flow(Flow {
+        qp: req.qp_handle,
+        id,
+    }))?;
+    let r = ib_uverbs_create_flow_resp {
+        comp_mask: 0,
+        flow_handle: h,
+    };
+    a.response(&r).inspect_err(|_| destroy(c, h))
+}
+
+pub(super) fn destroy_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
+    let req: ib_uverbs_destroy_flow = a.request()?;
+    if req.comp_mask != 0 {
+        return Err(EINVAL);
+    }
+    c.file
+        .objs
+        .check_destroy(req.flow_handle, |o| matches!(o, Obj::Flow(_)))?;
+    destroy(c, req.flow_handle);
+    Ok(())
+}
+
+/// Removes a flow from the table and the model.
+pub(super) fn destroy(c: &mut Ctx<'_>, h: u32) {
+    if let Some(Obj::Flow(f)) = c.file.objs.remove(h) {
+        if let (Some(id), Some(hw)) = (f.id, c.dev.hw()) {
+            let _ = hw.destroy_flow(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: u32, body: &[u8]) -> Vec<u8> {
+        let mut v = kind.to_ne_bytes().to_vec();
+        v.extend(((8 + body.len()) as u16).to_ne_bytes());
+        v.extend([0, 0]);
+        v.extend(body);
+        v
+    }
+
+    #[test]
+    fn udp_dst_port_and_drop() {
+        // val {dst 9000, src 0}, mask {dst ffff, src 0}
+        let mut b = spec(ty::UDP, &[0x23, 0x28, 0, 0, 0xff, 0xff, 0, 0]);
+        b.extend(spec(ty::ACTION_DROP, &[]));
+        let s = decode_specs(&b, 2).unwrap();
+        assert_eq!(
+            s[0],
+            FlowSpec::Udp {
+                src: Masked { value: 0, mask: 0 },
+                dst: Masked {
+                    value: 9000,
+                    mask: 0xffff
+                }
+            }
+        );
+        assert_eq!(s[1], FlowSpec::Drop);
+    }
+
+    #[test]
+    fn short_ipv4_filter_is_zero_extended_long_must_be_zero() {
+        // libibverbs' plain IPV4 spec carries only src and dst (8 bytes each half).
+        let mut body = vec![10, 0, 0, 1, 10, 0, 0, 2];
+        body.extend([255, 255, 255, 255, 0, 0, 0, 0]);
+        let s = decode_specs(&spec(ty::IPV4, &body), 1).unwrap();
+        let FlowSpec::Ipv4 {
+            src, dst, proto, ..
+        } = &s[0]
+        else {
+            panic!("{s:?}")
+        };
+        assert_eq!(src.value, [10, 0, 0, 1]);
+        assert_eq!(dst.mask, [0; 4]);
+        assert_eq!(proto.mask, 0);
+        let mut long = vec![0u8; 2 * (L4_SZ + 4)];
+        long[L4_SZ] = 1;
+        assert_eq!(decode_specs(&spec(ty::TCP, &long), 1), Err(EINVAL));
+    }
+
+    #[test]
+    fn malformed() {
+        assert_eq!(decode_specs(&[0; 4], 1), Err(EINVAL));
+        assert_eq!(decode_specs(&spec(0x7a, &[0; 8]), 1), Err(EINVAL));
+        assert_eq!(
+            decode_specs(&spec(ty::UDP | ty::INNER, &[0; 8]), 1),
+            Err(EOPNOTSUPP)
+        );
+        // leftover bytes after the declared specs
+        let mut b = spec(ty::ACTION_DROP, &[]);
+        b.extend([0; 8]);
+        assert_eq!(decode_specs(&b, 1), Err(EINVAL));
+    }
+}

@@ -1,0 +1,157 @@
+//! What the launcher (`scripts/emu.sh`) tells the emulator, through the environment.
+//!
+//! * `RAWQ_EMU_WIRE=IFNAME`: the port's wire is that Linux interface (AF_PACKET); unset or
+//!   empty: the port is looped back to itself.
+//! * `RAWQ_EMU_NETDEV=TAPNAME`: the port's kernel netdev (a TAP device made beforehand).
+//! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
+//!   every send carries the 18-byte L2 header inline).
+//! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
+//! * `RAWQ_EMU_CQE_TIMESTAMPS=0|1`: CQEs carry the device clock (default
+//!   [`crate::caps::CQE_TIMESTAMPS`]).
+//! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
+//! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
+//!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
+//!   as a bad lkey would on hardware; later WQEs are flushed until the QP is reset.
+//! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
+//!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
+//!   when a command fd closes).
+
+/// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MinInline {
+    /// `MLX5_USER_INLINE_MODE_NONE`.
+    None,
+    /// `MLX5_USER_INLINE_MODE_L2`.
+    L2,
+}
+
+impl MinInline {
+    /// Parses `none` / `l2`.
+    pub fn parse(s: &str) -> Option<MinInline> {
+        match s {
+            "none" | "" => Some(MinInline::None),
+            "l2" => Some(MinInline::L2),
+            _ => None,
+        }
+    }
+
+    /// Bytes of inline header demanded.
+    pub fn bytes(self) -> u16 {
+        match self {
+            MinInline::None => 0,
+            MinInline::L2 => 18,
+        }
+    }
+}
+
+/// The emulator's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Interface the port's wire is (None: loopback).
+    pub wire: Option<String>,
+    /// TAP interface of the port's kernel netdev.
+    pub netdev: Option<String>,
+    /// `eth_min_inline`.
+    pub min_inline: MinInline,
+    /// Log commands.
+    pub debug: bool,
+    /// Where to append the model's counters when a command fd closes.
+    pub stats: Option<String>,
+    /// Injected send error: (WQE index, CQE syndrome).
+    pub tx_error: Option<(u64, u8)>,
+    /// Two devices cabled to each other.
+    pub pair: bool,
+    /// CQEs carry timestamps.
+    pub cqe_timestamps: bool,
+}
+
+/// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
+const LOCAL_PROT_ERR: u8 = 0x04;
+
+fn parse_tx_error(v: &str) -> Option<(u64, u8)> {
+    let (nth, synd) = match v.split_once(':') {
+        Some((n, s)) => {
+            let s = s.trim_start_matches("0x");
+            (n, u8::from_str_radix(s, 16).ok()?)
+        }
+        None => (v, LOCAL_PROT_ERR),
+    };
+    Some((nth.parse().ok()?, synd))
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            wire: None,
+            netdev: None,
+            min_inline: MinInline::None,
+            debug: false,
+            stats: None,
+            tx_error: None,
+            pair: false,
+            cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
+        }
+    }
+}
+
+impl Config {
+    /// From the environment; a bad value is reported on stderr and the default used.
+    pub fn from_env() -> Config {
+        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let min_inline = match get("RAWQ_EMU_MIN_INLINE") {
+            None => MinInline::None,
+            Some(v) => MinInline::parse(&v).unwrap_or_else(|| {
+                eprintln!("rawq-emu: RAWQ_EMU_MIN_INLINE={v:?} is not none|l2; using none");
+                MinInline::None
+            }),
+        };
+        Config {
+            wire: get("RAWQ_EMU_WIRE"),
+            netdev: get("RAWQ_EMU_NETDEV"),
+            min_inline,
+            debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
+            stats: get("RAWQ_EMU_STATS"),
+            pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),
+            cqe_timestamps: get("RAWQ_EMU_CQE_TIMESTAMPS")
+                .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
+            tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
+                let r = parse_tx_error(&v);
+                if r.is_none() {
+                    eprintln!("rawq-emu: RAWQ_EMU_TX_ERROR={v:?} is not NTH[:SYNDROME]; ignored");
+                }
+                r
+            }),
+        }
+    }
+
+    /// Number of emulated devices.
+    pub fn devices(&self) -> u32 {
+        if self.pair {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The interface name GIDs are attached to in sysfs (`gid_attrs/ndevs/N` must name a real
+    /// interface: libibverbs resolves it with `if_nametoindex`).
+    pub fn gid_ndev(&self) -> &str {
+        self.netdev
+            .as_deref()
+            .or(self.wire.as_deref())
+            .unwrap_or("lo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_error_forms() {
+        assert_eq!(parse_tx_error("5"), Some((5, 0x04)));
+        assert_eq!(parse_tx_error("0:0x01"), Some((0, 0x01)));
+        assert_eq!(parse_tx_error("x"), None);
+        assert_eq!(parse_tx_error("3:zz"), None);
+    }
+}

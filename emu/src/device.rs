@@ -1,0 +1,319 @@
+//! The emulated device and its open files (the kernel's `ib_uverbs_device` / `ib_uverbs_file`).
+//!
+//! One [`Device`] per emulated NIC, made at the first open of its node. Its hardware, rawq's
+//! device model ([`Hw`]), starts at the first GET_CONTEXT, with its own thread. If the model
+//! cannot be started the device still answers every control command (discovery, queries,
+//! objects), numbering objects itself, and says once on stderr that there is no data path.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rawq::dv::model::hw::{Hw, HwOptions, NetdevPath};
+use rawq::dv::model::{ModelThread, ModelWire};
+
+use crate::config::Config;
+use crate::events::Events;
+use crate::mmap::Uars;
+use crate::objects::Objects;
+use crate::{caps, cmd, sys, Errno};
+
+/// A context (`ib_ucontext`), made by GET_CONTEXT.
+pub struct Ucontext {
+    /// bfregs granted (`tot_bfregs`).
+    pub tot_bfregs: u32,
+    /// Our own map of the UAR pages (the model polls them).
+    pub uars: Option<Uars>,
+    /// Our end of the async event fd.
+    pub async_tx: i32,
+    /// The device clock page, once mapped (`MLX5_IB_MMAP_CORE_CLOCK`).
+    pub clock: Option<crate::mmap::ClockPage>,
+    /// The clock page is advertised (the model runs).
+    pub has_clock: bool,
+}
+
+/// One open of the device node.
+pub struct UFile {
+    /// The command fd (a memfd; the application maps UAR pages from it).
+    pub fd: i32,
+    /// The context, once GET_CONTEXT ran.
+    pub ctx: Option<Ucontext>,
+    /// Its objects.
+    pub objs: Objects,
+}
+
+/// The device.
+pub struct Device {
+    /// Which of the process's emulated devices.
+    pub ident: caps::Ident,
+    /// Configuration.
+    pub cfg: Config,
+    hw: OnceLock<Option<Hw>>,
+    thread: Mutex<Option<ModelThread>>,
+    /// Completion-channel and async event delivery.
+    pub events: Arc<Events>,
+    next_num: AtomicU32,
+    files: Mutex<HashMap<i32, Arc<Mutex<UFile>>>>,
+}
+
+impl Device {
+    /// Device 0 with this configuration (nothing started yet).
+    pub fn new(cfg: Config) -> Device {
+        Device::nth(caps::Ident(0), cfg)
+    }
+
+    /// Device `ident` with this configuration (nothing started yet).
+    pub fn nth(ident: caps::Ident, cfg: Config) -> Device {
+        Device {
+            ident,
+            cfg,
+            hw: OnceLock::new(),
+            thread: Mutex::new(None),
+            events: Arc::new(Events::default()),
+            next_num: AtomicU32::new(0x100),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Logs a line when `RAWQ_EMU_DEBUG` is set.
+    pub fn log(&self, args: std::fmt::Arguments<'_>) {
+        if self.cfg.debug {
+            eprintln!("[rawq-emu] {args}");
+        }
+    }
+
+    /// A fresh object number (PDN, lkey index, or a number for an object the model does not
+    /// hold).
+    pub fn next_num(&self) -> u32 {
+        self.next_num.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The hardware, started on first use; `None` if the model could not start.
+    pub fn hw(&self) -> Option<&Hw> {
+        if self.cfg.pair {
+            start_pair();
+        }
+        self.hw.get_or_init(|| self.start_hw()).as_ref()
+    }
+
+    fn start_hw(&self) -> Option<Hw> {
+        let wire = match &self.cfg.wire {
+            Some(ifname) => ModelWire::Bridge {
+                ifname: ifname.clone(),
+            },
+            None => ModelWire::Loopback,
+        };
+        let opts = HwOptions {
+            min_inline: self.cfg.min_inline.bytes(),
+            max_frame: 9216,
+            flow_control: false,
+            wire_capacity: 4096,
+            wire,
+            netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {
+                ifname: ifname.clone(),
+            }),
+            clock_khz: if self.cfg.cqe_timestamps {
+                caps::CLOCK_KHZ
+            } else {
+                0
+            },
+        };
+        match Hw::new(opts) {
+            Ok(hw) => {
+                let events = Arc::clone(&self.events);
+                hw.set_event_sink(Box::new(move |ev| events.on_hw_event(ev)));
+                if let Ok(mut t) = self.thread.lock() {
+                    *t = hw.spawn(None);
+                }
+                if let Some(dest) = &self.cfg.stats {
+                    spawn_stats_writer(dest.clone(), hw.clone());
+                }
+                Some(hw)
+            }
+            Err(e) => {
+                eprintln!(
+                    "rawq-emu: the device model did not start ({e}); {} answers control \
+                     commands only (no data path)",
+                    self.ident.ibdev()
+                );
+                None
+            }
+        }
+    }
+
+    /// open() of the node: a new file over a sparse memfd.
+    ///
+    /// # Errors
+    /// The memfd's errno.
+    pub fn open(&self, cloexec: bool) -> Result<i32, Errno> {
+        let fd = sys::memfd(&self.ident.uverbs(), cloexec)?;
+        let f = UFile {
+            fd,
+            ctx: None,
+            objs: Objects::default(),
+        };
+        self.files
+            .lock()
+            .map_err(|_| libc::EIO)?
+            .insert(fd, Arc::new(Mutex::new(f)));
+        self.log(format_args!("open -> fd {fd}"));
+        Ok(fd)
+    }
+
+    /// `new` is a duplicate of the command fd `old` (dup, dup2, dup3, `F_DUPFD`): the same open
+    /// file, as in the kernel. Returns false if `old` is not ours.
+    pub fn dup(&self, old: i32, new: i32) -> bool {
+        let Ok(mut files) = self.files.lock() else {
+            return false;
+        };
+        let Some(f) = files.get(&old).cloned() else {
+            return false;
+        };
+        files.insert(new, f);
+        self.log(format_args!("dup fd {old} -> {new}"));
+        true
+    }
+
+    /// This device has the command fd `fd`.
+    pub fn owns(&self, fd: i32) -> bool {
+        self.files.lock().is_ok_and(|f| f.contains_key(&fd))
+    }
+
+    fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
+        let files = self.files.lock().map_err(|_| libc::EIO)?;
+        files.get(&fd).cloned().ok_or(libc::EBADF)
+    }
+
+    /// write() on a command fd.
+    ///
+    /// # Errors
+    /// The command's errno.
+    pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
+        let f = self.file(fd)?;
+        let mut f = f.lock().map_err(|_| libc::EIO)?;
+        cmd::write(self, &mut f, buf, count)
+    }
+
+    /// Validates an mmap of the command fd (`mlx5_ib_mmap`).
+    ///
+    /// # Errors
+    /// EINVAL / EPERM as the kernel.
+    pub fn mmap_check(&self, fd: i32, len: usize, prot: i32, off: i64) -> Result<(), Errno> {
+        let f = self.file(fd)?;
+        let mut f = f.lock().map_err(|_| libc::EIO)?;
+        let fd = f.fd;
+        let ctx = f.ctx.as_mut().ok_or(libc::EINVAL)?;
+        let what = crate::mmap::check(Some(ctx), len, prot, off)?;
+        // The clock page starts ticking when it is first mapped.
+        if what == crate::mmap::Page::Clock && ctx.clock.is_none() {
+            if let Some(hw) = self.hw() {
+                ctx.clock = Some(crate::mmap::ClockPage::start(
+                    fd,
+                    hw.clone(),
+                    self.cfg.cqe_timestamps,
+                )?);
+            }
+        }
+        Ok(())
+    }
+
+    /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →
+    /// `uverbs_destroy_ufile_hw`).
+    pub fn release(&self, fd: i32) {
+        let f = match self.files.lock() {
+            Ok(mut files) => match files.remove(&fd) {
+                // Another fd (a dup) still refers to the file: it stays open.
+                Some(f) if files.values().any(|g| Arc::ptr_eq(g, &f)) => {
+                    self.log(format_args!("close fd {fd} (the file stays open on a dup)"));
+                    return;
+                }
+                f => f,
+            },
+            Err(_) => None,
+        };
+        let Some(f) = f else { return };
+        let Ok(mut f) = f.lock() else { return };
+        cmd::destroy_all(self, &mut f);
+        if let Some(ctx) = f.ctx.take() {
+            sys::close(ctx.async_tx);
+        }
+        self.log(format_args!("release fd {fd}"));
+        self.write_stats();
+    }
+
+    /// Writes the model's counters to `RAWQ_EMU_STATS` (a file is rewritten with the latest
+    /// line; `-` appends to stderr).
+    fn write_stats(&self) {
+        let (Some(dest), Some(Some(hw))) = (&self.cfg.stats, self.hw.get()) else {
+            return;
+        };
+        write_counters(dest, hw);
+    }
+}
+
+fn write_counters(dest: &str, hw: &Hw) {
+    let line = format!("rawq-emu counters: {:?}\n", hw.counters());
+    if dest == "-" {
+        eprint!("{line}");
+    } else {
+        // Write a new file and rename it over the old one: a reader never sees half a line.
+        let tmp = format!("{dest}.tmp");
+        let r = std::fs::write(&tmp, line.as_bytes()).and_then(|()| std::fs::rename(&tmp, dest));
+        if let Err(e) = r {
+            eprintln!("rawq-emu: cannot write the counters to {dest}: {e}");
+        }
+    }
+}
+
+/// While the device lives, rewrites the counters file twice a second (a server that is killed
+/// never closes its device).
+fn spawn_stats_writer(dest: String, hw: Hw) {
+    if dest == "-" {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("rawq-emu-stats".into())
+        .spawn(move || loop {
+            write_counters(&dest, &hw);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        });
+}
+
+/// The process's emulated devices (configured from the environment at first use). With
+/// `RAWQ_EMU_PAIR=1` there are two, and the first use of either's hardware starts both, cabled.
+pub fn devices() -> &'static [Device] {
+    static DEVS: OnceLock<Vec<Device>> = OnceLock::new();
+    DEVS.get_or_init(|| {
+        let cfg = Config::from_env();
+        (0..cfg.devices())
+            .map(|i| Device::nth(caps::Ident(i), cfg.clone()))
+            .collect()
+    })
+}
+
+/// Starts both devices of the process's pair and cables them to each other (`Hw::connect`),
+/// once.
+fn start_pair() {
+    static PAIR: OnceLock<()> = OnceLock::new();
+    PAIR.get_or_init(|| {
+        if let [a, b] = devices() {
+            let ha = a.hw.get_or_init(|| a.start_hw()).as_ref();
+            let hb = b.hw.get_or_init(|| b.start_hw()).as_ref();
+            if let (Some(ha), Some(hb)) = (ha, hb) {
+                Hw::connect(ha, hb);
+            }
+        }
+    });
+}
+
+/// The device behind a node path.
+pub fn device_of_path(path: &[u8]) -> Option<&'static Device> {
+    let devs = devices();
+    let id = caps::Ident::of_path(path, devs.len() as u32)?;
+    devs.get(id.0 as usize)
+}
+
+/// The device a command fd belongs to.
+pub fn device_of_fd(fd: i32) -> Option<&'static Device> {
+    devices().iter().find(|d| d.owns(fd))
+}

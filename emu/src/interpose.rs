@@ -1,0 +1,179 @@
+//! The Rust half of the interposer: the `rawq_emu_*` entry points `interpose.c` calls. Each
+//! catches panics (a panic must never unwind into C) and answers an errno instead.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::caps;
+use crate::device::{device_of_fd, device_of_path};
+
+/// "Not ours: use the real call" (`RAWQ_EMU_PASS` in interpose.c).
+const PASS: i32 = i32::MIN;
+
+fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+/// The device behind `path`, if it is one of ours.
+///
+/// # Safety
+/// `path` is null or NUL-terminated.
+unsafe fn dev_of(path: *const libc::c_char) -> Option<&'static crate::device::Device> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: interpose.c passes the caller's NUL-terminated path, non-null (checked above).
+    let p = unsafe { CStr::from_ptr(path) };
+    device_of_path(p.to_bytes())
+}
+
+/// open() of a `/dev/infiniband/uverbs*` path: the new fd, `-errno`, or `i32::MIN` (not ours:
+/// the real open).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_open_dev(path: *const libc::c_char, flags: i32) -> i32 {
+    guarded(-libc::EIO, || {
+        // SAFETY: as this function's contract.
+        let Some(dev) = (unsafe { dev_of(path) }) else {
+            return PASS;
+        };
+        match dev.open(flags & libc::O_CLOEXEC != 0) {
+            Ok(fd) => fd,
+            Err(e) => -e,
+        }
+    })
+}
+
+/// stat() of a device path: 1 with `major`/`minor` filled if it is ours, else 0.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string; `major`/`minor` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_stat_dev(
+    path: *const libc::c_char,
+    major: *mut u32,
+    minor: *mut u32,
+) -> i32 {
+    guarded(0, || {
+        // SAFETY: as this function's contract.
+        let Some(dev) = (unsafe { dev_of(path) }) else {
+            return 0;
+        };
+        if major.is_null() || minor.is_null() {
+            return 0;
+        }
+        // SAFETY: interpose.c passes pointers to two local unsigned ints (checked non-null).
+        unsafe {
+            *major = caps::UVERBS_MAJOR;
+            *minor = dev.ident.minor();
+        }
+        1
+    })
+}
+
+/// fstat() of a command fd: 1 with `major`/`minor` of its device filled, else 0.
+///
+/// # Safety
+/// `major`/`minor` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_fstat_dev(fd: i32, major: *mut u32, minor: *mut u32) -> i32 {
+    guarded(0, || {
+        let Some(dev) = device_of_fd(fd) else {
+            return 0;
+        };
+        if major.is_null() || minor.is_null() {
+            return 0;
+        }
+        // SAFETY: interpose.c passes pointers to two local unsigned ints (checked non-null).
+        unsafe {
+            *major = caps::UVERBS_MAJOR;
+            *minor = dev.ident.minor();
+        }
+        1
+    })
+}
+
+/// write() on a command fd: `count` or `-errno`.
+#[no_mangle]
+pub extern "C" fn rawq_emu_write(fd: i32, buf: *const u8, count: usize) -> isize {
+    guarded(-(libc::EIO as isize), || {
+        let Some(dev) = device_of_fd(fd) else {
+            return -(libc::EBADF as isize);
+        };
+        match dev.write(fd, buf as u64, count) {
+            Ok(n) => n as isize,
+            Err(e) => -(e as isize),
+        }
+    })
+}
+
+/// mmap() of a command fd: 0 if the offset names a page, else `-errno`.
+#[no_mangle]
+pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) -> i32 {
+    guarded(-libc::EIO, || {
+        let Some(dev) = device_of_fd(fd) else {
+            return -libc::EBADF;
+        };
+        match dev.mmap_check(fd, len, prot, off) {
+            Ok(()) => 0,
+            Err(e) => -e,
+        }
+    })
+}
+
+/// `new` became a duplicate of the command fd `old`: 1 if `old` is ours (then `new` is too).
+#[no_mangle]
+pub extern "C" fn rawq_emu_dup(old: i32, new: i32) -> i32 {
+    guarded(0, || match device_of_fd(old) {
+        Some(dev) => i32::from(dev.dup(old, new)),
+        None => 0,
+    })
+}
+
+/// close() of a command fd.
+#[no_mangle]
+pub extern "C" fn rawq_emu_release(fd: i32) {
+    guarded((), || {
+        if let Some(dev) = device_of_fd(fd) {
+            dev.release(fd);
+        }
+    });
+}
+
+/// close() of an fd that is not a command fd, in a process with an emulated device open: it
+/// may be a completion channel's.
+#[no_mangle]
+pub extern "C" fn rawq_emu_close_other(fd: i32) {
+    guarded((), || {
+        for dev in crate::device::devices() {
+            dev.events.app_closed(fd);
+        }
+    });
+}
+
+/// An ioctl on a command fd (answered ENOTTY by interpose.c). With `RAWQ_EMU_DEBUG` the
+/// `RDMA_VERBS_IOCTL` header's object and method are logged: after libibverbs' first probe only
+/// ioctl-only verbs (DEVX, DV flow matchers, dynamic UARs) still arrive here, and fail.
+#[no_mangle]
+pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64, arg: *const u8) {
+    guarded((), || {
+        let Some(dev) = device_of_fd(fd) else { return };
+        if !dev.cfg.debug {
+            return;
+        }
+        // struct ib_uverbs_ioctl_hdr: length, object_id, method_id, num_attrs (u16 each).
+        let ids = crate::umem::copy_from_user(arg as u64, 8)
+            .map(|h| {
+                let w = |i: usize| u16::from_ne_bytes([h[2 * i], h[2 * i + 1]]);
+                format!("object {:#x} method {:#x}", w(1), w(2))
+            })
+            .unwrap_or_else(|_| "unreadable header".into());
+        dev.log(format_args!(
+            "ioctl({fd}, {req:#x}) {ids} -> ENOTTY (write() ABI fallback)"
+        ));
+    });
+}

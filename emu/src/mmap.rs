@@ -1,0 +1,208 @@
+//! mmap of the command fd (`mlx5_ib_mmap` in the kernel; `providers/mlx5/mlx5.c: mlx5_mmap`,
+//! `get_uar_mmap_offset` in libmlx5): `offset = ((cmd << 8) | (idx & 0xff) | (idx >> 8) << 16)
+//! * page_size` (`mlx5.h: set_command`, `set_index`, `set_extended_index`).
+//!
+//! The application's maps of the memfd are ordinary shared memory; the emulator maps the same
+//! UAR pages itself so that the model can watch the doorbells written there.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rawq::dv::model::hw::Hw;
+
+use crate::caps::ucontext::{BFREGS_PER_UAR, LOG_UAR_SIZE};
+use crate::device::Ucontext;
+use crate::{sys, Errno};
+
+/// `enum mlx5_ib_mmap_cmd`.
+pub mod cmd {
+    /// Write-combining UAR page (`MLX5_IB_MMAP_REGULAR_PAGE`).
+    pub const REGULAR_PAGE: u64 = 0;
+    /// `MLX5_IB_MMAP_GET_CONTIGUOUS_PAGES`.
+    pub const CONTIGUOUS: u64 = 1;
+    /// `MLX5_IB_MMAP_WC_PAGE`.
+    pub const WC_PAGE: u64 = 2;
+    /// `MLX5_IB_MMAP_NC_PAGE` (used with `MLX5_SHUT_UP_BF`).
+    pub const NC_PAGE: u64 = 3;
+    /// `MLX5_IB_MMAP_CORE_CLOCK`.
+    pub const CORE_CLOCK: u64 = 5;
+}
+
+const PAGE: u64 = 1 << LOG_UAR_SIZE;
+
+/// Number of UAR pages a context with `tot_bfregs` has.
+pub fn uar_pages(tot_bfregs: u32) -> u32 {
+    tot_bfregs.div_ceil(BFREGS_PER_UAR)
+}
+
+/// What an accepted mmap offset names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Page {
+    /// A UAR page.
+    Uar,
+    /// The device clock page.
+    Clock,
+}
+
+/// Checks an mmap request against the context.
+///
+/// # Errors
+/// EINVAL for an offset that names nothing (no context, unknown command, UAR index out of
+/// range, a clock page not advertised), EPERM for a writable clock page, as `mlx5_ib_mmap` /
+/// `uar_mmap`.
+pub fn check(ctx: Option<&Ucontext>, len: usize, prot: i32, off: i64) -> Result<Page, Errno> {
+    let ctx = ctx.ok_or(libc::EINVAL)?;
+    if off < 0 || off as u64 % PAGE != 0 || len == 0 {
+        return Err(libc::EINVAL);
+    }
+    let pg = off as u64 / PAGE;
+    let command = (pg >> 8) & 0xff;
+    let idx = (pg & 0xff) | ((pg >> 16) << 8);
+    match command {
+        cmd::REGULAR_PAGE | cmd::WC_PAGE | cmd::NC_PAGE => {
+            // uar_mmap(): one page, an index below the context's UAR count.
+            if len as u64 != PAGE || idx >= u64::from(uar_pages(ctx.tot_bfregs)) {
+                return Err(libc::EINVAL);
+            }
+            Ok(Page::Uar)
+        }
+        cmd::CORE_CLOCK if ctx.has_clock => {
+            // mlx5_ib_mmap: one page, never writable.
+            if len as u64 != PAGE {
+                return Err(libc::EINVAL);
+            }
+            if prot & libc::PROT_WRITE != 0 {
+                return Err(libc::EPERM);
+            }
+            Ok(Page::Clock)
+        }
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// The clock page: the emulator keeps the device clock (big-endian, at offset 0) current in
+/// the memfd page the application maps read-only.
+#[derive(Debug)]
+pub struct ClockPage {
+    addr: usize,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClockPage {
+    /// Maps the clock page of `fd` and starts updating it every 100 µs: from the model's clock
+    /// when CQEs carry its timestamps, else from the monotonic clock at
+    /// [`caps::CLOCK_KHZ`](crate::caps::CLOCK_KHZ).
+    ///
+    /// # Errors
+    /// mmap errno.
+    pub fn start(fd: i32, hw: Hw, from_model: bool) -> Result<ClockPage, Errno> {
+        let t0 = std::time::Instant::now();
+        let ticks = move || {
+            if from_model {
+                hw.clock_ticks()
+            } else {
+                (t0.elapsed().as_nanos() * u128::from(crate::caps::CLOCK_KHZ) / 1_000_000) as u64
+            }
+        };
+        let off = (cmd::CORE_CLOCK << 8) * PAGE;
+        let addr = sys::map_shared(fd, PAGE as usize, off as i64)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("rawq-emu-clock".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    store_clock(addr, ticks());
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            })
+            .map_err(|_| libc::EAGAIN)?;
+        Ok(ClockPage {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// One aligned 8-byte store of the big-endian clock, so that a reader (libmlx5 reads the high
+/// word, the low word, then the high word again) never sees a torn value.
+#[allow(unsafe_code)]
+fn store_clock(addr: usize, ticks: u64) {
+    // SAFETY: `addr` is the start of a page we mapped read-write (ClockPage::start) and keep
+    // mapped until the thread calling this has been joined (ClockPage::drop); page-aligned, so
+    // aligned for AtomicU64.
+    let word = unsafe { &*(addr as *const AtomicU64) };
+    word.store(u64::from_ne_bytes(ticks.to_be_bytes()), Ordering::Release);
+}
+
+impl Drop for ClockPage {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        sys::unmap(self.addr, PAGE as usize);
+    }
+}
+
+/// The emulator's own map of a context's UAR pages (regular-page offsets).
+#[derive(Debug)]
+pub struct Uars {
+    base: usize,
+    pages: u32,
+}
+
+impl Uars {
+    /// Maps the `tot_bfregs` UAR pages of the memfd `fd`.
+    ///
+    /// # Errors
+    /// mmap errno.
+    pub fn map(fd: i32, tot_bfregs: u32) -> Result<Uars, Errno> {
+        let pages = uar_pages(tot_bfregs).max(1);
+        let base = sys::map_shared(fd, pages as usize * PAGE as usize, 0)?;
+        Ok(Uars { base, pages })
+    }
+
+    /// Address of the UAR page holding bfreg `n`, in our map.
+    pub fn page_of_bfreg(&self, n: u32) -> usize {
+        let page = (n / BFREGS_PER_UAR).min(self.pages - 1);
+        self.base + page as usize * PAGE as usize
+    }
+}
+
+impl Drop for Uars {
+    fn drop(&mut self) {
+        sys::unmap(self.base, self.pages as usize * PAGE as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_as_libmlx5_computes_them() {
+        let mut ctx = Ucontext {
+            tot_bfregs: 16,
+            uars: None,
+            async_tx: -1,
+            clock: None,
+            has_clock: false,
+        };
+        let off = |cmd: u64, idx: u64| (((cmd << 8) | idx) * PAGE) as i64;
+        let r = libc::PROT_READ;
+        let rw = r | libc::PROT_WRITE;
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 0)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 7)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(0, 8)), Err(libc::EINVAL));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(3, 1)), Ok(Page::Uar));
+        assert_eq!(check(Some(&ctx), 4096, r, off(5, 0)), Err(libc::EINVAL));
+        ctx.has_clock = true;
+        assert_eq!(check(Some(&ctx), 4096, r, off(5, 0)), Ok(Page::Clock));
+        assert_eq!(check(Some(&ctx), 4096, rw, off(5, 0)), Err(libc::EPERM));
+        assert_eq!(check(Some(&ctx), 8192, rw, off(0, 0)), Err(libc::EINVAL));
+        assert_eq!(check(None, 4096, rw, 0), Err(libc::EINVAL));
+    }
+}

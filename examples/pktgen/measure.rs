@@ -1,0 +1,749 @@
+//! pktgen as a measurement instrument: template options beyond the basic ones (VLAN, TCP,
+//! payload, ranges), latency stamps and histograms, per-flow counts, capture, streamed stats and
+//! rate accuracy. cli.rs flattens [`MeasureArgs`] into its options; main.rs calls the hooks.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::{Args as ClapArgs, ValueEnum};
+use rawq::gen::{
+    fmt_ns, monotonic_ns, realtime_ns, CaptureLimits, FieldRange, FlowCount, FlowTracker,
+    FrameSource, L4Kind, LatencyHistogram, Payload, PcapWriter, Shape, Stamper, Vlan, PERCENTILES,
+};
+use rawq::{Packet, QueueStats};
+use serde_json::{json, Value};
+
+/// What latency timestamps are and what they miss; shown in --help and the report.
+pub const SOFTWARE_TS: &str = "software: CLOCK_MONOTONIC read once per transmit burst (every \
+stamped frame of a burst carries that time, so a frame at position k of the burst actually \
+leaves after the k frames before it) and once per receive burst (frames waiting in the ring are \
+timed when the burst is read); both add up to a burst's worth of frame times plus the polling \
+interval";
+
+/// Transport header of the template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum L4Arg {
+    /// UDP.
+    Udp,
+    /// TCP with SYN set (sequence number 1, valid checksum).
+    TcpSyn,
+    /// TCP with ACK set (sequence and acknowledgment number 1, valid checksum).
+    TcpAck,
+}
+
+/// Payload of the template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PayloadArg {
+    /// Incrementing bytes 0, 1, 2, …
+    Pattern,
+    /// Pseudo-random bytes, drawn once into the template (every frame carries the same ones).
+    Random,
+}
+
+fn parse_vlan(s: &str) -> Result<Vlan, String> {
+    let (id, pcp) = s.split_once(',').unwrap_or((s, "0"));
+    let id: u16 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: expected ID[,PCP], e.g. 100 or 100,5"))?;
+    let pcp: u8 = pcp
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: the priority must be 0..=7"))?;
+    if id > 4095 || pcp > 7 {
+        return Err(format!(
+            "{s:?}: the id must be 0..=4095, the priority 0..=7"
+        ));
+    }
+    Ok(Vlan { id, pcp })
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected bytes, e.g. 1000000, 500k, 10M, 1G"))?;
+    v.checked_mul(mult)
+        .filter(|&b| b > 24)
+        .ok_or_else(|| format!("{s:?}: must be more than the 24-byte file header"))
+}
+
+fn parse_every(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?}: expected N >= 1 (stamp 1 frame in N)")),
+    }
+}
+
+/// Measurement options (flattened into pktgen's command line).
+#[derive(Clone, Debug, ClapArgs)]
+pub struct MeasureArgs {
+    /// VLAN tag: ID[,PCP]. Give it twice for QinQ: the first is the outer (802.1ad, TPID 0x88a8)
+    /// tag, the second the inner (802.1Q, 0x8100). Flow rules see one 802.1Q tag only, so
+    /// QinQ frames coming back to --txrx / --rx need `--rule 'promiscuous -> queue 0'`.
+    #[arg(long = "vlan", value_parser = parse_vlan, value_name = "ID[,PCP]")]
+    pub vlans: Vec<Vlan>,
+    /// Transport header: udp, tcp-syn or tcp-ack (checksums valid over IPv4 and IPv6).
+    #[arg(long, value_enum, default_value = "udp")]
+    pub l4: L4Arg,
+    /// Payload: pattern (0, 1, 2, …) or random (drawn once into the template: every frame
+    /// carries the same random bytes).
+    #[arg(long, value_enum, default_value = "pattern")]
+    pub payload: PayloadArg,
+    /// Vary a field over a range, pktgen-dpdk's range mode: FIELD=LO-HI[:inc|:rand], FIELD one
+    /// of src-port, dst-port, src-ip, dst-ip (IPv6: the last 32 bits). Repeatable; values follow
+    /// the flow index (incrementing ranges count like an odometer, the first fastest; rand gives
+    /// each flow a random value). Without -f, the flow count is the number of combinations (at
+    /// most 65536). A source range never produces the destination address.
+    #[arg(long = "range", value_name = "FIELD=LO-HI[:inc|:rand]")]
+    pub ranges: Vec<FieldRange>,
+    /// Latency: stamp 1 frame in N (default: every frame) with its send time and sequence
+    /// number; the receiver (--rx on another port: one-way; --txrx through a reflector:
+    /// round-trip) prints min/p50/p90/p99/p99.9/max and a histogram. Frames need 24 bytes of
+    /// stamp after the headers (IPv4 + UDP: -s 66 or more). Timestamps are software:
+    /// CLOCK_MONOTONIC read once per transmit burst (a frame at position k of a burst leaves
+    /// after the k before it) and once per receive burst (frames waiting in the ring are timed
+    /// when the burst is read); batching thus adds up to a burst of frame times and a polling
+    /// interval. Hardware timestamps are not used yet.
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N", value_parser = parse_every)]
+    pub latency: Option<u32>,
+    /// Write what is received (--rx, --txrx) to this pcap file (nanosecond timestamps taken
+    /// once per receive burst), up to --write-count frames and --write-bytes bytes.
+    #[arg(long, value_name = "FILE.pcap")]
+    pub write: Option<PathBuf>,
+    /// Frames to write at most.
+    #[arg(long, default_value_t = 1_000_000, requires = "write")]
+    pub write_count: u64,
+    /// File size at most: bytes, or with k, M, G.
+    #[arg(long, value_parser = parse_bytes, default_value = "1G", requires = "write")]
+    pub write_bytes: u64,
+    /// Print one JSON object per second on stdout (tx and rx totals and rates, per queue).
+    #[arg(long)]
+    pub json_lines: bool,
+    /// Rows in the worst-flows table (with stamped frames; every flow is in --json).
+    #[arg(long, default_value_t = 10)]
+    pub worst: usize,
+}
+
+impl MeasureArgs {
+    /// The template shape the options describe.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            vlans: self.vlans.clone(),
+            l4: match self.l4 {
+                L4Arg::Udp => L4Kind::Udp,
+                L4Arg::TcpSyn => L4Kind::TcpSyn,
+                L4Arg::TcpAck => L4Kind::TcpAck,
+            },
+            payload: match self.payload {
+                PayloadArg::Pattern => Payload::Pattern,
+                PayloadArg::Random => Payload::Random(0x7261_7771),
+            },
+            ranges: self.ranges.clone(),
+            latency: self.latency.is_some(),
+        }
+    }
+
+    /// The flow count: `flows` as given, or with ranges and no -f the number of combinations.
+    pub fn flows(&self, flows: u32) -> u32 {
+        if flows == 1 && !self.ranges.is_empty() {
+            self.shape().combinations()
+        } else {
+            flows
+        }
+    }
+}
+
+/// Hardware receive timestamp of `p` (ns), where the backend offers one. This is the seam for
+/// mlx5 CQE timestamps (the emulated NIC's clock page) and AF_XDP receive metadata: rawq's
+/// `Packet` does not carry them yet, so every sample is software-timed today.
+#[inline]
+fn hw_rx_ns(_p: &Packet) -> Option<u64> {
+    None
+}
+
+/// Writes frame `i` of `stream` into `p`, as `FrameSource::fill`, with a latency stamp holding
+/// `ts` when given (templates only).
+#[inline]
+pub fn fill(
+    src: &FrameSource,
+    p: &mut Packet,
+    i: u64,
+    stream: u16,
+    ts: Option<u64>,
+) -> rawq::Result<()> {
+    match (src, ts) {
+        (FrameSource::Template(st), Some(_)) => {
+            let len = st.spec().sizes.size(i) as usize;
+            p.set_len(len)?;
+            let flows = st.spec().flows as u64;
+            st.write_at(p.data_mut(), len, (i % flows) as u32, stream, i, ts);
+            Ok(())
+        }
+        _ => src.fill(p, i, stream),
+    }
+}
+
+/// State shared by the queue threads.
+pub struct Measure {
+    /// The options.
+    pub args: MeasureArgs,
+    every: u64,
+    round_trip: bool,
+    time_tx: bool,
+    capture: Option<Mutex<PcapWriter<std::fs::File>>>,
+    capture_full: AtomicBool,
+    results: Mutex<Vec<QueueMeasure>>,
+}
+
+impl Measure {
+    /// Checks the options against the run and opens the capture file.
+    pub fn new(
+        args: &MeasureArgs,
+        src: &FrameSource,
+        rx: bool,
+        txrx: bool,
+        rate_limited: bool,
+    ) -> rawq::Result<Arc<Measure>> {
+        let cfg = |m: &str| rawq::Error::Config(m.into());
+        if args.latency.is_some() && rx {
+            return Err(cfg(
+                "--latency stamps frames on the sending side; the --rx side reports latency of \
+                 whatever stamped frames it receives without it",
+            ));
+        }
+        if args.latency.is_some() && !matches!(src, FrameSource::Template(_)) {
+            return Err(cfg(
+                "--latency cannot stamp frames from --pcap: use a template",
+            ));
+        }
+        if args.write.is_some() && !(rx || txrx) {
+            return Err(cfg(
+                "--write captures received frames: use it with --rx or --txrx",
+            ));
+        }
+        let capture = match &args.write {
+            Some(path) => Some(Mutex::new(PcapWriter::create(
+                path,
+                CaptureLimits {
+                    frames: args.write_count,
+                    bytes: args.write_bytes,
+                    ..Default::default()
+                },
+            )?)),
+            None => None,
+        };
+        Ok(Arc::new(Measure {
+            args: args.clone(),
+            every: args.latency.unwrap_or(0) as u64,
+            round_trip: txrx,
+            time_tx: rate_limited,
+            capture,
+            capture_full: AtomicBool::new(false),
+            results: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The per-queue half, for queue (sender stream) `stream`.
+    pub fn queue(self: &Arc<Self>, stream: u16) -> QueueMeasure {
+        QueueMeasure {
+            m: self.clone(),
+            stream,
+            lat: LatencyHistogram::new(),
+            flows: FlowTracker::default(),
+            negative: 0,
+            hw_samples: 0,
+            tx_packets: 0,
+            first_tx: None,
+            last_tx: None,
+        }
+    }
+
+    /// Hands a queue's results back at the end of its thread.
+    pub fn deposit(&self, q: QueueMeasure) {
+        if let Ok(mut r) = self.results.lock() {
+            r.push(q);
+        }
+    }
+}
+
+/// One queue thread's measurements.
+pub struct QueueMeasure {
+    m: Arc<Measure>,
+    stream: u16,
+    lat: LatencyHistogram,
+    flows: FlowTracker,
+    negative: u64,
+    hw_samples: u64,
+    tx_packets: u64,
+    first_tx: Option<Instant>,
+    last_tx: Option<Instant>,
+}
+
+impl QueueMeasure {
+    /// The send time for this burst's stamps (one clock read), or 0 without --latency.
+    #[inline]
+    pub fn burst_clock(&self) -> u64 {
+        if self.m.every > 0 {
+            monotonic_ns()
+        } else {
+            0
+        }
+    }
+
+    /// The latency stamp of frame `i`: the burst's clock on 1 frame in N.
+    #[inline]
+    pub fn stamp(&self, i: u64, burst_ns: u64) -> Option<u64> {
+        (self.m.every > 0 && i % self.m.every == 0).then_some(burst_ns)
+    }
+
+    /// Accounts for `n` frames the device took.
+    #[inline]
+    pub fn on_tx(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.tx_packets += n as u64;
+        if self.m.time_tx {
+            let now = Instant::now();
+            self.first_tx.get_or_insert(now);
+            self.last_tx = Some(now);
+        }
+    }
+
+    /// Latency, per-flow counts and capture of a received burst (before it is freed).
+    #[inline]
+    pub fn on_rx(&mut self, pkts: &[Packet]) {
+        if pkts.is_empty() {
+            return;
+        }
+        let mut now = None;
+        for p in pkts {
+            let Some(s) = Stamper::read_stamp_full(p.data()) else {
+                continue;
+            };
+            self.flows.record(&s);
+            if let Some(tx) = s.tx_ns {
+                let rx = match hw_rx_ns(p) {
+                    Some(t) => {
+                        self.hw_samples += 1;
+                        t
+                    }
+                    None => *now.get_or_insert_with(monotonic_ns),
+                };
+                match rx.checked_sub(tx) {
+                    Some(d) if d > 0 => self.lat.record(d),
+                    _ => self.negative += 1,
+                }
+            }
+        }
+        if let Some(c) = &self.m.capture {
+            if !self.m.capture_full.load(Relaxed) {
+                if let Ok(mut w) = c.lock() {
+                    let ts = realtime_ns();
+                    for p in pkts {
+                        if !matches!(w.write(ts, p.data()), Ok(true)) {
+                            self.m.capture_full.store(true, Relaxed);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn side(packets: u64, bytes: u64, errors: u64, drops: u64, pps: f64, bps: f64) -> Value {
+    json!({"packets": packets, "bytes": bytes, "errors": errors, "drops": drops,
+           "pps": pps, "bps_l1": bps})
+}
+
+fn sides(c: &QueueStats, p: &QueueStats, secs: f64) -> (Value, Value) {
+    let (t, r) = (c.tx_rates(p, secs), c.rx_rates(p, secs));
+    (
+        side(
+            c.tx_packets,
+            c.tx_bytes,
+            c.tx_errors,
+            c.tx_drops,
+            t.pps,
+            t.bps_l1,
+        ),
+        side(
+            c.rx_packets,
+            c.rx_bytes,
+            c.rx_errors,
+            c.rx_drops,
+            r.pps,
+            r.bps_l1,
+        ),
+    )
+}
+
+fn total(s: &[QueueStats]) -> QueueStats {
+    s.iter().fold(QueueStats::default(), |mut acc, q| {
+        acc.accumulate(q);
+        acc
+    })
+}
+
+/// The main thread's once-a-second work: the live line, --json-lines, rate samples.
+pub struct Monitor {
+    t0: Instant,
+    next: Instant,
+    last: (Instant, Vec<QueueStats>),
+    quiet: bool,
+    verbose: bool,
+    json_lines: bool,
+    /// (start, end, tx packets) of every one-second interval.
+    samples: Vec<(Instant, Instant, u64)>,
+}
+
+impl Monitor {
+    /// Starts the clock.
+    pub fn new(args: &MeasureArgs, queues: usize, quiet: bool, verbose: bool) -> Monitor {
+        let t0 = Instant::now();
+        Monitor {
+            t0,
+            next: t0 + Duration::from_secs(1),
+            last: (t0, vec![QueueStats::default(); queues]),
+            quiet,
+            verbose,
+            json_lines: args.json_lines,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Call often (every 100 ms); every second on the second it reads `stats` and prints.
+    pub fn poll(&mut self, stats: impl FnOnce() -> Vec<QueueStats>) {
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        // Seconds are counted from the start, so the lines do not drift.
+        while self.next <= now {
+            self.next += Duration::from_secs(1);
+        }
+        let cur = stats();
+        let secs = (now - self.last.0).as_secs_f64();
+        let (c, p) = (total(&cur), total(&self.last.1));
+        self.samples
+            .push((self.last.0, now, c.tx_packets - p.tx_packets));
+        if !self.quiet {
+            eprintln!("{}", live_line("total", &c, &p, secs));
+            if self.verbose {
+                for (i, (c, p)) in cur.iter().zip(&self.last.1).enumerate() {
+                    eprintln!("{}", live_line(&format!("   q{i}"), c, p, secs));
+                }
+            }
+        }
+        if self.json_lines {
+            let (tx, rx) = sides(&c, &p, secs);
+            let queues: Vec<Value> = cur
+                .iter()
+                .zip(&self.last.1)
+                .enumerate()
+                .map(|(i, (c, p))| {
+                    let (tx, rx) = sides(c, p, secs);
+                    json!({"queue": i, "tx": tx, "rx": rx})
+                })
+                .collect();
+            let v = json!({"t_s": (now - self.t0).as_secs_f64(), "interval_s": secs,
+                           "tx": tx, "rx": rx, "queues": queues});
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{v}");
+            let _ = out.flush();
+        }
+        self.last = (now, cur);
+    }
+}
+
+/// tx and rx side by side: rates, totals, errors, drops (rx drops include frames the ring had
+/// no room for: "missed").
+fn live_line(label: &str, c: &QueueStats, p: &QueueStats, secs: f64) -> String {
+    let (t, r) = (c.tx_rates(p, secs), c.rx_rates(p, secs));
+    format!(
+        "{label}: tx {:>10.0} pps {:>7.3} Gbit/s err {:>4} drop {:>4} | rx {:>10.0} pps {:>7.3} \
+         Gbit/s err {:>4} missed/drop {:>4} | total tx {} rx {}",
+        t.pps,
+        t.bps_l1 / 1e9,
+        c.tx_errors,
+        c.tx_drops,
+        r.pps,
+        r.bps_l1 / 1e9,
+        c.rx_errors,
+        c.rx_drops,
+        c.tx_packets,
+        c.rx_packets
+    )
+}
+
+/// Everything measured, for the final report.
+pub struct Extras {
+    json: Value,
+    text: String,
+}
+
+impl Extras {
+    /// Collects the queues' results. `target_pps`: the --rate in packets per second (None for
+    /// max); `stats` the port's totals.
+    pub fn collect(
+        m: &Measure,
+        mon: &Monitor,
+        stats: &QueueStats,
+        secs: f64,
+        target_pps: Option<f64>,
+    ) -> Extras {
+        let qs = m
+            .results
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default();
+        let mut text = String::new();
+        let zero = QueueStats::default();
+        let (tx, rx) = sides(stats, &zero, secs.max(1e-9));
+        text.push_str(&format!(
+            "tx: {} packets, {} bytes, {} errors, {} drops | rx: {} packets, {} bytes, {} errors, \
+             {} missed/drops\n",
+            stats.tx_packets,
+            stats.tx_bytes,
+            stats.tx_errors,
+            stats.tx_drops,
+            stats.rx_packets,
+            stats.rx_bytes,
+            stats.rx_errors,
+            stats.rx_drops
+        ));
+        let mut j = serde_json::Map::new();
+        j.insert("tx".into(), tx);
+        j.insert("rx".into(), rx);
+
+        // Latency.
+        let mut lat = LatencyHistogram::new();
+        let (mut negative, mut hw) = (0, 0);
+        for q in &qs {
+            lat.merge(&q.lat);
+            negative += q.negative;
+            hw += q.hw_samples;
+        }
+        let path = if m.round_trip {
+            "round-trip"
+        } else {
+            "one-way"
+        };
+        let kind = if hw > 0 && hw == lat.count() {
+            "hardware"
+        } else if hw > 0 {
+            "mixed"
+        } else {
+            "software"
+        };
+        if lat.count() > 0 || negative > 0 || m.every > 0 {
+            let mut l = serde_json::Map::new();
+            l.insert("path".into(), json!(path));
+            l.insert("timestamps".into(), json!(kind));
+            if kind != "hardware" {
+                l.insert("timestamp_source".into(), json!(SOFTWARE_TS));
+            }
+            l.insert("samples".into(), json!(lat.count()));
+            l.insert("not_positive".into(), json!(negative));
+            l.insert("min_ns".into(), json!(lat.min()));
+            for (name, q) in PERCENTILES {
+                l.insert(format!("{name}_ns"), json!(lat.quantile(q)));
+            }
+            l.insert("max_ns".into(), json!(lat.max()));
+            l.insert("mean_ns".into(), json!(lat.mean()));
+            let buckets: Vec<Value> = lat
+                .buckets()
+                .map(|(lo, hi, c)| json!({"lo_ns": lo, "hi_ns": hi, "count": c}))
+                .collect();
+            l.insert("histogram".into(), json!(buckets));
+            j.insert("latency".into(), Value::Object(l));
+            let f = |v: Option<u64>| v.map_or("-".into(), fmt_ns);
+            text.push_str(&format!(
+                "latency ({path}, {kind} timestamps): {} samples, min {}",
+                lat.count(),
+                f(lat.min())
+            ));
+            for (name, q) in PERCENTILES {
+                text.push_str(&format!(", {name} {}", f(lat.quantile(q))));
+            }
+            text.push_str(&format!(", max {}", f(lat.max())));
+            if let Some(mean) = lat.mean() {
+                text.push_str(&format!(", mean {}", fmt_ns(mean as u64)));
+            }
+            if negative > 0 {
+                text.push_str(&format!(", {negative} not positive (not counted)"));
+            }
+            text.push('\n');
+            if kind != "hardware" {
+                text.push_str(&format!("  timestamps are {SOFTWARE_TS}\n"));
+            }
+            text.push_str(&lat.text(50));
+        }
+
+        // Per-flow counts.
+        let mut flows = FlowTracker::default();
+        let mut sent: Vec<u64> = Vec::new();
+        for q in &qs {
+            flows.merge(&q.flows);
+            let s = q.stream as usize;
+            if sent.len() <= s {
+                sent.resize(s + 1, 0);
+            }
+            sent[s] += q.tx_packets;
+        }
+        // The sender's counts are known when this process sent (--txrx).
+        let sent = m.round_trip.then_some(&sent[..]);
+        if flows.received() > 0 {
+            let all = flows.counts(sent);
+            let worst = flows.worst(sent, m.args.worst);
+            let row = |c: &FlowCount| {
+                json!({"flow": c.flow, "received": c.received, "lost": c.lost,
+                       "duplicates": c.duplicates, "reordered": c.reordered})
+            };
+            let sum = |f: fn(&FlowCount) -> u64| all.iter().map(f).sum::<u64>();
+            j.insert(
+                "flows".into(),
+                json!({
+                    "count": all.len(),
+                    "loss_counted_from": if sent.is_some() { "packets sent" } else { "highest sequence received" },
+                    "lost": sum(|c| c.lost),
+                    "duplicates": sum(|c| c.duplicates),
+                    "reordered": sum(|c| c.reordered),
+                    "worst": worst.iter().map(row).collect::<Vec<_>>(),
+                    "all": all.iter().map(row).collect::<Vec<_>>(),
+                }),
+            );
+            text.push_str(&format!(
+                "flows: {} flows, {} lost, {} duplicates, {} reordered (loss counted from the {})\n",
+                all.len(),
+                sum(|c| c.lost),
+                sum(|c| c.duplicates),
+                sum(|c| c.reordered),
+                if sent.is_some() {
+                    "packets sent"
+                } else {
+                    "highest sequence received"
+                }
+            ));
+            // A few flows: all of them, as in the JSON; many: the worst.
+            if worst.is_empty() {
+                text.push_str("  every flow complete and in order\n");
+            }
+            let (title, rows) = if all.len() <= 32 {
+                ("all flows:  ", &all)
+            } else {
+                ("worst flows:", &worst)
+            };
+            if !rows.is_empty() {
+                text.push_str(&format!(
+                    "  {title}   flow   received       lost       dups  reordered\n"
+                ));
+                for c in rows {
+                    text.push_str(&format!(
+                        "              {:>6} {:>10} {:>10} {:>10} {:>10}\n",
+                        c.flow, c.received, c.lost, c.duplicates, c.reordered
+                    ));
+                }
+            }
+        }
+
+        // Capture.
+        if let (Some(path), Some(c)) = (&m.args.write, &m.capture) {
+            if let Ok(w) = c.lock() {
+                j.insert(
+                    "capture".into(),
+                    json!({"file": path.display().to_string(), "frames": w.frames(),
+                           "bytes": w.bytes(), "limit_reached": w.is_full()}),
+                );
+                text.push_str(&format!(
+                    "capture: {}: {} frames, {} bytes{}\n",
+                    path.display(),
+                    w.frames(),
+                    w.bytes(),
+                    if w.is_full() {
+                        " (limit reached: later frames not written)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+
+        // Rate accuracy over the active window (first to last frame the device took).
+        if let Some(target) = target_pps {
+            let first = qs.iter().filter_map(|q| q.first_tx).min();
+            let last = qs.iter().filter_map(|q| q.last_tx).max();
+            let sent: u64 = qs.iter().map(|q| q.tx_packets).sum();
+            if let (Some(f), Some(l)) = (first, last) {
+                let window = (l - f).as_secs_f64();
+                // n frames at a steady rate span n - 1 intervals.
+                let achieved = if window > 0.0 {
+                    sent.saturating_sub(1) as f64 / window
+                } else {
+                    0.0
+                };
+                let mut worst: Option<(f64, f64, f64)> = None; // (deviation, pps, at second)
+                for &(a, b, n) in &mon.samples {
+                    if a >= f && b <= l {
+                        let pps = n as f64 / (b - a).as_secs_f64();
+                        let dev = (pps - target) / target;
+                        if worst.is_none_or(|w| dev.abs() > w.0.abs()) {
+                            worst = Some((dev, pps, (b - mon.t0).as_secs_f64()));
+                        }
+                    }
+                }
+                j.insert(
+                    "rate".into(),
+                    json!({"target_pps": target, "achieved_pps": achieved,
+                           "active_window_s": window,
+                           "achieved_error": (achieved - target) / target,
+                           "worst_second_deviation": worst.map(|w| w.0),
+                           "worst_second_pps": worst.map(|w| w.1),
+                           "worst_second_at_s": worst.map(|w| w.2)}),
+                );
+                text.push_str(&format!(
+                    "rate: target {target:.0} pps, achieved {achieved:.0} pps ({:+.3} %) over the \
+                     active window of {window:.3} s",
+                    100.0 * (achieved - target) / target
+                ));
+                match worst {
+                    Some((d, p, t)) => text.push_str(&format!(
+                        "; worst one-second deviation {:+.3} % ({p:.0} pps, second ending at \
+                         {t:.1} s)\n",
+                        100.0 * d
+                    )),
+                    None => text.push_str("; no full second inside the window\n"),
+                }
+            }
+        }
+        Extras {
+            json: Value::Object(j),
+            text,
+        }
+    }
+
+    /// Adds the measurements to the summary object.
+    pub fn extend(&self, summary: &mut Value) {
+        if let (Value::Object(s), Value::Object(e)) = (summary, &self.json) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+    }
+
+    /// The measurements as text, after the summary line.
+    pub fn print(&self) {
+        print!("{}", self.text);
+    }
+}

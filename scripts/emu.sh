@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs a command on rawq's emulated ConnectX (mlx5_0): unmodified libibverbs + libmlx5 talk to
+# an emulated uverbs kernel (librawq_emu.so, LD_PRELOAD) whose hardware is rawq's device model.
+#
+# Usage: bash scripts/emu.sh [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2]
+#                            [--release] -- COMMAND [ARGS...]
+#   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
+#   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
+#   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
+#                      (and then removed on exit); frames no flow rule takes go there
+#   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
+#   --release          use the release build of the emulator
+#   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
+#   RAWQ_EMU_DEBUG=1   log every uverbs command on stderr
+#
+# The sysfs tree is generated in a temporary directory; it, and a TAP device made here, are
+# removed when the command ends, on Ctrl-C and on SIGTERM. Exits with the command's status.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+WIRE='' NETDEV='' MIN_INLINE=none PROFILE=debug PAIR=0
+usage() {
+  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--release] -- COMMAND [ARGS...]" >&2
+  exit 2
+}
+while (($#)); do
+  case "$1" in
+    --wire) WIRE=${2:?--wire needs an interface name}; shift 2 ;;
+    --netdev) NETDEV=${2:?--netdev needs a TAP name}; shift 2 ;;
+    --min-inline)
+      MIN_INLINE=${2:-}
+      [[ $MIN_INLINE == none || $MIN_INLINE == l2 ]] || { echo "emu: --min-inline is none or l2" >&2; exit 2; }
+      shift 2 ;;
+    --release) PROFILE=release; shift ;;
+    --pair) PAIR=1; shift ;;
+    --) shift; break ;;
+    -h|--help) usage ;;
+    *) echo "emu: unknown option $1" >&2; usage ;;
+  esac
+done
+(($#)) || usage
+if [[ $PAIR == 1 && -n $WIRE ]]; then
+  echo "emu: --pair cables the two devices to each other; it takes no --wire" >&2
+  exit 2
+fi
+
+if [[ -n $WIRE ]] && ! ip link show dev "$WIRE" >/dev/null 2>&1; then
+  echo "emu: --wire $WIRE: no such interface in this network namespace" >&2
+  exit 1
+fi
+
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+if [[ -n ${RAWQ_EMU_LIB:-} ]]; then
+  LIB=$RAWQ_EMU_LIB
+  SYSFS_GEN=${RAWQ_EMU_SYSFS:-$(dirname "$LIB")/rawq-emu-sysfs}
+else
+  flag=()
+  [[ $PROFILE == release ]] && flag=(--release)
+  (cd "$ROOT" && cargo build --quiet -p rawq-emu "${flag[@]}")
+  LIB=$TARGET/$PROFILE/librawq_emu.so
+  SYSFS_GEN=$TARGET/$PROFILE/rawq-emu-sysfs
+fi
+for f in "$LIB" "$SYSFS_GEN"; do
+  [[ -e $f ]] || { echo "emu: $f is missing (cargo build -p rawq-emu)" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
+MADE_TAP=''
+CHILD=''
+cleanup() {
+  trap - EXIT INT TERM
+  if [[ -n $CHILD ]] && kill -0 "$CHILD" 2>/dev/null; then
+    kill -TERM "$CHILD" 2>/dev/null || true
+    wait "$CHILD" 2>/dev/null || true
+  fi
+  [[ -n $MADE_TAP ]] && ip link del "$MADE_TAP" 2>/dev/null || true
+  rm -rf "$TMP"
+}
+on_signal() {
+  cleanup
+  exit "$1"
+}
+trap cleanup EXIT
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+if [[ -n $NETDEV ]] && ! ip link show dev "$NETDEV" >/dev/null 2>&1; then
+  ip tuntap add dev "$NETDEV" mode tap
+  MADE_TAP=$NETDEV
+  ip link set dev "$NETDEV" up
+fi
+
+export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
+"$SYSFS_GEN" "$TMP/sys"
+export SYSFS_PATH=$TMP/sys
+export LD_PRELOAD=$LIB${LD_PRELOAD:+:$LD_PRELOAD}
+
+# Run in the background and wait, so that a signal reaches the trap at once.
+set +e
+"$@" <&0 &
+CHILD=$!
+wait "$CHILD"
+status=$?
+CHILD=''
+set -e
+exit "$status"
