@@ -136,10 +136,12 @@ fn run(a: &Args) -> rawq::Result<()> {
     let core_of = |i: usize| a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
     #[allow(unused_mut)]
     let mut backend = a.backend()?;
-    // The software device's thread on a CPU none of the queues is pinned to, so that it never
-    // shares the sender's core (what is measured is the driver).
+    // With --cores, the software device's thread goes to a CPU none of the queues is pinned
+    // to, so that it never shares the sender's core (what is measured is the driver). Without,
+    // it is left to the scheduler: on a shared machine an unpinned thread can move away from
+    // other work, which keeps paced runs on schedule.
     #[cfg(feature = "mlx5")]
-    if let rawq::Backend::Model(o) = &mut backend {
+    if let (rawq::Backend::Model(o), Some(_)) = (&mut backend, &a.cores) {
         let used: Vec<usize> = (0..a.queues as usize).map(core_of).collect();
         o.model_cpu = o
             .model_cpu
