@@ -499,6 +499,46 @@ fn unprivileged_run_names_the_capabilities() {
     }
 }
 
+/// Sets counter 0 of a per-CPU array map to `v` on CPU 0 (0 on the others), with
+/// `BPF_MAP_UPDATE_ELEM` (rawq's counters have no setter: the engine never writes them).
+fn set_counter0(map_fd: i32, v: u64) {
+    #[repr(C)]
+    struct Attr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let cpus = rawq::xdp::bpf::sys::possible_cpus().unwrap();
+    let mut vals = vec![0u64; cpus];
+    vals[0] = v;
+    let key = 0u32;
+    let attr = Attr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: vals.as_ptr() as u64,
+        flags: 0, // BPF_ANY
+    };
+    // SAFETY: BPF_MAP_UPDATE_ELEM (2) reads the attribute, the 4-byte key and one 8-byte value
+    // per possible CPU, all alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            2,
+            &attr as *const Attr,
+            std::mem::size_of::<Attr>() as u32,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "BPF_MAP_UPDATE_ELEM: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
 /// The program itself, run by the kernel (plain test runs, nothing sent) for every kind of frame
 /// it can vary: each output frame equals the one rawq's Stamper writes for the same flow, stream
 /// and sequence number (two independent ways to compute the fields and checksums), and the
@@ -554,6 +594,27 @@ fn kernel_runs_of_the_program_match_the_stamper() {
                         assert_eq!(out, want, "{what}: run {i}");
                     }
                     assert_eq!(counters.sum(0).unwrap(), flows as u64 + 2, "{what}");
+                    // Across 2^48: the stamp's sequence number is the counter's low 48 bits
+                    // (the Stamper masks it the same way), the flow index stays `counter %
+                    // flows` and the flow count is intact.
+                    let start = (1u64 << 48) - 2;
+                    set_counter0(counters.as_raw_fd(), start);
+                    for c in start..start + 4 {
+                        let (ret, out) = prog.test_run_frame(&frame).unwrap();
+                        assert_eq!(ret, action::REDIRECT, "{what}");
+                        let mut want = vec![0u8; frame.len()];
+                        let flow = (c % flows as u64) as u32;
+                        st.write(&mut want, frame.len(), flow, 0, if stamp { c } else { 0 });
+                        assert_eq!(out, want, "{what}: counter {c:#x}");
+                        let got = Stamper::read_stamp_full(&out);
+                        if stamp {
+                            let got = got.unwrap_or_else(|| panic!("{what}: no stamp"));
+                            assert_eq!(got.seq, c & 0xffff_ffff_ffff, "{what}");
+                            assert_eq!(got.flow as u32, flow, "{what}");
+                            assert_eq!(got.flows, flows, "{what}");
+                        }
+                    }
+                    assert_eq!(counters.sum(0).unwrap(), start + 4, "{what}");
                 }
             }
         }
