@@ -46,15 +46,27 @@ fn ethtool(p: &NetnsPair, ns: &str, args: &[&str]) {
     );
 }
 
+/// A received datagram: its source port and its sequence stamp, read by hand from the layout
+/// of src/gen/template.rs (magic 4, stream 2, flow index 2, flows - 1 2, 48-bit seq 6, all
+/// big-endian).
+#[derive(Clone, Copy, Debug)]
+struct Dgram {
+    port: u16,
+    stream: u16,
+    flow: u16,
+    flows: u32,
+    seq: u64,
+}
+
 /// The receiver's handle: set `done` once sending is over; the datagrams come on `rx`.
 struct Receiver {
     done: Arc<AtomicBool>,
-    rx: mpsc::Receiver<Vec<(u16, u16, u64)>>,
+    rx: mpsc::Receiver<Vec<Dgram>>,
 }
 
 impl Receiver {
     /// Everything received, once 1 s has passed without a datagram after sending ended.
-    fn finish(self) -> Vec<(u16, u16, u64)> {
+    fn finish(self) -> Vec<Dgram> {
         self.done.store(true, Ordering::Relaxed);
         self.rx
             .recv_timeout(Duration::from_secs(60))
@@ -63,7 +75,7 @@ impl Receiver {
 }
 
 /// A UDP socket on port 9000 in namespace b, read on its own thread until sending is over and
-/// 1 s passes without a datagram (60 s at most); gives (source port, stream, seq) of every
+/// 1 s passes without a datagram (60 s at most); gives the source port and stamp of every
 /// datagram.
 fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> Receiver {
     let (tx, rx) = mpsc::channel();
@@ -99,11 +111,15 @@ fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> Receiver {
             let d = &buf[..n];
             assert!(n >= 16, "short datagram");
             assert_eq!(u32::from_be_bytes(d[0..4].try_into().unwrap()), SEQ_MAGIC);
-            got.push((
-                from.port(),
-                u16::from_be_bytes([d[4], d[5]]),
-                u64::from_be_bytes(d[8..16].try_into().unwrap()),
-            ));
+            let mut seq = [0u8; 8];
+            seq[2..].copy_from_slice(&d[10..16]);
+            got.push(Dgram {
+                port: from.port(),
+                stream: u16::from_be_bytes([d[4], d[5]]),
+                flow: u16::from_be_bytes([d[6], d[7]]),
+                flows: u16::from_be_bytes([d[8], d[9]]) as u32 + 1,
+                seq: u64::from_be_bytes(seq),
+            });
         }
         let _ = tx.send(got);
     });
@@ -111,11 +127,15 @@ fn udp_receiver(p: &NetnsPair, bind: IpAddr) -> Receiver {
     Receiver { done, rx }
 }
 
-/// Per stream, the sequence numbers must be exactly 0..n: nothing lost, nothing twice.
-fn assert_streams_complete(got: &[(u16, u16, u64)]) {
+/// Per stream, the sequence numbers must be exactly 0..n: nothing lost, nothing twice; every
+/// stamp carries the flow count and the flow index `seq % flows` (what the receive side's
+/// per-flow tracking counts on).
+fn assert_streams_complete(got: &[Dgram], flows: u32) {
     let mut streams: BTreeMap<u16, Vec<u64>> = BTreeMap::new();
-    for &(_, stream, seq) in got {
-        streams.entry(stream).or_default().push(seq);
+    for g in got {
+        assert_eq!(g.flows, flows, "{g:?}");
+        assert_eq!(g.flow as u64, g.seq % flows as u64, "{g:?}");
+        streams.entry(g.stream).or_default().push(g.seq);
     }
     for (stream, mut seqs) in streams {
         seqs.sort_unstable();
@@ -150,13 +170,13 @@ fn exact_count_reaches_a_kernel_udp_socket_over_the_flows() {
     assert_eq!(got.len() as u64, n, "datagrams received");
     // Each stream (sending CPU) goes round the flows: frame `seq` is flow `seq % 5`.
     let mut ports: BTreeMap<u16, u64> = BTreeMap::new();
-    for &(port, stream, seq) in &got {
-        assert_eq!(port as u64, 40000 + seq % 5, "stream {stream} seq {seq}");
-        *ports.entry(port).or_default() += 1;
+    for g in &got {
+        assert_eq!(g.port as u64, 40000 + g.seq % 5, "{g:?}");
+        *ports.entry(g.port).or_default() += 1;
     }
     assert_eq!(ports.len(), 5, "{ports:?}");
     assert!(ports.values().all(|&c| c.abs_diff(n / 5) <= 1), "{ports:?}");
-    assert_streams_complete(&got);
+    assert_streams_complete(&got, 5);
 }
 
 /// IPv6 with several threads: the count is split over them and still exact.
@@ -194,7 +214,7 @@ fn ipv6_count_is_exact_over_two_threads() {
     // What the engine counts as sent is what arrived, whatever the peer's ring refused.
     assert_eq!(got.len() as u64, rep.sent, "datagrams received; {rep:?}");
     assert_eq!(rep.sent, n, "{rep:?}");
-    assert_streams_complete(&got);
+    assert_streams_complete(&got, 3);
 }
 
 /// The source address varies (IPv4 header checksum rewritten per frame): tshark, capturing on
@@ -281,14 +301,14 @@ fn tshark_finds_good_checksums_when_the_source_address_varies() {
         *srcs.entry(f[0].to_string()).or_default() += 1;
     }
     assert_eq!(srcs.values().sum::<u64>(), n, "{text}");
+    // The 4 addresses from the source's on, stepping over the destination's: nothing is sent
+    // from the address it is sent to.
     let base: std::net::Ipv4Addr = p.ip_a.parse().unwrap();
-    let want: BTreeMap<String, u64> = (0..4u32)
-        .map(|i| {
-            (
-                std::net::Ipv4Addr::from(u32::from(base) + i).to_string(),
-                n / 4,
-            )
-        })
+    let dst: std::net::Ipv4Addr = p.ip_b.parse().unwrap();
+    let want: BTreeMap<String, u64> = (u32::from(base)..)
+        .filter(|&a| a != u32::from(dst))
+        .take(4)
+        .map(|a| (std::net::Ipv4Addr::from(a).to_string(), n / 4))
         .collect();
     assert_eq!(srcs, want);
 }
@@ -440,9 +460,10 @@ fn pktgen_engine_live_sends_the_count() {
     assert_eq!(j["mode"], "live", "{j}");
     let got = rx.finish();
     assert_eq!(got.len(), 3000);
-    let ports: std::collections::BTreeSet<u16> = got.iter().map(|g| g.0).collect();
+    let ports: std::collections::BTreeSet<u16> = got.iter().map(|g| g.port).collect();
     assert_eq!(ports, (40000..40004).collect());
-    assert_streams_complete(&got);
+    assert!(got.iter().all(|g| g.port - 40000 == g.flow), "{got:?}");
+    assert_streams_complete(&got, 4);
 }
 
 /// Without privileges the engine's error names every capability it needs.
@@ -476,6 +497,46 @@ fn unprivileged_run_names_the_capabilities() {
     for cap in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_PERFMON", "root"] {
         assert!(err.contains(cap), "{cap} not named: {err}");
     }
+}
+
+/// Sets counter 0 of a per-CPU array map to `v` on CPU 0 (0 on the others), with
+/// `BPF_MAP_UPDATE_ELEM` (rawq's counters have no setter: the engine never writes them).
+fn set_counter0(map_fd: i32, v: u64) {
+    #[repr(C)]
+    struct Attr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let cpus = rawq::xdp::bpf::sys::possible_cpus().unwrap();
+    let mut vals = vec![0u64; cpus];
+    vals[0] = v;
+    let key = 0u32;
+    let attr = Attr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: vals.as_ptr() as u64,
+        flags: 0, // BPF_ANY
+    };
+    // SAFETY: BPF_MAP_UPDATE_ELEM (2) reads the attribute, the 4-byte key and one 8-byte value
+    // per possible CPU, all alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            2,
+            &attr as *const Attr,
+            std::mem::size_of::<Attr>() as u32,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "BPF_MAP_UPDATE_ELEM: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// The program itself, run by the kernel (plain test runs, nothing sent) for every kind of frame
@@ -533,6 +594,27 @@ fn kernel_runs_of_the_program_match_the_stamper() {
                         assert_eq!(out, want, "{what}: run {i}");
                     }
                     assert_eq!(counters.sum(0).unwrap(), flows as u64 + 2, "{what}");
+                    // Across 2^48: the stamp's sequence number is the counter's low 48 bits
+                    // (the Stamper masks it the same way), the flow index stays `counter %
+                    // flows` and the flow count is intact.
+                    let start = (1u64 << 48) - 2;
+                    set_counter0(counters.as_raw_fd(), start);
+                    for c in start..start + 4 {
+                        let (ret, out) = prog.test_run_frame(&frame).unwrap();
+                        assert_eq!(ret, action::REDIRECT, "{what}");
+                        let mut want = vec![0u8; frame.len()];
+                        let flow = (c % flows as u64) as u32;
+                        st.write(&mut want, frame.len(), flow, 0, if stamp { c } else { 0 });
+                        assert_eq!(out, want, "{what}: counter {c:#x}");
+                        let got = Stamper::read_stamp_full(&out);
+                        if stamp {
+                            let got = got.unwrap_or_else(|| panic!("{what}: no stamp"));
+                            assert_eq!(got.seq, c & 0xffff_ffff_ffff, "{what}");
+                            assert_eq!(got.flow as u32, flow, "{what}");
+                            assert_eq!(got.flows, flows, "{what}");
+                        }
+                    }
+                    assert_eq!(counters.sum(0).unwrap(), start + 4, "{what}");
                 }
             }
         }

@@ -29,8 +29,18 @@
 //!   drops on the interface during the run are subtracted too. Limit: a veth updates its XDP
 //!   transmit counters without atomics from every sending CPU, so with several sender threads
 //!   on one veth a concurrent update can be lost and a drop go uncounted.
-//! * Sequence stamps ([`FrameSpec::stamp`]) carry the CPU number as the stream and the CPU's
-//!   frame counter as the sequence number: with one thread per core, one stream per thread.
+//! * Flows: frame `n` of a CPU (its counter) is flow `n % flows`, as pktgen's other engines
+//!   send it. With [`FlowVary::SrcIp`] the source address's last 16 bits are the source's plus
+//!   the flow index, stepping over the destination's (as the [`Stamper`] does: nothing is sent
+//!   from the address it is sent to).
+//! * Sequence stamps ([`FrameSpec::stamp`]) are the [`Stamper`]'s (src/gen/template.rs, all
+//!   big-endian at the start of the UDP payload): magic (4, from the template), the CPU number
+//!   as the stream (2), the flow index `n % flows` (2), flows − 1 (2, from the template) and
+//!   the low 48 bits of the CPU's frame counter `n` as the sequence number (6) — with one
+//!   thread per core, one stream per thread. The receive side ([`crate::gen::FlowTracker`])
+//!   numbers a flow's frames `seq / flows`. A counter past 2^48 wraps the sequence number to
+//!   0 and leaves the other fields intact (as the Stamper masks it); at 100 Mpps that takes
+//!   about 33 days.
 //!
 //! # Rate control is coarse
 //! With a rate, each call sends a slice of frames at full speed (a hundredth of a second's
@@ -152,6 +162,10 @@ pub struct LivePlan {
     pub flow_base: u16,
     /// Offset of that word.
     pub flow_off: usize,
+    /// [`FlowVary::SrcIp`] with the destination in the source's /16 (/112): the flow index
+    /// from which the word steps over the destination's (`index + 1` from there on), as the
+    /// Stamper does, so that no frame is sent from the destination address.
+    pub flow_skip: Option<u16>,
     /// Sequence stamps on.
     pub stamp: bool,
     /// UDP checksum sum (pseudo-header included) of every constant word, folded to 16 bits, not
@@ -191,11 +205,20 @@ impl LivePlan {
         let v4 = spec.src_ip.is_ipv4();
         let l4 = ETH + if v4 { IP4 } else { IP6 };
         let pay = l4 + UDP;
-        let (flow_off, flow_base) = match spec.vary {
-            FlowVary::SrcPort => (l4, spec.src_port),
+        let (flow_off, flow_base, flow_skip) = match spec.vary {
+            FlowVary::SrcPort => (l4, spec.src_port, None),
             FlowVary::SrcIp => {
                 let o = if v4 { ETH + 14 } else { ETH + 22 };
-                (o, u16::from_be_bytes([frame[o], frame[o + 1]]))
+                // Flow k sends from the source's last 16 bits + k, stepping over the
+                // destination's when both share all other bits (src/gen/template.rs).
+                let s16 = match spec.src_ip {
+                    std::net::IpAddr::V4(a) => u32::from(a) as u16,
+                    std::net::IpAddr::V6(a) => u128::from(a) as u16,
+                };
+                let skip = ip_pair(spec.src_ip, spec.dst_ip)
+                    .filter(|(s, d)| s >> 16 == d >> 16)
+                    .map(|(s, d)| (d as u16).wrapping_sub(s as u16));
+                (o, s16, skip)
             }
         };
         // The constant part: the frame with every field the program writes set to zero.
@@ -205,8 +228,13 @@ impl LivePlan {
             z[flow_off..flow_off + 2].fill(0);
         }
         if spec.stamp {
+            // The stamp (src/gen/template.rs): magic 4, stream 2, flow index 2, flows - 1 2,
+            // 48-bit sequence number 6. Magic and flows - 1 stay as the template has them.
             z[pay + 4..pay + 6].fill(0); // stream
-            z[pay + 8..pay + 16].fill(0); // sequence number
+            if spec.flows > 1 {
+                z[pay + 6..pay + 8].fill(0); // flow index
+            }
+            z[pay + 10..pay + 16].fill(0); // sequence number
         }
         let udp_len = (len - l4) as u32;
         let addrs = if v4 {
@@ -233,6 +261,7 @@ impl LivePlan {
                 vary: spec.vary,
                 flow_base,
                 flow_off,
+                flow_skip,
                 stamp: spec.stamp,
                 udp_sum,
                 ip_sum,
@@ -243,6 +272,16 @@ impl LivePlan {
     /// True if the program must write anything into the frame.
     pub fn writes(&self) -> bool {
         self.flows > 1 || self.stamp
+    }
+}
+
+/// The addresses as numbers (an IPv4 address in the low 32 bits), if of the same family.
+fn ip_pair(a: std::net::IpAddr, b: std::net::IpAddr) -> Option<(u128, u128)> {
+    use std::net::IpAddr::{V4, V6};
+    match (a, b) {
+        (V4(a), V4(b)) => Some((u32::from(a) as u128, u32::from(b) as u128)),
+        (V6(a), V6(b)) => Some((u128::from(a), u128::from(b))),
+        _ => None,
     }
 }
 
@@ -260,8 +299,8 @@ fn fold_invert(a: &mut Asm, r: Reg, tmp: Reg) {
 /// The live-frames program for `plan`: count the frame in `counters` (key 0, per CPU), write the
 /// varying fields, `bpf_redirect(ifindex)`.
 ///
-/// Registers: R6 context, R7 this CPU's frame number, R8 packet start, R9 CPU number, R5 UDP
-/// checksum sum, R4 IPv4 header sum.
+/// Registers: R6 context, R7 this CPU's frame number, R8 packet start, R9 CPU number, R0 the
+/// flow index (once the counter is taken), R5 UDP checksum sum, R4 IPv4 header sum.
 ///
 /// # Errors
 /// [`Error::Config`] if the program cannot be assembled.
@@ -291,12 +330,20 @@ pub fn live_program(plan: &LivePlan, counters_fd: i32, ifindex: u32) -> Result<V
         a.jmp_reg(JmpOp::Jgt, Reg::R3, Reg::R2, drop);
         a.emit(Insn::mov64_imm(Reg::R5, plan.udp_sum as i32));
         if plan.flows > 1 {
-            // r1 = base + counter % flows, the flow's 16-bit word
-            a.emit(Insn::mov64_reg(Reg::R1, Reg::R7));
+            // r0 = counter % flows, the flow index (the map value pointer is no longer needed)
+            a.emit(Insn::mov64_reg(Reg::R0, Reg::R7));
             if plan.flows.is_power_of_two() {
-                a.emit(Insn::alu64_imm(AluOp::And, Reg::R1, plan.flows as i32 - 1));
+                a.emit(Insn::alu64_imm(AluOp::And, Reg::R0, plan.flows as i32 - 1));
             } else {
-                a.emit(Insn::mod64_imm(Reg::R1, plan.flows as i32));
+                a.emit(Insn::mod64_imm(Reg::R0, plan.flows as i32));
+            }
+            // r1 = base + flow index (+ 1 from the destination's index on), the flow's word
+            a.emit(Insn::mov64_reg(Reg::R1, Reg::R0));
+            if let Some(d) = plan.flow_skip.filter(|&d| (d as u32) < plan.flows) {
+                let below = a.label();
+                a.jmp_imm(JmpOp::Jlt, Reg::R1, d as i32, below);
+                a.emit(Insn::alu64_imm(AluOp::Add, Reg::R1, 1));
+                a.bind(below);
             }
             a.emit(Insn::alu64_imm(AluOp::Add, Reg::R1, plan.flow_base as i32));
             a.emit(Insn::alu64_imm(AluOp::And, Reg::R1, 0xffff));
@@ -317,10 +364,25 @@ pub fn live_program(plan: &LivePlan, counters_fd: i32, ifindex: u32) -> Result<V
             a.emit(Insn::alu64_reg(AluOp::Add, Reg::R5, Reg::R9));
             a.emit(Insn::to_be(Reg::R9, 16));
             a.emit(Insn::stx_h(Reg::R8, pay + 4, Reg::R9));
+            if plan.flows > 1 {
+                // The flow index (r0, below 65536): at pay + 6 and in the sum. With one flow it
+                // is 0, as in the template.
+                a.emit(Insn::alu64_reg(AluOp::Add, Reg::R5, Reg::R0));
+                a.emit(Insn::to_be(Reg::R0, 16));
+                a.emit(Insn::stx_h(Reg::R8, pay + 6, Reg::R0));
+            }
+            // The sequence number's low 48 bits, as the Stamper masks it: bits 47..32 at
+            // pay + 10, bits 31..0 at pay + 12 (flows - 1 at pay + 8 stays the template's).
             a.emit(Insn::mov64_reg(Reg::R1, Reg::R7));
-            a.emit(Insn::to_be(Reg::R1, 64));
-            a.emit(Insn::stx_dw(Reg::R8, pay + 8, Reg::R1));
-            for shift in [48, 32, 16, 0] {
+            a.emit(Insn::alu64_imm(AluOp::Rsh, Reg::R1, 32));
+            a.emit(Insn::alu64_imm(AluOp::And, Reg::R1, 0xffff));
+            a.emit(Insn::alu64_reg(AluOp::Add, Reg::R5, Reg::R1));
+            a.emit(Insn::to_be(Reg::R1, 16));
+            a.emit(Insn::stx_h(Reg::R8, pay + 10, Reg::R1));
+            a.emit(Insn::mov64_reg(Reg::R1, Reg::R7));
+            a.emit(Insn::to_be(Reg::R1, 32));
+            a.emit(Insn::stx_w(Reg::R8, pay + 12, Reg::R1));
+            for shift in [16, 0] {
                 a.emit(Insn::mov64_reg(Reg::R1, Reg::R7));
                 if shift > 0 {
                     a.emit(Insn::alu64_imm(AluOp::Rsh, Reg::R1, shift));
@@ -745,8 +807,10 @@ mod tests {
             !(s as u16)
         };
         let mut udp = p.udp_sum as u64;
+        let idx = counter % p.flows as u64;
         if p.flows > 1 {
-            let w = (p.flow_base as u64 + counter % p.flows as u64) & 0xffff;
+            let step = p.flow_skip.is_some_and(|d| idx >= d as u64) as u64;
+            let w = (p.flow_base as u64 + idx + step) & 0xffff;
             udp += w;
             if p.vary == FlowVary::SrcIp && p.v4 {
                 let c = fold(p.ip_sum as u64 + w);
@@ -758,9 +822,15 @@ mod tests {
             let pay = p.l4 + UDP;
             udp += cpu as u64;
             f[pay + 4..pay + 6].copy_from_slice(&cpu.to_be_bytes());
-            f[pay + 8..pay + 16].copy_from_slice(&counter.to_be_bytes());
-            for sh in [48, 32, 16, 0] {
-                udp += (counter >> sh) & 0xffff;
+            if p.flows > 1 {
+                udp += idx;
+                f[pay + 6..pay + 8].copy_from_slice(&(idx as u16).to_be_bytes());
+            }
+            // The low 48 bits of the counter; flows - 1 at pay + 8 is the template's.
+            let seq = counter & 0xffff_ffff_ffff;
+            f[pay + 10..pay + 16].copy_from_slice(&seq.to_be_bytes()[2..]);
+            for sh in [32, 16, 0] {
+                udp += (seq >> sh) & 0xffff;
             }
         }
         if p.writes() {
@@ -796,11 +866,23 @@ mod tests {
                                 // Without stamps the Stamper ignores the sequence number.
                                 st.write(&mut want, 128, (counter % flows as u64) as u32, 0, 0);
                             }
-                            assert_eq!(
-                                emulate(&frame, &plan, counter, cpu),
-                                want,
-                                "v4 {v4} {vary:?} stamp {stamp} flows {flows} n {counter}"
-                            );
+                            let what =
+                                format!("v4 {v4} {vary:?} stamp {stamp} flows {flows} n {counter}");
+                            let got = emulate(&frame, &plan, counter, cpu);
+                            assert_eq!(got, want, "{what}");
+                            // The receive side reads what the engine sent: the stream, the
+                            // flow index it tracks per flow, the flow count intact, the
+                            // sequence number's low 48 bits (also past 2^48).
+                            let s = Stamper::read_stamp_full(&got);
+                            if stamp {
+                                let s = s.unwrap_or_else(|| panic!("no stamp: {what}"));
+                                assert_eq!(s.stream, cpu, "{what}");
+                                assert_eq!(s.flow as u64, counter % flows as u64, "{what}");
+                                assert_eq!(s.flows, flows, "{what}");
+                                assert_eq!(s.seq, counter & 0xffff_ffff_ffff, "{what}");
+                            } else {
+                                assert!(s.is_none(), "{what}");
+                            }
                         }
                     }
                 }
