@@ -122,7 +122,8 @@ fn run(a: &Args) -> rawq::Result<()> {
         .flatten();
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
-    let mut b = Port::builder(a.backend()?)
+    let mut b = Port::builder(a.backend(buf_size)?)
+        .dv_rx(a.dv_rx()?)
         .queues(a.queues)
         .rx_ring(a.ring)
         .tx_ring(a.ring)
