@@ -68,8 +68,10 @@ fn counter(stats: &Path, field: &str) -> Option<u64> {
 /// `bash scripts/emu.sh OPTS -- CMD...`, with the model's counters kept in `stats`.
 fn emu(opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut c = Command::new("bash");
-    c.arg(root.join("scripts/emu.sh"))
+    // Bounded: `timeout` sends SIGTERM, on which emu.sh stops the command and cleans up.
+    let mut c = Command::new("timeout");
+    c.args(["120", "bash"])
+        .arg(root.join("scripts/emu.sh"))
         .args(opts)
         .arg("--")
         .args(cmd)
@@ -206,8 +208,7 @@ impl Rig {
             p.copy_from_slice(&udp_frame(s, size)).expect("fits");
             v.push(p);
         }
-        let n = self.q.tx_burst(&mut v);
-        n
+        self.q.tx_burst(&mut v)
     }
 
     /// Offers one frame of `size` bytes spread over as many pool buffers as it takes.
@@ -375,25 +376,29 @@ fn inner_tx_error_recovers() {
     let mut taken = 0u64;
     let mut err = None;
     let mut seq = 0u32;
-    for _ in 0..200 {
+    // Send until the error shows (the 40th WQE fails), bounded in time.
+    let end = Instant::now() + Duration::from_secs(20);
+    while err.is_none() && Instant::now() < end {
         let n = r.send(seq..seq + 16, 100);
         seq += n as u32;
         taken += n as u64;
         r.poll();
-        if let Some(e) = r.q.take_error() {
-            eprintln!("MARK error-seen: {e}");
-            err = Some(e);
-        }
-    }
-    r.until((taken as usize).saturating_sub(64), Duration::from_secs(5));
-    for _ in 0..100 {
-        r.poll();
-        if let Some(e) = r.q.take_error() {
-            err = Some(e);
-        }
+        err = r.q.take_error();
     }
     let e = err.expect("the send error was reported");
-    assert!(e.to_string().contains("syndrome"), "{e}");
+    eprintln!("MARK error-seen: {e}");
+    assert!(e.to_string().contains("syndrome 0x04"), "{e}");
+    assert!(e.to_string().contains("recovered"), "{e}");
+    // Traffic after the recovery: every frame arrives.
+    let after = seq;
+    taken += r.stream(seq..seq + 2000);
+    seq += 2000;
+    r.until(usize::MAX, Duration::from_millis(1));
+    let end = Instant::now() + Duration::from_secs(10);
+    while r.got.last() != Some(&(seq - 1)) && Instant::now() < end {
+        r.poll();
+    }
+    assert!(r.q.take_error().is_none(), "one error only");
     let got = r.got.clone();
     let s = r.finish();
     eprintln!("RESULT taken {taken} {s:?}");
@@ -408,10 +413,91 @@ fn inner_tx_error_recovers() {
         got.windows(2).all(|w| w[0] < w[1]),
         "in order, no duplicates"
     );
-    assert!(
-        *got.last().unwrap() as u64 > 40 * 16,
-        "traffic resumed after the error"
-    );
+    assert_in_order(&got[got.len() - 2000..], after..seq);
+}
+
+/// RSS over 4 queues: 16 flows (UDP source ports) sent from queue 0 come back spread by the
+/// device's Toeplitz hash; every frame arrives exactly once, each flow on one queue.
+#[test]
+#[ignore = "the application side of an outer test: runs under scripts/emu.sh"]
+fn inner_rss_4_queues_16_flows() {
+    inner_only();
+    let mut port = Port::builder(Backend::Dv {
+        device: "mlx5_0".into(),
+        port: 1,
+    })
+    .queues(4)
+    .rx_ring(512)
+    .tx_ring(512)
+    .rule(
+        "udp dst-port 9000 ipv4 -> rss 0,1,2,3"
+            .parse()
+            .expect("rule"),
+    )
+    .open()
+    .expect("open a 4-queue DV port");
+    let mut qs = port.take_queues();
+    let pool = port.pool().clone();
+    const PER_FLOW: u32 = 1000;
+    let total = 16 * PER_FLOW;
+    // (flow, seq) -> queue it arrived on.
+    let mut seen = vec![u8::MAX; total as usize];
+    let mut flow_queue = [u8::MAX; 16];
+    let mut dups = 0;
+    let mut got = 0u32;
+    let mut next = 0u32;
+    let mut burst = Vec::new();
+    let end = Instant::now() + Duration::from_secs(30);
+    while got < total && Instant::now() < end {
+        if next < total {
+            let mut v = Vec::new();
+            for s in next..(next + 32).min(total) {
+                let Ok(mut p) = pool.alloc() else { break };
+                let mut f = udp_frame(s, 60);
+                // Flow s % 16: its UDP source port.
+                f[34..36].copy_from_slice(&(1024 + (s % 16) as u16).to_be_bytes());
+                p.copy_from_slice(&f).unwrap();
+                v.push(p);
+            }
+            next += qs[0].tx_burst(&mut v) as u32;
+        }
+        for (i, q) in qs.iter_mut().enumerate() {
+            burst.clear();
+            q.rx_burst(&mut burst, 64);
+            for p in burst.drain(..) {
+                let Some(s) = seq_of(&p) else { continue };
+                let flow = (s % 16) as usize;
+                if seen[s as usize] != u8::MAX {
+                    dups += 1;
+                }
+                seen[s as usize] = i as u8;
+                got += 1;
+                if flow_queue[flow] == u8::MAX {
+                    flow_queue[flow] = i as u8;
+                }
+                assert_eq!(
+                    flow_queue[flow], i as u8,
+                    "flow {flow} moved between queues"
+                );
+            }
+            q.reclaim();
+        }
+    }
+    assert_eq!(dups, 0);
+    assert_eq!(got, total, "every frame once");
+    let used: std::collections::BTreeSet<u8> = flow_queue.iter().copied().collect();
+    eprintln!("RESULT flows per queue {flow_queue:?}");
+    assert_eq!(used.len(), 4, "16 flows over 4 queues: {flow_queue:?}");
+    drop(qs);
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity(), "buffers leaked");
+}
+
+#[test]
+fn dv_rss_4_queues_16_flows_every_frame_once_each_queue_used() {
+    let _one = serial();
+    run_inner("inner_rss_4_queues_16_flows", &[], &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,7 +655,7 @@ fn mac_text(m: [u8; 6]) -> String {
 fn emu_in(ns: &str, wire: &str, opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "bash"])
+    c.args(["netns", "exec", ns, "timeout", "120", "bash"])
         .arg(root.join("scripts/emu.sh"))
         .args(["--wire", wire])
         .args(opts)
@@ -667,56 +753,5 @@ fn pktgen_dv_sends_1e5_frames_through_the_wire_to_a_kernel_socket() {
     // The kernel judged every frame (IPv4 and UDP checksums included) and delivered all.
     assert_eq!(got, COUNT, "pktgen:\n{}", text(&out));
     assert_eq!(counter(&stats, "tx_frames"), Some(COUNT));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// pktgen's numbers from its `--json` summary.
-fn json_field(out: &str, key: &str) -> Option<u64> {
-    let at = out.find(&format!("\"{key}\":"))? + key.len() + 3;
-    out[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// RSS over 4 queues, 16 flows, on the loopback port: every frame arrives once.
-#[test]
-fn pktgen_dv_rss_4_queues_16_flows_every_frame_once() {
-    let _one = serial();
-    let dir = tempdir("emudvrss");
-    let stats = dir.join("model.stats");
-    let pktgen = support::example("pktgen");
-    let out = emu(
-        &[],
-        &[
-            pktgen.to_str().unwrap(),
-            "-b",
-            "dv",
-            "-d",
-            "mlx5_0",
-            "--txrx",
-            "--seq",
-            "-q",
-            "4",
-            "-f",
-            "16",
-            "-n",
-            "40000",
-            "--json",
-            "--quiet",
-        ],
-        &stats,
-    )
-    .env("RAWQ_EMU_PAUSE", "1")
-    .output()
-    .expect("run pktgen");
-    let t = text(&out);
-    assert!(out.status.success(), "pktgen:\n{t}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(json_field(&stdout, "rx_packets"), Some(40_000), "{t}");
-    assert_eq!(json_field(&stdout, "seq_lost"), Some(0), "{t}");
-    assert_eq!(json_field(&stdout, "duplicates"), Some(0), "{t}");
-    assert_eq!(counter(&stats, "rx_frames"), Some(40_000), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -303,8 +303,17 @@ impl Args {
                 crate::measure::L4Arg::Udp => "udp",
                 _ => "tcp",
             };
+            // Over several queues, the IP version of the template too: an RSS QP hashes the
+            // addresses of one IP version, and the kernel refuses one with no hash fields over
+            // several WQs (EINVAL; Linux drivers/infiniband/hw/mlx5/qp.c,
+            // `create_rss_raw_qp_tir`).
+            let ip = match (self.queues, self.dst_ip) {
+                (1, _) => "",
+                (_, std::net::IpAddr::V4(_)) => " ipv4",
+                (_, std::net::IpAddr::V6(_)) => " ipv6",
+            };
             return Ok(vec![format!(
-                "{proto} dst-port {} -> rss {}",
+                "{proto} dst-port {}{ip} -> rss {}",
                 self.dst_port,
                 qs.join(",")
             )
