@@ -822,6 +822,10 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
             "--rx",
             "--rule",
             "udp dst-port 9000 -> queue 0",
+            // More buffers than frames sent: a queue thread scheduled late on a loaded host
+            // still finds every frame posted (the port drops on an empty RQ, as hardware does).
+            "--ring",
+            "8192",
             "-t",
             "12",
             "--quiet",
