@@ -46,6 +46,15 @@ struct Args {
     /// Forwarding mode.
     #[arg(short, long, value_enum, default_value = "io")]
     mode: Mode,
+    /// Receive queue of -b dv / -b model: cyclic, striding (8 strides per WQE) or striding:N
+    /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
+    #[arg(long, default_value = "cyclic", value_parser = parse_rq)]
+    rq: rawq::RqType,
+    /// Receive CQE compression of -b dv / -b model: off, hash (cyclic RQ only) or csum, as DPDK's
+    /// mlx5 `rxq_cqe_comp_en` devarg (default: dv compresses where the device can, the model
+    /// does not).
+    #[arg(long, value_parser = parse_cqe_comp)]
+    cqe_comp: Option<rawq::CqeComp>,
     /// Flow rules steering the frames to forward (on every port). Repeatable.
     #[arg(long = "rule", required = true)]
     rules: Vec<String>,
@@ -153,9 +162,15 @@ fn run(a: &Args) -> rawq::Result<()> {
         .iter()
         .map(|r| r.parse())
         .collect::<Result<_, _>>()?;
+    let rx = rawq::DvRxOptions {
+        rq: a.rq,
+        cqe_comp: a.cqe_comp,
+    };
+    rx.check()?;
     let mut ports: Vec<Port> = Vec::new();
     for d in &a.devs {
-        let mut b = Port::builder(Backend::named(&a.backend, d, a.port)?)
+        let mut b = Port::builder(backend(a, d, &rx)?)
+            .dv_rx(rx)
             .rules(rules.clone())
             .rx_ring(a.ring)
             .tx_ring(a.ring);
@@ -252,6 +267,47 @@ fn run(a: &Args) -> rawq::Result<()> {
 /// Buffers big enough for the largest frame the interfaces' MTUs let arrive (an Ethernet header
 /// with a VLAN tag on top of the MTU, and 256 bytes of receive headroom); AF_XDP buffers are at
 /// most 4096 bytes.
+fn parse_rq(s: &str) -> Result<rawq::RqType, String> {
+    s.parse().map_err(|e: rawq::Error| e.to_string())
+}
+
+fn parse_cqe_comp(s: &str) -> Result<rawq::CqeComp, String> {
+    s.parse().map_err(|e: rawq::Error| e.to_string())
+}
+
+/// The backend of `--backend` on `dev`, with `--rq` / `--cqe-comp` applied to the software
+/// device (the DV backend takes them from the port's configuration).
+fn backend(a: &Args, dev: &str, rx: &rawq::DvRxOptions) -> rawq::Result<Backend> {
+    let b = Backend::named(&a.backend, dev, a.port)?;
+    #[cfg(feature = "mlx5")]
+    if let Backend::Model(mut o) = b {
+        use rawq::dv::model::RxKind;
+        use rawq::dv::rings::{MiniCqeFormat, Striding};
+        if let rawq::RqType::Striding { log_num_strides } = rx.rq {
+            o.rx = RxKind::Striding(Striding {
+                log_num_strides,
+                log_stride_size: rawq::DvRxOptions::log_stride_size(buf_size(a)),
+                two_byte_shift: false,
+            });
+        }
+        if let Some(c) = rx.cqe_comp {
+            o.cqe_compression = match c {
+                rawq::CqeComp::Off => None,
+                rawq::CqeComp::Hash => Some(MiniCqeFormat::Hash),
+                rawq::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
+            };
+        }
+        return Ok(Backend::Model(o));
+    }
+    if *rx != rawq::DvRxOptions::default() && !matches!(b, Backend::Dv { .. }) {
+        return Err(rawq::Error::Config(format!(
+            "--rq / --cqe-comp are options of -b dv and -b model, not of -b {}",
+            a.backend
+        )));
+    }
+    Ok(b)
+}
+
 fn buf_size(a: &Args) -> u32 {
     let mtu = a
         .devs

@@ -5,25 +5,37 @@
 # into rawq with a flow rule (an XDP program) and counts it, while ping between the same two hosts
 # keeps working through the kernel. Everything is created here and removed on exit or Ctrl-C.
 #
-# Usage (as root): bash scripts/demo.sh [--rate 100kpps] [--seconds 3] [--size 60]
+# Usage (as root): bash scripts/demo.sh [--backend xdp|dv] [--rate 100kpps] [--seconds 3] [--size 60]
 # PKTGEN=/path/to/pktgen uses that binary instead of building one.
+#
+# --backend dv: host B's port is the emulated ConnectX (scripts/emu.sh --wire on B's veth end):
+# rawq's mlx5 Direct Verbs backend receives the steered flow through libmlx5's objects and a
+# flow rule, and B's address lives on the port's kernel netdev (a TAP, --netdev), which answers
+# the ping as the kernel half of a bifurcated mlx5 port does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RATE=100kpps SECONDS_TX=3 SIZE=60
+RATE='' SECONDS_TX=3 SIZE=60 BACKEND=xdp
 while (($#)); do
   case "$1" in
+    --backend)
+      BACKEND=${2:-}
+      [[ $BACKEND == xdp || $BACKEND == dv ]] || { echo "demo: --backend is xdp or dv" >&2; exit 2; }
+      shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --seconds) SECONDS_TX=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
-    *) echo "usage: $0 [--rate R] [--seconds S] [--size N]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend xdp|dv] [--rate R] [--seconds S] [--size N]" >&2; exit 2 ;;
   esac
 done
+# The emulated port bridges its wire in software (AF_PACKET, the device model in the
+# receiver's process): a lower default rate that a busy two-core machine sustains.
+[[ -n $RATE ]] || { [[ $BACKEND == dv ]] && RATE=20kpps || RATE=100kpps; }
 [[ $(id -u) == 0 ]] || { echo "demo: run as root (it creates network namespaces)" >&2; exit 1; }
 
 if [[ -z ${PKTGEN:-} ]]; then
   echo "demo: building pktgen (release)…"
-  cargo build --release --quiet --example pktgen
+  cargo build --release --quiet --all-features --example pktgen
   PKTGEN=$PWD/target/release/examples/pktgen
 fi
 
@@ -56,10 +68,36 @@ echo "demo: $NSA/$VA ($IPA) <-> $NSB/$VB ($IPB, $MACB)"
 
 # Receiver: only UDP to port 9000 goes to rawq; everything else stays with B's kernel.
 # A deep receive ring absorbs the receiver being descheduled on a busy two-core machine.
-ip netns exec "$NSB" "$PKTGEN" -b xdp -d "$VB" --rx --rule "udp dst-port 9000 -> queue 0" --ring 8192 \
-  -t $((SECONDS_TX + 3)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
-RX=$!
-sleep 1.5
+if [[ $BACKEND == xdp ]]; then
+  ip netns exec "$NSB" "$PKTGEN" -b xdp -d "$VB" --rx --rule "udp dst-port 9000 -> queue 0" --ring 8192 \
+    -t $((SECONDS_TX + 3)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
+  RX=$!
+  sleep 1.5
+else
+  # The veth end is the emulated port's wire; B's address moves to the port's kernel netdev.
+  TAP=rqdtap$TAG TAP=${TAP:0:15}
+  ip -n "$NSB" addr flush dev "$VB"
+  ip netns exec "$NSB" env RAWQ_EMU_STATS="$OUT/emu.stats" bash scripts/emu.sh --wire "$VB" --netdev "$TAP" -- \
+    "$PKTGEN" -b dv -d mlx5_0 --rx --rule "udp dst-port 9000 -> queue 0" --ring 8192 \
+    -t $((SECONDS_TX + 8)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
+  RX=$!
+  for _ in $(seq 600); do
+    ip -n "$NSB" link show dev "$TAP" >/dev/null 2>&1 && break
+    kill -0 $RX 2>/dev/null || break
+    sleep 0.1
+  done
+  ip -n "$NSB" addr add $IPB/24 dev "$TAP" || { cat "$OUT/rx.err" >&2; exit 1; }
+  ip -n "$NSB" link set "$TAP" up
+  MACB=$(ip -n "$NSB" -br link show "$TAP" | awk '{print $3}')
+  echo "demo: $NSB's port is the emulated mlx5_0 on $VB; $IPB is on its kernel netdev $TAP ($MACB)"
+  # pktgen reports the port once it is open and its flow rule installed.
+  for _ in $(seq 600); do
+    grep -q "^pktgen: dv on" "$OUT/rx.err" 2>/dev/null && break
+    kill -0 $RX 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 0.5
+fi
 kill -0 $RX 2>/dev/null || { cat "$OUT/rx.err" >&2; exit 1; }
 
 # Ping across the same link for the whole run.
@@ -82,6 +120,7 @@ RXP=$(field "$OUT/rx.json" packets) GAPS=$(field "$OUT/rx.json" seq_gaps)
 MODE=$(field "$OUT/tx.json" mode)
 LOSS=$(grep -oE '[0-9.]+% packet loss' "$OUT/ping.txt" || echo "no ping result")
 printf 'demo: sent     %s packets at %.0f pps (AF_XDP, %s mode)\n' "$TXP" "$TXPPS" "$MODE"
+[[ $BACKEND == dv ]] && echo "demo: receiver: $(field "$OUT/rx.json" backend) on $(field "$OUT/rx.json" device) ($(field "$OUT/rx.json" mode))"
 printf 'demo: received %s packets on the steered flow (%s missing by sequence number)\n' "$RXP" "$GAPS"
 echo "demo: ping during the run: $LOSS"
 if [[ $TXP == "$RXP" && $GAPS == 0 && $LOSS == "0% packet loss" ]]; then
@@ -90,5 +129,6 @@ else
   echo "RESULT: MISMATCH"
   echo "sender:   $(cat "$OUT/tx.json")"
   echo "receiver: $(cat "$OUT/rx.json")"
+  [[ -e $OUT/emu.stats ]] && echo "emulated port: $(cat "$OUT/emu.stats")"
   exit 1
 fi

@@ -109,6 +109,8 @@ pub struct PortConfig {
     pub tx_ring: u32,
     /// Flow rules to install.
     pub rules: Vec<Rule>,
+    /// Receive side of the mlx5 DV backend (ignored by the others).
+    pub dv_rx: DvRxOptions,
 }
 
 /// What a port is and how it was opened, for reports.
@@ -122,4 +124,137 @@ pub struct PortInfo {
     pub mode: String,
     /// Number of queues.
     pub queues: u16,
+}
+
+/// Receive queue type of the mlx5 backends (`dv`, `model`), as DPDK's mlx5 `mprq_en` devarg
+/// chooses it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RqType {
+    /// One WQE per packet buffer (a cyclic RQ).
+    #[default]
+    Cyclic,
+    /// A striding (multi-packet) RQ with 2^`log_num_strides` strides per WQE, each stride a
+    /// pool buffer.
+    Striding {
+        /// log2 of the strides per WQE (3 or 4: 8 or 16 strides).
+        log_num_strides: u8,
+    },
+}
+
+impl std::str::FromStr for RqType {
+    type Err = Error;
+    /// `cyclic`, `striding` (8 strides per WQE) or `striding:N` (N = 8 or 16).
+    fn from_str(s: &str) -> Result<RqType> {
+        let bad = || {
+            Error::Config(format!(
+                "RQ type {s:?}: use cyclic, striding, striding:8 or striding:16"
+            ))
+        };
+        match s.trim() {
+            "cyclic" => Ok(RqType::Cyclic),
+            "striding" => Ok(RqType::Striding { log_num_strides: 3 }),
+            t => {
+                let n: u32 = t
+                    .strip_prefix("striding:")
+                    .ok_or_else(bad)?
+                    .parse()
+                    .map_err(|_| bad())?;
+                match n {
+                    8 => Ok(RqType::Striding { log_num_strides: 3 }),
+                    16 => Ok(RqType::Striding { log_num_strides: 4 }),
+                    _ => Err(bad()),
+                }
+            }
+        }
+    }
+}
+
+/// Receive CQE compression of the mlx5 backends, as DPDK's mlx5 `rxq_cqe_comp_en` devarg
+/// chooses it: off, or on with one mini-CQE format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqeComp {
+    /// Every packet gets a full 64-byte CQE.
+    Off,
+    /// Mini-CQEs carry the RSS hash (cyclic RQ only: they have no stride index).
+    Hash,
+    /// Mini-CQEs carry the checksum and the stride index.
+    Csum,
+}
+
+impl std::str::FromStr for CqeComp {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<CqeComp> {
+        match s.trim() {
+            "off" => Ok(CqeComp::Off),
+            "hash" => Ok(CqeComp::Hash),
+            "csum" => Ok(CqeComp::Csum),
+            _ => Err(Error::Config(format!(
+                "CQE compression {s:?}: use off, hash or csum"
+            ))),
+        }
+    }
+}
+
+/// How the mlx5 DV backend sets up its receive side ([`PortConfig::dv_rx`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DvRxOptions {
+    /// Cyclic or striding RQ.
+    pub rq: RqType,
+    /// CQE compression; `None`: the device's choice for the RQ type (hash for a cyclic RQ,
+    /// csum for a striding one), off when the device has neither.
+    pub cqe_comp: Option<CqeComp>,
+}
+
+impl DvRxOptions {
+    /// Checks the combination: hash mini-CQEs have no stride index, so a striding RQ cannot use
+    /// them.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a striding RQ with hash compression, saying what to use.
+    pub fn check(&self) -> Result<()> {
+        if matches!(self.rq, RqType::Striding { .. }) && self.cqe_comp == Some(CqeComp::Hash) {
+            return Err(Error::Config(
+                "a striding RQ cannot use hash CQE compression (hash mini-CQEs carry no stride \
+                 index): use --cqe-comp csum or off"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// log2 of the stride size for pool buffers of `buf_size` bytes: the largest power of two
+    /// that fits a buffer behind rawq's buffer header (half the buffer), within the mlx5
+    /// limits of 2^6..2^13 bytes.
+    pub fn log_stride_size(buf_size: u32) -> u8 {
+        let half = (buf_size / 2).max(64);
+        (31 - half.leading_zeros()).clamp(6, 13) as u8
+    }
+}
+
+#[cfg(test)]
+mod dv_rx_tests {
+    use super::*;
+
+    #[test]
+    fn rq_and_cqe_comp_parse_and_combine() {
+        assert_eq!("cyclic".parse::<RqType>().unwrap(), RqType::Cyclic);
+        assert_eq!(
+            "striding:16".parse::<RqType>().unwrap(),
+            RqType::Striding { log_num_strides: 4 }
+        );
+        assert!("striding:4".parse::<RqType>().is_err());
+        assert_eq!("csum".parse::<CqeComp>().unwrap(), CqeComp::Csum);
+        assert!("zip".parse::<CqeComp>().is_err());
+        let bad = DvRxOptions {
+            rq: RqType::Striding { log_num_strides: 3 },
+            cqe_comp: Some(CqeComp::Hash),
+        };
+        assert!(bad
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("stride index"));
+        assert_eq!(DvRxOptions::log_stride_size(2048), 10);
+        assert_eq!(DvRxOptions::log_stride_size(512), 8);
+    }
 }

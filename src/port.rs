@@ -15,7 +15,7 @@
 
 use std::any::Any;
 
-pub use crate::config::{Backend, PortConfig, PortInfo};
+pub use crate::config::{Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType};
 use crate::error::{Error, Result};
 use crate::flow::Rule;
 use crate::mempool::{Mempool, MempoolConfig};
@@ -52,6 +52,12 @@ impl PortBuilder {
     /// Adds a flow rule (installed when the port opens, removed when it closes).
     pub fn rule(mut self, rule: Rule) -> Self {
         self.cfg.rules.push(rule);
+        self
+    }
+
+    /// Receive side of the mlx5 DV backend: RQ type and CQE compression.
+    pub fn dv_rx(mut self, o: crate::config::DvRxOptions) -> Self {
+        self.cfg.dv_rx = o;
         self
     }
 
@@ -220,6 +226,7 @@ impl Port {
                 rx_ring: 1024,
                 tx_ring: 1024,
                 rules: Vec::new(),
+                dv_rx: Default::default(),
             },
             pool: None,
             pool_cfg: MempoolConfig::default(),

@@ -63,6 +63,10 @@ pub struct Config {
     pub pair: bool,
     /// CQEs carry timestamps.
     pub cqe_timestamps: bool,
+    /// Link-level flow control (IEEE 802.3x PAUSE, what `ethtool -A IF rx on tx on` turns on
+    /// in the kernel's mlx5e, `mlx5e_set_pauseparam`): a port whose RQ has no free entry
+    /// pauses its peer instead of dropping, so loopback tests are lossless on a loaded host.
+    pub pause: bool,
 }
 
 /// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
@@ -90,6 +94,7 @@ impl Default for Config {
             tx_error: None,
             pair: false,
             cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
+            pause: false,
         }
     }
 }
@@ -114,6 +119,7 @@ impl Config {
             pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),
             cqe_timestamps: get("RAWQ_EMU_CQE_TIMESTAMPS")
                 .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
+            pause: get("RAWQ_EMU_PAUSE").is_some_and(|v| v != "0"),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {

@@ -106,7 +106,7 @@ impl Device {
         let opts = HwOptions {
             min_inline: self.cfg.min_inline.bytes(),
             max_frame: 9216,
-            flow_control: false,
+            flow_control: self.cfg.pause,
             wire_capacity: 4096,
             wire,
             netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {

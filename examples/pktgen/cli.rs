@@ -94,6 +94,14 @@ fn parse_size(s: &str) -> Result<SizeSpec, String> {
     s.parse::<SizeSpec>().map_err(|e| e.to_string())
 }
 
+fn parse_rq(s: &str) -> Result<rawq::RqType, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
+fn parse_cqe_comp(s: &str) -> Result<rawq::CqeComp, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
 fn parse_core(c: &str) -> Result<usize, String> {
     c.trim()
         .parse()
@@ -194,6 +202,15 @@ pub struct Args {
     /// Ring size (rx and tx descriptors per queue).
     #[arg(long, default_value_t = 2048)]
     pub ring: u32,
+    /// Receive queue of -b dv / -b model: cyclic, striding (8 strides per WQE) or striding:N
+    /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
+    #[arg(long, default_value = "cyclic", value_parser = parse_rq)]
+    pub rq: rawq::RqType,
+    /// Receive CQE compression of -b dv / -b model: off, hash (cyclic RQ only) or csum, as DPDK's
+    /// mlx5 `rxq_cqe_comp_en` devarg (default: dv compresses where the device can, hash on a
+    /// cyclic RQ and csum on a striding one; model does not compress).
+    #[arg(long, value_parser = parse_cqe_comp)]
+    pub cqe_comp: Option<rawq::CqeComp>,
 
     /// Per-queue figures in the live stats.
     #[arg(short, long)]
@@ -213,17 +230,40 @@ pub struct Args {
 impl Args {
     /// The backend the options name. On the software device a tx-only run uses a sink wire
     /// (what is measured is the driver's cost); --txrx / --rx use its loopback.
-    pub fn backend(&self) -> rawq::Result<Backend> {
+    ///
+    /// `--rq` / `--cqe-comp` go to the DV control path ([`Args::dv_rx`]) or the model's options;
+    /// the model's strides are pool buffers of `buf_size` bytes.
+    pub fn backend(&self, buf_size: u32) -> rawq::Result<Backend> {
         let b = Backend::named(self.backend.name(), &self.dev, self.port)?;
+        let rx = self.dv_rx()?;
         #[cfg(feature = "mlx5")]
         if let Backend::Model(mut o) = b {
             if !(self.txrx || self.rx) {
                 o.wire = rawq::dv::model::ModelWire::Sink;
             }
             o.empw = true;
+            model_rx(&mut o, rx, buf_size);
             return Ok(Backend::Model(o));
         }
+        let _ = buf_size;
+        if rx != rawq::DvRxOptions::default() && !matches!(b, Backend::Dv { .. }) {
+            return Err(Error::Config(format!(
+                "--rq / --cqe-comp are options of -b dv and -b model, not of -b {}",
+                self.backend.name()
+            )));
+        }
         Ok(b)
+    }
+
+    /// The receive side `--rq` / `--cqe-comp` ask for (checked: a striding RQ has no hash
+    /// compression).
+    pub fn dv_rx(&self) -> rawq::Result<rawq::DvRxOptions> {
+        let o = rawq::DvRxOptions {
+            rq: self.rq,
+            cqe_comp: self.cqe_comp,
+        };
+        o.check()?;
+        Ok(o)
     }
 
     /// The frames to send: the template the options describe, or the frames of --pcap.
@@ -263,8 +303,17 @@ impl Args {
                 crate::measure::L4Arg::Udp => "udp",
                 _ => "tcp",
             };
+            // Over several queues, the IP version of the template too: an RSS QP hashes the
+            // addresses of one IP version, and the kernel refuses one with no hash fields over
+            // several WQs (EINVAL; Linux drivers/infiniband/hw/mlx5/qp.c,
+            // `create_rss_raw_qp_tir`).
+            let ip = match (self.queues, self.dst_ip) {
+                (1, _) => "",
+                (_, std::net::IpAddr::V4(_)) => " ipv4",
+                (_, std::net::IpAddr::V6(_)) => " ipv6",
+            };
             return Ok(vec![format!(
-                "{proto} dst-port {} -> rss {}",
+                "{proto} dst-port {}{ip} -> rss {}",
                 self.dst_port,
                 qs.join(",")
             )
@@ -349,4 +398,25 @@ fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
         frames.push(f);
     }
     Ok(frames)
+}
+
+/// Applies `--rq` / `--cqe-comp` to the software device's options.
+#[cfg(feature = "mlx5")]
+pub fn model_rx(o: &mut rawq::dv::model::ModelOptions, rx: rawq::DvRxOptions, buf_size: u32) {
+    use rawq::dv::model::RxKind;
+    use rawq::dv::rings::{MiniCqeFormat, Striding};
+    if let rawq::RqType::Striding { log_num_strides } = rx.rq {
+        o.rx = RxKind::Striding(Striding {
+            log_num_strides,
+            log_stride_size: rawq::DvRxOptions::log_stride_size(buf_size),
+            two_byte_shift: false,
+        });
+    }
+    if let Some(c) = rx.cqe_comp {
+        o.cqe_compression = match c {
+            rawq::CqeComp::Off => None,
+            rawq::CqeComp::Hash => Some(MiniCqeFormat::Hash),
+            rawq::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
+        };
+    }
 }

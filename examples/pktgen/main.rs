@@ -135,7 +135,7 @@ fn run(a: &Args) -> rawq::Result<()> {
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core_of = |i: usize| a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
     #[allow(unused_mut)]
-    let mut backend = a.backend()?;
+    let mut backend = a.backend(buf_size)?;
     // With --cores, the software device's thread goes to a CPU none of the queues is pinned
     // to, so that it never shares the sender's core (what is measured is the driver). Without,
     // it is left to the scheduler: on a shared machine an unpinned thread can move away from
@@ -157,6 +157,7 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
     let mut b = Port::builder(backend)
+        .dv_rx(a.dv_rx()?)
         .queues(a.queues)
         .rx_ring(a.ring)
         .tx_ring(a.ring)

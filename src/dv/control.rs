@@ -518,18 +518,30 @@ pub(crate) fn create_queue_rings(
     dev: &DvDevice,
     spec: &QueueSpec,
 ) -> Result<(QueueRings, KeepAlive)> {
-    if let Some(s) = &spec.striding {
-        dev.check_striding(s)?;
-    }
-    let rq_size = rq_sizing(spec.rx_ring, spec.striding)?;
-    check_tx_ring(spec.tx_ring, dev.max_qp_wr)?;
-    let ctx = pd.context();
     let want = if spec.striding.is_some() {
         MiniCqeFormat::CsumStrideIdx
     } else {
         MiniCqeFormat::Hash
     };
     let compress = (spec.cqe_compression && dev.supports_compression(want)).then_some(want);
+    create_queue_rings_with(pd, mr, dev, spec, compress)
+}
+
+/// As [`create_queue_rings`], with the receive CQ compressed in exactly the format `compress`
+/// names (or not at all), as the configuration asked.
+fn create_queue_rings_with(
+    pd: &Pd,
+    mr: &Arc<Mr>,
+    dev: &DvDevice,
+    spec: &QueueSpec,
+    compress: Option<MiniCqeFormat>,
+) -> Result<(QueueRings, KeepAlive)> {
+    if let Some(s) = &spec.striding {
+        dev.check_striding(s)?;
+    }
+    let rq_size = rq_sizing(spec.rx_ring, spec.striding)?;
+    check_tx_ring(spec.tx_ring, dev.max_qp_wr)?;
+    let ctx = pd.context();
     let tx_cq = Arc::new(create_cq(ctx, spec.tx_ring, None)?);
     let rx_cq = Arc::new(create_cq(ctx, rq_size.cqe, compress)?);
     // Inline data: only the minimum header the data path writes. libmlx5 sizes every send WQE
@@ -664,6 +676,18 @@ impl ControlPort {
         spec: &QueueSpec,
         queues: u16,
     ) -> Result<ControlPort> {
+        ControlPort::open_with(device, pool, spec, queues, None)
+    }
+
+    /// As [`ControlPort::open`]; `format`, when given, is the compression asked for
+    /// explicitly (`Some(None)`: off), which the device must support.
+    fn open_with(
+        device: &str,
+        pool: &crate::Mempool,
+        spec: &QueueSpec,
+        queues: u16,
+        format: Option<Option<MiniCqeFormat>>,
+    ) -> Result<ControlPort> {
         let ctx = crate::ibverbs::device::open(device)?;
         let dev = query(&ctx)?;
         let pa = ctx.query_port(spec.port)?;
@@ -677,8 +701,20 @@ impl ControlPort {
         let pd = Pd::new(&ctx)?;
         let mr = Arc::new(Mr::register_pool(&pd, pool)?);
         let mut qs = Vec::with_capacity(queues as usize);
+        if let Some(Some(fmt)) = format {
+            if !dev.supports_compression(fmt) {
+                return Err(Error::Unsupported(format!(
+                    "{device} cannot compress receive CQEs in the {fmt:?} mini-CQE format \
+                     (formats 0x{:x}, up to {} per session): use --cqe-comp off",
+                    dev.cqe_comp_formats, dev.cqe_comp_max_num
+                )));
+            }
+        }
         for _ in 0..queues {
-            qs.push(create_queue_rings(&pd, &mr, &dev, spec)?);
+            qs.push(match format {
+                Some(f) => create_queue_rings_with(&pd, &mr, &dev, spec, f)?,
+                None => create_queue_rings(&pd, &mr, &dev, spec)?,
+            });
         }
         Ok(ControlPort {
             rules: None,
@@ -692,8 +728,9 @@ impl ControlPort {
         })
     }
 
-    /// Opens the device and queues a DV port configuration asks for (`Backend::Dv`), with CQE
-    /// compression where the device has it and cyclic (not striding) RQs. Rules are not
+    /// Opens the device and queues a DV port configuration asks for (`Backend::Dv`), with the
+    /// RQ type and CQE compression of [`PortConfig::dv_rx`](crate::PortConfig) (by default a
+    /// cyclic RQ, compressed where the device can). Rules are not
     /// installed yet: refill the RQs, then call [`ControlPort::install_rules`].
     ///
     /// # Errors
@@ -702,14 +739,30 @@ impl ControlPort {
         let crate::Backend::Dv { device, port } = &cfg.backend else {
             return Err(Error::Config("not a DV backend".into()));
         };
+        let o = &cfg.dv_rx;
+        o.check()?;
+        let striding = match o.rq {
+            crate::config::RqType::Cyclic => None,
+            crate::config::RqType::Striding { log_num_strides } => Some(Striding {
+                log_num_strides,
+                log_stride_size: crate::config::DvRxOptions::log_stride_size(pool.buf_size()),
+                two_byte_shift: false,
+            }),
+        };
         let spec = QueueSpec {
             port: *port,
             rx_ring: cfg.rx_ring,
             tx_ring: cfg.tx_ring,
             cqe_compression: true,
-            striding: None,
+            striding,
         };
-        ControlPort::open(device, pool, &spec, cfg.queues)
+        // An explicit choice must be honoured (or refused); none: the device's best.
+        let format = o.cqe_comp.map(|c| match c {
+            crate::config::CqeComp::Off => None,
+            crate::config::CqeComp::Hash => Some(MiniCqeFormat::Hash),
+            crate::config::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
+        });
+        ControlPort::open_with(device, pool, &spec, cfg.queues, format)
     }
 
     /// Takes each queue's rings and objects out, in queue order, to hand them to the data path

@@ -67,6 +67,17 @@ pub(crate) fn open(
 ) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
+    let rq = ctl
+        .rings()
+        .first()
+        .map_or_else(String::new, |r| match r.rq.striding {
+            None => "cyclic RQ".into(),
+            Some(s) => format!(
+                "striding RQ ({} strides of {} bytes)",
+                1u32 << s.log_num_strides,
+                1u32 << s.log_stride_size
+            ),
+        });
     let inline_source = ctl.device().min_inline_source;
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
@@ -85,7 +96,7 @@ pub(crate) fn open(
     };
     let mode = caps.map_or_else(String::new, |c| {
         format!(
-            "min inline {} ({inline_source}), {}, CQE compression {}",
+            "min inline {} ({inline_source}), {}, {rq}, CQE compression {}",
             c.min_inline,
             if c.empw { "eMPW" } else { "one WQE per packet" },
             c.cqe_compression.map_or("off".into(), |f| format!("{f:?}"))

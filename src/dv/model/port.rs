@@ -86,9 +86,11 @@ impl ModelPort {
             RxKind::Cyclic { sges } => ((16 * sges).next_power_of_two(), opts.rq_wqes),
             // DPDK drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_cqe_num`: a striding RQ's CQ holds a
             // CQE per stride of every WQE (a filler takes the place of the strides it closes).
+            // What rawq's control path asks libmlx5 for (`control::rq_sizing`: WQEs x strides,
+            // not DPDK's one less), so that this port's CQ is the one libmlx5 gives rawq.
             RxKind::Striding(s) => (
                 (16 * (1 + (1u32 << s.log_num_strides))).next_power_of_two(),
-                (opts.rq_wqes << s.log_num_strides) - 1,
+                opts.rq_wqes << s.log_num_strides,
             ),
         };
         // CQ sizes as libmlx5 gives them for what a driver asks: `align_queue_size(cqe + 1)`
