@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::{deliver, nic, rig, Cqe};
-use crate::ibverbs::queue::{QueueControl, VerbsQueue, FLUSH_TIMEOUT};
+use crate::ibverbs::queue::{QueueControl, Side, VerbsQueue, FLUSH_TIMEOUT};
 use crate::mempool::Mempool;
 use crate::packet::Packet;
 use crate::queue::QueueOps;
@@ -23,7 +23,7 @@ fn flushed(wr_id: u64) -> Cqe {
 }
 
 impl QueueControl for FakeControl {
-    fn to_error(&self) -> crate::Result<()> {
+    fn to_error(&self, _: Side) -> crate::Result<()> {
         nic(|n| {
             n.to_error_calls += 1;
             if n.flush_on_error {
@@ -37,7 +37,7 @@ impl QueueControl for FakeControl {
         Ok(())
     }
 
-    fn reset(&self) -> crate::Result<()> {
+    fn reset(&self, _: Side) -> crate::Result<()> {
         nic(|n| {
             if n.fail_resets > 0 {
                 n.fail_resets -= 1;
