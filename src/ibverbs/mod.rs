@@ -169,18 +169,16 @@ pub(crate) fn install_rules(
     Ok(Box::new(control))
 }
 
-/// What an RSS rule hashes on: the addresses of its IP version and the ports of its transport;
-/// nothing (first queue) when the rule does not say it matches IP.
+/// What an RSS rule hashes on: the addresses of its IP version and the ports of its transport.
+/// A rule that names no IP version hashes IPv4: the kernel refuses an RSS QP without hash fields
+/// over a table of more than one WQ, and one with IPv4 and IPv6 fields together (EINVAL, Linux
+/// `drivers/infiniband/hw/mlx5/qp.c` `create_rss_raw_qp_tir`).
 fn hash_fields(rule: &Rule) -> HashFields {
     let l4 = rule.pattern.l4.map(|l| l.proto);
     match rule.pattern.ip {
         Some(IpMatch::V4 { .. }) => HashFields::for_ip(false, l4),
         Some(IpMatch::V6 { .. }) => HashFields::for_ip(true, l4),
-        None => match rule.pattern.ethertype {
-            Some(0x0800) => HashFields::for_ip(false, l4),
-            Some(0x86dd) => HashFields::for_ip(true, l4),
-            _ => HashFields::NONE,
-        },
+        None => HashFields::for_ip(rule.pattern.ethertype == Some(0x86dd), l4),
     }
 }
 
@@ -329,7 +327,21 @@ mod rule_tests {
         p.ip = None;
         p.ethertype = Some(0x86dd);
         assert_eq!(hash_fields(&r(&p)), HashFields::for_ip(true, None));
+        // No IP version in the rule (pktgen's default "udp dst-port N -> rss"): the kernel
+        // refuses an RSS QP without hash fields over more than one WQ (EINVAL), and one with
+        // IPv4 and IPv6 fields together; hash IPv4 with the rule's ports.
+        p.ethertype = None;
+        p.l4 = Some(L4Match {
+            proto: L4Proto::Udp,
+            src_port: None,
+            dst_port: Some(9000),
+        });
+        assert_eq!(
+            hash_fields(&r(&p)),
+            HashFields::for_ip(false, Some(L4Proto::Udp))
+        );
+        p.l4 = None;
         p.ethertype = Some(0x0806);
-        assert_eq!(hash_fields(&r(&p)), HashFields::NONE);
+        assert_eq!(hash_fields(&r(&p)), HashFields::for_ip(false, None));
     }
 }

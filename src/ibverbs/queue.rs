@@ -13,20 +13,56 @@ use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache};
 use crate::packet::Packet;
 use crate::queue::QueueOps;
-use crate::stats::StatsWriter;
+use crate::stats::{Counter, StatsWriter};
 
 /// How long teardown and recovery wait for flushed completions before resetting anyway.
 pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
 
+/// Which half of a queue an error stopped, and a recovery moves through its states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The send queue (the QP).
+    Send,
+    /// The receive queue (the WQ).
+    Recv,
+    /// Both: a QP that receives on its own RQ shares one state between the halves.
+    Both,
+}
+
+impl Side {
+    fn send(self) -> bool {
+        self != Side::Recv
+    }
+
+    fn recv(self) -> bool {
+        self != Side::Send
+    }
+
+    fn and(self, other: Side) -> Side {
+        if self == other {
+            self
+        } else {
+            Side::Both
+        }
+    }
+}
+
 /// The state transitions recovery and teardown need. A trait so that tests can put a fake
 /// device behind it.
 pub(crate) trait QueueControl: Send {
-    /// Moves the QP (and the receive WQ) to the error state: the device stops and completes
-    /// everything posted with a flush.
-    fn to_error(&self) -> Result<()>;
-    /// Resets the QP (and WQ) — the device lets go of every posted buffer — and brings them back
-    /// to RTS (RDY).
-    fn reset(&self) -> Result<()>;
+    /// Moves `side` to the error state: the device stops it and completes everything posted
+    /// to it with a flush.
+    fn to_error(&self, side: Side) -> Result<()>;
+    /// Resets `side` — the device lets go of every buffer posted to it — and brings it back to
+    /// RTS (RDY).
+    fn reset(&self, side: Side) -> Result<()>;
+    /// Whether send and receive fail and recover apart (a receive WQ beside the QP), as on
+    /// mlx5, where an error CQE moves only the SQ or only the RQ to the error state (Linux
+    /// `drivers/net/ethernet/mellanox/mlx5/core/en/reporter_tx.c` recovers the SQ alone,
+    /// `reporter_rx.c` the RQ alone). Otherwise every error is [`Side::Both`].
+    fn separate_sides(&self) -> bool {
+        false
+    }
 }
 
 /// [`QueueControl`] over real verbs objects.
@@ -37,20 +73,29 @@ pub(crate) struct VerbsControl {
 }
 
 impl QueueControl for VerbsControl {
-    fn to_error(&self) -> Result<()> {
-        let r = self.qp.to_error();
+    fn to_error(&self, side: Side) -> Result<()> {
+        let mut r = Ok(());
+        if side.send() || self.wq.is_none() {
+            r = self.qp.to_error();
+        }
         match &self.wq {
-            Some(w) => r.and(w.to_error()),
-            None => r,
+            Some(w) if side.recv() => r.and(w.to_error()),
+            _ => r,
         }
     }
 
-    fn reset(&self) -> Result<()> {
-        self.qp.reset(self.port)?;
-        match &self.wq {
-            Some(w) => w.reset(),
-            None => Ok(()),
+    fn reset(&self, side: Side) -> Result<()> {
+        if side.send() || self.wq.is_none() {
+            self.qp.reset(self.port)?;
         }
+        match &self.wq {
+            Some(w) if side.recv() => w.reset(),
+            _ => Ok(()),
+        }
+    }
+
+    fn separate_sides(&self) -> bool {
+        self.wq.is_some()
     }
 }
 
@@ -62,8 +107,8 @@ pub(crate) struct VerbsQueue {
     pool: Mempool,
     stats: StatsWriter,
     error: Option<Error>,
-    /// Set while a recovery waits for flushed completions.
-    recovering: Option<Instant>,
+    /// Set while a recovery waits for flushed completions: since when, and of which side.
+    recovering: Option<(Instant, Side)>,
     /// The memory registration the rings' lkey belongs to.
     _mr: Arc<dyn Any + Send + Sync>,
 }
@@ -97,45 +142,70 @@ impl VerbsQueue {
         }
     }
 
-    fn note(&mut self, e: Option<Error>) {
+    fn note(&mut self, e: Option<Error>, side: Side) {
         if let Some(e) = e {
-            if matches!(e, Error::Queue { .. }) && self.recovering.is_none() {
-                // An error completion: the QP (or WQ) is in the error state; make sure all of it
-                // is, so that everything posted comes back flushed.
-                let _ = self.ctl.to_error();
-                self.recovering = Some(Instant::now());
+            if matches!(e, Error::Queue { .. }) {
+                // An error completion: that side is in the error state; make sure all of it is,
+                // so that everything posted to it comes back flushed.
+                let side = if self.ctl.separate_sides() {
+                    side
+                } else {
+                    Side::Both
+                };
+                match self.recovering {
+                    None => {
+                        let _ = self.ctl.to_error(side);
+                        self.recovering = Some((Instant::now(), side));
+                    }
+                    Some((since, s)) if s.and(side) != s => {
+                        let _ = self.ctl.to_error(side);
+                        self.recovering = Some((since, s.and(side)));
+                    }
+                    Some(_) => {}
+                }
             }
             self.error.get_or_insert(e);
         }
     }
 
-    /// One step of a recovery; true when the queue is usable again.
-    fn recover(&mut self) -> bool {
-        let Some(since) = self.recovering else {
-            return true;
-        };
-        let _ = self.tx.complete(&mut self.cache, &self.stats);
-        self.rx.drain(&mut self.cache);
-        let drained = self.tx.buffers_in_flight() == 0 && self.rx.posted() == 0;
-        if !drained && since.elapsed() < FLUSH_TIMEOUT {
-            return false;
+    /// One step of a recovery; the side still stopped, `None` when the queue is whole again.
+    fn recover(&mut self) -> Option<Side> {
+        let (since, side) = self.recovering?;
+        if side.send() {
+            let _ = self.tx.complete(&mut self.cache, &self.stats);
         }
-        match self.ctl.reset() {
+        if side.recv() {
+            self.rx.drain(&mut self.cache);
+        }
+        let drained = (!side.send() || self.tx.buffers_in_flight() == 0)
+            && (!side.recv() || self.rx.posted() == 0);
+        if !drained && since.elapsed() < FLUSH_TIMEOUT {
+            return Some(side);
+        }
+        match self.ctl.reset(side) {
             Ok(()) => {
-                // The device owns none of the posted buffers any more.
-                self.tx.forget_in_flight(&mut self.cache);
-                self.rx.forget_posted(&mut self.cache);
+                // The device owns none of the buffers posted to that side any more.
                 self.recovering = None;
-                let e = self.rx.refill(&mut self.cache, true);
-                self.note(e);
-                true
+                if side.send() {
+                    // WRs whose flush never came (the wait timed out) were not sent either:
+                    // count them as dropped, never as sent.
+                    self.stats
+                        .add(Counter::TxDrops, u64::from(self.tx.outstanding()));
+                    self.tx.forget_in_flight(&mut self.cache);
+                }
+                if side.recv() {
+                    self.rx.forget_posted(&mut self.cache);
+                    let e = self.rx.refill(&mut self.cache, true);
+                    self.note(e, Side::Recv);
+                }
+                self.recovering.map(|(_, s)| s)
             }
             Err(e) => {
                 // Still in the error state: keep the buffers where they are, report, and try
                 // again on a later burst.
                 self.error.get_or_insert(e);
-                self.recovering = Some(Instant::now());
-                false
+                self.recovering = Some((Instant::now(), side));
+                Some(side)
             }
         }
     }
@@ -149,30 +219,30 @@ impl VerbsQueue {
 
 impl QueueOps for VerbsQueue {
     fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        if !self.recover() {
+        if self.recover().is_some_and(Side::recv) {
             return 0;
         }
         let done = self
             .rx
             .burst(out, max, &mut self.cache, &self.pool, &self.stats);
-        self.note(done.error);
+        self.note(done.error, Side::Recv);
         done.got
     }
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        if !self.recover() {
+        if self.recover().is_some_and(Side::send) {
             return 0;
         }
         let (n, e) = self
             .tx
             .burst(pkts, &mut self.cache, &self.pool, &self.stats);
-        self.note(e);
+        self.note(e, Side::Send);
         n
     }
 
     fn reclaim(&mut self) -> usize {
         let done = self.tx.complete(&mut self.cache, &self.stats);
-        self.note(done.error);
+        self.note(done.error, Side::Send);
         done.freed
     }
 
@@ -192,7 +262,7 @@ impl QueueOps for VerbsQueue {
 impl Drop for VerbsQueue {
     fn drop(&mut self) {
         // Flush everything the device holds so the buffers go home before the QP goes.
-        let _ = self.ctl.to_error();
+        let _ = self.ctl.to_error(Side::Both);
         let start = Instant::now();
         loop {
             let _ = self.tx.complete(&mut self.cache, &self.stats);
@@ -208,7 +278,7 @@ impl Drop for VerbsQueue {
         // Not all flushed: a reset QP/WQ no longer touches its buffers, after which they are
         // ours. If even the reset fails they stay marked in use, and the pool leaks its region
         // rather than unmapping memory a device might still write.
-        if self.ctl.reset().is_ok() {
+        if self.ctl.reset(Side::Both).is_ok() {
             self.tx.forget_in_flight(&mut self.cache);
             self.rx.forget_posted(&mut self.cache);
         }

@@ -123,6 +123,26 @@ impl AfPacket {
         if rc != 0 {
             return Err(Error::last_os("bind(AF_PACKET)"));
         }
+        // A wire does not drop while the device thread is descheduled: give the socket room for
+        // some seconds of a test's traffic (the default, net.core.rmem_default, holds a few
+        // hundred small frames, tens of milliseconds on a loaded machine). Best effort:
+        // SO_RCVBUFFORCE needs CAP_NET_ADMIN, SO_RCVBUF is capped at net.core.rmem_max.
+        let bytes: libc::c_int = 16 << 20;
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+            // SAFETY: setsockopt on our socket with a pointer to an int of the size passed.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as u32,
+                )
+            };
+            if rc == 0 {
+                break;
+            }
+        }
         Ok(AfPacket { fd })
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::{deliver, nic, rig, Cqe};
-use crate::ibverbs::queue::{QueueControl, VerbsQueue, FLUSH_TIMEOUT};
+use crate::ibverbs::queue::{QueueControl, Side, VerbsQueue, FLUSH_TIMEOUT};
 use crate::mempool::Mempool;
 use crate::packet::Packet;
 use crate::queue::QueueOps;
@@ -23,7 +23,7 @@ fn flushed(wr_id: u64) -> Cqe {
 }
 
 impl QueueControl for FakeControl {
-    fn to_error(&self) -> crate::Result<()> {
+    fn to_error(&self, _: Side) -> crate::Result<()> {
         nic(|n| {
             n.to_error_calls += 1;
             if n.flush_on_error {
@@ -37,7 +37,7 @@ impl QueueControl for FakeControl {
         Ok(())
     }
 
-    fn reset(&self) -> crate::Result<()> {
+    fn reset(&self, _: Side) -> crate::Result<()> {
         nic(|n| {
             if n.fail_resets > 0 {
                 n.fail_resets -= 1;
@@ -189,5 +189,95 @@ fn dropping_a_queue_flushes_and_returns_every_buffer() {
     assert_eq!(q.buffers_with_device(), 32 + 20);
     drop(q);
     assert_eq!(nic(|n| (n.to_error_calls, n.resets)), (1, 0));
+    all_home(&pool);
+}
+
+/// The state changes a [`SplitControl`] was asked for.
+type Calls = Arc<std::sync::Mutex<Vec<(&'static str, Side)>>>;
+
+/// A fake whose send and receive halves fail and recover apart (a QP beside a receive WQ).
+struct SplitControl(Calls);
+
+impl QueueControl for SplitControl {
+    fn to_error(&self, side: Side) -> crate::Result<()> {
+        self.0.lock().unwrap().push(("error", side));
+        nic(|n| {
+            n.to_error_calls += 1;
+            if n.flush_on_error {
+                if side != Side::Recv {
+                    n.held.clear();
+                    let tx: Vec<u64> = n.pending.drain(..).collect();
+                    n.tx_cqes.extend(tx.into_iter().map(flushed));
+                }
+                if side != Side::Send {
+                    let rx: Vec<u64> = n.rx_posted.drain(..).map(|(id, _, _)| id).collect();
+                    n.rx_cqes.extend(rx.into_iter().map(flushed));
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn reset(&self, side: Side) -> crate::Result<()> {
+        self.0.lock().unwrap().push(("reset", side));
+        nic(|n| {
+            n.resets += 1;
+            if side != Side::Recv {
+                n.pending.clear();
+                n.held.clear();
+                n.tx_cqes.clear();
+            }
+            if side != Side::Send {
+                n.rx_posted.clear();
+                n.rx_cqes.clear();
+            }
+        });
+        Ok(())
+    }
+
+    fn separate_sides(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_send_error_leaves_a_separate_receive_queue_alone() {
+    let r = rig(64, 0);
+    let pool = r.pool.clone();
+    let calls = Calls::default();
+    let mut q = VerbsQueue::new(
+        r.rx,
+        r.tx,
+        Box::new(SplitControl(calls.clone())),
+        &pool,
+        Arc::new(()),
+    )
+    .expect("queue");
+    nic(|n| {
+        n.flush_on_error = true;
+        n.hold = true;
+        n.next_status = Some(ibv_wc_status::IBV_WC_LOC_PROT_ERR);
+    });
+    let mut pkts = alloc(&pool, 10);
+    assert_eq!(q.tx_burst(&mut pkts), 10);
+    q.reclaim();
+    assert!(q.take_error().is_some());
+    // While the send side recovers, frames keep arriving on the receive ring.
+    deliver(&[3; 60], 0);
+    let mut out = Vec::new();
+    assert_eq!(q.rx_burst(&mut out, 8), 1);
+    assert_eq!(out[0].data(), &[3; 60][..]);
+    out.clear();
+    nic(|n| n.hold = false);
+    let mut more = alloc(&pool, 4);
+    assert_eq!(q.tx_burst(&mut more), 4);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [("error", Side::Send), ("reset", Side::Send)]
+    );
+    let s = q.stats().snapshot();
+    assert_eq!((s.tx_errors, s.tx_drops), (1, 9), "{s:?}");
+    assert_eq!((s.rx_packets, s.rx_errors, s.rx_drops), (1, 0, 0), "{s:?}");
+    drop(q);
     all_home(&pool);
 }
