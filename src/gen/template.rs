@@ -531,7 +531,7 @@ pub struct Stamper {
     spec: Box<FrameSpec>,
     shape: Box<Shape>,
     /// What the writer reads of the spec per frame.
-    flows: u32,
+    flows: std::num::NonZeroU32,
     vary: FlowVary,
     src_port: u16,
     dst_port: u16,
@@ -568,7 +568,11 @@ pub struct Stamper {
     /// vary, protocol, the TCP header's constant words, the stamp's flow count.
     l4_base: u32,
     /// The writer chosen once at construction; `Fast::General` handles every shape.
+    /// The shape decision (read by the tests; `writer` is what the hot path uses).
+    #[cfg_attr(not(test), allow(dead_code))]
     fast: Fast,
+    /// `fast`'s writer: one indirect call per frame instead of a branch tree.
+    writer: WriteFn,
     /// For the fast writers, per frame length: the constant part of the UDP checksum sum
     /// (`l4_base`, both length words, the payload's sum, the fixed destination address word)
     /// and of the IPv4 header sum (`ip_base`, total length, destination word). Empty for
@@ -583,6 +587,29 @@ pub struct Stamper {
 /// (UDP, no ranges, no latency room; any VLAN tags) each get a writer that stores only the
 /// varying words with a few wide stores and sums only them; everything else runs the general
 /// writer.
+/// A [`Stamper`] writer: `write_at`'s arguments.
+type WriteFn = fn(&Stamper, &mut [u8], usize, u32, u16, u64, Option<u64>);
+
+impl Fast {
+    fn writer(self) -> WriteFn {
+        match self {
+            Fast::General => Stamper::write_general,
+            Fast::Udp4 { ip, stamp } => match (ip, stamp) {
+                (false, false) => Stamper::write_udp::<false, false, false>,
+                (false, true) => Stamper::write_udp::<false, false, true>,
+                (true, false) => Stamper::write_udp::<false, true, false>,
+                (true, true) => Stamper::write_udp::<false, true, true>,
+            },
+            Fast::Udp6 { ip, stamp } => match (ip, stamp) {
+                (false, false) => Stamper::write_udp::<true, false, false>,
+                (false, true) => Stamper::write_udp::<true, false, true>,
+                (true, false) => Stamper::write_udp::<true, true, false>,
+                (true, true) => Stamper::write_udp::<true, true, true>,
+            },
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fast {
     General,
@@ -854,9 +881,11 @@ impl Stamper {
         let skip_from = src_skip16.map_or(0x1_0000, |d| d as u32);
         Ok(Stamper {
             fast,
+            writer: fast.writer(),
             len_sums,
             skip_from,
-            flows: spec.flows,
+            flows: std::num::NonZeroU32::new(spec.flows)
+                .ok_or_else(|| Error::Config("flows = 0: must be 1..=65536".into()))?,
             vary: spec.vary,
             src_port: spec.src_port,
             dst_port: spec.dst_port,
@@ -942,48 +971,13 @@ impl Stamper {
         seq: u64,
         tx_ns: Option<u64>,
     ) {
-        match self.fast {
-            Fast::Udp4 {
-                ip: false,
-                stamp: false,
-            } => self.write_udp::<false, false, false>(out, len, flow, stream, seq),
-            Fast::Udp4 {
-                ip: false,
-                stamp: true,
-            } => self.write_udp::<false, false, true>(out, len, flow, stream, seq),
-            Fast::Udp4 {
-                ip: true,
-                stamp: false,
-            } => self.write_udp::<false, true, false>(out, len, flow, stream, seq),
-            Fast::Udp4 {
-                ip: true,
-                stamp: true,
-            } => self.write_udp::<false, true, true>(out, len, flow, stream, seq),
-            Fast::Udp6 {
-                ip: false,
-                stamp: false,
-            } => self.write_udp::<true, false, false>(out, len, flow, stream, seq),
-            Fast::Udp6 {
-                ip: false,
-                stamp: true,
-            } => self.write_udp::<true, false, true>(out, len, flow, stream, seq),
-            Fast::Udp6 {
-                ip: true,
-                stamp: false,
-            } => self.write_udp::<true, true, false>(out, len, flow, stream, seq),
-            Fast::Udp6 {
-                ip: true,
-                stamp: true,
-            } => self.write_udp::<true, true, true>(out, len, flow, stream, seq),
-            Fast::General => self.write_general(out, len, flow, stream, seq, tx_ns),
-        }
+        (self.writer)(self, out, len, flow, stream, seq, tx_ns)
     }
 
     /// The plain writers: UDP over IPv4 (`V6` false) or IPv6, flows varying the source address
     /// (`IP`) or port, with or without a sequence stamp (`STAMP`). The header block from the
     /// IP header to the stamp's end is one slice of constant length, so no store below is
     /// bounds-checked; the varying words go out in a few wide stores.
-    #[inline(always)]
     fn write_udp<const V6: bool, const IP: bool, const STAMP: bool>(
         &self,
         out: &mut [u8],
@@ -991,6 +985,7 @@ impl Stamper {
         flow: u32,
         stream: u16,
         seq: u64,
+        _tx_ns: Option<u64>,
     ) {
         let [l4c, ipc] = self.len_sums[len];
         out[..len].copy_from_slice(&self.tmpl[..len]);
@@ -1018,7 +1013,7 @@ impl Stamper {
             // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
             let seq = seq & 0xffff_ffff_ffff;
             let hi = (SEQ_MAGIC as u64) << 32 | (stream as u64) << 16 | flow as u64;
-            let lo = ((self.flows - 1) as u64) << 48 | seq;
+            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
             let word = (hi as u128) << 64 | lo as u128;
             let p = ip_len + UDP;
             h[p..p + STAMP_LEN].copy_from_slice(&word.to_be_bytes());
@@ -1045,7 +1040,6 @@ impl Stamper {
     }
 
     /// The writer for every shape.
-    #[inline(never)]
     fn write_general(
         &self,
         out: &mut [u8],
@@ -1096,7 +1090,7 @@ impl Stamper {
             // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
             let seq = seq & 0xffff_ffff_ffff;
             let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
-            let lo = ((self.flows - 1) as u64) << 48 | seq;
+            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
             let word = (hi as u128) << 64 | lo as u128;
             s[0..16].copy_from_slice(&word.to_be_bytes());
             l4_sum += words32(magic) + stream as u32 + flow + words64(seq);
@@ -1267,6 +1261,7 @@ mod tests {
                             assert_ne!(fast.fast, Fast::General, "{spec:?} {shape:?}");
                             let mut gen = Stamper::with_shape(spec, shape).unwrap();
                             gen.fast = Fast::General;
+                            gen.writer = Fast::General.writer();
                             for i in [0u64, 1, 6, 8, 9, 100, 65534, 65535, 70000, 1 << 50] {
                                 let len = 90 + (i % 51) as usize;
                                 let (mut a, mut b) = ([0xeeu8; 160], [0x11u8; 160]);
