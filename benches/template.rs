@@ -10,7 +10,8 @@
 //! Cases: `v4_port` (64-byte IPv4 frames, flows vary the source port), `v4_port_seq` (the
 //! same with sequence stamps), `v4_ip` / `v4_ip_seq` (flows vary the source address),
 //! `v6_port` / `v6_port_seq` / `v6_ip_seq` (78-byte IPv6 frames), and `v4_lat` (a latency
-//! stamp with a send time, the non-plain path, for reference).
+//! stamp with a send time, the general writer, 80-byte frames, for reference), and `floor64`
+//! (the loop copying a 64-byte template and nothing else: loop, `black_box` and `memcpy`).
 
 use std::hint::black_box;
 
@@ -66,6 +67,18 @@ case!(callgrind_v6_port_seq, true, FlowVary::SrcPort, true, false);
 case!(callgrind_v6_ip_seq, true, FlowVary::SrcIp, true, false);
 case!(callgrind_v4_lat, false, FlowVary::SrcPort, false, true);
 
+/// The floor: the same loop copying a 64-byte template and nothing else (what any
+/// template-copying writer pays).
+#[inline(never)]
+fn callgrind_floor64(n: u64, out: &mut [u8]) {
+    let tmpl = [0x5au8; 64];
+    let tmpl = black_box(&tmpl[..]);
+    for _ in 0..n {
+        let o = black_box(&mut *out);
+        o[..64].copy_from_slice(&tmpl[..black_box(64)]);
+    }
+}
+
 type Case = (&'static str, fn(u64, &mut [u8]));
 
 const CASES: &[Case] = &[
@@ -77,6 +90,7 @@ const CASES: &[Case] = &[
     ("v6_port_seq", callgrind_v6_port_seq),
     ("v6_ip_seq", callgrind_v6_ip_seq),
     ("v4_lat", callgrind_v4_lat),
+    ("floor64", callgrind_floor64),
 ];
 
 fn main() {

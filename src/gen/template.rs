@@ -575,8 +575,8 @@ pub struct Stamper {
     writer: WriteFn,
     /// For the fast writers, per frame length: the constant part of the UDP checksum sum
     /// (`l4_base`, both length words, the payload's sum, the fixed destination address word)
-    /// and of the IPv4 header sum (`ip_base`, total length, destination word). Empty for
-    /// `Fast::General`.
+    /// and of the IPv4 header sum (`ip_base`, total length, destination word; when flows vary
+    /// the port, the folded IPv4 checksum itself). Empty for `Fast::General`.
     len_sums: Vec<[u32; 2]>,
     /// `FlowVary::SrcIp` in a fast writer: the flow offset from which one is added to step
     /// over the destination (0x1_0000, never reached, when there is nothing to skip).
@@ -874,7 +874,8 @@ impl Stamper {
                     let l4_len = (len - l4) as u32;
                     let l4c = l4_base + 2 * l4_len + payload_sum[len - pay] + dst_words;
                     let ipc = ip_base + (len - l3) as u32 + dst_words;
-                    [l4c, ipc]
+                    // With no address varying the IPv4 checksum depends on the length alone.
+                    [l4c, if vary_ip { ipc } else { csum_fold(ipc) as u32 }]
                 })
                 .collect();
         }
@@ -1031,7 +1032,11 @@ impl Stamper {
             h[4..6].copy_from_slice(&l4_len.to_be_bytes());
         } else {
             let tot = (len - l3) as u16;
-            let ipcs = csum_fold(ipc + src_words);
+            let ipcs = if IP {
+                csum_fold(ipc + src_words)
+            } else {
+                ipc as u16 // already the checksum
+            };
             // Total length .. checksum: bytes 2..12 hold total length, id, flags, TTL,
             // protocol, checksum; only the lengths and the checksum vary.
             h[2..4].copy_from_slice(&tot.to_be_bytes());
