@@ -12,6 +12,26 @@
 //! `v6_port` / `v6_port_seq` / `v6_ip_seq` (78-byte IPv6 frames), and `v4_lat` (a latency
 //! stamp with a send time, the general writer, 80-byte frames, for reference), and `floor64`
 //! (the loop copying a 64-byte template and nothing else: loop, `black_box` and `memcpy`).
+//!
+//! Figures (callgrind instructions per frame, loop included; 2-vCPU VM; main (607b719) and
+//! branch `tmplperf` built side by side, both binaries run back to back, 1,000,000 frames):
+//!
+//! | case | before (607b719) | after (`tmplperf`) |
+//! |---|---|---|
+//! | `v4_port` | 178.0 | 107.0 |
+//! | `v4_port_seq` | 224.6 | 133.0 |
+//! | `v4_ip` | 217.0 | 127.0 |
+//! | `v4_ip_seq` | 263.6 | 156.0 |
+//! | `v6_port` | 175.0 | 111.0 |
+//! | `v6_port_seq` | 216.0 | 140.0 |
+//! | `v6_ip_seq` | 255.0 | 150.0 |
+//! | `v4_lat` (general writer) | 252.0 | 257.0 |
+//! | `floor64` | 22.0 | 22.0 |
+//!
+//! Less the floor, the plain writer went from 156 to 85 instructions (v4, port) and from 202
+//! to 111 (v4, port, stamps). What remains: a `memcpy` call and the registers saved around it
+//! (~30), the bounds checks of the length and header slice (~12), the division for
+//! `flow % flows`, and the sums and stores of the varying words.
 
 use std::hint::black_box;
 
