@@ -18,6 +18,8 @@ const UDP: usize = 8;
 /// magic (4) + stream (2) + flow (2) + flows - 1 (2) + seq (6); a latency stamp adds the
 /// send time (8).
 const STAMP: usize = 16;
+/// [`STAMP`] where the const generic `STAMP` shadows it.
+const STAMP_LEN: usize = STAMP;
 
 /// One's-complement sum of `data` (big-endian 16-bit words) added to `sum`, not folded or
 /// inverted. Carries accumulate in the upper bits ([`csum_fold`] folds them); a `u32` holds the
@@ -34,10 +36,12 @@ pub fn checksum(data: &[u8], mut sum: u32) -> u32 {
 }
 
 /// Folds a sum to 16 bits and inverts it: the checksum field value.
+#[inline]
 pub fn csum_fold(mut sum: u32) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
+    // Two folds always suffice for 32 bits: the first leaves at most 0x1fffe, the second at
+    // most 0xffff.
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
     !(sum as u16)
 }
 
@@ -527,7 +531,7 @@ pub struct Stamper {
     spec: Box<FrameSpec>,
     shape: Box<Shape>,
     /// What the writer reads of the spec per frame.
-    flows: u32,
+    flows: std::num::NonZeroU32,
     vary: FlowVary,
     src_port: u16,
     dst_port: u16,
@@ -563,6 +567,62 @@ pub struct Stamper {
     /// Transport checksum sum of the constant words: pseudo-header address words that never
     /// vary, protocol, the TCP header's constant words, the stamp's flow count.
     l4_base: u32,
+    /// The writer chosen once at construction; `Fast::General` handles every shape.
+    /// The shape decision (read by the tests; `writer` is what the hot path uses).
+    #[cfg_attr(not(test), allow(dead_code))]
+    fast: Fast,
+    /// `fast`'s writer: one indirect call per frame instead of a branch tree.
+    writer: WriteFn,
+    /// For the fast writers, per frame length: the constant part of the UDP checksum sum
+    /// (`l4_base`, both length words, the payload's sum, the fixed destination address word)
+    /// and of the IPv4 header sum (`ip_base`, total length, destination word; when flows vary
+    /// the port, the folded IPv4 checksum itself). Empty for `Fast::General`.
+    len_sums: Vec<[u32; 2]>,
+    /// `FlowVary::SrcIp` in a fast writer: the flow offset from which one is added to step
+    /// over the destination (0x1_0000, never reached, when there is nothing to skip).
+    skip_from: u32,
+}
+
+/// Which writer [`Stamper::write_at`] runs, decided once per [`Stamper`]: the plain shapes
+/// (UDP, no ranges, no latency room; any VLAN tags) each get a writer that stores only the
+/// varying words with a few wide stores and sums only them; everything else runs the general
+/// writer.
+/// A [`Stamper`] writer: `write_at`'s arguments.
+type WriteFn = fn(&Stamper, &mut [u8], usize, u32, u16, u64, Option<u64>);
+
+impl Fast {
+    fn writer(self) -> WriteFn {
+        match self {
+            Fast::General => Stamper::write_general,
+            Fast::Udp4 { ip, stamp } => match (ip, stamp) {
+                (false, false) => Stamper::write_udp::<false, false, false>,
+                (false, true) => Stamper::write_udp::<false, false, true>,
+                (true, false) => Stamper::write_udp::<false, true, false>,
+                (true, true) => Stamper::write_udp::<false, true, true>,
+            },
+            Fast::Udp6 { ip, stamp } => match (ip, stamp) {
+                (false, false) => Stamper::write_udp::<true, false, false>,
+                (false, true) => Stamper::write_udp::<true, false, true>,
+                (true, false) => Stamper::write_udp::<true, true, false>,
+                (true, true) => Stamper::write_udp::<true, true, true>,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
+    General,
+    /// UDP over IPv4 / IPv6; `ip`: flows vary the source address (else the source port);
+    /// `stamp`: a 16-byte sequence stamp follows the UDP header.
+    Udp4 {
+        ip: bool,
+        stamp: bool,
+    },
+    Udp6 {
+        ip: bool,
+        stamp: bool,
+    },
 }
 
 const TCP: usize = 20;
@@ -781,8 +841,52 @@ impl Stamper {
         if stamp_len > 0 {
             l4_base += spec.flows - 1;
         }
+        // The shape decision for the hot path.
+        let plain = !tcp && walks.is_empty() && !shape.latency;
+        let vary_ip = spec.vary == FlowVary::SrcIp;
+        let fast = match (plain, v4) {
+            (false, _) => Fast::General,
+            (true, true) => Fast::Udp4 {
+                ip: vary_ip,
+                stamp: stamp_len > 0,
+            },
+            (true, false) => Fast::Udp6 {
+                ip: vary_ip,
+                stamp: stamp_len > 0,
+            },
+        };
+        let mut len_sums = Vec::new();
+        if fast != Fast::General {
+            // Only the source word varies: the destination word goes into the template (after
+            // the sums above, which exclude it; the general writer would store the same value)
+            // and into the fast writers' constant sums.
+            let dst_words = if vary_ip {
+                t[dst_off..dst_off + 4].copy_from_slice(&dst_lo.to_be_bytes());
+                words32(dst_lo)
+            } else {
+                0
+            };
+            len_sums = (0..=max)
+                .map(|len| {
+                    if len < pay {
+                        return [0, 0];
+                    }
+                    let l4_len = (len - l4) as u32;
+                    let l4c = l4_base + 2 * l4_len + payload_sum[len - pay] + dst_words;
+                    let ipc = ip_base + (len - l3) as u32 + dst_words;
+                    // With no address varying the IPv4 checksum depends on the length alone.
+                    [l4c, if vary_ip { ipc } else { csum_fold(ipc) as u32 }]
+                })
+                .collect();
+        }
+        let skip_from = src_skip16.map_or(0x1_0000, |d| d as u32);
         Ok(Stamper {
-            flows: spec.flows,
+            fast,
+            writer: fast.writer(),
+            len_sums,
+            skip_from,
+            flows: std::num::NonZeroU32::new(spec.flows)
+                .ok_or_else(|| Error::Config("flows = 0: must be 1..=65536".into()))?,
             vary: spec.vary,
             src_port: spec.src_port,
             dst_port: spec.dst_port,
@@ -868,6 +972,88 @@ impl Stamper {
         seq: u64,
         tx_ns: Option<u64>,
     ) {
+        (self.writer)(self, out, len, flow, stream, seq, tx_ns)
+    }
+
+    /// The plain writers: UDP over IPv4 (`V6` false) or IPv6, flows varying the source address
+    /// (`IP`) or port, with or without a sequence stamp (`STAMP`). The header block from the
+    /// IP header to the stamp's end is one slice of constant length, so no store below is
+    /// bounds-checked; the varying words go out in a few wide stores.
+    fn write_udp<const V6: bool, const IP: bool, const STAMP: bool>(
+        &self,
+        out: &mut [u8],
+        len: usize,
+        flow: u32,
+        stream: u16,
+        seq: u64,
+        _tx_ns: Option<u64>,
+    ) {
+        let [l4c, ipc] = self.len_sums[len];
+        out[..len].copy_from_slice(&self.tmpl[..len]);
+        let l3 = self.l3;
+        let ip_len = if V6 { IP6 } else { IP4 };
+        let hdr = ip_len + UDP + if STAMP { STAMP_LEN } else { 0 };
+        let h = &mut out[l3..l3 + hdr];
+        let flow = flow % self.flows;
+        let mut src_words = 0;
+        let src_port = if IP {
+            // The last 16 bits of the source: base + flow, stepping over the destination.
+            let k = flow + (flow >= self.skip_from) as u32;
+            let lo16 = (self.src_lo as u16).wrapping_add(k as u16);
+            let src = (self.src_lo & 0xffff_0000) | lo16 as u32;
+            let off = if V6 { 20 } else { 12 };
+            h[off..off + 4].copy_from_slice(&src.to_be_bytes());
+            src_words = words32(src);
+            self.src_port
+        } else {
+            self.src_port.wrapping_add(flow as u16)
+        };
+        let ports = (src_port as u32) << 16 | self.dst_port as u32;
+        let mut l4_sum = l4c + src_words + words32(ports);
+        if STAMP {
+            // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
+            let seq = seq & 0xffff_ffff_ffff;
+            let hi = (SEQ_MAGIC as u64) << 32 | (stream as u64) << 16 | flow as u64;
+            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
+            let word = (hi as u128) << 64 | lo as u128;
+            let p = ip_len + UDP;
+            h[p..p + STAMP_LEN].copy_from_slice(&word.to_be_bytes());
+            l4_sum += words32(SEQ_MAGIC) + stream as u32 + flow + words64(seq);
+        }
+        let mut c = csum_fold(l4_sum);
+        if c == 0 {
+            c = 0xffff; // 0 means "no checksum" for UDP over IPv4 and is invalid over IPv6
+        }
+        let l4_len = (len - self.l4) as u16;
+        // Ports, UDP length, UDP checksum: one 8-byte store.
+        let udp = (ports as u64) << 32 | (l4_len as u64) << 16 | c as u64;
+        h[ip_len..ip_len + 8].copy_from_slice(&udp.to_be_bytes());
+        if V6 {
+            h[4..6].copy_from_slice(&l4_len.to_be_bytes());
+        } else {
+            let tot = (len - l3) as u16;
+            let ipcs = if IP {
+                csum_fold(ipc + src_words)
+            } else {
+                ipc as u16 // already the checksum
+            };
+            // Total length .. checksum: bytes 2..12 hold total length, id, flags, TTL,
+            // protocol, checksum; only the lengths and the checksum vary.
+            h[2..4].copy_from_slice(&tot.to_be_bytes());
+            h[10..12].copy_from_slice(&ipcs.to_be_bytes());
+        }
+    }
+
+    /// The writer for every shape.
+    fn write_general(
+        &self,
+        out: &mut [u8],
+        len: usize,
+        flow: u32,
+        stream: u16,
+        seq: u64,
+        tx_ns: Option<u64>,
+    ) {
         let (l3, l4) = (self.l3, self.l4);
         let out = &mut out[..len];
         out.copy_from_slice(&self.tmpl[..len]);
@@ -909,7 +1095,7 @@ impl Stamper {
             // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
             let seq = seq & 0xffff_ffff_ffff;
             let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
-            let lo = ((self.flows - 1) as u64) << 48 | seq;
+            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
             let word = (hi as u128) << 64 | lo as u128;
             s[0..16].copy_from_slice(&word.to_be_bytes());
             l4_sum += words32(magic) + stream as u32 + flow + words64(seq);
@@ -1041,6 +1227,61 @@ impl SeqTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every plain shape's fast writer writes exactly the general writer's bytes: v4 and v6,
+    /// source port or address varying (with the destination inside the source's /16, so the
+    /// skip is exercised, and outside it), with and without stamps, with 0..=2 VLAN tags,
+    /// over a size range, flow indices past `flows` and sequence numbers past 48 bits.
+    #[test]
+    fn fast_writers_match_general_writer() {
+        let addrs = [
+            ("10.0.0.1", "10.0.0.9"),
+            ("10.1.0.1", "10.0.255.9"),
+            ("2001:db8::1", "2001:db8::9"),
+            ("2001:db8::1:1", "2001:db8::ffff"),
+        ];
+        let mut checked = 0;
+        for (src, dst) in addrs {
+            for vary in [FlowVary::SrcPort, FlowVary::SrcIp] {
+                for stamp in [false, true] {
+                    for nv in 0..=2 {
+                        for flows in [1u32, 7, 65535] {
+                            let spec = FrameSpec {
+                                dst_mac: [2, 0, 0, 0, 0, 2],
+                                src_mac: [2, 0, 0, 0, 0, 1],
+                                src_ip: src.parse().unwrap(),
+                                dst_ip: dst.parse().unwrap(),
+                                src_port: 65530,
+                                dst_port: 9000,
+                                flows,
+                                vary,
+                                sizes: SizeSpec::Range(90, 140),
+                                stamp,
+                            };
+                            let shape = Shape {
+                                vlans: vec![Vlan { id: 7, pcp: 3 }; nv],
+                                ..Shape::default()
+                            };
+                            let fast = Stamper::with_shape(spec.clone(), shape.clone()).unwrap();
+                            assert_ne!(fast.fast, Fast::General, "{spec:?} {shape:?}");
+                            let mut gen = Stamper::with_shape(spec, shape).unwrap();
+                            gen.fast = Fast::General;
+                            gen.writer = Fast::General.writer();
+                            for i in [0u64, 1, 6, 8, 9, 100, 65534, 65535, 70000, 1 << 50] {
+                                let len = 90 + (i % 51) as usize;
+                                let (mut a, mut b) = ([0xeeu8; 160], [0x11u8; 160]);
+                                fast.write(&mut a, len, i as u32, 5, i);
+                                gen.write(&mut b, len, i as u32, 5, i);
+                                assert_eq!(a[..len], b[..len], "{src} {vary:?} {stamp} {nv} {i}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 2 * 2 * 3 * 3 * 10);
+    }
 
     #[test]
     fn incremental_update_equals_recompute() {
