@@ -38,6 +38,11 @@ if [[ -z ${PKTGEN:-} ]]; then
   cargo build --release --quiet --all-features --example pktgen
   PKTGEN=$PWD/target/release/examples/pktgen
 fi
+if [[ $BACKEND == dv ]]; then
+  # Built here, not inside emu.sh while the demo waits for the port's TAP to appear.
+  echo "demo: building the emulated NIC…"
+  cargo build --quiet -p rawq-emu
+fi
 
 TAG=$$
 NSA=rawq-demo-$TAG-a NSB=rawq-demo-$TAG-b

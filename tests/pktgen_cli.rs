@@ -331,6 +331,32 @@ fn demo_script_succeeds() {
     );
 }
 
+/// The demo with the receiving port on the emulated ConnectX (rawq's DV backend through
+/// libmlx5's objects, B's address on the port's TAP netdev): the same RESULT line.
+#[test]
+fn demo_script_succeeds_on_the_emulated_dv_backend() {
+    let _serial = serial();
+    if NetnsPair::new("demodv").is_none() {
+        return; // skipped (or failed with RAWQ_REQUIRE_NETNS=1) for lack of root
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg(root.join("scripts/demo.sh"))
+        .args(["--backend", "dv", "--seconds", "2"])
+        .env("PKTGEN", pktgen())
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("RESULT: ok")
+            && text.contains("receiver: dv on mlx5_0"),
+        "demo --backend dv failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn tempdir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "rawq-test-{}-{:?}",
