@@ -74,7 +74,7 @@ impl ModelPort {
                 wire_capacity: opts.wire_capacity,
                 wire: opts.wire.clone(),
                 netdev: opts.netdev.clone(),
-                clock_khz: 0,
+                clock_khz: opts.clock_khz,
             },
             HwTuning {
                 empw: opts.empw,
@@ -100,7 +100,10 @@ impl ModelPort {
             txcq_cnt: cq_slots(opts.sq_wqebbs),
             rq_cnt: opts.rq_wqes,
             rq_stride,
-            rxcq_cnt: cq_slots(rxcq_want),
+            rxcq_cnt: match opts.rxcq_entries {
+                0 => cq_slots(rxcq_want),
+                n => n,
+            },
         };
         let striding = match opts.rx {
             RxKind::Striding(s) => Some(s),
