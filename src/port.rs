@@ -261,6 +261,16 @@ impl Port {
             .map(|(_, port)| port.counters())
     }
 
+    /// The clock that stamps received packets ([`crate::RxMeta::hw_timestamp`]) when the
+    /// backend has one: a [`Backend::Model`] port with a clock
+    /// ([`crate::dv::model::ModelOptions::clock_khz`]); `None` otherwise.
+    #[cfg(feature = "mlx5")]
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        self._control
+            .downcast_ref::<(crate::dv::model::ModelThread, crate::dv::model::ModelPort)>()
+            .and_then(|(_, port)| port.device_clock())
+    }
+
     /// Counters summed over all queues.
     pub fn stats(&self) -> QueueStats {
         let mut s = QueueStats::default();

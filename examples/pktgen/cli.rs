@@ -221,6 +221,9 @@ impl Args {
                 o.wire = rawq::dv::model::ModelWire::Sink;
             }
             o.empw = true;
+            if self.measure.hw_timestamps {
+                o.clock_khz = crate::measure::MODEL_CLOCK_KHZ;
+            }
             return Ok(Backend::Model(o));
         }
         Ok(b)

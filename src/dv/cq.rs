@@ -158,3 +158,58 @@ impl Cq {
         }
     }
 }
+
+/// A device's free-running clock: what CQE timestamps count (mlx5dv.h `struct mlx5_cqe64`
+/// `timestamp`, read by [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp)), and a reading
+/// of it now, for stamping send times in the same time base (MoonGen-style: the sender reads
+/// the device clock in software; the receiver takes the device's completion timestamp).
+#[derive(Clone, Debug)]
+pub struct DeviceClock {
+    khz: u64,
+    read: ClockRead,
+}
+
+#[derive(Clone, Debug)]
+enum ClockRead {
+    /// The device model's clock: `khz` ticks per millisecond since `epoch` (the formula of the
+    /// model's own CQE writer, so the two readings agree).
+    Since(std::time::Instant),
+}
+
+impl DeviceClock {
+    /// A clock of `khz` kHz that counted 0 at `epoch` (the device model's).
+    pub(crate) fn since(epoch: std::time::Instant, khz: u64) -> DeviceClock {
+        DeviceClock {
+            khz,
+            read: ClockRead::Since(epoch),
+        }
+    }
+
+    /// The clock's frequency in kHz.
+    pub fn khz(&self) -> u64 {
+        self.khz
+    }
+
+    /// The clock now, in ticks.
+    #[inline]
+    pub fn now_ticks(&self) -> u64 {
+        match &self.read {
+            ClockRead::Since(epoch) => {
+                let ns = epoch.elapsed().as_nanos();
+                (ns * self.khz as u128 / 1_000_000).min(u64::MAX as u128) as u64
+            }
+        }
+    }
+
+    /// `ticks` of this clock in nanoseconds (of the device's time base).
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        crate::packet::ticks_to_ns(ticks, self.khz)
+    }
+
+    /// The clock now, in nanoseconds of the device's time base.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.ticks_to_ns(self.now_ticks())
+    }
+}

@@ -342,6 +342,12 @@ impl ModelPort {
         })
     }
 
+    /// The clock that stamps the port's completions ([`ModelOptions::clock_khz`]); `None`
+    /// without one.
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        self.hw.device_clock()
+    }
+
     /// The port's counters.
     pub fn counters(&self) -> ModelCounters {
         self.hw.counters()

@@ -5,13 +5,20 @@
 use super::*;
 
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
-/// `hash` (host order; a mini-CQE's, or the CQE's own).
+/// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
+/// their title's timestamp, as the kernel's decompression does (mlx5e en_rx.c
+/// `mlx5e_decompress_cqe`: the title is copied whole and only the byte count, checksum or hash
+/// and WQE counter are replaced per mini-CQE).
 #[inline(always)]
 pub(super) fn meta_of(b: &[u8; 64], hash: u32) -> RxMeta {
+    let t = cqe::field::TIMESTAMP.start;
+    let mut ts = [0u8; 8];
+    ts.copy_from_slice(&b[t..t + 8]);
     RxMeta::from_raw(
         word(b, cqe::field::HDS_IP_EXT),
         hash.to_be(),
         word(b, cqe::field::SOP_DROP_QPN.start),
+        u64::from_ne_bytes(ts),
     )
 }
 
@@ -21,7 +28,7 @@ fn word(b: &[u8; 64], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The packet metadata of the CQE at `c`, copied raw: three loads, no decoding.
+/// The packet metadata of the CQE at `c`, copied raw: four loads, no decoding.
 ///
 /// # Safety
 /// `c` must point at a 64-byte CQE software owns.
@@ -33,6 +40,7 @@ pub(super) unsafe fn meta_at(c: *const u8) -> RxMeta {
             std::ptr::read_unaligned(c.add(cqe::field::HDS_IP_EXT) as *const u32),
             std::ptr::read_unaligned(c.add(cqe::field::RX_HASH.start) as *const u32),
             std::ptr::read_unaligned(c.add(cqe::field::SOP_DROP_QPN.start) as *const u32),
+            std::ptr::read_unaligned(c.add(cqe::field::TIMESTAMP.start) as *const u64),
         )
     }
 }

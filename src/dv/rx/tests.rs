@@ -105,6 +105,8 @@ fn raw_meta_decodes_like_the_cqe_views() {
             c[cqe::field::VLAN_INFO].copy_from_slice(&(k as u16 ^ 0x5a5a).to_be_bytes());
             c[cqe::field::RX_HASH].copy_from_slice(&k.wrapping_mul(0x9e37_79b9).to_be_bytes());
             c[cqe::field::SOP_DROP_QPN].copy_from_slice(&(0xab00_0000 | k).to_be_bytes());
+            let ts = (k as u64) << 40 | 0x0001_0203_0405;
+            c[cqe::field::TIMESTAMP].copy_from_slice(&ts.to_be_bytes());
             let q = Cqe::new_unchecked(&c);
             let l3 = q.l3_type();
             let want = (
@@ -117,6 +119,7 @@ fn raw_meta_decodes_like_the_cqe_views() {
             assert_eq!(m.vlan_tci(), vlan, "{b28:#x} {b29:#x}");
             assert_eq!(m.rss_hash(), q.rx_hash());
             assert_eq!(m.flow_tag(), q.flow_tag());
+            assert_eq!(m.hw_timestamp(), Some(q.timestamp()));
             // The fast path's raw copy is the same metadata.
             // SAFETY: `c` is 64 readable bytes.
             let raw = unsafe { fast::meta_at(c.as_ptr()) };
