@@ -29,18 +29,21 @@ const NO_NEXT: u32 = u32::MAX;
 ///   IPv6, 2 = IPv4, bits 6:4: L4 type, 0 = none), then the stripped VLAN TCI, big-endian
 ///   (the layout of `struct mlx5_cqe64` in rdma-core's mlx5dv.h);
 /// * `hash`: the RSS hash result, big-endian (CQE bytes 12..16);
-/// * `tag`: the flow tag in the low 24 bits of a big-endian word (CQE bytes 56..60,
-///   `sop_drop_qpn`);
-/// * `ts`: the device clock when the packet was received, big-endian ticks (CQE bytes 48..56,
-///   `timestamp`); 0 when the device does not stamp completions.
+/// * `tail`: CQE bytes 48..64 as they are (one 16-byte copy): the device clock when the packet
+///   was received, big-endian ticks (48..56, `timestamp`; 0 when the device does not stamp
+///   completions), then the flow tag in the low 24 bits of a big-endian word (56..60,
+///   `sop_drop_qpn`); the last 4 bytes (`wqe_counter`, `signature`, `op_own`) are not read.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct RxMeta {
     flags: u32,
     hash: u32,
-    tag: u32,
-    ts: u64,
+    tail: [u8; 16],
 }
+
+/// Offsets in `RxMeta::tail`.
+const TAIL_TS: usize = 0;
+const TAIL_TAG: usize = 8;
 
 /// `flags` byte 0 (`hds_ip_ext`) bits: L3 (IPv4 header) checksum ok, L4 checksum ok.
 const META_L3_OK: u8 = 1 << 1;
@@ -76,31 +79,27 @@ impl RxMeta {
             f[1] |= META_CV;
             f[2..4].copy_from_slice(&v.to_be_bytes());
         }
+        let mut tail = [0u8; 16];
+        tail[TAIL_TAG..TAIL_TAG + 4].copy_from_slice(&(flow_tag & 0x00ff_ffff).to_be_bytes());
         RxMeta {
             flags: u32::from_ne_bytes(f),
             hash: rss_hash.to_be(),
-            tag: (flow_tag & 0x00ff_ffff).to_be(),
-            ts: 0,
+            tail,
         }
     }
 
     /// This metadata with a hardware receive timestamp of `ticks` device clock ticks (0: none).
     pub fn with_hw_timestamp(mut self, ticks: u64) -> RxMeta {
-        self.ts = ticks.to_be();
+        self.tail[TAIL_TS..TAIL_TS + 8].copy_from_slice(&ticks.to_be_bytes());
         self
     }
 
     /// Metadata from the raw words of an mlx5 CQE (see the type's docs), each as loaded from
-    /// memory (`u32::from_ne_bytes` of the CQE bytes).
+    /// memory (`u32::from_ne_bytes` of the CQE bytes), and its bytes 48..64.
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
-    pub(crate) fn from_raw(flags: u32, hash: u32, tag: u32, ts: u64) -> RxMeta {
-        RxMeta {
-            flags,
-            hash,
-            tag,
-            ts,
-        }
+    pub(crate) fn from_raw(flags: u32, hash: u32, tail: [u8; 16]) -> RxMeta {
+        RxMeta { flags, hash, tail }
     }
 
     #[inline]
@@ -118,7 +117,8 @@ impl RxMeta {
     /// *i* + 1).
     #[inline]
     pub fn flow_tag(&self) -> u32 {
-        u32::from_be(self.tag) & 0x00ff_ffff
+        let t = &self.tail[TAIL_TAG..TAIL_TAG + 4];
+        u32::from_be_bytes([t[0], t[1], t[2], t[3]]) & 0x00ff_ffff
     }
 
     /// VLAN TCI the device stripped from the frame, if it stripped one.
@@ -152,7 +152,9 @@ impl RxMeta {
     /// with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
     #[inline]
     pub fn hw_timestamp(&self) -> Option<u64> {
-        let t = u64::from_be(self.ts);
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.tail[TAIL_TS..TAIL_TS + 8]);
+        let t = u64::from_be_bytes(b);
         (t != 0).then_some(t)
     }
 
@@ -876,7 +878,12 @@ mod tests {
             2
         );
         assert_eq!(
-            RxMeta::from_raw(0x00e0_0000, 0, 0x0000_00ff, 0),
+            RxMeta::from_raw(0x00e0_0000, 0, {
+                let mut t = [0xffu8; 16];
+                t[..12].fill(0);
+                t[8..12].copy_from_slice(&0xab00_0000u32.to_be_bytes());
+                t
+            }),
             RxMeta::default()
         );
         assert_ne!(RxMeta::new(0, 0, None, true, false), RxMeta::default());

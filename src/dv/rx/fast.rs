@@ -11,15 +11,9 @@ use super::*;
 /// and WQE counter are replaced per mini-CQE).
 #[inline(always)]
 pub(super) fn meta_of(b: &[u8; 64], hash: u32) -> RxMeta {
-    let t = cqe::field::TIMESTAMP.start;
-    let mut ts = [0u8; 8];
-    ts.copy_from_slice(&b[t..t + 8]);
-    RxMeta::from_raw(
-        word(b, cqe::field::HDS_IP_EXT),
-        hash.to_be(),
-        word(b, cqe::field::SOP_DROP_QPN.start),
-        u64::from_ne_bytes(ts),
-    )
+    let mut tail = [0u8; 16];
+    tail.copy_from_slice(&b[cqe::field::TIMESTAMP.start..]);
+    RxMeta::from_raw(word(b, cqe::field::HDS_IP_EXT), hash.to_be(), tail)
 }
 
 /// The 4 bytes of `b` at `at`, as they lie in memory.
@@ -28,7 +22,8 @@ fn word(b: &[u8; 64], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The packet metadata of the CQE at `c`, copied raw: four loads, no decoding.
+/// The packet metadata of the CQE at `c`, copied raw: three loads (the last one 16 bytes:
+/// timestamp, flow tag and the rest of the CQE's tail), no decoding.
 ///
 /// # Safety
 /// `c` must point at a 64-byte CQE software owns.
@@ -39,8 +34,7 @@ pub(super) unsafe fn meta_at(c: *const u8) -> RxMeta {
         RxMeta::from_raw(
             std::ptr::read_unaligned(c.add(cqe::field::HDS_IP_EXT) as *const u32),
             std::ptr::read_unaligned(c.add(cqe::field::RX_HASH.start) as *const u32),
-            std::ptr::read_unaligned(c.add(cqe::field::SOP_DROP_QPN.start) as *const u32),
-            std::ptr::read_unaligned(c.add(cqe::field::TIMESTAMP.start) as *const u64),
+            std::ptr::read_unaligned(c.add(cqe::field::TIMESTAMP.start) as *const [u8; 16]),
         )
     }
 }
