@@ -30,6 +30,12 @@ before it); the receive time is the device's completion timestamp (mlx5 CQE `tim
 device clock when the frame was written to its buffer), so receive batching and polling add \
 nothing. Both are the same device clock, converted to ns with its frequency";
 
+/// What --hw-timestamps measures on a device that writes no completion timestamps.
+pub const DEVICE_CLOCK_SW_TS: &str = "software reads of the device clock: once per transmit \
+burst and once per receive burst for frames without a completion timestamp (the device wrote \
+none: on the emulated NIC, RAWQ_EMU_CQE_TIMESTAMPS=1 turns them on); batching adds as with \
+CLOCK_MONOTONIC";
+
 /// The model's device clock when `--hw-timestamps` turns it on (kHz: 1 tick = 1 ns).
 pub const MODEL_CLOCK_KHZ: u64 = 1_000_000;
 
@@ -643,14 +649,14 @@ impl Extras {
             let mut l = serde_json::Map::new();
             l.insert("path".into(), json!(path));
             l.insert("timestamps".into(), json!(kind));
-            l.insert(
-                "timestamp_source".into(),
-                json!(if kind == "hardware" {
-                    HARDWARE_TS
-                } else {
-                    SOFTWARE_TS
-                }),
-            );
+            // With --hw-timestamps but no completion timestamps, both ends read the device
+            // clock in software.
+            let src = match (kind, m.clock.get().is_some()) {
+                ("hardware", _) => HARDWARE_TS,
+                (_, true) => DEVICE_CLOCK_SW_TS,
+                _ => SOFTWARE_TS,
+            };
+            l.insert("timestamp_source".into(), json!(src));
             l.insert("samples".into(), json!(lat.count()));
             l.insert("not_positive".into(), json!(negative));
             l.insert("min_ns".into(), json!(lat.min()));
@@ -682,11 +688,6 @@ impl Extras {
                 text.push_str(&format!(", {negative} not positive (not counted)"));
             }
             text.push('\n');
-            let src = if kind == "hardware" {
-                HARDWARE_TS
-            } else {
-                SOFTWARE_TS
-            };
             text.push_str(&format!("  timestamps are {src}\n"));
             text.push_str(&lat.text(50));
         }
