@@ -29,15 +29,21 @@ const NO_NEXT: u32 = u32::MAX;
 ///   IPv6, 2 = IPv4, bits 6:4: L4 type, 0 = none), then the stripped VLAN TCI, big-endian
 ///   (the layout of `struct mlx5_cqe64` in rdma-core's mlx5dv.h);
 /// * `hash`: the RSS hash result, big-endian (CQE bytes 12..16);
-/// * `tag`: the flow tag in the low 24 bits of a big-endian word (CQE bytes 56..60,
-///   `sop_drop_qpn`).
+/// * `tail`: CQE bytes 48..64 as they are (one 16-byte copy): the device clock when the packet
+///   was received, big-endian ticks (48..56, `timestamp`; 0 when the device does not stamp
+///   completions), then the flow tag in the low 24 bits of a big-endian word (56..60,
+///   `sop_drop_qpn`); the last 4 bytes (`wqe_counter`, `signature`, `op_own`) are not read.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct RxMeta {
     flags: u32,
     hash: u32,
-    tag: u32,
+    tail: [u8; 16],
 }
+
+/// Offsets in `RxMeta::tail`.
+const TAIL_TS: usize = 0;
+const TAIL_TAG: usize = 8;
 
 /// `flags` byte 0 (`hds_ip_ext`) bits: L3 (IPv4 header) checksum ok, L4 checksum ok.
 const META_L3_OK: u8 = 1 << 1;
@@ -73,19 +79,27 @@ impl RxMeta {
             f[1] |= META_CV;
             f[2..4].copy_from_slice(&v.to_be_bytes());
         }
+        let mut tail = [0u8; 16];
+        tail[TAIL_TAG..TAIL_TAG + 4].copy_from_slice(&(flow_tag & 0x00ff_ffff).to_be_bytes());
         RxMeta {
             flags: u32::from_ne_bytes(f),
             hash: rss_hash.to_be(),
-            tag: (flow_tag & 0x00ff_ffff).to_be(),
+            tail,
         }
     }
 
+    /// This metadata with a hardware receive timestamp of `ticks` device clock ticks (0: none).
+    pub fn with_hw_timestamp(mut self, ticks: u64) -> RxMeta {
+        self.tail[TAIL_TS..TAIL_TS + 8].copy_from_slice(&ticks.to_be_bytes());
+        self
+    }
+
     /// Metadata from the raw words of an mlx5 CQE (see the type's docs), each as loaded from
-    /// memory (`u32::from_ne_bytes` of the CQE bytes).
+    /// memory (`u32::from_ne_bytes` of the CQE bytes), and its bytes 48..64.
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
-    pub(crate) fn from_raw(flags: u32, hash: u32, tag: u32) -> RxMeta {
-        RxMeta { flags, hash, tag }
+    pub(crate) fn from_raw(flags: u32, hash: u32, tail: [u8; 16]) -> RxMeta {
+        RxMeta { flags, hash, tail }
     }
 
     #[inline]
@@ -103,7 +117,8 @@ impl RxMeta {
     /// *i* + 1).
     #[inline]
     pub fn flow_tag(&self) -> u32 {
-        u32::from_be(self.tag) & 0x00ff_ffff
+        let t = &self.tail[TAIL_TAG..TAIL_TAG + 4];
+        u32::from_be_bytes([t[0], t[1], t[2], t[3]]) & 0x00ff_ffff
     }
 
     /// VLAN TCI the device stripped from the frame, if it stripped one.
@@ -131,14 +146,37 @@ impl RxMeta {
         b[1] & META_L4_MASK != 0 && b[0] & META_L4_OK != 0
     }
 
+    /// The hardware receive timestamp, in ticks of the device's free-running clock, if the
+    /// device stamped the packet (mlx5: the CQE `timestamp`, written when the completion was;
+    /// rawq's DV backend asks for it when the device has a clock). Ticks become nanoseconds
+    /// with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
+    #[inline]
+    pub fn hw_timestamp(&self) -> Option<u64> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.tail[TAIL_TS..TAIL_TS + 8]);
+        let t = u64::from_be_bytes(b);
+        (t != 0).then_some(t)
+    }
+
+    /// [`RxMeta::hw_timestamp`] in nanoseconds of a device clock running at `clock_khz` kHz
+    /// (`None` without a timestamp or for a 0 kHz clock). The origin is the device clock's,
+    /// not any system clock's.
+    #[inline]
+    pub fn hw_timestamp_ns(&self, clock_khz: u64) -> Option<u64> {
+        let t = self.hw_timestamp()?;
+        (clock_khz > 0).then(|| ticks_to_ns(t, clock_khz))
+    }
+
     /// The decoded values, for comparison and display.
-    fn decoded(&self) -> (u32, u32, Option<u16>, bool, bool) {
+    #[allow(clippy::type_complexity)]
+    fn decoded(&self) -> (u32, u32, Option<u16>, bool, bool, Option<u64>) {
         (
             self.rss_hash(),
             self.flow_tag(),
             self.vlan_tci(),
             self.l3_csum_ok(),
             self.l4_csum_ok(),
+            self.hw_timestamp(),
         )
     }
 }
@@ -160,8 +198,16 @@ impl std::fmt::Debug for RxMeta {
             .field("vlan_tci", &self.vlan_tci())
             .field("l3_csum_ok", &self.l3_csum_ok())
             .field("l4_csum_ok", &self.l4_csum_ok())
+            .field("hw_timestamp", &self.hw_timestamp())
             .finish()
     }
+}
+
+/// `ticks` of a clock running at `khz` kHz, in nanoseconds (saturating).
+#[inline]
+pub(crate) fn ticks_to_ns(ticks: u64, khz: u64) -> u64 {
+    let ns = ticks as u128 * 1_000_000 / khz.max(1) as u128;
+    ns.min(u64::MAX as u128) as u64
 }
 
 /// Transmit offloads requested for a packet.
@@ -832,7 +878,12 @@ mod tests {
             2
         );
         assert_eq!(
-            RxMeta::from_raw(0x00e0_0000, 0, 0x0000_00ff),
+            RxMeta::from_raw(0x00e0_0000, 0, {
+                let mut t = [0xffu8; 16];
+                t[..12].fill(0);
+                t[8..12].copy_from_slice(&0xab00_0000u32.to_be_bytes());
+                t
+            }),
             RxMeta::default()
         );
         assert_ne!(RxMeta::new(0, 0, None, true, false), RxMeta::default());

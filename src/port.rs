@@ -268,6 +268,32 @@ impl Port {
             .map(|(_, port)| port.counters())
     }
 
+    /// The clock that stamps received packets ([`crate::RxMeta::hw_timestamp`]) when the
+    /// backend has one: a [`Backend::Model`] port with a clock
+    /// ([`crate::dv::model::ModelOptions::clock_khz`]), or a [`Backend::Dv`] port whose
+    /// device reports its core clock (read through a context of its own on the same device:
+    /// the clock is the device's); `None` otherwise.
+    #[cfg(feature = "mlx5")]
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        if let Some((_, port)) = self
+            ._control
+            .downcast_ref::<(crate::dv::model::ModelThread, crate::dv::model::ModelPort)>()
+        {
+            return port.device_clock();
+        }
+        if self
+            ._control
+            .downcast_ref::<crate::dv::control::ControlPort>()
+            .is_some()
+        {
+            // `PortInfo::device` of a DV port: "<device> port <n>".
+            let name = self.info.device.split(" port ").next()?;
+            let ctx = crate::ibverbs::device::open(name).ok()?;
+            return crate::dv::cq::DeviceClock::of_verbs(&ctx).ok();
+        }
+        None
+    }
+
     /// Counters summed over all queues.
     pub fn stats(&self) -> QueueStats {
         let mut s = QueueStats::default();

@@ -112,11 +112,10 @@ pub mod striding {
 pub const CLOCK_KHZ: u64 = 156_250;
 
 /// CQEs carry timestamps (and QUERY_DEVICE offers `timestamp_mask`), unless
-/// `RAWQ_EMU_CQE_TIMESTAMPS` says otherwise. Off for now: the device
-/// model writes the timestamp (bytes 48..56) into error CQEs too, over `vendor_err_synd` and
-/// `syndrome` (bytes 54, 55 of `struct mlx5_err_cqe`), and libmlx5 then reports
-/// IBV_WC_GENERAL_ERR instead of the real status. The clock page ticks either way.
-pub const CQE_TIMESTAMPS: bool = false;
+/// `RAWQ_EMU_CQE_TIMESTAMPS=0`. The device model writes them into good CQEs only: an error
+/// CQE's bytes 54, 55 are `vendor_err_synd` / `syndrome` (`struct mlx5_err_cqe`, mlx5dv.h),
+/// which libmlx5's `mlx5_handle_error_cqe` reads.
+pub const CQE_TIMESTAMPS: bool = true;
 
 /// CQE compression: most CQEs in one compressed session (`cqe_comp_caps.max_num`).
 pub const CQE_COMP_MAX_NUM: u32 = 64;

@@ -243,6 +243,9 @@ impl Args {
             }
             o.empw = true;
             model_rx(&mut o, rx, buf_size);
+            if self.measure.hw_timestamps {
+                o.clock_khz = crate::measure::MODEL_CLOCK_KHZ;
+            }
             return Ok(Backend::Model(o));
         }
         let _ = buf_size;

@@ -170,6 +170,7 @@ fn run(a: &Args) -> rawq::Result<()> {
         b = b.rules(rules);
     }
     let mut port = b.open()?;
+    m.attach(&port)?;
     let info = port.info().clone();
     if let Some(mtu) = link.and_then(|l| l.mtu) {
         let largest = mtu as usize + 14;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{Args as ClapArgs, ValueEnum};
@@ -12,7 +12,7 @@ use rawq::gen::{
     fmt_ns, monotonic_ns, realtime_ns, CaptureLimits, FieldRange, FlowCount, FlowTracker,
     FrameSource, L4Kind, LatencyHistogram, Payload, PcapWriter, Shape, Stamper, Vlan, PERCENTILES,
 };
-use rawq::{Packet, QueueStats};
+use rawq::{Packet, Port, QueueStats};
 use serde_json::{json, Value};
 
 /// What latency timestamps are and what they miss; shown in --help and the report.
@@ -21,6 +21,53 @@ stamped frame of a burst carries that time, so a frame at position k of the burs
 leaves after the k frames before it) and once per receive burst (frames waiting in the ring are \
 timed when the burst is read); both add up to a burst's worth of frame times plus the polling \
 interval";
+
+/// What hardware latency timestamps are (`--hw-timestamps`); shown in --help and the report.
+pub const HARDWARE_TS: &str = "hardware: the send time is the device clock read in software \
+once per transmit burst, just before the burst is written (MoonGen-style: per-packet transmit \
+completion timestamps are out of reach; a frame at position k of a burst leaves after the k \
+before it); the receive time is the device's completion timestamp (mlx5 CQE `timestamp`, the \
+device clock when the frame was written to its buffer), so receive batching and polling add \
+nothing. Both are the same device clock, converted to ns with its frequency";
+
+/// What --hw-timestamps measures on a device that writes no completion timestamps.
+pub const DEVICE_CLOCK_SW_TS: &str = "software reads of the device clock: once per transmit \
+burst and once per receive burst for frames without a completion timestamp (the device wrote \
+none: on the emulated NIC, RAWQ_EMU_CQE_TIMESTAMPS=1 turns them on); batching adds as with \
+CLOCK_MONOTONIC";
+
+/// The model's device clock when `--hw-timestamps` turns it on (kHz: 1 tick = 1 ns).
+pub const MODEL_CLOCK_KHZ: u64 = 1_000_000;
+
+/// A device clock (mlx5: what CQE timestamps count).
+#[cfg(feature = "mlx5")]
+type DevClock = rawq::dv::cq::DeviceClock;
+
+/// No backend built without mlx5 has a device clock.
+#[cfg(not(feature = "mlx5"))]
+#[derive(Clone)]
+enum DevClock {}
+
+#[cfg(not(feature = "mlx5"))]
+impl DevClock {
+    fn khz(&self) -> u64 {
+        match *self {}
+    }
+    fn now_ns(&self) -> u64 {
+        match *self {}
+    }
+}
+
+/// The device clock of `port`, if its backend has one.
+fn device_clock(port: &Port) -> Option<DevClock> {
+    #[cfg(feature = "mlx5")]
+    return port.device_clock();
+    #[cfg(not(feature = "mlx5"))]
+    {
+        let _ = port;
+        None
+    }
+}
 
 /// Transport header of the template.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -112,9 +159,18 @@ pub struct MeasureArgs {
     /// CLOCK_MONOTONIC read once per transmit burst (a frame at position k of a burst leaves
     /// after the k before it) and once per receive burst (frames waiting in the ring are timed
     /// when the burst is read); batching thus adds up to a burst of frame times and a polling
-    /// interval. Hardware timestamps are not used yet.
+    /// interval. --hw-timestamps uses the device's clock instead.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N", value_parser = parse_every)]
     pub latency: Option<u32>,
+    /// With --latency --txrx: hardware timestamps. The receive time is the device's completion
+    /// timestamp (mlx5 CQE timestamp); the send time is the same device clock read in software
+    /// once per transmit burst, just before the burst is written (transmit completion
+    /// timestamps are not taken per packet). Receive batching and polling then add nothing;
+    /// the transmit side's burst batching still does. The model (-b model) turns its clock on
+    /// (1 GHz); a backend without a device clock is an error. The report says "hardware" when
+    /// every sample had a receive timestamp ("mixed" otherwise).
+    #[arg(long, requires = "latency")]
+    pub hw_timestamps: bool,
     /// Write what is received (--rx, --txrx) to this pcap file (nanosecond timestamps taken
     /// once per receive burst), up to --write-count frames and --write-bytes bytes.
     #[arg(long, value_name = "FILE.pcap")]
@@ -162,12 +218,12 @@ impl MeasureArgs {
     }
 }
 
-/// Hardware receive timestamp of `p` (ns), where the backend offers one. This is the seam for
-/// mlx5 CQE timestamps (the emulated NIC's clock page) and AF_XDP receive metadata: rawq's
-/// `Packet` does not carry them yet, so every sample is software-timed today.
+/// Hardware receive timestamp of `p` in ns of the device clock `clock`, when the device
+/// stamped it (mlx5 CQE timestamps: the DV backend and the model; AF_XDP receive metadata is
+/// not read yet).
 #[inline]
-fn hw_rx_ns(_p: &Packet) -> Option<u64> {
-    None
+fn hw_rx_ns(p: &Packet, clock: Option<&DevClock>) -> Option<u64> {
+    p.meta.hw_timestamp_ns(clock?.khz())
 }
 
 /// Writes frame `i` of `stream` into `p`, as `FrameSource::fill`, with a latency stamp holding
@@ -202,6 +258,8 @@ pub struct Measure {
     capture: Option<Mutex<PcapWriter<std::fs::File>>>,
     capture_full: AtomicBool,
     results: Mutex<Vec<QueueMeasure>>,
+    /// The device clock (--hw-timestamps), set once the port is open.
+    clock: OnceLock<DevClock>,
 }
 
 impl Measure {
@@ -223,6 +281,12 @@ impl Measure {
         if args.latency.is_some() && !matches!(src, FrameSource::Template(_)) {
             return Err(cfg(
                 "--latency cannot stamp frames from --pcap: use a template",
+            ));
+        }
+        if args.hw_timestamps && !txrx {
+            return Err(cfg(
+                "--hw-timestamps needs --txrx: send and receive times must come from one \
+                 port's clock (clocks of different devices are not synchronized)",
             ));
         }
         if args.write.is_some() && !(rx || txrx) {
@@ -249,13 +313,36 @@ impl Measure {
             capture,
             capture_full: AtomicBool::new(false),
             results: Mutex::new(Vec::new()),
+            clock: OnceLock::new(),
         }))
+    }
+
+    /// Takes the device clock of the open `port` for --hw-timestamps.
+    ///
+    /// # Errors
+    /// [`rawq::Error::Config`] if --hw-timestamps is given and the port has no device clock.
+    pub fn attach(&self, port: &Port) -> rawq::Result<()> {
+        if !self.args.hw_timestamps {
+            return Ok(());
+        }
+        match device_clock(port) {
+            Some(c) => {
+                let _ = self.clock.set(c);
+                Ok(())
+            }
+            None => Err(rawq::Error::Config(format!(
+                "--hw-timestamps: the {} backend gives this port no device clock (the model \
+                 (-b model) has one; drop --hw-timestamps for software timestamps)",
+                port.info().backend
+            ))),
+        }
     }
 
     /// The per-queue half, for queue (sender stream) `stream`.
     pub fn queue(self: &Arc<Self>, stream: u16) -> QueueMeasure {
         QueueMeasure {
             m: self.clone(),
+            clock: self.clock.get().cloned(),
             stream,
             lat: LatencyHistogram::new(),
             flows: FlowTracker::default(),
@@ -278,6 +365,7 @@ impl Measure {
 /// One queue thread's measurements.
 pub struct QueueMeasure {
     m: Arc<Measure>,
+    clock: Option<DevClock>,
     stream: u16,
     lat: LatencyHistogram,
     flows: FlowTracker,
@@ -289,13 +377,23 @@ pub struct QueueMeasure {
 }
 
 impl QueueMeasure {
-    /// The send time for this burst's stamps (one clock read), or 0 without --latency.
+    /// The send time for this burst's stamps (one clock read: the device clock with
+    /// --hw-timestamps, else CLOCK_MONOTONIC), or 0 without --latency.
     #[inline]
     pub fn burst_clock(&self) -> u64 {
         if self.m.every > 0 {
-            monotonic_ns()
+            self.now_ns()
         } else {
             0
+        }
+    }
+
+    /// The clock stamps are read from, now.
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        match &self.clock {
+            Some(c) => c.now_ns(),
+            None => monotonic_ns(),
         }
     }
 
@@ -332,12 +430,12 @@ impl QueueMeasure {
             };
             self.flows.record(&s);
             if let Some(tx) = s.tx_ns {
-                let rx = match hw_rx_ns(p) {
+                let rx = match hw_rx_ns(p, self.clock.as_ref()) {
                     Some(t) => {
                         self.hw_samples += 1;
                         t
                     }
-                    None => *now.get_or_insert_with(monotonic_ns),
+                    None => *now.get_or_insert_with(|| self.now_ns()),
                 };
                 match rx.checked_sub(tx) {
                     Some(d) if d > 0 => self.lat.record(d),
@@ -551,9 +649,14 @@ impl Extras {
             let mut l = serde_json::Map::new();
             l.insert("path".into(), json!(path));
             l.insert("timestamps".into(), json!(kind));
-            if kind != "hardware" {
-                l.insert("timestamp_source".into(), json!(SOFTWARE_TS));
-            }
+            // With --hw-timestamps but no completion timestamps, both ends read the device
+            // clock in software.
+            let src = match (kind, m.clock.get().is_some()) {
+                ("hardware", _) => HARDWARE_TS,
+                (_, true) => DEVICE_CLOCK_SW_TS,
+                _ => SOFTWARE_TS,
+            };
+            l.insert("timestamp_source".into(), json!(src));
             l.insert("samples".into(), json!(lat.count()));
             l.insert("not_positive".into(), json!(negative));
             l.insert("min_ns".into(), json!(lat.min()));
@@ -585,9 +688,7 @@ impl Extras {
                 text.push_str(&format!(", {negative} not positive (not counted)"));
             }
             text.push('\n');
-            if kind != "hardware" {
-                text.push_str(&format!("  timestamps are {SOFTWARE_TS}\n"));
-            }
+            text.push_str(&format!("  timestamps are {src}\n"));
             text.push_str(&lat.text(50));
         }
 

@@ -158,3 +158,188 @@ impl Cq {
         }
     }
 }
+
+/// A device's free-running clock: what CQE timestamps count (mlx5dv.h `struct mlx5_cqe64`
+/// `timestamp`, read by [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp)), and a reading
+/// of it now, for stamping send times in the same time base (MoonGen-style: the sender reads
+/// the device clock in software; the receiver takes the device's completion timestamp).
+#[derive(Clone, Debug)]
+pub struct DeviceClock {
+    khz: u64,
+    read: ClockRead,
+}
+
+#[derive(Clone)]
+enum ClockRead {
+    /// The device model's clock: `khz` ticks per millisecond since `epoch` (the formula of the
+    /// model's own CQE writer, so the two readings agree).
+    Since(std::time::Instant),
+    /// A verbs device's free-running clock, read through the provider's `query_rt_values`
+    /// (libmlx5 `mlx5_query_rt_values`: the internal timer from the mapped core clock page,
+    /// returned as `raw_clock.tv_nsec` with `tv_sec` 0). The context is kept open.
+    Verbs {
+        ctx: crate::ibverbs::context::Context,
+        query: RtValuesFn,
+    },
+}
+
+/// `verbs_context.query_rt_values` (verbs.h).
+type RtValuesFn =
+    unsafe extern "C" fn(*mut rdma_sys::ibv_context, *mut rdma_sys::ibv_values_ex) -> i32;
+
+impl std::fmt::Debug for ClockRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockRead::Since(e) => f.debug_tuple("Since").field(e).finish(),
+            ClockRead::Verbs { ctx, .. } => f.debug_tuple("Verbs").field(&ctx.name()).finish(),
+        }
+    }
+}
+
+/// The address of member `field` of the `struct verbs_context` around `ctx`, if the provider's
+/// extended context is that large: verbs.h `verbs_get_ctx_op` (`container_of(ctx, struct
+/// verbs_context, context)`, valid only when `ctx->abi_compat` is `__VERBS_ABI_IS_EXTENDED`,
+/// `(void *)UINTPTR_MAX`, and `vctx->sz` covers the member). Offsets are taken from the end of
+/// the struct (the `context` member), where verbs.h keeps them stable: new ops are added at
+/// the front.
+///
+/// # Safety
+/// `ctx` must be an open context.
+unsafe fn verbs_op(ctx: *mut rdma_sys::ibv_context, field: usize) -> Option<*const u8> {
+    use rdma_sys::verbs_context;
+    let ctx_off = std::mem::offset_of!(verbs_context, context);
+    let sz_off = std::mem::offset_of!(verbs_context, sz);
+    // SAFETY: `ctx` is open (caller); `abi_compat` is a plain member of `ibv_context`.
+    if unsafe { (*ctx).abi_compat } as usize != usize::MAX {
+        return None;
+    }
+    let base = (ctx as *const u8).wrapping_sub(ctx_off);
+    // SAFETY: an extended context lies inside its `verbs_context`, whose `sz` member sits just
+    // before `context` (verbs.h).
+    let sz = unsafe { std::ptr::read_unaligned(base.wrapping_add(sz_off) as *const usize) };
+    let from_end = std::mem::size_of::<verbs_context>() - field;
+    (sz >= from_end).then(|| base.wrapping_add(field))
+}
+
+impl DeviceClock {
+    /// The clock of the verbs device behind `ctx`: its frequency from `ibv_query_device_ex`
+    /// (`hca_core_clock`, kHz) and readings through `ibv_query_rt_values_ex`
+    /// (`IBV_VALUES_MASK_RAW_CLOCK`), both reached through the provider's extended context as
+    /// verbs.h's inline wrappers do.
+    ///
+    /// # Errors
+    /// [`crate::Error::Unsupported`] if the provider has neither op or reports no clock
+    /// frequency; [`crate::Error::Os`] with the errno of a failed query.
+    pub fn of_verbs(ctx: &crate::ibverbs::context::Context) -> crate::Result<DeviceClock> {
+        use rdma_sys::{ibv_device_attr_ex, ibv_values_ex, verbs_context};
+        type QueryDeviceEx = unsafe extern "C" fn(
+            *mut rdma_sys::ibv_context,
+            *const rdma_sys::ibv_query_device_ex_input,
+            *mut ibv_device_attr_ex,
+            usize,
+        ) -> i32;
+        let raw = ctx.as_raw();
+        let unsupported = |what: &str| {
+            crate::Error::Unsupported(format!(
+                "{}: the provider offers no {what}, so there is no device clock to read",
+                ctx.name()
+            ))
+        };
+        // SAFETY: `raw` is open while `ctx` lives.
+        let qd = unsafe { verbs_op(raw, std::mem::offset_of!(verbs_context, query_device_ex)) }
+            .ok_or_else(|| unsupported("query_device_ex"))?;
+        // SAFETY: the member is an `Option<fn>` (verbs.h: a function pointer, NULL if absent).
+        let qd: Option<QueryDeviceEx> = unsafe { std::ptr::read_unaligned(qd as *const _) };
+        let qd = qd.ok_or_else(|| unsupported("query_device_ex"))?;
+        // SAFETY: plain old data; all-zero is valid.
+        let mut a: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: the provider's op on its open context, with an output buffer of the size
+        // passed (verbs.h `ibv_query_device_ex` passes `sizeof(*attr)` the same way).
+        let rc = unsafe { qd(raw, std::ptr::null(), &mut a, std::mem::size_of_val(&a)) };
+        if rc != 0 {
+            return Err(crate::Error::os(
+                "ibv_query_device_ex",
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        if a.hca_core_clock == 0 {
+            return Err(unsupported("core clock frequency (hca_core_clock 0)"));
+        }
+        // SAFETY: as above.
+        let rt = unsafe { verbs_op(raw, std::mem::offset_of!(verbs_context, query_rt_values)) }
+            .ok_or_else(|| unsupported("query_rt_values"))?;
+        // SAFETY: as above.
+        let rt: Option<RtValuesFn> = unsafe { std::ptr::read_unaligned(rt as *const _) };
+        let query = rt.ok_or_else(|| unsupported("query_rt_values"))?;
+        let c = DeviceClock {
+            khz: a.hca_core_clock,
+            read: ClockRead::Verbs {
+                ctx: ctx.clone(),
+                query,
+            },
+        };
+        // One reading now, so that a clock that cannot be read fails here, not per burst.
+        // SAFETY: plain old data; all-zero is valid.
+        let mut v: ibv_values_ex = unsafe { std::mem::zeroed() };
+        v.comp_mask = rdma_sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
+        // SAFETY: the provider's op on its open context with a valid output.
+        let rc = unsafe { query(raw, &mut v) };
+        if rc != 0 {
+            return Err(crate::Error::os(
+                "ibv_query_rt_values_ex",
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        Ok(c)
+    }
+}
+
+impl DeviceClock {
+    /// A clock of `khz` kHz that counted 0 at `epoch` (the device model's).
+    pub(crate) fn since(epoch: std::time::Instant, khz: u64) -> DeviceClock {
+        DeviceClock {
+            khz,
+            read: ClockRead::Since(epoch),
+        }
+    }
+
+    /// The clock's frequency in kHz.
+    pub fn khz(&self) -> u64 {
+        self.khz
+    }
+
+    /// The clock now, in ticks.
+    #[inline]
+    pub fn now_ticks(&self) -> u64 {
+        match &self.read {
+            ClockRead::Since(epoch) => {
+                let ns = epoch.elapsed().as_nanos();
+                (ns * self.khz as u128 / 1_000_000).min(u64::MAX as u128) as u64
+            }
+            ClockRead::Verbs { ctx, query } => {
+                // SAFETY: plain old data; all-zero is valid.
+                let mut v: rdma_sys::ibv_values_ex = unsafe { std::mem::zeroed() };
+                v.comp_mask = rdma_sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
+                // SAFETY: the provider's op (checked in `of_verbs`) on its context, kept open
+                // by `ctx`, with a valid output.
+                let rc = unsafe { query(ctx.as_raw(), &mut v) };
+                if rc != 0 {
+                    return 0; // read before: `of_verbs` checked that the clock reads
+                }
+                v.raw_clock.tv_nsec as u64
+            }
+        }
+    }
+
+    /// `ticks` of this clock in nanoseconds (of the device's time base).
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        crate::packet::ticks_to_ns(ticks, self.khz)
+    }
+
+    /// The clock now, in nanoseconds of the device's time base.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.ticks_to_ns(self.now_ticks())
+    }
+}

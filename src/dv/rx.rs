@@ -327,8 +327,18 @@ impl Rx {
         }
         self.pi = pi;
         if pi != start {
-            mmio::dbrec_store(self.dbrec, pi & 0xffff);
+            self.ring_rq();
         }
+    }
+
+    /// Publishes the RQ producer index in the doorbell record (16-bit WQE counter). From
+    /// here on the device may fill every posted WQE and write its CQE, so the CQ consumer index
+    /// must have been published first (see [`Rx::poll_cyclic_fast`]).
+    #[inline(always)]
+    fn ring_rq(&self) {
+        mmio::dbrec_store(self.dbrec, self.pi & 0xffff);
+        #[cfg(test)]
+        tests::after_rq_doorbell();
     }
 
     /// Builds the packet of `len` bytes scattered over `bufs[first..]` starting at byte `off` of
@@ -527,8 +537,15 @@ impl Rx {
         unsafe { out.set_len(len0 + n) };
         self.ci = self.ci.wrapping_add(n as u32);
         if repost && n > 0 {
+            // The CQ consumer index first, then the RQ doorbell record: the device must not see
+            // a reposted WQE before the CQ slots its completion may go to are released (with a
+            // CQ exactly as large as the RQ they are the same slots, and a device that ran in
+            // between would overrun the CQ). DPDK orders them so (drivers/net/mlx5/mlx5_rx.c
+            // `mlx5_rx_burst` and `mlx5_rx_burst_mprq`: `*rxq->cq_db = cq_ci`, `rte_io_wmb()`,
+            // then `*rxq->rq_db = rq_ci`); `dbrec_store` puts the barrier before each store.
+            self.cq.publish();
             self.pi = self.pi.wrapping_add(n as u32);
-            mmio::dbrec_store(self.dbrec, self.pi & 0xffff);
+            self.ring_rq();
         }
         (n, bytes)
     }

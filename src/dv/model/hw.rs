@@ -482,6 +482,13 @@ impl Hw {
         *relock(&self.inner.sink) = Some(sink);
     }
 
+    /// The device clock that stamps this device's CQEs, to read from any thread without the
+    /// device's lock; `None` without a clock (`clock_khz` 0).
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        let s = self.lock();
+        (s.opts.clock_khz > 0).then(|| crate::dv::cq::DeviceClock::since(s.epoch, s.opts.clock_khz))
+    }
+
     /// The device clock now, in ticks of `clock_khz` (0 without a clock).
     pub fn clock_ticks(&self) -> u64 {
         self.lock().clock_ticks()

@@ -124,6 +124,15 @@ pub struct ModelOptions {
     /// The CPU the model's thread is pinned to when it runs in one (keep it off the queues'
     /// cores); `None`: not pinned.
     pub model_cpu: Option<usize>,
+    /// Entries of each receive CQ; 0: as libmlx5 sizes it for the RQ (one more than the
+    /// RQ's completions, rounded up to a power of two: at least twice a cyclic RQ). A power of
+    /// two from 2 up to 2^22 otherwise (a CQ exactly as large as the RQ tests a driver's
+    /// ordering of its two doorbell records).
+    pub rxcq_entries: u32,
+    /// The device clock in kHz that stamps each completion (mlx5dv.h `struct mlx5_cqe64`
+    /// `timestamp`; read by [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp)); 0: no
+    /// timestamps (the CQE field stays 0).
+    pub clock_khz: u64,
 }
 
 impl Default for ModelOptions {
@@ -146,6 +155,8 @@ impl Default for ModelOptions {
             rules: Vec::new(),
             netdev: None,
             model_cpu: None,
+            rxcq_entries: 0,
+            clock_khz: 0,
         }
     }
 }
@@ -187,6 +198,14 @@ impl ModelOptions {
                     return bad("a striding RQ needs the CsumStrideIdx mini-CQE format".into());
                 }
             }
+        }
+        if self.rxcq_entries != 0
+            && (!self.rxcq_entries.is_power_of_two() || !(2..=1 << 22).contains(&self.rxcq_entries))
+        {
+            return bad(format!(
+                "model rxcq_entries = {}: must be 0 (automatic) or a power of two from 2 to 2^22",
+                self.rxcq_entries
+            ));
         }
         if self.wire_capacity == 0 {
             return bad("model wire_capacity must be at least 1".into());

@@ -74,7 +74,7 @@ impl ModelPort {
                 wire_capacity: opts.wire_capacity,
                 wire: opts.wire.clone(),
                 netdev: opts.netdev.clone(),
-                clock_khz: 0,
+                clock_khz: opts.clock_khz,
             },
             HwTuning {
                 empw: opts.empw,
@@ -102,7 +102,10 @@ impl ModelPort {
             txcq_cnt: cq_slots(opts.sq_wqebbs),
             rq_cnt: opts.rq_wqes,
             rq_stride,
-            rxcq_cnt: cq_slots(rxcq_want),
+            rxcq_cnt: match opts.rxcq_entries {
+                0 => cq_slots(rxcq_want),
+                n => n,
+            },
         };
         let striding = match opts.rx {
             RxKind::Striding(s) => Some(s),
@@ -339,6 +342,12 @@ impl ModelPort {
             stop: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             handle: None,
         })
+    }
+
+    /// The clock that stamps the port's completions ([`ModelOptions::clock_khz`]); `None`
+    /// without one.
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        self.hw.device_clock()
     }
 
     /// The port's counters.

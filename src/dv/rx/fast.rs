@@ -5,14 +5,15 @@
 use super::*;
 
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
-/// `hash` (host order; a mini-CQE's, or the CQE's own).
+/// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
+/// their title's timestamp, as the kernel's decompression does (mlx5e en_rx.c
+/// `mlx5e_decompress_cqe`: the title is copied whole and only the byte count, checksum or hash
+/// and WQE counter are replaced per mini-CQE).
 #[inline(always)]
 pub(super) fn meta_of(b: &[u8; 64], hash: u32) -> RxMeta {
-    RxMeta::from_raw(
-        word(b, cqe::field::HDS_IP_EXT),
-        hash.to_be(),
-        word(b, cqe::field::SOP_DROP_QPN.start),
-    )
+    let mut tail = [0u8; 16];
+    tail.copy_from_slice(&b[cqe::field::TIMESTAMP.start..]);
+    RxMeta::from_raw(word(b, cqe::field::HDS_IP_EXT), hash.to_be(), tail)
 }
 
 /// The 4 bytes of `b` at `at`, as they lie in memory.
@@ -21,7 +22,8 @@ fn word(b: &[u8; 64], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// The packet metadata of the CQE at `c`, copied raw: three loads, no decoding.
+/// The packet metadata of the CQE at `c`, copied raw: three loads (the last one 16 bytes:
+/// timestamp, flow tag and the rest of the CQE's tail), no decoding.
 ///
 /// # Safety
 /// `c` must point at a 64-byte CQE software owns.
@@ -32,7 +34,7 @@ pub(super) unsafe fn meta_at(c: *const u8) -> RxMeta {
         RxMeta::from_raw(
             std::ptr::read_unaligned(c.add(cqe::field::HDS_IP_EXT) as *const u32),
             std::ptr::read_unaligned(c.add(cqe::field::RX_HASH.start) as *const u32),
-            std::ptr::read_unaligned(c.add(cqe::field::SOP_DROP_QPN.start) as *const u32),
+            std::ptr::read_unaligned(c.add(cqe::field::TIMESTAMP.start) as *const [u8; 16]),
         )
     }
 }

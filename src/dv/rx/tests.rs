@@ -1,5 +1,22 @@
 use super::*;
 
+use std::cell::RefCell;
+
+thread_local! {
+    /// Device work a test runs right after each RQ doorbell record store (a device may run at
+    /// any instant; this is the instant that shows the ordering of the two doorbell records).
+    static AFTER_RQ_DB: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+}
+
+/// Called by `Rx::ring_rq` after the RQ doorbell record store (tests only).
+pub(super) fn after_rq_doorbell() {
+    AFTER_RQ_DB.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f();
+        }
+    });
+}
+
 /// An IPv4/UDP frame from source port `sport` with a valid IPv4 header checksum.
 fn udp_frame(sport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 64];
@@ -88,6 +105,8 @@ fn raw_meta_decodes_like_the_cqe_views() {
             c[cqe::field::VLAN_INFO].copy_from_slice(&(k as u16 ^ 0x5a5a).to_be_bytes());
             c[cqe::field::RX_HASH].copy_from_slice(&k.wrapping_mul(0x9e37_79b9).to_be_bytes());
             c[cqe::field::SOP_DROP_QPN].copy_from_slice(&(0xab00_0000 | k).to_be_bytes());
+            let ts = (k as u64) << 40 | 0x0001_0203_0405;
+            c[cqe::field::TIMESTAMP].copy_from_slice(&ts.to_be_bytes());
             let q = Cqe::new_unchecked(&c);
             let l3 = q.l3_type();
             let want = (
@@ -100,6 +119,7 @@ fn raw_meta_decodes_like_the_cqe_views() {
             assert_eq!(m.vlan_tci(), vlan, "{b28:#x} {b29:#x}");
             assert_eq!(m.rss_hash(), q.rx_hash());
             assert_eq!(m.flow_tag(), q.flow_tag());
+            assert_eq!(m.hw_timestamp(), Some(q.timestamp()));
             // The fast path's raw copy is the same metadata.
             // SAFETY: `c` is 64 readable bytes.
             let raw = unsafe { fast::meta_at(c.as_ptr()) };
@@ -351,4 +371,60 @@ fn striding_length_error_case(fmt: Option<crate::dv::rings::MiniCqeFormat>) {
     drop(keep);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity());
+}
+
+/// A receive CQ exactly as large as the RQ, under sustained traffic, with the device running
+/// right after every RQ doorbell record: it never overruns. The driver must release the CQ slots
+/// (publish the CQ consumer index) before it reposts the WQEs whose completions go there, as
+/// DPDK does (drivers/net/mlx5/mlx5_rx.c `mlx5_rx_burst`: the CQ doorbell record, a barrier,
+/// then the RQ's). The other way round, the device sees 64 fresh WQEs, frames waiting and a CQ
+/// it thinks is full: overrun, CQ error, the queue dead.
+#[test]
+fn a_cq_as_large_as_the_rq_never_overruns() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::{HugePages, Mempool, MempoolConfig};
+    use std::rc::Rc;
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 1024,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = Rc::new(
+        ModelPort::new(ModelOptions {
+            rq_wqes: 64,
+            rxcq_entries: 64,
+            wire: ModelWire::Sink,
+            wire_capacity: 256,
+            flow_control: true,
+            ..Default::default()
+        })
+        .unwrap(),
+    );
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let p2 = port.clone();
+    AFTER_RQ_DB.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            p2.process();
+        }))
+    });
+    let mut out = Vec::with_capacity(64);
+    let mut got = 0usize;
+    let mut sent = 0usize;
+    for round in 0..40u16 {
+        // Keep frames waiting on the wire (flow control holds them) beyond what the RQ takes.
+        while sent < (round as usize + 2) * 64 {
+            port.inject_frame(&udp_frame(sent as u16));
+            sent += 1;
+        }
+        port.process();
+        q.rx_burst(&mut out, 64);
+        got += out.len();
+        out.clear();
+    }
+    AFTER_RQ_DB.with(|h| *h.borrow_mut() = None);
+    let k = port.counters();
+    assert_eq!(k.cq_overruns, 0, "CQ overrun: {k:?}");
+    assert_eq!(got, 40 * 64, "every burst a full ring");
+    drop(q);
 }

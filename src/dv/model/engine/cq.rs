@@ -84,6 +84,18 @@ impl Cq {
     }
 }
 
+/// Puts the device clock `ticks` into CQE `b` if it is a successful completion: mlx5dv.h
+/// `struct mlx5_cqe64` has `timestamp` at bytes 48..56, but an error CQE (`struct
+/// mlx5_err_cqe`, opcodes REQ_ERR / RESP_ERR) has `vendor_err_synd` and `syndrome` at bytes 54
+/// and 55, which libmlx5 reads (rdma-core providers/mlx5/cq.c `mlx5_handle_error_cqe`): they
+/// carry no timestamp.
+fn stamp(b: &mut [u8; 64], ticks: u64) {
+    let op = b[cqe::field::OP_OWN] >> 4;
+    if op != cqe::OP_REQ_ERR && op != cqe::OP_RESP_ERR {
+        Cqe::new_unchecked(&mut b[..]).set_timestamp(ticks);
+    }
+}
+
 impl HwState {
     /// Writes one CQE now (send completions, errors, flushes). On a full CQ the CQ overruns.
     pub(super) fn post_cqe(&mut self, cqn: u32, b: &mut [u8; 64]) -> bool {
@@ -100,8 +112,7 @@ impl HwState {
             return false;
         }
         if ts {
-            // mlx5dv.h `struct mlx5_cqe64`: `timestamp`, the free-running device clock.
-            Cqe::new_unchecked(&mut b[..]).set_timestamp(ticks);
+            stamp(b, ticks);
         }
         let op = b[63] >> 4;
         if op == cqe::OP_REQ_ERR || op == cqe::OP_RESP_ERR {
@@ -115,7 +126,7 @@ impl HwState {
     pub(super) fn push_rx_cqe(&mut self, cqn: u32, mut b: [u8; 64]) {
         if self.opts.clock_khz > 0 {
             let t = self.clock_ticks();
-            Cqe::new_unchecked(&mut b[..]).set_timestamp(t);
+            stamp(&mut b, t);
         }
         if let Some(c) = self.cqs.get_mut(cqn) {
             c.pending.push_back(b);

@@ -357,3 +357,59 @@ fn random_rings_never_panic_or_touch_unregistered_memory() {
     );
     assert!(total.rx_error_cqes > 0, "{total:?}");
 }
+
+/// With the device clock on, error CQEs still carry their syndrome: mlx5dv.h `struct
+/// mlx5_err_cqe` puts `vendor_err_synd` and `syndrome` at bytes 54 and 55, where `struct
+/// mlx5_cqe64` has the last bytes of `timestamp` (48..56); libmlx5 (rdma-core
+/// providers/mlx5/cq.c `mlx5_handle_error_cqe`) reads the syndrome from there, so a timestamp
+/// written over it turns every error into IBV_WC_GENERAL_ERR. Successful CQEs keep theirs.
+#[test]
+fn error_cqes_keep_their_syndrome_when_the_clock_runs() {
+    let r = Rig::new(HwOptions {
+        clock_khz: 1_000_000,
+        ..opts(0)
+    });
+    // Send side: a bad lkey (LOCAL_PROT_ERR), then the flush (WR_FLUSH_ERR).
+    let cq = r.cq(0, 8, 64, None);
+    let sqn = r.sq(cq, 7);
+    for (i, lkey) in [(0u16, 0xdead), (1, r.lkey)] {
+        let w = SQ + 64 * i as usize;
+        r.ctrl(w, i, sqn, 3);
+        r.bytes(w + 16, 16).fill(0);
+        r.data_seg(w + 32, 60, lkey, r.at(DATA) as u64);
+    }
+    // Let the clock move off 0 so that a timestamp written over the syndrome would show.
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    r.be32(DB + 0x800, 2);
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    assert_eq!(
+        (op(&c), c[54], c[55]),
+        (0xd, 0, 0x04),
+        "REQ_ERR, LOCAL_PROT_ERR"
+    );
+    let c = r.cqe(0, 64, 1);
+    assert_eq!((op(&c), c[54], c[55]), (0xd, 0, 0x05), "WR_FLUSH_ERR");
+    // Receive side: a length error, then a good frame with its timestamp.
+    let cq = r.cq(1, 16, 64, None);
+    let rq = r.rq(0, cq, 16, 5);
+    catch_all(&r.hw, rq);
+    r.post_recv(0, 16, 0, &[(64, DATA)]);
+    r.post_recv(0, 16, 1, &[(2048, DATA + 4096)]);
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 100));
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 80));
+    r.hw.process();
+    let c = r.cqe(1, 64, 0);
+    assert_eq!(
+        (op(&c), c[54], c[55]),
+        (0xe, 0, 0x01),
+        "RESP_ERR, LOCAL_LENGTH_ERR"
+    );
+    let c = r.cqe(1, 64, 1);
+    assert_eq!(op(&c), 2);
+    let ts = u64::from_be_bytes(c[48..56].try_into().unwrap());
+    assert!(
+        ts > 0 && ts <= r.hw.clock_ticks(),
+        "good CQE timestamp {ts}"
+    );
+}
