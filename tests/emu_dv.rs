@@ -786,15 +786,64 @@ fn finish(mut child: std::process::Child, limit: Duration) -> std::process::Exit
     child.wait().expect("wait")
 }
 
+/// A third namespace, removed on drop.
+struct ExtraNs(String);
+
+impl Drop for ExtraNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Receives one TCP connection on `listener` and reads it to the end; gives up at `limit`
+/// (so that a client which never connects fails the test instead of hanging it).
+fn tcp_read_all(listener: std::net::TcpListener, limit: Duration) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let end = Instant::now() + limit;
+    listener.set_nonblocking(true)?;
+    let mut s = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < end => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(
+        end.saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1)),
+    ))?;
+    let mut v = Vec::new();
+    s.read_to_end(&mut v)?;
+    Ok(v)
+}
+
 /// pktgen `-b dv --rx` with a UDP rule counts exactly the steered frames, while ping to the
-/// port's kernel netdev (a TAP holding the host's address) loses nothing and other UDP goes to
-/// that kernel: the bifurcated port.
+/// port's kernel netdev (a TAP holding the host's address) loses nothing, a TCP transfer to it
+/// running alongside the steered flow arrives byte-exact, and other UDP goes to that kernel:
+/// the bifurcated port.
 #[test]
 fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
     let _one = serial();
     let Some(ns) = NetnsPair::new("emudvrx") else {
         return;
     };
+    // The port's kernel netdev (a TAP) lives in a namespace of its own, so that the wire's
+    // namespace has no address and host A's kernel cannot answer straight off the veth: every
+    // reply, ping's and TCP's, crosses the emulated port.
+    let tap_ns = ExtraNs(format!("{}-tap", ns.a));
+    let add = Command::new("ip")
+        .args(["netns", "add", &tap_ns.0])
+        .status()
+        .expect("ip");
+    assert!(add.success(), "ip netns add {}", tap_ns.0);
+    // veth hands frames over with checksums left to "the NIC" (CHECKSUM_PARTIAL); the
+    // AF_PACKET wire would carry them unfinished and the TAP's kernel would drop TCP. A real
+    // wire carries finished checksums: have host B's kernel compute them (as tests/emu_wire.rs).
+    let eth = ns.exec(&ns.b, &["ethtool", "-K", &ns.veth_b, "tx", "off"]);
+    assert!(eth.status.success(), "ethtool -K tx off (install ethtool)");
     let dir = tempdir("emudvrx");
     let (stats, err, out) = (
         dir.join("rx.stats"),
@@ -845,16 +894,17 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
     );
     let ip_tap = ns.ip_a.clone();
     for args in [
+        vec!["-n", &ns.a, "link", "set", &tap, "netns", &tap_ns.0],
         vec![
             "-n",
-            &ns.a,
+            &tap_ns.0,
             "addr",
             "add",
             &format!("{ip_tap}/24"),
             "dev",
             &tap,
         ],
-        vec!["-n", &ns.a, "link", "set", &tap, "up"],
+        vec!["-n", &tap_ns.0, "link", "set", &tap, "up"],
     ] {
         let o = Command::new("ip").args(&args).output().expect("ip");
         assert!(o.status.success(), "ip {args:?}: {}", text(&o));
@@ -868,6 +918,30 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
     const STEERED: u64 = 3000;
     const OTHER: u64 = 200;
     let addr: Ipv4Addr = ip_tap.parse().unwrap();
+    // TCP to the TAP's address, concurrently with the steered flow: byte-exact.
+    let listener = ns
+        .run_in(&tap_ns.0, move || std::net::TcpListener::bind((addr, 5001)))
+        .expect("listen in the TAP's namespace");
+    let server = std::thread::spawn(move || tcp_read_all(listener, Duration::from_secs(30)));
+    let data: Vec<u8> = (0..256 * 1024u32)
+        .map(|i| (i * 13 + i / 241) as u8)
+        .collect();
+    let sent = data.clone();
+    let b_path = format!("/var/run/netns/{}", ns.b);
+    let (connected_tx, connected) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || -> std::io::Result<()> {
+        use std::io::Write;
+        support::enter_netns(&b_path);
+        let mut s =
+            std::net::TcpStream::connect_timeout(&(addr, 5001).into(), Duration::from_secs(5))?;
+        let _ = connected_tx.send(());
+        s.set_write_timeout(Some(Duration::from_secs(30)))?;
+        s.write_all(&sent)?;
+        s.shutdown(std::net::Shutdown::Write)
+    });
+    // The steered flow starts once the connection is up, so that the stream overlaps it (a
+    // failed connect shows in the client's result below).
+    let _ = connected.recv_timeout(Duration::from_secs(10));
     ns.run_in(&ns.b, move || {
         let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
         for i in 0..STEERED {
@@ -880,11 +954,21 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
             }
         }
     });
+    let tcp_client = client.join().unwrap();
+    let got = server.join().unwrap();
     let status = finish(rx, Duration::from_secs(40));
     let o = std::fs::read_to_string(&out).unwrap_or_default();
     let e = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(status.success(), "pktgen:\n{o}\n{e}");
     assert!(ping_out.contains(" 0% packet loss"), "{ping_out}");
+    tcp_client.expect("TCP client");
+    let got = got.expect("TCP server");
+    assert!(
+        got == data,
+        "TCP stream differs ({} of {} bytes)",
+        got.len(),
+        data.len()
+    );
     let packets = o
         .split("\"packets\":")
         .nth(1)
@@ -896,10 +980,15 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
         "exactly the steered frames:\n{o}\n{e}\n{}",
         std::fs::read_to_string(&stats).unwrap_or_default()
     );
-    // The rest (ping, ARP, UDP to 9001) went to the kernel netdev.
+    // The rest (ping, ARP, TCP, UDP to 9001) went to the kernel netdev, and its replies out.
     assert!(
         counter(&stats, "rx_to_kernel").unwrap_or(0) >= 10 + OTHER,
         "{}",
+        std::fs::read_to_string(&stats).unwrap_or_default()
+    );
+    assert!(
+        counter(&stats, "netdev_tx").unwrap_or(0) >= 10,
+        "replies from the TAP:\n{}",
         std::fs::read_to_string(&stats).unwrap_or_default()
     );
     let _ = std::fs::remove_dir_all(&dir);
