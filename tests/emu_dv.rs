@@ -23,6 +23,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use rawq::{Backend, CqeComp, DvRxOptions, Mempool, MempoolConfig, Packet, Port, Queue, RqType};
+use support::emu::{
+    emu_sh, last_counter, mac_text, pktgen_to_kernel_socket, serial, tempdir, text, ExtraNs,
+};
 use support::NetnsPair;
 
 /// Set for the inner tests by their outer test.
@@ -32,55 +35,9 @@ const RX_ENV: &str = "RAWQ_EMU_DV_RX";
 /// Frames per loopback run.
 const N: u32 = 100_000;
 
-/// One test of this file at a time: each runs a busy-polling application and a device model,
-/// and the machine may have two cores.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rawq-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-/// A counter of the emulator's model (`RAWQ_EMU_STATS` file; the last report wins).
-fn counter(stats: &Path, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(stats).ok()?;
-    let at = text.rfind(&format!(" {field}: "))? + field.len() + 3;
-    text[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// `bash scripts/emu.sh OPTS -- CMD...`, with the model's counters kept in `stats`.
 fn emu(opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Bounded: `timeout` sends SIGTERM, on which emu.sh stops the command and cleans up.
-    let mut c = Command::new("timeout");
-    c.args(["120", "bash"])
-        .arg(root.join("scripts/emu.sh"))
-        .args(opts)
-        .arg("--")
-        .args(cmd)
-        .current_dir(root)
-        .env_remove("LD_PRELOAD")
-        .env_remove("RAWQ_EMU_LIB")
-        .env_remove("RAWQ_EMU_TX_ERROR")
-        .env("RAWQ_EMU_STATS", stats);
-    c
+    emu_sh(None, Some(120), opts, cmd, stats)
 }
 
 /// Runs the inner test `name` of this binary on the emulated NIC (loopback, flow control on).
@@ -521,7 +478,7 @@ fn loopback(cfg: &str, emu_opts: &[&str]) {
         &[(RX_ENV, cfg)],
     );
     let log = text(&out);
-    let c = |f| counter(&stats, f).unwrap_or(u64::MAX);
+    let c = |f| last_counter(&stats, f).unwrap_or(u64::MAX);
     assert_eq!(
         (c("tx_frames"), c("rx_frames"), c("rx_no_buffer")),
         (N as u64, N as u64, 0),
@@ -580,7 +537,7 @@ fn dv_rx_length_error_mid_stream_every_configuration() {
     ] {
         let (out, stats) = run_inner("inner_rx_length_error_mid_stream", &[], &[(RX_ENV, cfg)]);
         let log = text(&out);
-        let c = |f| counter(&stats, f).unwrap_or(u64::MAX);
+        let c = |f| last_counter(&stats, f).unwrap_or(u64::MAX);
         if cfg.starts_with("cyclic") {
             // Three LOCAL_LENGTH_ERR CQEs, each counted once by the queue.
             assert_eq!(c("rx_error_cqes"), 3, "{cfg}\n{log}");
@@ -612,7 +569,7 @@ fn dv_send_error_recovered_through_ibv_modify_qp() {
         ],
     );
     let log = text(&out);
-    assert_eq!(counter(&stats, "tx_error_cqes"), Some(1), "{log}");
+    assert_eq!(last_counter(&stats, "tx_error_cqes"), Some(1), "{log}");
     // libmlx5's ibv_modify_qp reached the emulated kernel between traffic and the report.
     let window = log
         .split("MARK traffic")
@@ -645,42 +602,8 @@ fn striding_rq_created_through_libmlx5_sizing_for_each_stride_count() {
 // ---------------------------------------------------------------------------------------------
 // The wire: pktgen / fwd under emu.sh in a namespace, the kernel on the far end.
 
-fn mac_text(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 fn emu_in(ns: &str, wire: &str, opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "timeout", "120", "bash"])
-        .arg(root.join("scripts/emu.sh"))
-        .args(["--wire", wire])
-        .args(opts)
-        .arg("--")
-        .args(cmd)
-        .current_dir(root)
-        .env_remove("LD_PRELOAD")
-        .env_remove("RAWQ_EMU_LIB")
-        .env_remove("RAWQ_EMU_TX_ERROR")
-        .env("RAWQ_EMU_STATS", stats);
-    c
-}
-
-fn set_rcvbuf(s: &UdpSocket, bytes: i32) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt on a valid socket with a pointer to an int of the right size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as u32,
-        );
-    }
+    emu_sh(Some((ns, wire)), Some(120), opts, cmd, stats)
 }
 
 #[test]
@@ -691,68 +614,15 @@ fn pktgen_dv_sends_1e5_frames_through_the_wire_to_a_kernel_socket() {
     };
     let dir = tempdir("emudvtx");
     let stats = dir.join("tx.stats");
-    let ip_b: Ipv4Addr = ns.ip_b.parse().unwrap();
-    let sock = ns
-        .run_in(&ns.b, move || {
-            let s = UdpSocket::bind((ip_b, 9000))?;
-            set_rcvbuf(&s, 8 << 20);
-            Ok::<_, std::io::Error>(s)
-        })
-        .expect("bind in b");
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
     const COUNT: u64 = 100_000;
-    let counter_thread = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        let mut n = 0u64;
-        while let Ok(len) = sock.recv(&mut buf) {
-            if len == 18 {
-                n += 1;
-            }
-        }
-        n
-    });
-    let pktgen = support::example("pktgen");
-    let mac_b = mac_text(ns.mac(&ns.b, &ns.veth_b));
-    let out = emu_in(
-        &ns.a,
-        &ns.veth_a,
-        &[],
-        &[
-            pktgen.to_str().unwrap(),
-            "-b",
-            "dv",
-            "-d",
-            "mlx5_0",
-            "-n",
-            &COUNT.to_string(),
-            "-r",
-            "50000",
-            "-s",
-            "60",
-            "--dst-mac",
-            &mac_b,
-            "--src-ip",
-            &ns.ip_a,
-            "--dst-ip",
-            &ns.ip_b,
-            "--dst-port",
-            "9000",
-        ],
-        &stats,
-    )
-    .output()
-    .expect("run pktgen");
-    assert!(out.status.success(), "pktgen:\n{}", text(&out));
-    assert!(
-        text(&out).contains("pktgen: dv on mlx5_0"),
-        "{}",
-        text(&out)
+    pktgen_to_kernel_socket(
+        &ns,
+        "dv",
+        COUNT,
+        |args| emu_in(&ns.a, &ns.veth_a, &[], args, &stats),
+        |out| assert!(text(out).contains("pktgen: dv on mlx5_0"), "{}", text(out)),
     );
-    let got = counter_thread.join().unwrap();
-    // The kernel judged every frame (IPv4 and UDP checksums included) and delivered all.
-    assert_eq!(got, COUNT, "pktgen:\n{}", text(&out));
-    assert_eq!(counter(&stats, "tx_frames"), Some(COUNT));
+    assert_eq!(last_counter(&stats, "tx_frames"), Some(COUNT));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -784,15 +654,6 @@ fn finish(mut child: std::process::Child, limit: Duration) -> std::process::Exit
     // SAFETY: kill(2) on the pid of a child we started and have not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     child.wait().expect("wait")
-}
-
-/// A third namespace, removed on drop.
-struct ExtraNs(String);
-
-impl Drop for ExtraNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 /// Receives one TCP connection on `listener` and reads it to the end; gives up at `limit`
@@ -982,12 +843,12 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
     );
     // The rest (ping, ARP, TCP, UDP to 9001) went to the kernel netdev, and its replies out.
     assert!(
-        counter(&stats, "rx_to_kernel").unwrap_or(0) >= 10 + OTHER,
+        last_counter(&stats, "rx_to_kernel").unwrap_or(0) >= 10 + OTHER,
         "{}",
         std::fs::read_to_string(&stats).unwrap_or_default()
     );
     assert!(
-        counter(&stats, "netdev_tx").unwrap_or(0) >= 10,
+        last_counter(&stats, "netdev_tx").unwrap_or(0) >= 10,
         "replies from the TAP:\n{}",
         std::fs::read_to_string(&stats).unwrap_or_default()
     );

@@ -10,84 +10,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// One test of this file at a time: each runs busy-polling programs and device models, and the
-/// machine may have two cores; rates are chosen for one test running.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use support::emu::{
+    counter, emu_sh, serial, tap_answers_ping_and_tcp, tap_rig, tempdir, text, wait_for,
+};
 
 /// `[ip netns exec NS] bash scripts/emu.sh [--wire IF] [opts] -- cmd...`, the device model's
 /// counters kept in `stats`.
 fn emu(ns: Option<(&str, &str)>, opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
-    let mut c = match ns {
-        Some((ns, _)) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, "bash"]);
-            c
-        }
-        None => Command::new("bash"),
-    };
-    c.arg(root().join("scripts/emu.sh"));
-    if let Some((_, wire)) = ns {
-        c.args(["--wire", wire]);
-    }
-    c.args(opts)
-        .arg("--")
-        .args(cmd)
-        .current_dir(root())
-        .env_remove("LD_PRELOAD")
-        .env_remove("RAWQ_EMU_LIB")
-        .env_remove("RAWQ_EMU_TX_ERROR")
-        .env("RAWQ_EMU_STATS", stats);
-    c
+    emu_sh(ns, None, opts, cmd, stats)
 }
 
 fn exe(name: &str) -> String {
     support::example(name).to_str().unwrap().to_owned()
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rawq-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Waits for `child` up to `limit`; kills it (by its pid) past that.
-fn wait_for(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if child.try_wait().ok().flatten().is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("output")
-}
-
-/// A counter of the device model (`RAWQ_EMU_STATS`).
-fn counter(stats: &Path, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(stats).ok()?;
-    let at = text.find(&format!(" {field}: "))? + field.len() + 3;
-    text[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// pktgen's `--json` summary (its last stdout line).
@@ -275,23 +209,13 @@ fn start_until(mut c: Command, ready: &'static str) -> (Child, std::thread::Join
 #[test]
 fn verbs_rx_counts_the_steered_flow_while_ping_and_tcp_reach_the_tap_netdev() {
     let _one = serial();
-    use std::io::{Read, Write};
-    use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+    use std::net::{Ipv4Addr, UdpSocket};
 
     let Some(ns) = support::NetnsPair::new("emuvrx") else {
         return;
     };
-    // The port's kernel netdev (a TAP) lives in a namespace of its own, so that the wire's
-    // namespace has no address and every frame goes through the emulated port.
-    let tap_ns = ExtraNs(format!("{}-tap", ns.a));
-    ip_ok(&["netns", "add", &tap_ns.0]);
-    ip_ok(&["-n", &ns.a, "addr", "flush", "dev", &ns.veth_a]);
-    // veth leaves checksums to "the NIC" (CHECKSUM_PARTIAL); a real wire carries finished
-    // ones: have host B's kernel compute them, or the TAP's kernel drops TCP.
-    let eth = ns.exec(&ns.b, &["ethtool", "-K", &ns.veth_b, "tx", "off"]);
-    assert!(eth.status.success(), "ethtool -K tx off (install ethtool)");
-    let tap = format!("rqvrx{}", std::process::id() % 100_000);
-    let ip_tap = format!("{}.3", ns.ip_b.rsplit_once('.').unwrap().0);
+    // The port's kernel netdev (a TAP) in a namespace of its own.
+    let (tap_ns, tap, ip_tap) = tap_rig(&ns, "rqvrx");
     let dir = tempdir("emuvrx");
     let stats = dir.join("rx.stats");
     let pktgen = exe("pktgen");
@@ -316,51 +240,11 @@ fn verbs_rx_counts_the_steered_flow_while_ping_and_tcp_reach_the_tap_netdev() {
         ),
         "pktgen: verbs on mlx5_0",
     );
-    ip_ok(&["-n", &ns.a, "link", "set", &tap, "netns", &tap_ns.0]);
-    ip_ok(&[
-        "-n",
-        &tap_ns.0,
-        "addr",
-        "add",
-        &format!("{ip_tap}/24"),
-        "dev",
-        &tap,
-    ]);
-    ip_ok(&["-n", &tap_ns.0, "link", "set", &tap, "up"]);
-
-    // ping and ARP: no rule takes them, so the TAP's kernel answers across the wire.
-    let ping = ns.exec(&ns.b, &["ping", "-c", "5", "-i", "0.2", "-W", "2", &ip_tap]);
-    let ping_out = String::from_utf8_lossy(&ping.stdout).into_owned();
-    assert!(ping_out.contains(" 0% packet loss"), "{ping_out}");
-
-    // TCP to the TAP's address: byte-exact.
-    let addr: Ipv4Addr = ip_tap.parse().unwrap();
-    let listener = ns
-        .run_in(&tap_ns.0, move || TcpListener::bind((addr, 5001)))
-        .expect("listen in the TAP's namespace");
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept()?;
-        let mut v = Vec::new();
-        s.read_to_end(&mut v)?;
-        Ok::<_, std::io::Error>(v)
-    });
+    // ping and TCP to the TAP's address reach its kernel.
     let data: Vec<u8> = (0..256 * 1024u32)
         .map(|i| (i * 13 + i / 241) as u8)
         .collect();
-    let sent = data.clone();
-    ns.run_in(&ns.b, move || -> std::io::Result<()> {
-        let mut s = TcpStream::connect_timeout(&(addr, 5001).into(), Duration::from_secs(5))?;
-        s.write_all(&sent)?;
-        s.shutdown(std::net::Shutdown::Write)
-    })
-    .expect("TCP client");
-    let got = server.join().unwrap().expect("TCP server");
-    assert!(
-        got == data,
-        "TCP stream differs ({} of {} bytes)",
-        got.len(),
-        data.len()
-    );
+    let addr = tap_answers_ping_and_tcp(&ns, &tap, &tap_ns.0, &ip_tap, data);
 
     // UDP to port 9000: the rule takes it to rawq's queue 0; port 9001 goes to the TAP.
     const N: u64 = 2000;
@@ -397,25 +281,6 @@ fn verbs_rx_counts_the_steered_flow_while_ping_and_tcp_reach_the_tap_netdev() {
         "replies from the TAP"
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn ip_ok(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A third namespace, removed on drop.
-struct ExtraNs(String);
-
-impl Drop for ExtraNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 /// A non-blocking-with-timeout `AF_PACKET` socket on `ifname`, made in the calling thread's

@@ -7,41 +7,18 @@ mod support;
 
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::emu::{
+    counter, emu_sh, pktgen_to_kernel_socket, serial, tap_answers_ping_and_tcp, tap_rig, tempdir,
+    text, wait_for,
+};
 use support::NetnsPair;
-
-/// One test of this file at a time: each runs two busy-polling programs and device models, and
-/// the machine may have two cores; rates are chosen for one test running.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn mac_text(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
 
 /// `ip netns exec NS bash scripts/emu.sh --wire IF [opts] -- cmd...`.
 fn emu_in(ns: &str, wire: &str, opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "bash"])
-        .arg(root.join("scripts/emu.sh"))
-        .args(["--wire", wire])
-        .args(opts)
-        .arg("--")
-        .args(cmd)
-        .current_dir(root)
-        .env_remove("LD_PRELOAD")
-        .env_remove("RAWQ_EMU_LIB")
-        .env("RAWQ_EMU_STATS", stats);
-    c
+    emu_sh(Some((ns, wire)), None, opts, cmd, stats)
 }
 
 fn need(tool: &str) {
@@ -53,37 +30,6 @@ fn need(tool: &str) {
         ok,
         "{tool} is missing: install Debian's perftest / ibverbs-utils (scripts/setup.sh)"
     );
-}
-
-/// Waits for `child` up to `limit`; kills it (by its pid) past that.
-fn wait_for(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if child.try_wait().ok().flatten().is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    child.wait_with_output().expect("output")
-}
-
-fn counter(stats: &Path, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(stats).ok()?;
-    let at = text.find(&format!(" {field}: "))? + field.len() + 3;
-    text[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -226,84 +172,16 @@ fn pktgen_verbs_sends_through_libmlx5_to_a_kernel_socket() {
     };
     let dir = tempdir("emupg");
     let stats = dir.join("tx.stats");
-    let ip_b: Ipv4Addr = ns.ip_b.parse().unwrap();
-    let sock = ns
-        .run_in(&ns.b, move || {
-            let s = UdpSocket::bind((ip_b, 9000))?;
-            set_rcvbuf(&s, 8 << 20);
-            Ok::<_, std::io::Error>(s)
-        })
-        .expect("bind in b");
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
     const N: u64 = 100_000;
-    let counter_thread = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        let mut n = 0u64;
-        while let Ok(len) = sock.recv(&mut buf) {
-            if len == 18 {
-                n += 1;
-            }
-        }
-        n
-    });
-    let pktgen = support::example("pktgen");
-    let mac_b = mac_text(ns.mac(&ns.b, &ns.veth_b));
-    let out = emu_in(
-        &ns.a,
-        &ns.veth_a,
-        &[],
-        &[
-            pktgen.to_str().unwrap(),
-            "-b",
-            "verbs",
-            "-d",
-            "mlx5_0",
-            "-n",
-            &N.to_string(),
-            "-r",
-            "50000",
-            "-s",
-            "60",
-            "--dst-mac",
-            &mac_b,
-            "--src-ip",
-            &ns.ip_a,
-            "--dst-ip",
-            &ns.ip_b,
-            "--dst-port",
-            "9000",
-        ],
-        &stats,
-    )
-    .output()
-    .expect("run pktgen");
-    assert!(out.status.success(), "pktgen:\n{}", text(&out));
-    let got = counter_thread.join().unwrap();
-    // The kernel judged every frame (IPv4 and UDP checksums included) and delivered all.
-    assert_eq!(got, N, "pktgen:\n{}", text(&out));
+    pktgen_to_kernel_socket(
+        &ns,
+        "verbs",
+        N,
+        |args| emu_in(&ns.a, &ns.veth_a, &[], args, &stats),
+        |_| {},
+    );
     assert_eq!(counter(&stats, "tx_frames"), Some(N));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn set_rcvbuf(s: &UdpSocket, bytes: i32) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt on a valid socket with a pointer to an int of the right size.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as u32,
-        );
-    }
-}
-
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("rawq-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
 }
 
 /// Compiles `emu/tests/NAME.c` against libibverbs (+ libmlx5).
@@ -327,46 +205,16 @@ fn compile_c(name: &str) -> std::path::PathBuf {
     out
 }
 
-/// A third namespace, removed on drop.
-struct ExtraNs(String);
-
-impl Drop for ExtraNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn ip_ok(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 #[test]
 fn a_flow_goes_to_the_application_while_ping_and_tcp_reach_the_tap_netdev() {
     let _one = serial();
-    use std::io::{BufRead, Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::io::BufRead;
 
     let Some(ns) = NetnsPair::new("emubif") else {
         return;
     };
-    // The port's kernel netdev (a TAP) lives in a namespace of its own, so that the wire's
-    // namespace has no address and every frame goes through the emulated port.
-    let tap_ns = ExtraNs(format!("{}-tap", ns.a));
-    ip_ok(&["netns", "add", &tap_ns.0]);
-    ip_ok(&["-n", &ns.a, "addr", "flush", "dev", &ns.veth_a]);
-    // veth hands frames over with checksums left to "the NIC" (CHECKSUM_PARTIAL); the
-    // AF_PACKET wire would carry them unfinished, and the TAP's kernel would drop TCP. A real
-    // wire carries finished checksums: have host B's kernel compute them.
-    let eth = ns.exec(&ns.b, &["ethtool", "-K", &ns.veth_b, "tx", "off"]);
-    assert!(eth.status.success(), "ethtool -K tx off (install ethtool)");
-    let tap = format!("rqbif{}", std::process::id() % 100_000);
-    let ip_tap = format!("{}.3", ns.ip_b.rsplit_once('.').unwrap().0);
+    // The port's kernel netdev (a TAP) in a namespace of its own.
+    let (tap_ns, tap, ip_tap) = tap_rig(&ns, "rqbif");
     let dir = tempdir("emubif");
     let stats = dir.join("rx.stats");
     let exe = compile_c("flow_rx");
@@ -387,51 +235,11 @@ fn a_flow_goes_to_the_application_while_ping_and_tcp_reach_the_tap_netdev() {
         Some("ready"),
         "flow_rx did not start"
     );
-    ip_ok(&["-n", &ns.a, "link", "set", &tap, "netns", &tap_ns.0]);
-    ip_ok(&[
-        "-n",
-        &tap_ns.0,
-        "addr",
-        "add",
-        &format!("{ip_tap}/24"),
-        "dev",
-        &tap,
-    ]);
-    ip_ok(&["-n", &tap_ns.0, "link", "set", &tap, "up"]);
-
-    // ping and ARP: no rule takes them, so the TAP's kernel answers across the wire.
-    let ping = ns.exec(&ns.b, &["ping", "-c", "5", "-i", "0.2", "-W", "2", &ip_tap]);
-    let ping_out = String::from_utf8_lossy(&ping.stdout).into_owned();
-    assert!(ping_out.contains(" 0% packet loss"), "{ping_out}");
-
-    // TCP to the TAP's address: byte-exact.
-    let addr: Ipv4Addr = ip_tap.parse().unwrap();
-    let listener = ns
-        .run_in(&tap_ns.0, move || TcpListener::bind((addr, 5001)))
-        .expect("listen in the TAP's namespace");
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept()?;
-        let mut v = Vec::new();
-        s.read_to_end(&mut v)?;
-        Ok::<_, std::io::Error>(v)
-    });
+    // ping and TCP to the TAP's address reach its kernel.
     let data: Vec<u8> = (0..512 * 1024u32)
         .map(|i| (i * 7 + i / 251) as u8)
         .collect();
-    let sent = data.clone();
-    ns.run_in(&ns.b, move || -> std::io::Result<()> {
-        let mut s = TcpStream::connect_timeout(&(addr, 5001).into(), Duration::from_secs(5))?;
-        s.write_all(&sent)?;
-        s.shutdown(std::net::Shutdown::Write)
-    })
-    .expect("TCP client");
-    let got = server.join().unwrap().expect("TCP server");
-    assert!(
-        got == data,
-        "TCP stream differs ({} of {} bytes)",
-        got.len(),
-        data.len()
-    );
+    let addr = tap_answers_ping_and_tcp(&ns, &tap, &tap_ns.0, &ip_tap, data);
 
     // UDP to port 9000: the flow rule takes it to the application.
     const N: usize = 1000;

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod cc;
+pub mod emu;
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
