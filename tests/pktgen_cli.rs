@@ -312,49 +312,39 @@ fn rate_holds_within_two_percent() {
 /// README command 1: the demo shows sent = received on the steered flow and ping 0% loss.
 #[test]
 fn demo_script_succeeds() {
-    let _serial = serial();
-    if NetnsPair::new("demo").is_none() {
-        return; // skipped (or failed with RAWQ_REQUIRE_NETNS=1) for lack of root
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("bash")
-        .arg(root.join("scripts/demo.sh"))
-        .args(["--seconds", "2"])
-        .env("PKTGEN", pktgen())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("RESULT: ok"),
-        "demo failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_demo("demo", &[]);
 }
 
 /// The demo with the receiving port on the emulated ConnectX (rawq's DV backend through
 /// libmlx5's objects, B's address on the port's TAP netdev): the same RESULT line.
 #[test]
 fn demo_script_succeeds_on_the_emulated_dv_backend() {
-    let _serial = serial();
-    if NetnsPair::new("demodv").is_none() {
-        return; // skipped (or failed with RAWQ_REQUIRE_NETNS=1) for lack of root
+    if let Some(text) = run_demo("demodv", &["--backend", "dv"]) {
+        assert!(text.contains("receiver: dv on mlx5_0"), "{text}");
     }
+}
+
+/// Runs `scripts/demo.sh --seconds 2 ARGS` and checks its RESULT line; returns its output, or
+/// `None` when skipped (fails instead with RAWQ_REQUIRE_NETNS=1) for lack of root.
+fn run_demo(tag: &str, args: &[&str]) -> Option<String> {
+    let _serial = serial();
+    NetnsPair::new(tag)?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("bash")
         .arg(root.join("scripts/demo.sh"))
-        .args(["--backend", "dv", "--seconds", "2"])
+        .args(args)
+        .args(["--seconds", "2"])
         .env("PKTGEN", pktgen())
         .env_remove("LD_PRELOAD")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        out.status.success()
-            && text.contains("RESULT: ok")
-            && text.contains("receiver: dv on mlx5_0"),
-        "demo --backend dv failed:\n{text}\n{}",
+        out.status.success() && text.contains("RESULT: ok"),
+        "demo {args:?} failed:\n{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(text)
 }
 
 fn tempdir() -> PathBuf {
