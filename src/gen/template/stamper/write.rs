@@ -49,6 +49,19 @@ impl Fast {
 }
 
 impl Stamper {
+    /// A stamp's first 16 bytes, big-endian, for one store: magic, stream, flow, flows - 1 and
+    /// the low 48 bits of `seq`; and what they add to the transport checksum sum (flows - 1 is
+    /// in the constant sum already). Both writers stamp through it.
+    #[inline(always)]
+    fn stamp_word(&self, magic: u32, stream: u16, flow: u32, seq: u64) -> ([u8; STAMP_LEN], u32) {
+        let seq = seq & 0xffff_ffff_ffff;
+        let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
+        let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
+        let word = (hi as u128) << 64 | lo as u128;
+        let sum = words32(magic) + stream as u32 + flow + words64(seq);
+        (word.to_be_bytes(), sum)
+    }
+
     /// The plain writers: UDP over IPv4 (`V6` false) or IPv6, flows varying the source address
     /// (`IP`) or port, with or without a sequence stamp (`STAMP`). The header block from the
     /// IP header to the stamp's end is one slice of constant length, so no store below is
@@ -85,14 +98,10 @@ impl Stamper {
         let ports = (src_port as u32) << 16 | self.dst_port as u32;
         let mut l4_sum = l4c + src_words + words32(ports);
         if STAMP {
-            // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
-            let seq = seq & 0xffff_ffff_ffff;
-            let hi = (SEQ_MAGIC as u64) << 32 | (stream as u64) << 16 | flow as u64;
-            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
-            let word = (hi as u128) << 64 | lo as u128;
+            let (stamp, sum) = self.stamp_word(SEQ_MAGIC, stream, flow, seq);
             let p = ip_len + UDP;
-            h[p..p + STAMP_LEN].copy_from_slice(&word.to_be_bytes());
-            l4_sum += words32(SEQ_MAGIC) + stream as u32 + flow + words64(seq);
+            h[p..p + STAMP_LEN].copy_from_slice(&stamp);
+            l4_sum += sum;
         }
         let mut c = csum_fold(l4_sum);
         if c == 0 {
@@ -166,13 +175,9 @@ impl Stamper {
             let s = &mut out[p..p + self.stamp_len];
             let lat = tx_ns.filter(|_| self.stamp_len == LAT_STAMP);
             let magic = if lat.is_some() { LAT_MAGIC } else { SEQ_MAGIC };
-            // magic, stream, flow, flows - 1 (in the constant sum), 48-bit seq: one store.
-            let seq = seq & 0xffff_ffff_ffff;
-            let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
-            let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
-            let word = (hi as u128) << 64 | lo as u128;
-            s[0..16].copy_from_slice(&word.to_be_bytes());
-            l4_sum += words32(magic) + stream as u32 + flow + words64(seq);
+            let (stamp, sum) = self.stamp_word(magic, stream, flow, seq);
+            s[0..16].copy_from_slice(&stamp);
+            l4_sum += sum;
             if let Some(t) = lat {
                 s[16..24].copy_from_slice(&t.to_be_bytes());
                 l4_sum += words64(t);
