@@ -11,6 +11,9 @@
 
 pub mod cc;
 pub mod emu;
+#[cfg(feature = "mlx5")]
+pub mod emu_dv;
+pub mod xdp;
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

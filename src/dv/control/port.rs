@@ -1,0 +1,181 @@
+//! A port's DV control objects: device, PD, pool registration, queues and flow rules.
+
+use std::sync::Arc;
+
+use super::device::{query, DvDevice};
+use super::queue::{create_queue_rings, create_queue_rings_with, KeepAlive, QueueSpec};
+use crate::dv::rings::{MiniCqeFormat, QueueRings, Striding};
+use crate::error::{Error, Result};
+use crate::ibverbs::mr::Mr;
+use crate::ibverbs::pd::Pd;
+use crate::ibverbs::qp::RawQp;
+use crate::ibverbs::wq::Wq;
+
+/// A port's DV control objects: device, PD, the pool's registration, and per queue its rings
+/// and the objects behind them, plus the installed flow rules. The DV backend's `open` builds
+/// its data-path queues over [`ControlPort::rings`]; tests use it to check the control path on
+/// real hardware.
+pub struct ControlPort {
+    // Dropped first: flows reference the QPs and WQs below.
+    rules: Option<Box<dyn std::any::Any + Send>>,
+    qps: Vec<Arc<RawQp>>,
+    wqs: Vec<Arc<Wq>>,
+    queues: Vec<(QueueRings, KeepAlive)>,
+    dev: DvDevice,
+    port: u8,
+    pd: Pd,
+    _mr: Arc<Mr>,
+}
+
+impl std::fmt::Debug for ControlPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPort")
+            .field("device", &self.pd.context().name())
+            .field("port", &self.port)
+            .field("queues", &self.queues.len())
+            .field("dev", &self.dev)
+            .finish()
+    }
+}
+
+impl ControlPort {
+    /// Opens `device`, checks it is an mlx5 Ethernet port, registers `pool`, and creates
+    /// `queues` queues shaped by `spec` (its `port` selects the port).
+    ///
+    /// # Errors
+    /// [`Error::NoDevice`] / [`Error::NotFound`] from the device list; [`Error::Unsupported`]
+    /// for a non-mlx5 device or a non-Ethernet port; [`Error::MemLock`] when the pool cannot be
+    /// pinned; whatever `create_queue_rings` reports.
+    pub fn open(
+        device: &str,
+        pool: &crate::Mempool,
+        spec: &QueueSpec,
+        queues: u16,
+    ) -> Result<ControlPort> {
+        ControlPort::open_with(device, pool, spec, queues, None)
+    }
+
+    /// As [`ControlPort::open`]; `format`, when given, is the compression asked for
+    /// explicitly (`Some(None)`: off), which the device must support.
+    fn open_with(
+        device: &str,
+        pool: &crate::Mempool,
+        spec: &QueueSpec,
+        queues: u16,
+        format: Option<Option<MiniCqeFormat>>,
+    ) -> Result<ControlPort> {
+        let ctx = crate::ibverbs::device::open(device)?;
+        let dev = query(&ctx)?;
+        let pa = ctx.query_port(spec.port)?;
+        if pa.link_layer != crate::ibverbs::context::LINK_LAYER_ETHERNET {
+            return Err(Error::Unsupported(format!(
+                "{device} port {} has link layer {}; DV queues need an Ethernet port",
+                spec.port,
+                pa.link_layer_name()
+            )));
+        }
+        let pd = Pd::new(&ctx)?;
+        let mr = Arc::new(Mr::register_pool(&pd, pool)?);
+        let mut qs = Vec::with_capacity(queues as usize);
+        if let Some(Some(fmt)) = format {
+            if !dev.supports_compression(fmt) {
+                return Err(Error::Unsupported(format!(
+                    "{device} cannot compress receive CQEs in the {fmt:?} mini-CQE format \
+                     (formats 0x{:x}, up to {} per session): use --cqe-comp off",
+                    dev.cqe_comp_formats, dev.cqe_comp_max_num
+                )));
+            }
+        }
+        for _ in 0..queues {
+            qs.push(match format {
+                Some(f) => create_queue_rings_with(&pd, &mr, &dev, spec, f)?,
+                None => create_queue_rings(&pd, &mr, &dev, spec)?,
+            });
+        }
+        Ok(ControlPort {
+            rules: None,
+            qps: qs.iter().map(|(_, k)| k.qp().clone()).collect(),
+            wqs: qs.iter().map(|(_, k)| k.wq().clone()).collect(),
+            queues: qs,
+            dev,
+            port: spec.port,
+            pd,
+            _mr: mr,
+        })
+    }
+
+    /// Opens the device and queues a DV port configuration asks for (`Backend::Dv`), with the
+    /// RQ type and CQE compression of [`PortConfig::dv_rx`](crate::PortConfig) (by default a
+    /// cyclic RQ, compressed where the device can). Rules are not
+    /// installed yet: refill the RQs, then call [`ControlPort::install_rules`].
+    ///
+    /// # Errors
+    /// [`Error::Config`] for another backend; otherwise as [`ControlPort::open`].
+    pub fn from_config(cfg: &crate::PortConfig, pool: &crate::Mempool) -> Result<ControlPort> {
+        let crate::Backend::Dv { device, port } = &cfg.backend else {
+            return Err(Error::Config("not a DV backend".into()));
+        };
+        let o = &cfg.dv_rx;
+        o.check()?;
+        let striding = match o.rq {
+            crate::config::RqType::Cyclic => None,
+            crate::config::RqType::Striding { log_num_strides } => Some(Striding {
+                log_num_strides,
+                log_stride_size: crate::config::DvRxOptions::log_stride_size(pool.buf_size()),
+                two_byte_shift: false,
+            }),
+        };
+        let spec = QueueSpec {
+            port: *port,
+            rx_ring: cfg.rx_ring,
+            tx_ring: cfg.tx_ring,
+            cqe_compression: true,
+            striding,
+        };
+        // An explicit choice must be honoured (or refused); none: the device's best.
+        let format = o.cqe_comp.map(|c| match c {
+            crate::config::CqeComp::Off => None,
+            crate::config::CqeComp::Hash => Some(MiniCqeFormat::Hash),
+            crate::config::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
+        });
+        ControlPort::open_with(device, pool, &spec, cfg.queues, format)
+    }
+
+    /// Takes each queue's rings and objects out, in queue order, to hand them to the data path
+    /// (the [`KeepAlive`] is its recovery hook). The port keeps what the flow rules need.
+    pub fn take_queues(&mut self) -> Vec<(QueueRings, KeepAlive)> {
+        std::mem::take(&mut self.queues)
+    }
+
+    /// What the device allows.
+    pub fn device(&self) -> &DvDevice {
+        &self.dev
+    }
+
+    /// The ring descriptors, one per queue not yet taken.
+    pub fn rings(&self) -> Vec<QueueRings> {
+        self.queues.iter().map(|(r, _)| *r).collect()
+    }
+
+    /// The objects behind queue `i`'s rings.
+    pub fn keep_alive(&self, i: usize) -> Option<&KeepAlive> {
+        self.queues.get(i).map(|(_, k)| k)
+    }
+
+    /// Installs `rules` (replacing any installed before). Refill the RQs first: traffic starts
+    /// arriving as soon as a rule is in.
+    ///
+    /// # Errors
+    /// See `crate::ibverbs::install_rules`.
+    pub fn install_rules(&mut self, rules: &[crate::flow::Rule]) -> Result<()> {
+        self.rules = None;
+        self.rules = Some(crate::ibverbs::install_rules(
+            &self.pd,
+            self.qps.clone(),
+            self.wqs.clone(),
+            rules,
+            self.port,
+        )?);
+        Ok(())
+    }
+}

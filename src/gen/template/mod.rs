@@ -1,0 +1,51 @@
+//! Frame templates, flow variation with incremental checksums, and sequence stamps.
+//!
+//! * [`spec`]: what a frame is ([`FrameSpec`], [`Shape`] and their parts), checked.
+//! * [`sizes`]: frame sizes ([`SizeSpec`]: fixed, range, IMIX).
+//! * [`range`]: header fields varied over ranges ([`FieldRange`]), parsed and checked.
+//! * [`stamper`]: the template built from a spec ([`Stamper`]); its `write` module holds the
+//!   per-frame writers that stamp the varying bytes.
+//! * [`stamp`]: sequence and latency stamps read back ([`Stamp`], [`StampInfo`]) and counted
+//!   ([`SeqTracker`]).
+//! * [`checksum`]: the one's-complement sums (RFC 1071, RFC 1624).
+
+mod checksum;
+mod range;
+mod sizes;
+mod spec;
+mod stamp;
+mod stamper;
+
+pub use checksum::{checksum, csum_fold, csum_update16};
+pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
+pub use sizes::SizeSpec;
+pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
+pub use stamp::{SeqTracker, Stamp, StampInfo, LAT_MAGIC, SEQ_MAGIC};
+pub use stamper::Stamper;
+
+/// Bytes a frame costs on the wire beyond its length: FCS 4 + preamble 8 + inter-frame gap 12.
+pub const WIRE_OVERHEAD: u64 = 24;
+
+// Header and stamp lengths, shared by the spec checks, the stamper and the stamp reader.
+const ETH: usize = 14;
+const IP4: usize = 20;
+const IP6: usize = 40;
+const UDP: usize = 8;
+/// magic (4) + stream (2) + flow (2) + flows - 1 (2) + seq (6); a latency stamp adds the
+/// send time (8).
+const STAMP: usize = 16;
+/// [`STAMP`] where the const generic `STAMP` shadows it.
+const STAMP_LEN: usize = STAMP;
+const TCP: usize = 20;
+const LAT_STAMP: usize = 24;
+
+/// Bytes of stamp area: 0, [`STAMP`] or [`LAT_STAMP`].
+fn stamp_len(stamp: bool, latency: bool) -> usize {
+    if latency {
+        LAT_STAMP
+    } else if stamp {
+        STAMP
+    } else {
+        0
+    }
+}
