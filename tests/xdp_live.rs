@@ -47,7 +47,7 @@ fn ethtool(p: &NetnsPair, ns: &str, args: &[&str]) {
 }
 
 /// A received datagram: its source port and its sequence stamp, read by hand from the layout
-/// of src/gen/template.rs (magic 4, stream 2, flow index 2, flows - 1 2, 48-bit seq 6, all
+/// of src/gen/template/stamp.rs (magic 4, stream 2, flow index 2, flows - 1 2, 48-bit seq 6, all
 /// big-endian).
 #[derive(Clone, Copy, Debug)]
 struct Dgram {
