@@ -41,6 +41,18 @@
 //!
 //! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
 //!
+//! # Receive timestamps
+//! With [`PortBuilder::rx_timestamps`](crate::PortBuilder::rx_timestamps)
+//! ([`RxTimestamps::Kernel`]) the steering program stamps every frame it redirects with
+//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 24-byte record just
+//! in front of the frame's data ([`bpf::meta`]; copy mode copies it into the UMEM chunk with the
+//! frame). The receive path reads it into [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns)
+//! and clears the record's magic. Every driver runs the hook (veth: in its NAPI poll; generic
+//! XDP: in the stack's receive path), so the stamp is when the frame left the driver's ring
+//! for the XDP program, before the socket's rx ring: the application's polling and batching
+//! do not add to it. A driver without metadata support (`bpf_xdp_adjust_meta` fails) gives
+//! frames without a stamp.
+//!
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
@@ -49,7 +61,7 @@
 use std::any::Any;
 use std::ffi::CString;
 
-use crate::config::{Backend, PortConfig, PortInfo};
+use crate::config::{Backend, PortConfig, PortInfo, RxTimestamps};
 use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache, Shared};
 use crate::queue::{Queue, QueueOps};
@@ -67,7 +79,7 @@ pub mod umem;
 pub use netlink::{link_info, LinkInfo};
 pub use socket::Mode;
 
-use bpf::{Program, Variant, XdpLink, XskMap};
+use bpf::{Program, Stamp, Variant, XdpLink, XskMap};
 use socket::{RingSizes, XdpStatistics, Xsk};
 use umem::Umem;
 
@@ -234,6 +246,8 @@ pub(crate) struct XdpQueue {
     ifname: String,
     /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
     error: Option<Error>,
+    /// The steering program writes receive timestamps into the frames' metadata.
+    stamps: bool,
 }
 
 impl XdpQueue {
@@ -384,12 +398,24 @@ pub(crate) fn open(
     }
 
     let map = XskMap::create(cfg.queues as u32)?;
+    let stamp = match cfg.rx_timestamps {
+        RxTimestamps::Off => Stamp::None,
+        RxTimestamps::Kernel => Stamp::Kernel,
+        RxTimestamps::Hardware => {
+            return Err(Error::Unsupported(
+                "RxTimestamps::Hardware on AF_XDP is not implemented yet: use \
+                 RxTimestamps::Kernel"
+                    .into(),
+            ))
+        }
+    };
     let prog = if will_attach {
-        let insns = bpf::compile(
+        let insns = bpf::compile_stamped(
             &cfg.rules,
             Variant::Steer {
                 xskmap_fd: map.as_raw_fd(),
             },
+            stamp,
         )?;
         Some(Program::load(&insns, "rawq_steer")?)
     } else {
@@ -466,6 +492,7 @@ pub(crate) fn open(
             tx_len: vec![0; umem.count as usize],
             ifname: ifname.clone(),
             error: None,
+            stamps: stamp != Stamp::None,
         };
         xq.refill();
         queues.push(Queue::new(q, Box::new(xq)));
