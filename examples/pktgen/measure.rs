@@ -22,6 +22,20 @@ leaves after the k frames before it) and once per receive burst (frames waiting 
 timed when the burst is read); both add up to a burst's worth of frame times plus the polling \
 interval";
 
+/// What kernel receive timestamps are (AF_XDP ports, on by default there); shown in the report.
+pub const KERNEL_TS: &str = "kernel XDP-hook receive timestamps, CLOCK_MONOTONIC: the receive \
+time is bpf_ktime_get_ns() taken by rawq's XDP steering program when the frame reached the \
+receiving interface's XDP hook (carried to pktgen in the frame's XDP metadata), so receive \
+polling and batching add nothing; still included are the time the frame waited in the \
+driver's ring before its NAPI poll ran (veth: until the softirq of the receiving side ran) \
+and, on the send side, CLOCK_MONOTONIC read once per transmit burst (a frame at position k of \
+a burst leaves after the k before it) and the kernel's AF_XDP transmit path up to the wire";
+
+/// Kernel receive times on some samples, software receive times on the others.
+pub const MIXED_KERNEL_TS: &str = "mixed: kernel XDP-hook receive timestamps (CLOCK_MONOTONIC) \
+on the frames the steering program stamped, a CLOCK_MONOTONIC read per receive burst on the \
+others (frames the kernel gave no metadata room)";
+
 /// What hardware latency timestamps are (`--hw-timestamps`); shown in --help and the report.
 pub const HARDWARE_TS: &str = "hardware: the send time is the device clock read in software \
 once per transmit burst, just before the burst is written (MoonGen-style: per-packet transmit \
@@ -159,7 +173,11 @@ pub struct MeasureArgs {
     /// CLOCK_MONOTONIC read once per transmit burst (a frame at position k of a burst leaves
     /// after the k before it) and once per receive burst (frames waiting in the ring are timed
     /// when the burst is read); batching thus adds up to a burst of frame times and a polling
-    /// interval. --hw-timestamps uses the device's clock instead.
+    /// interval. On an AF_XDP port (-b xdp) the receive time is instead the kernel's: rawq's
+    /// XDP steering program stamps each frame with CLOCK_MONOTONIC at the XDP hook, so receive
+    /// polling and batching add nothing (the wait in the driver's ring before its NAPI poll
+    /// still does, and the send side's burst stamp as above); the report says "kernel".
+    /// --hw-timestamps uses the device's clock instead.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N", value_parser = parse_every)]
     pub latency: Option<u32>,
     /// With --latency --txrx: hardware timestamps. The receive time is the device's completion
@@ -208,6 +226,16 @@ impl MeasureArgs {
         }
     }
 
+    /// The receive timestamps an AF_XDP port of this run asks for: kernel ones on a port
+    /// that receives stamped frames (--rx, or --txrx with --latency).
+    pub fn xdp_rx_timestamps(&self, rx: bool, txrx: bool) -> rawq::config::RxTimestamps {
+        if rx || (txrx && self.latency.is_some()) {
+            rawq::config::RxTimestamps::Kernel
+        } else {
+            rawq::config::RxTimestamps::Off
+        }
+    }
+
     /// The flow count: `flows` as given, or with ranges and no -f the number of combinations.
     pub fn flows(&self, flows: u32) -> u32 {
         if flows == 1 && !self.ranges.is_empty() {
@@ -219,8 +247,7 @@ impl MeasureArgs {
 }
 
 /// Hardware receive timestamp of `p` in ns of the device clock `clock`, when the device
-/// stamped it (mlx5 CQE timestamps: the DV backend and the model; AF_XDP receive metadata is
-/// not read yet).
+/// stamped it (mlx5 CQE timestamps: the DV backend and the model).
 #[inline]
 fn hw_rx_ns(p: &Packet, clock: Option<&DevClock>) -> Option<u64> {
     p.meta.hw_timestamp_ns(clock?.khz())
@@ -348,6 +375,7 @@ impl Measure {
             flows: FlowTracker::default(),
             negative: 0,
             hw_samples: 0,
+            kernel_samples: 0,
             tx_packets: 0,
             first_tx: None,
             last_tx: None,
@@ -371,6 +399,7 @@ pub struct QueueMeasure {
     flows: FlowTracker,
     negative: u64,
     hw_samples: u64,
+    kernel_samples: u64,
     tx_packets: u64,
     first_tx: Option<Instant>,
     last_tx: Option<Instant>,
@@ -430,12 +459,18 @@ impl QueueMeasure {
             };
             self.flows.record(&s);
             if let Some(tx) = s.tx_ns {
-                let rx = match hw_rx_ns(p, self.clock.as_ref()) {
-                    Some(t) => {
+                let rx = match (hw_rx_ns(p, self.clock.as_ref()), p.meta.kernel_rx_ns()) {
+                    (Some(t), _) => {
                         self.hw_samples += 1;
                         t
                     }
-                    None => *now.get_or_insert_with(|| self.now_ns()),
+                    // The kernel's time is CLOCK_MONOTONIC: comparable with software send
+                    // stamps only (not with a device clock's).
+                    (None, Some(t)) if self.clock.is_none() => {
+                        self.kernel_samples += 1;
+                        t
+                    }
+                    _ => *now.get_or_insert_with(|| self.now_ns()),
                 };
                 match rx.checked_sub(tx) {
                     Some(d) if d > 0 => self.lat.record(d),
@@ -627,20 +662,25 @@ impl Extras {
 
         // Latency.
         let mut lat = LatencyHistogram::new();
-        let (mut negative, mut hw) = (0, 0);
+        let (mut negative, mut hw, mut kernel) = (0, 0, 0);
         for q in &qs {
             lat.merge(&q.lat);
             negative += q.negative;
             hw += q.hw_samples;
+            kernel += q.kernel_samples;
         }
+        // Samples that were timed (counted or not positive).
+        let timed = lat.count() + negative;
         let path = if m.round_trip {
             "round-trip"
         } else {
             "one-way"
         };
-        let kind = if hw > 0 && hw == lat.count() {
+        let kind = if hw > 0 && hw == timed {
             "hardware"
-        } else if hw > 0 {
+        } else if kernel > 0 && kernel == timed {
+            "kernel"
+        } else if hw > 0 || kernel > 0 {
             "mixed"
         } else {
             "software"
@@ -653,11 +693,14 @@ impl Extras {
             // clock in software.
             let src = match (kind, m.clock.get().is_some()) {
                 ("hardware", _) => HARDWARE_TS,
+                ("kernel", _) => KERNEL_TS,
+                ("mixed", false) => MIXED_KERNEL_TS,
                 (_, true) => DEVICE_CLOCK_SW_TS,
                 _ => SOFTWARE_TS,
             };
             l.insert("timestamp_source".into(), json!(src));
             l.insert("samples".into(), json!(lat.count()));
+            l.insert("kernel_timestamped".into(), json!(kernel));
             l.insert("not_positive".into(), json!(negative));
             l.insert("min_ns".into(), json!(lat.min()));
             for (name, q) in PERCENTILES {
