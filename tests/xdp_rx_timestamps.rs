@@ -10,7 +10,7 @@ use rawq::config::RxTimestamps;
 use rawq::flow::Rule;
 use rawq::gen::monotonic_ns;
 use rawq::xdp::bpf::{self, action, meta, Program, Stamp, Variant, XskMap};
-use rawq::{Backend, Port, Queue};
+use rawq::{Backend, Port, Queue, RxMeta};
 use support::NetnsPair;
 
 fn root_or_skip() -> Option<()> {
@@ -79,7 +79,7 @@ fn kernel_stamp_program_writes_a_time_between_two_clock_reads() {
         assert_eq!(u32_at(&m, meta::MAGIC_AT), meta::MAGIC);
         let k = u64_at(&m, meta::KERNEL_NS_AT);
         assert!(before <= k && k <= after, "{before} <= {k} <= {after}");
-        assert_eq!(u32_at(&m, meta::HW_STATUS_AT), 0);
+        assert_eq!(u32_at(&m, meta::HW_STATUS_AT) as i32, meta::NOT_ASKED);
         assert_eq!(u64_at(&m, meta::HW_NS_AT), 0);
         assert_eq!(out, frame, "the frame is untouched");
     }
@@ -121,9 +121,9 @@ fn open_stamped(p: &NetnsPair, ns: &str, dev: &str, ts: RxTimestamps) -> rawq::R
 
 /// Sends `n` UDP datagrams from namespace B to A:9000, each carrying (CLOCK_MONOTONIC just
 /// before `send`, sequence number), one at a time; after each, polls A's queue until it
-/// arrives. Returns, per datagram: (send time, kernel receive time, clock read after the
-/// `rx_burst` that returned it).
-fn ping(p: &NetnsPair, q: &mut Queue, n: u64) -> Vec<(u64, Option<u64>, u64)> {
+/// arrives. Returns, per datagram: (send time, its metadata, clock read after the `rx_burst`
+/// that returned it, the 24 bytes in front of its data: the metadata record as rx left it).
+fn ping(p: &NetnsPair, q: &mut Queue, n: u64) -> Vec<(u64, RxMeta, u64, Vec<u8>)> {
     let dst = format!("{}:9000", p.ip_a);
     let sock = p.run_in(&p.b, move || {
         let u = UdpSocket::bind("0.0.0.0:0").unwrap();
@@ -157,11 +157,13 @@ fn ping(p: &NetnsPair, q: &mut Queue, n: u64) -> Vec<(u64, Option<u64>, u64)> {
         while !found && t.elapsed() < Duration::from_secs(2) {
             let k = q.rx_burst(&mut pkts, 32);
             let after = monotonic_ns();
-            for pk in pkts.drain(..k) {
+            for mut pk in pkts.drain(..k) {
                 let d = pk.data();
                 if d.len() >= 58 && d[42 + 8..58] == seq.to_ne_bytes() {
                     let s = u64::from_ne_bytes(d[42..50].try_into().unwrap());
-                    got.push((s, pk.meta.kernel_rx_ns(), after));
+                    let m = pk.meta;
+                    let rec = pk.prepend(meta::LEN).unwrap().to_vec();
+                    got.push((s, m, after, rec));
                     found = true;
                 }
             }
@@ -171,9 +173,26 @@ fn ping(p: &NetnsPair, q: &mut Queue, n: u64) -> Vec<(u64, Option<u64>, u64)> {
     got
 }
 
-/// Each datagram's kernel receive time lies between the sender's clock read before `send` and
-/// the receiver's clock read after the `rx_burst` that returned it (CLOCK_MONOTONIC is one
-/// clock for every namespace of the host).
+/// Checks each datagram's kernel receive time lies between the sender's clock read before
+/// `send` and the receiver's clock read after the `rx_burst` that returned it (CLOCK_MONOTONIC
+/// is one clock for every namespace of the host), that the rx path cleared the record's magic,
+/// and that the record's hardware status is `status(s)`.
+fn check_kernel_times(got: &[(u64, RxMeta, u64, Vec<u8>)], status: impl Fn(i32) -> bool) {
+    for (i, (sent, m, after, rec)) in got.iter().enumerate() {
+        let k = m
+            .kernel_rx_ns()
+            .unwrap_or_else(|| panic!("datagram {i} has no kernel receive time"));
+        assert!(
+            *sent < k && k <= *after,
+            "datagram {i}: sent {sent} < kernel {k} <= after rx_burst {after}"
+        );
+        assert_eq!(u64_at(rec, meta::KERNEL_NS_AT), k, "datagram {i}");
+        assert_eq!(u32_at(rec, meta::MAGIC_AT), 0, "rx clears the magic");
+        let st = u32_at(rec, meta::HW_STATUS_AT) as i32;
+        assert!(status(st), "datagram {i}: hardware status {st}");
+    }
+}
+
 #[test]
 fn kernel_receive_times_lie_between_send_and_receive_on_a_veth() {
     let Some(p) = NetnsPair::new("rxts") else {
@@ -183,17 +202,11 @@ fn kernel_receive_times_lie_between_send_and_receive_on_a_veth() {
     let mut q = port.take_queues().remove(0);
     let got = ping(&p, &mut q, 200);
     assert_eq!(got.len(), 200);
-    for (i, &(sent, k, after)) in got.iter().enumerate() {
-        let k = k.unwrap_or_else(|| panic!("datagram {i} has no kernel receive time"));
-        assert!(
-            sent < k && k <= after,
-            "datagram {i}: sent {sent} < kernel {k} <= after rx_burst {after}"
-        );
-    }
-    // The stamp is when the frame reached the XDP hook, not when rx_burst ran: never later.
+    check_kernel_times(&got, |s| s == meta::NOT_ASKED);
+    assert!(got.iter().all(|(_, m, _, _)| m.hw_timestamp().is_none()));
     let mean_wait: f64 = got
         .iter()
-        .map(|&(_, k, a)| (a - k.unwrap()) as f64)
+        .map(|(_, m, a, _)| (a - m.kernel_rx_ns().unwrap()) as f64)
         .sum::<f64>()
         / got.len() as f64;
     eprintln!("mean hook-to-rx_burst time {mean_wait:.0} ns");
@@ -204,5 +217,72 @@ fn kernel_receive_times_lie_between_send_and_receive_on_a_veth() {
     let mut port = open_stamped(&p, &p.a, &p.veth_a, RxTimestamps::Off).expect("open port");
     let mut q = port.take_queues().remove(0);
     let got = ping(&p, &mut q, 20);
-    assert!(got.iter().all(|&(_, k, _)| k.is_none()), "{got:?}");
+    assert!(
+        got.iter().all(|(_, m, _, _)| m.kernel_rx_ns().is_none()),
+        "{got:?}"
+    );
+}
+
+/// RxTimestamps::Hardware on a veth: the device-bound program is attached (veth has native
+/// XDP) and calls veth's `rx_timestamp` op for every frame: the record's status is the op's
+/// return value, 0 for a frame that came as an skb (drivers/net/veth.c `veth_xdp_rx_timestamp`
+/// returns the skb's hardware stamp, which no veth skb has: 0, so no hardware time), or
+/// -ENODATA for one without; never "not asked". The kernel times are there as with `Kernel`.
+#[test]
+fn hardware_mode_on_a_veth_calls_the_driver_and_keeps_kernel_times() {
+    let Some(p) = NetnsPair::new("rxhv") else {
+        return;
+    };
+    let mut port = open_stamped(&p, &p.a, &p.veth_a, RxTimestamps::Hardware).expect("open port");
+    let mut q = port.take_queues().remove(0);
+    let got = ping(&p, &mut q, 100);
+    check_kernel_times(&got, |s| s == 0 || s == -libc::ENODATA);
+    assert!(
+        got.iter().all(|(_, m, _, _)| m.hw_timestamp().is_none()),
+        "a veth has no hardware clock: {got:?}"
+    );
+}
+
+/// The hardware-stamping program (a call of the kfunc `bpf_xdp_metadata_rx_timestamp`, found
+/// by name in the live vmlinux BTF) passes the verifier when loaded device-bound to a veth; the
+/// verifier refuses it unbound, and refuses a BTF id that is not a function.
+#[test]
+fn hardware_stamp_program_passes_the_verifier_device_bound() {
+    let Some(p) = NetnsPair::new("rxhw") else {
+        return;
+    };
+    let id = bpf::btf::vmlinux_func("bpf_xdp_metadata_rx_timestamp", "this test", "").unwrap();
+    let veth = p.veth_a.clone();
+    p.run_in(&p.a, move || {
+        let ifindex = rawq::xdp::ifindex(&veth).unwrap();
+        let map = XskMap::create(1).unwrap();
+        let rules: Vec<Rule> = vec!["udp dst-port 9000 -> queue 0".parse().unwrap()];
+        let hw = |kfunc: u32| {
+            bpf::compile_stamped(
+                &rules,
+                Variant::Steer {
+                    xskmap_fd: map.as_raw_fd(),
+                },
+                Stamp::Hardware {
+                    rx_timestamp_kfunc: kfunc,
+                },
+            )
+            .unwrap()
+        };
+        Program::load_for_device(&hw(id), "rawq_hwts", ifindex)
+            .expect("the verifier accepts the device-bound program");
+        match Program::load(&hw(id), "rawq_hwts") {
+            Err(rawq::Error::Verifier { log, .. }) => {
+                assert!(log.contains("device-bound"), "{log}")
+            }
+            other => panic!("unbound: {other:?}"),
+        }
+        // Type 1 of vmlinux's BTF is a base type (pahole emits them first), not a FUNC.
+        match Program::load_for_device(&hw(1), "rawq_hwts", ifindex) {
+            Err(rawq::Error::Verifier { log, .. }) => {
+                assert!(log.contains("is not a function"), "{log}")
+            }
+            other => panic!("type 1: {other:?}"),
+        }
+    });
 }

@@ -53,6 +53,16 @@
 //! do not add to it. A driver without metadata support (`bpf_xdp_adjust_meta` fails) gives
 //! frames without a stamp.
 //!
+//! [`RxTimestamps::Hardware`] adds the driver's hardware receive timestamp: the program calls
+//! the kfunc `bpf_xdp_metadata_rx_timestamp` (Linux 6.3+; its BTF id is looked up by name in
+//! `/sys/kernel/btf/vmlinux`, [`bpf::btf`]) and is therefore loaded device-bound to the
+//! interface (`BPF_F_XDP_DEV_BOUND_ONLY`), which needs the driver's native XDP. A valid stamp
+//! reaches [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp) in ns of the interface's PTP
+//! hardware clock ([`phc`]; ticks of a 1 GHz clock, so `hw_timestamp_ns(1_000_000)`); a frame
+//! the driver did not stamp (veth: none ever is) has none. The kernel time is recorded too.
+//! `BPF_PROG_TEST_RUN` refuses device-bound programs (EINVAL), so only the verifier and live
+//! traffic can check this one.
+//!
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
@@ -70,6 +80,7 @@ use crate::stats::StatsWriter;
 pub mod bpf;
 pub mod live;
 mod netlink;
+pub mod phc;
 mod ring;
 mod rx;
 mod socket;
@@ -330,6 +341,9 @@ impl QueueOps for XdpQueue {
     }
 }
 
+/// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).
+const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
+
 /// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
 /// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
 const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(1500);
@@ -401,13 +415,14 @@ pub(crate) fn open(
     let stamp = match cfg.rx_timestamps {
         RxTimestamps::Off => Stamp::None,
         RxTimestamps::Kernel => Stamp::Kernel,
-        RxTimestamps::Hardware => {
-            return Err(Error::Unsupported(
-                "RxTimestamps::Hardware on AF_XDP is not implemented yet: use \
-                 RxTimestamps::Kernel"
-                    .into(),
-            ))
-        }
+        RxTimestamps::Hardware => Stamp::Hardware {
+            rx_timestamp_kfunc: bpf::btf::vmlinux_func(
+                RX_TIMESTAMP_KFUNC,
+                "RxTimestamps::Hardware (the driver's receive timestamps, read by the XDP \
+                 program)",
+                "It needs Linux 6.3 or later with BTF; RxTimestamps::Kernel needs neither",
+            )?,
+        },
     };
     let prog = if will_attach {
         let insns = bpf::compile_stamped(
@@ -417,7 +432,11 @@ pub(crate) fn open(
             },
             stamp,
         )?;
-        Some(Program::load(&insns, "rawq_steer")?)
+        Some(match stamp {
+            // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
+            Stamp::Hardware { .. } => Program::load_for_device(&insns, "rawq_steer", ifindex)?,
+            _ => Program::load(&insns, "rawq_steer")?,
+        })
     } else {
         None
     };
@@ -519,6 +538,18 @@ pub(crate) fn open(
                      BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
                      kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
                      MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
+                )));
+            }
+            // A device-bound program only runs in the driver's own (native) XDP hook.
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL)
+                    && matches!(stamp, Stamp::Hardware { .. }) =>
+            {
+                return Err(Error::Unsupported(format!(
+                    "{ifname} refuses the device-bound XDP program of RxTimestamps::Hardware \
+                     (EINVAL from BPF_LINK_CREATE): such a program needs the driver's native \
+                     XDP, which {ifname}'s driver lacks (generic XDP cannot run it). Use \
+                     RxTimestamps::Kernel"
                 )));
             }
             Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),

@@ -97,9 +97,11 @@ pub mod meta {
     /// left in a reused buffer is never read twice.
     pub const MAGIC: u32 = 0x7271_5453;
     /// Offset of the kfunc's return value as an i32 (0: the hardware time is valid; a negative
-    /// errno otherwise: EOPNOTSUPP for a driver without the op, ENODATA for an unstamped frame).
-    /// 0 in a `Kernel` record.
+    /// errno otherwise: EOPNOTSUPP for a driver without the op, ENODATA for an unstamped
+    /// frame). [`NOT_ASKED`] in a `Kernel` record.
     pub const HW_STATUS_AT: usize = 4;
+    /// The status of a `Kernel` record: -EOPNOTSUPP (no hardware time was asked for).
+    pub const NOT_ASKED: i32 = -95;
     /// Offset of the kernel receive time, CLOCK_MONOTONIC ns (u64).
     pub const KERNEL_NS_AT: usize = 8;
     /// Offset of the hardware receive time, ns (u64; 0: none).
@@ -255,7 +257,7 @@ fn emit_stamp(a: &mut Asm, stamp: Stamp) {
             a.emit(Insn::stx_dw(R2, meta::HW_NS_AT as i16, R4));
         }
         _ => {
-            a.emit(Insn::st_w(R2, meta::HW_STATUS_AT as i16, 0));
+            a.emit(Insn::st_w(R2, meta::HW_STATUS_AT as i16, meta::NOT_ASKED));
             a.emit(Insn::st_dw(R2, meta::HW_NS_AT as i16, 0));
         }
     }

@@ -2,6 +2,7 @@
 //! the `bpf()` system call ([`sys`]). No clang, libbpf or libxdp: rawq writes the instructions
 //! itself.
 
+pub mod btf;
 pub mod compile;
 pub mod insn;
 pub mod sys;
