@@ -199,8 +199,9 @@ print(len(ts), " ".join("%.2f" % t for t in ts))
     }
 }
 
-/// fwd reflecting on B with `delay`; pktgen on A measuring round-trip latency. Returns p50 (ns).
-fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
+/// fwd reflecting on B with `delay`; pktgen on A (with `extra` options) measuring round-trip
+/// latency of `n` frames. Returns pktgen's JSON summary.
+fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serde_json::Value {
     let mut fwd = in_ns_rt(&p.b, "fwd");
     fwd.args(["-d", &p.veth_b, "--mode", "macswap", "-t", "6", "--quiet"])
         .args(["--rule", "udp dst-port 9000 -> queue 0"]);
@@ -224,6 +225,7 @@ fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
             "--json",
             "--quiet",
         ])
+        .args(extra)
         .output()
         .unwrap();
     let fwd = fwd.wait_with_output().unwrap();
@@ -239,7 +241,30 @@ fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
             .is_some_and(|s| s.starts_with("kernel XDP-hook receive timestamps, CLOCK_MONOTONIC")),
         "{v}"
     );
+    v
+}
+
+/// As `reflected`, checked; returns p50 (ns).
+fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
+    let v = reflected(p, delay, n, &[]);
+    assert!(v["latency"].get("hw_timestamps_fallback").is_none(), "{v}");
     check_latency(&v, n, "round-trip", "kernel")
+}
+
+/// --hw-timestamps on a veth: it has no PTP hardware clock, so hardware receive timestamps
+/// could not be compared with send times; pktgen uses kernel timestamps and says why.
+#[test]
+fn hw_timestamps_on_a_veth_fall_back_to_kernel_timestamps() {
+    let Some(p) = NetnsPair::new("hwfb") else {
+        return;
+    };
+    let v = reflected(&p, None, 500, &["--hw-timestamps"]);
+    check_latency(&v, 500, "round-trip", "kernel");
+    let why = v["latency"]["hw_timestamps_fallback"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no fallback note: {v}"));
+    assert!(why.contains("no PTP hardware clock"), "{why}");
+    assert!(why.contains("kernel XDP-hook receive timestamps"), "{why}");
 }
 
 #[test]

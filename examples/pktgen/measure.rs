@@ -22,6 +22,14 @@ leaves after the k frames before it) and once per receive burst (frames waiting 
 timed when the burst is read); both add up to a burst's worth of frame times plus the polling \
 interval";
 
+/// What hardware timestamps on an AF_XDP port are (`--hw-timestamps`, an interface with a PHC).
+pub const XDP_HARDWARE_TS: &str = "hardware (AF_XDP): the receive time is the driver's \
+hardware receive timestamp, read by rawq's XDP steering program with the kfunc \
+bpf_xdp_metadata_rx_timestamp, in ns of the interface's PTP hardware clock; the send time is \
+that clock read with clock_gettime(/dev/ptpN) once per transmit burst (a frame at position k \
+of a burst leaves after the k before it, and the kernel's AF_XDP transmit path adds to it), so \
+receive batching and polling add nothing";
+
 /// What kernel receive timestamps are (AF_XDP ports, on by default there); shown in the report.
 pub const KERNEL_TS: &str = "kernel XDP-hook receive timestamps, CLOCK_MONOTONIC: the receive \
 time is bpf_ktime_get_ns() taken by rawq's XDP steering program when the frame reached the \
@@ -51,6 +59,7 @@ none: on the emulated NIC, RAWQ_EMU_CQE_TIMESTAMPS=1 turns them on); batching ad
 CLOCK_MONOTONIC";
 
 /// The model's device clock when `--hw-timestamps` turns it on (kHz: 1 tick = 1 ns).
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
 pub const MODEL_CLOCK_KHZ: u64 = 1_000_000;
 
 /// A device clock (mlx5: what CQE timestamps count).
@@ -69,6 +78,37 @@ impl DevClock {
     }
     fn now_ns(&self) -> u64 {
         match *self {}
+    }
+}
+
+/// The clock --hw-timestamps reads send times from, and the receive timestamps count.
+#[derive(Clone)]
+enum Clock {
+    /// An mlx5 device's clock (CQE timestamps).
+    // Never built without mlx5 (DevClock is then uninhabited).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    Device(DevClock),
+    /// An AF_XDP interface's PTP hardware clock (the driver's XDP receive timestamps).
+    #[cfg(feature = "xdp")]
+    Phc(Arc<rawq::xdp::phc::Phc>),
+}
+
+impl Clock {
+    fn khz(&self) -> u64 {
+        match self {
+            Clock::Device(c) => c.khz(),
+            // The kfunc's timestamps are ns.
+            #[cfg(feature = "xdp")]
+            Clock::Phc(_) => 1_000_000,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match self {
+            Clock::Device(c) => c.now_ns(),
+            #[cfg(feature = "xdp")]
+            Clock::Phc(p) => p.now_ns(),
+        }
     }
 }
 
@@ -185,7 +225,11 @@ pub struct MeasureArgs {
     /// once per transmit burst, just before the burst is written (transmit completion
     /// timestamps are not taken per packet). Receive batching and polling then add nothing;
     /// the transmit side's burst batching still does. The model (-b model) turns its clock on
-    /// (1 GHz); a backend without a device clock is an error. The report says "hardware" when
+    /// (1 GHz). On AF_XDP (-b xdp) the receive time is the driver's hardware receive
+    /// timestamp (the kfunc bpf_xdp_metadata_rx_timestamp, Linux 6.3+, a driver with native
+    /// XDP) and the send time the interface's PTP hardware clock (/dev/ptpN); an interface
+    /// without a PHC (a veth) falls back to kernel XDP-hook timestamps, and the report says
+    /// so. Other backends without a device clock are an error. The report says "hardware" when
     /// every sample had a receive timestamp ("mixed" otherwise).
     #[arg(long, requires = "latency")]
     pub hw_timestamps: bool,
@@ -226,14 +270,21 @@ impl MeasureArgs {
         }
     }
 
-    /// The receive timestamps an AF_XDP port of this run asks for: kernel ones on a port
-    /// that receives stamped frames (--rx, or --txrx with --latency).
-    pub fn xdp_rx_timestamps(&self, rx: bool, txrx: bool) -> rawq::config::RxTimestamps {
-        if rx || (txrx && self.latency.is_some()) {
-            rawq::config::RxTimestamps::Kernel
-        } else {
-            rawq::config::RxTimestamps::Off
+    /// The receive timestamps an AF_XDP port on `dev` asks for in this run: kernel ones on a
+    /// port that receives stamped frames (--rx, or --txrx with --latency); with
+    /// --hw-timestamps hardware ones too, when `dev` has a PTP hardware clock the sender can
+    /// read (without one they could not be compared with send times: see `Measure::attach`).
+    pub fn xdp_rx_timestamps(&self, dev: &str, rx: bool, txrx: bool) -> rawq::config::RxTimestamps {
+        use rawq::config::RxTimestamps;
+        if !(rx || (txrx && self.latency.is_some())) {
+            return RxTimestamps::Off;
         }
+        #[cfg(feature = "xdp")]
+        if self.hw_timestamps && matches!(rawq::xdp::phc::phc_index(dev), Ok(Some(_))) {
+            return RxTimestamps::Hardware;
+        }
+        let _ = dev;
+        RxTimestamps::Kernel
     }
 
     /// The flow count: `flows` as given, or with ranges and no -f the number of combinations.
@@ -249,7 +300,7 @@ impl MeasureArgs {
 /// Hardware receive timestamp of `p` in ns of the device clock `clock`, when the device
 /// stamped it (mlx5 CQE timestamps: the DV backend and the model).
 #[inline]
-fn hw_rx_ns(p: &Packet, clock: Option<&DevClock>) -> Option<u64> {
+fn hw_rx_ns(p: &Packet, clock: Option<&Clock>) -> Option<u64> {
     p.meta.hw_timestamp_ns(clock?.khz())
 }
 
@@ -286,7 +337,9 @@ pub struct Measure {
     capture_full: AtomicBool,
     results: Mutex<Vec<QueueMeasure>>,
     /// The device clock (--hw-timestamps), set once the port is open.
-    clock: OnceLock<DevClock>,
+    clock: OnceLock<Clock>,
+    /// Why --hw-timestamps fell back to kernel timestamps (an AF_XDP interface without a PHC).
+    hw_fallback: OnceLock<String>,
 }
 
 impl Measure {
@@ -341,6 +394,7 @@ impl Measure {
             capture_full: AtomicBool::new(false),
             results: Mutex::new(Vec::new()),
             clock: OnceLock::new(),
+            hw_fallback: OnceLock::new(),
         }))
     }
 
@@ -352,9 +406,32 @@ impl Measure {
         if !self.args.hw_timestamps {
             return Ok(());
         }
+        #[cfg(feature = "xdp")]
+        if port.info().backend == "xdp" {
+            let dev = &port.info().device;
+            match rawq::xdp::phc::Phc::of_interface(dev) {
+                Ok(Some(p)) => {
+                    let _ = self.clock.set(Clock::Phc(Arc::new(p)));
+                }
+                why => {
+                    let why = match why {
+                        Err(e) => format!("its PTP hardware clock cannot be read ({e})"),
+                        _ => "it has no PTP hardware clock (`ethtool -T` says \"PTP Hardware \
+                              Clock: none\"; a veth never has one)"
+                            .into(),
+                    };
+                    let _ = self.hw_fallback.set(format!(
+                        "--hw-timestamps: {dev}'s hardware receive timestamps cannot be compared \
+                         with send times, because {why}: kernel XDP-hook receive timestamps \
+                         (CLOCK_MONOTONIC) were used instead"
+                    ));
+                }
+            }
+            return Ok(());
+        }
         match device_clock(port) {
             Some(c) => {
-                let _ = self.clock.set(c);
+                let _ = self.clock.set(Clock::Device(c));
                 Ok(())
             }
             None => Err(rawq::Error::Config(format!(
@@ -393,7 +470,7 @@ impl Measure {
 /// One queue thread's measurements.
 pub struct QueueMeasure {
     m: Arc<Measure>,
-    clock: Option<DevClock>,
+    clock: Option<Clock>,
     stream: u16,
     lat: LatencyHistogram,
     flows: FlowTracker,
@@ -691,7 +768,12 @@ impl Extras {
             l.insert("timestamps".into(), json!(kind));
             // With --hw-timestamps but no completion timestamps, both ends read the device
             // clock in software.
+            #[cfg(feature = "xdp")]
+            let phc = matches!(m.clock.get(), Some(Clock::Phc(_)));
+            #[cfg(not(feature = "xdp"))]
+            let phc = false;
             let src = match (kind, m.clock.get().is_some()) {
+                ("hardware", _) if phc => XDP_HARDWARE_TS,
                 ("hardware", _) => HARDWARE_TS,
                 ("kernel", _) => KERNEL_TS,
                 ("mixed", false) => MIXED_KERNEL_TS,
@@ -699,6 +781,9 @@ impl Extras {
                 _ => SOFTWARE_TS,
             };
             l.insert("timestamp_source".into(), json!(src));
+            if let Some(why) = m.hw_fallback.get() {
+                l.insert("hw_timestamps_fallback".into(), json!(why));
+            }
             l.insert("samples".into(), json!(lat.count()));
             l.insert("kernel_timestamped".into(), json!(kernel));
             l.insert("not_positive".into(), json!(negative));
@@ -732,6 +817,9 @@ impl Extras {
             }
             text.push('\n');
             text.push_str(&format!("  timestamps are {src}\n"));
+            if let Some(why) = m.hw_fallback.get() {
+                text.push_str(&format!("  {why}\n"));
+            }
             text.push_str(&lat.text(50));
         }
 
