@@ -286,3 +286,34 @@ fn hardware_stamp_program_passes_the_verifier_device_bound() {
         }
     });
 }
+
+/// RxTimestamps::Hardware on an interface without native XDP (`lo`, generic XDP only): a clear
+/// error that says what to use instead, and nothing left attached.
+#[test]
+fn hardware_mode_without_native_xdp_is_a_clear_error() {
+    let Some(p) = NetnsPair::new("rxlo") else {
+        return;
+    };
+    let r = p.run_in(&p.a, || {
+        Port::builder(Backend::Xdp {
+            ifname: "lo".into(),
+        })
+        .rx_ring(64)
+        .tx_ring(64)
+        .rule("udp dst-port 9000 -> queue 0".parse().unwrap())
+        .rx_timestamps(RxTimestamps::Hardware)
+        .open()
+        .map(|_| ())
+    });
+    match r {
+        Err(rawq::Error::Unsupported(m)) => {
+            assert!(
+                m.contains("lo") && m.contains("RxTimestamps::Kernel"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let attached = p.run_in(&p.a, || rawq::xdp::attached_prog_id("lo").unwrap());
+    assert_eq!(attached, None);
+}

@@ -434,7 +434,17 @@ pub(crate) fn open(
         )?;
         Some(match stamp {
             // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
-            Stamp::Hardware { .. } => Program::load_for_device(&insns, "rawq_steer", ifindex)?,
+            Stamp::Hardware { .. } => Program::load_for_device(&insns, "rawq_steer", ifindex)
+                .map_err(|e| match e.raw_os_error() {
+                    // The kernel binds a program only to a netdev whose driver has native XDP.
+                    Some(libc::EOPNOTSUPP) => Error::Unsupported(format!(
+                        "{ifname} cannot take the device-bound XDP program of \
+                         RxTimestamps::Hardware (EOPNOTSUPP from BPF_PROG_LOAD with \
+                         BPF_F_XDP_DEV_BOUND_ONLY): its driver has no native XDP. Use \
+                         RxTimestamps::Kernel"
+                    )),
+                    _ => e,
+                })?,
             _ => Program::load(&insns, "rawq_steer")?,
         })
     } else {
