@@ -4,6 +4,7 @@
 mod support;
 
 use std::net::UdpSocket;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rawq::config::RxTimestamps;
@@ -316,4 +317,61 @@ fn hardware_mode_without_native_xdp_is_a_clear_error() {
     }
     let attached = p.run_in(&p.a, || rawq::xdp::attached_prog_id("lo").unwrap());
     assert_eq!(attached, None);
+}
+
+/// One-way latency between two pktgen processes over a veth pair: `pktgen --latency` sends from
+/// B, `pktgen --rx` on A times the stamped frames with the kernel's receive times (every
+/// sample), all positive and ordered.
+#[test]
+fn pktgen_rx_times_one_way_latency_with_kernel_timestamps() {
+    let Some(p) = NetnsPair::new("rx1w") else {
+        return;
+    };
+    const N: u64 = 1000;
+    let rx = Command::new("ip")
+        .args(["netns", "exec", &p.a])
+        .arg(support::example("pktgen"))
+        .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "-t", "5"])
+        .args([
+            "--rule",
+            "udp dst-port 9000 -> queue 0",
+            "--json",
+            "--quiet",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mac_a = p.mac(&p.a, &p.veth_a).map(|b| format!("{b:02x}")).join(":");
+    let tx = Command::new("ip")
+        .args(["netns", "exec", &p.b])
+        .arg(support::example("pktgen"))
+        .args(["-b", "xdp", "-d", &p.veth_b, "--dst-mac", &mac_a])
+        .args(["--src-ip", &p.ip_b, "--dst-ip", &p.ip_a, "-s", "80"])
+        .args(["-n", &N.to_string(), "-r", "5kpps", "--latency", "--quiet"])
+        .output()
+        .unwrap();
+    let rx = rx.wait_with_output().unwrap();
+    for (o, what) in [(&tx, "sender"), (&rx, "receiver")] {
+        assert!(
+            o.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&rx.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let l = &v["latency"];
+    assert_eq!(l["path"], "one-way", "{l}");
+    assert_eq!(l["timestamps"], "kernel", "{l}");
+    assert_eq!(l["samples"].as_u64(), Some(N), "{l}");
+    assert_eq!(l["kernel_timestamped"].as_u64(), Some(N), "{l}");
+    assert_eq!(l["not_positive"].as_u64(), Some(0), "{l}");
+    let g = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k}: {l}"));
+    assert!(g("min_ns") > 0, "{l}");
+    assert!(
+        g("min_ns") <= g("p50_ns") && g("p50_ns") <= g("p99_ns") && g("p99_ns") <= g("max_ns"),
+        "{l}"
+    );
 }
