@@ -165,8 +165,10 @@ impl RxMeta {
 
     /// The hardware receive timestamp, in ticks of the device's free-running clock, if the
     /// device stamped the packet (mlx5: the CQE `timestamp`, written when the completion was;
-    /// rawq's DV backend asks for it when the device has a clock). Ticks become nanoseconds
-    /// with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
+    /// rawq's DV backend asks for it when the device has a clock; an AF_XDP port with
+    /// [`RxTimestamps::Hardware`](crate::config::RxTimestamps::Hardware): the driver's
+    /// timestamp in ns of the interface's PTP hardware clock, i.e. ticks of a 1 GHz clock).
+    /// Ticks become nanoseconds with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
     #[inline]
     pub fn hw_timestamp(&self) -> Option<u64> {
         let mut b = [0u8; 8];
