@@ -111,6 +111,24 @@ pub struct PortConfig {
     pub rules: Vec<Rule>,
     /// Receive side of the mlx5 DV backend (ignored by the others).
     pub dv_rx: DvRxOptions,
+    /// Per-packet receive timestamps of the AF_XDP backend (ignored by the others).
+    pub rx_timestamps: RxTimestamps,
+}
+
+/// Receive timestamps an AF_XDP port's steering program writes into each steered frame's XDP
+/// metadata (see [`crate::xdp`], "Receive timestamps"), read by
+/// [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns) and
+/// [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxTimestamps {
+    /// None (the default).
+    #[default]
+    Off,
+    /// CLOCK_MONOTONIC when the XDP hook ran (`bpf_ktime_get_ns`), on every driver.
+    Kernel,
+    /// As `Kernel`, plus the driver's hardware receive timestamp
+    /// (`bpf_xdp_metadata_rx_timestamp`, kernel 6.3 or later, a device-bound program).
+    Hardware,
 }
 
 /// What a port is and how it was opened, for reports.

@@ -33,12 +33,17 @@ const NO_NEXT: u32 = u32::MAX;
 ///   was received, big-endian ticks (48..56, `timestamp`; 0 when the device does not stamp
 ///   completions), then the flow tag in the low 24 bits of a big-endian word (56..60,
 ///   `sop_drop_qpn`); the last 4 bytes (`wqe_counter`, `signature`, `op_own`) are not read.
+///
+/// Apart from the device's words, `kernel_ns` holds the kernel's receive time (CLOCK_MONOTONIC
+/// ns, 0: none) that an AF_XDP steering program wrote into the frame's XDP metadata
+/// ([`RxMeta::kernel_rx_ns`]); no mlx5 CQE carries one.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct RxMeta {
     flags: u32,
     hash: u32,
     tail: [u8; 16],
+    kernel_ns: u64,
 }
 
 /// Offsets in `RxMeta::tail`.
@@ -85,6 +90,7 @@ impl RxMeta {
             flags: u32::from_ne_bytes(f),
             hash: rss_hash.to_be(),
             tail,
+            kernel_ns: 0,
         }
     }
 
@@ -94,12 +100,23 @@ impl RxMeta {
         self
     }
 
+    /// This metadata with a kernel receive time of `ns` (CLOCK_MONOTONIC; 0: none).
+    pub fn with_kernel_rx_ns(mut self, ns: u64) -> RxMeta {
+        self.kernel_ns = ns;
+        self
+    }
+
     /// Metadata from the raw words of an mlx5 CQE (see the type's docs), each as loaded from
     /// memory (`u32::from_ne_bytes` of the CQE bytes), and its bytes 48..64.
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline(always)]
     pub(crate) fn from_raw(flags: u32, hash: u32, tail: [u8; 16]) -> RxMeta {
-        RxMeta { flags, hash, tail }
+        RxMeta {
+            flags,
+            hash,
+            tail,
+            kernel_ns: 0,
+        }
     }
 
     #[inline]
@@ -148,8 +165,10 @@ impl RxMeta {
 
     /// The hardware receive timestamp, in ticks of the device's free-running clock, if the
     /// device stamped the packet (mlx5: the CQE `timestamp`, written when the completion was;
-    /// rawq's DV backend asks for it when the device has a clock). Ticks become nanoseconds
-    /// with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
+    /// rawq's DV backend asks for it when the device has a clock; an AF_XDP port with
+    /// [`RxTimestamps::Hardware`](crate::config::RxTimestamps::Hardware): the driver's
+    /// timestamp in ns of the interface's PTP hardware clock, i.e. ticks of a 1 GHz clock).
+    /// Ticks become nanoseconds with the clock's frequency: [`RxMeta::hw_timestamp_ns`].
     #[inline]
     pub fn hw_timestamp(&self) -> Option<u64> {
         let mut b = [0u8; 8];
@@ -167,9 +186,22 @@ impl RxMeta {
         (clock_khz > 0).then(|| ticks_to_ns(t, clock_khz))
     }
 
+    /// When the kernel's XDP hook ran the steering program for this frame: CLOCK_MONOTONIC
+    /// in ns (`bpf_ktime_get_ns`, the clock of [`crate::gen::monotonic_ns`]), written into the
+    /// frame's XDP metadata by an AF_XDP port opened with
+    /// [`RxTimestamps::Kernel`](crate::config::RxTimestamps::Kernel) or `Hardware`. `None` on
+    /// other ports and for frames the kernel gave no metadata room. The time is taken in the
+    /// receiving driver's XDP hook, after the driver took the frame off its ring (veth: when
+    /// its NAPI poll ran), before the AF_XDP socket's rx ring, so the application's polling
+    /// and batching do not add to it.
+    #[inline]
+    pub fn kernel_rx_ns(&self) -> Option<u64> {
+        (self.kernel_ns != 0).then_some(self.kernel_ns)
+    }
+
     /// The decoded values, for comparison and display.
     #[allow(clippy::type_complexity)]
-    fn decoded(&self) -> (u32, u32, Option<u16>, bool, bool, Option<u64>) {
+    fn decoded(&self) -> (u32, u32, Option<u16>, bool, bool, Option<u64>, Option<u64>) {
         (
             self.rss_hash(),
             self.flow_tag(),
@@ -177,6 +209,7 @@ impl RxMeta {
             self.l3_csum_ok(),
             self.l4_csum_ok(),
             self.hw_timestamp(),
+            self.kernel_rx_ns(),
         )
     }
 }
@@ -199,6 +232,7 @@ impl std::fmt::Debug for RxMeta {
             .field("l3_csum_ok", &self.l3_csum_ok())
             .field("l4_csum_ok", &self.l4_csum_ok())
             .field("hw_timestamp", &self.hw_timestamp())
+            .field("kernel_rx_ns", &self.kernel_rx_ns())
             .finish()
     }
 }
@@ -221,7 +255,7 @@ pub struct TxOffload {
 
 /// An owned packet buffer (possibly a chain of buffers).
 ///
-/// (`repr(C)`, 40 bytes: what a receive path writes the same for every packet of a queue comes
+/// (`repr(C)`, 56 bytes: what a receive path writes the same for every packet of a queue comes
 /// first, then the per-packet words, so that building one takes few, wide stores.)
 #[repr(C)]
 pub struct Packet {
@@ -887,5 +921,24 @@ mod tests {
             RxMeta::default()
         );
         assert_ne!(RxMeta::new(0, 0, None, true, false), RxMeta::default());
+    }
+
+    /// The kernel receive time is its own word: set, it is read back and changes equality;
+    /// it leaves the hardware timestamp alone; the raw CQE form never has one.
+    #[test]
+    fn kernel_rx_time_is_apart_from_the_device_words() {
+        assert_eq!(RxMeta::default().kernel_rx_ns(), None);
+        let m = RxMeta::default().with_kernel_rx_ns(123_456_789);
+        assert_eq!(m.kernel_rx_ns(), Some(123_456_789));
+        assert_eq!(m.hw_timestamp(), None);
+        assert_ne!(m, RxMeta::default());
+        assert!(format!("{m:?}").contains("kernel_rx_ns: Some(123456789)"));
+        let both = m.with_hw_timestamp(42);
+        assert_eq!(
+            (both.hw_timestamp(), both.kernel_rx_ns()),
+            (Some(42), Some(123_456_789))
+        );
+        assert_eq!(RxMeta::from_raw(0, 0, [0xff; 16]).kernel_rx_ns(), None);
+        assert_eq!(m.with_kernel_rx_ns(0).kernel_rx_ns(), None);
     }
 }

@@ -61,6 +61,13 @@ impl PortBuilder {
         self
     }
 
+    /// Per-packet receive timestamps of an AF_XDP port (default off; ignored by the other
+    /// backends).
+    pub fn rx_timestamps(mut self, t: crate::config::RxTimestamps) -> Self {
+        self.cfg.rx_timestamps = t;
+        self
+    }
+
     /// Adds several flow rules.
     pub fn rules(mut self, rules: impl IntoIterator<Item = Rule>) -> Self {
         self.cfg.rules.extend(rules);
@@ -227,6 +234,7 @@ impl Port {
                 tx_ring: 1024,
                 rules: Vec::new(),
                 dv_rx: Default::default(),
+                rx_timestamps: Default::default(),
             },
             pool: None,
             pool_cfg: MempoolConfig::default(),

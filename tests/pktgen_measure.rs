@@ -44,11 +44,11 @@ fn summary(o: &Output) -> serde_json::Value {
     serde_json::from_str(text.lines().last().expect("a JSON line")).expect("JSON summary")
 }
 
-/// Checks the latency report and returns p50 in ns.
-fn check_latency(v: &serde_json::Value, samples: u64, path: &str) -> u64 {
+/// Checks the latency report (`kind` of timestamps) and returns p50 in ns.
+fn check_latency(v: &serde_json::Value, samples: u64, path: &str, kind: &str) -> u64 {
     let l = &v["latency"];
     assert_eq!(l["path"], path, "{l}");
-    assert_eq!(l["timestamps"], "software", "{l}");
+    assert_eq!(l["timestamps"], kind, "{l}");
     assert_eq!(l["samples"].as_u64(), Some(samples), "{l}");
     assert_eq!(l["not_positive"].as_u64(), Some(0), "{l}");
     let g = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {l}"));
@@ -93,7 +93,7 @@ fn latency_on_the_model_loopback_needs_no_network() {
         .unwrap();
     ok(&out, "pktgen -b model --txrx --latency");
     let v = summary(&out);
-    check_latency(&v, 5000, "round-trip");
+    check_latency(&v, 5000, "round-trip", "software");
     assert_eq!(v["flows"]["count"].as_u64(), Some(8), "{v}");
     assert_eq!(v["flows"]["lost"].as_u64(), Some(0), "{v}");
     assert_eq!(v["rx"]["packets"].as_u64(), Some(5000), "{v}");
@@ -199,8 +199,9 @@ print(len(ts), " ".join("%.2f" % t for t in ts))
     }
 }
 
-/// fwd reflecting on B with `delay`; pktgen on A measuring round-trip latency. Returns p50 (ns).
-fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
+/// fwd reflecting on B with `delay`; pktgen on A (with `extra` options) measuring round-trip
+/// latency of `n` frames. Returns pktgen's JSON summary.
+fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serde_json::Value {
     let mut fwd = in_ns_rt(&p.b, "fwd");
     fwd.args(["-d", &p.veth_b, "--mode", "macswap", "-t", "6", "--quiet"])
         .args(["--rule", "udp dst-port 9000 -> queue 0"]);
@@ -224,6 +225,7 @@ fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
             "--json",
             "--quiet",
         ])
+        .args(extra)
         .output()
         .unwrap();
     let fwd = fwd.wait_with_output().unwrap();
@@ -231,7 +233,38 @@ fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
     ok(&fwd, "fwd");
     let v = summary(&tx);
     assert_eq!(v["rx"]["packets"].as_u64(), Some(n), "all reflected: {v}");
-    check_latency(&v, n, "round-trip")
+    // AF_XDP: every receive time is the kernel's, taken at pktgen's interface's XDP hook.
+    assert_eq!(v["latency"]["kernel_timestamped"].as_u64(), Some(n), "{v}");
+    assert!(
+        v["latency"]["timestamp_source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("kernel XDP-hook receive timestamps, CLOCK_MONOTONIC")),
+        "{v}"
+    );
+    v
+}
+
+/// As `reflected`, checked; returns p50 (ns).
+fn reflected_p50(p: &NetnsPair, delay: Option<&str>, n: u64) -> u64 {
+    let v = reflected(p, delay, n, &[]);
+    assert!(v["latency"].get("hw_timestamps_fallback").is_none(), "{v}");
+    check_latency(&v, n, "round-trip", "kernel")
+}
+
+/// --hw-timestamps on a veth: it has no PTP hardware clock, so hardware receive timestamps
+/// could not be compared with send times; pktgen uses kernel timestamps and says why.
+#[test]
+fn hw_timestamps_on_a_veth_fall_back_to_kernel_timestamps() {
+    let Some(p) = NetnsPair::new("hwfb") else {
+        return;
+    };
+    let v = reflected(&p, None, 500, &["--hw-timestamps"]);
+    check_latency(&v, 500, "round-trip", "kernel");
+    let why = v["latency"]["hw_timestamps_fallback"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no fallback note: {v}"));
+    assert!(why.contains("no PTP hardware clock"), "{why}");
+    assert!(why.contains("kernel XDP-hook receive timestamps"), "{why}");
 }
 
 #[test]
@@ -369,7 +402,7 @@ fn tcp_and_vlan_templates_are_steered_back_and_timed() {
     ok(&out, "pktgen --l4 tcp-ack --vlan 7,2 --latency");
     let v = summary(&out);
     assert_eq!(v["rx"]["packets"].as_u64(), Some(1000), "{v}");
-    check_latency(&v, 1000, "round-trip");
+    check_latency(&v, 1000, "round-trip", "software");
 }
 
 #[test]

@@ -169,6 +169,9 @@ fn run(a: &Args) -> rawq::Result<()> {
     if a.rx || a.txrx {
         b = b.rules(rules);
     }
+    if a.backend == cli::BackendKind::Xdp {
+        b = b.rx_timestamps(a.measure.xdp_rx_timestamps(&a.dev, a.rx, a.txrx));
+    }
     let mut port = b.open()?;
     m.attach(&port)?;
     let info = port.info().clone();

@@ -22,6 +22,28 @@ leaves after the k frames before it) and once per receive burst (frames waiting 
 timed when the burst is read); both add up to a burst's worth of frame times plus the polling \
 interval";
 
+/// What hardware timestamps on an AF_XDP port are (`--hw-timestamps`, an interface with a PHC).
+pub const XDP_HARDWARE_TS: &str = "hardware (AF_XDP): the receive time is the driver's \
+hardware receive timestamp, read by rawq's XDP steering program with the kfunc \
+bpf_xdp_metadata_rx_timestamp, in ns of the interface's PTP hardware clock; the send time is \
+that clock read with clock_gettime(/dev/ptpN) once per transmit burst (a frame at position k \
+of a burst leaves after the k before it, and the kernel's AF_XDP transmit path adds to it), so \
+receive batching and polling add nothing";
+
+/// What kernel receive timestamps are (AF_XDP ports, on by default there); shown in the report.
+pub const KERNEL_TS: &str = "kernel XDP-hook receive timestamps, CLOCK_MONOTONIC: the receive \
+time is bpf_ktime_get_ns() taken by rawq's XDP steering program when the frame reached the \
+receiving interface's XDP hook (carried to pktgen in the frame's XDP metadata), so receive \
+polling and batching add nothing; still included are the time the frame waited in the \
+driver's ring before its NAPI poll ran (veth: until the softirq of the receiving side ran) \
+and, on the send side, CLOCK_MONOTONIC read once per transmit burst (a frame at position k of \
+a burst leaves after the k before it) and the kernel's AF_XDP transmit path up to the wire";
+
+/// Kernel receive times on some samples, software receive times on the others.
+pub const MIXED_KERNEL_TS: &str = "mixed: kernel XDP-hook receive timestamps (CLOCK_MONOTONIC) \
+on the frames the steering program stamped, a CLOCK_MONOTONIC read per receive burst on the \
+others (frames the kernel gave no metadata room)";
+
 /// What hardware latency timestamps are (`--hw-timestamps`); shown in --help and the report.
 pub const HARDWARE_TS: &str = "hardware: the send time is the device clock read in software \
 once per transmit burst, just before the burst is written (MoonGen-style: per-packet transmit \
@@ -37,6 +59,7 @@ none: on the emulated NIC, RAWQ_EMU_CQE_TIMESTAMPS=1 turns them on); batching ad
 CLOCK_MONOTONIC";
 
 /// The model's device clock when `--hw-timestamps` turns it on (kHz: 1 tick = 1 ns).
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
 pub const MODEL_CLOCK_KHZ: u64 = 1_000_000;
 
 /// A device clock (mlx5: what CQE timestamps count).
@@ -55,6 +78,37 @@ impl DevClock {
     }
     fn now_ns(&self) -> u64 {
         match *self {}
+    }
+}
+
+/// The clock --hw-timestamps reads send times from, and the receive timestamps count.
+#[derive(Clone)]
+enum Clock {
+    /// An mlx5 device's clock (CQE timestamps).
+    // Never built without mlx5 (DevClock is then uninhabited).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    Device(DevClock),
+    /// An AF_XDP interface's PTP hardware clock (the driver's XDP receive timestamps).
+    #[cfg(feature = "xdp")]
+    Phc(Arc<rawq::xdp::phc::Phc>),
+}
+
+impl Clock {
+    fn khz(&self) -> u64 {
+        match self {
+            Clock::Device(c) => c.khz(),
+            // The kfunc's timestamps are ns.
+            #[cfg(feature = "xdp")]
+            Clock::Phc(_) => 1_000_000,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match self {
+            Clock::Device(c) => c.now_ns(),
+            #[cfg(feature = "xdp")]
+            Clock::Phc(p) => p.now_ns(),
+        }
     }
 }
 
@@ -159,7 +213,11 @@ pub struct MeasureArgs {
     /// CLOCK_MONOTONIC read once per transmit burst (a frame at position k of a burst leaves
     /// after the k before it) and once per receive burst (frames waiting in the ring are timed
     /// when the burst is read); batching thus adds up to a burst of frame times and a polling
-    /// interval. --hw-timestamps uses the device's clock instead.
+    /// interval. On an AF_XDP port (-b xdp) the receive time is instead the kernel's: rawq's
+    /// XDP steering program stamps each frame with CLOCK_MONOTONIC at the XDP hook, so receive
+    /// polling and batching add nothing (the wait in the driver's ring before its NAPI poll
+    /// still does, and the send side's burst stamp as above); the report says "kernel".
+    /// --hw-timestamps uses the device's clock instead.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N", value_parser = parse_every)]
     pub latency: Option<u32>,
     /// With --latency --txrx: hardware timestamps. The receive time is the device's completion
@@ -167,7 +225,11 @@ pub struct MeasureArgs {
     /// once per transmit burst, just before the burst is written (transmit completion
     /// timestamps are not taken per packet). Receive batching and polling then add nothing;
     /// the transmit side's burst batching still does. The model (-b model) turns its clock on
-    /// (1 GHz); a backend without a device clock is an error. The report says "hardware" when
+    /// (1 GHz). On AF_XDP (-b xdp) the receive time is the driver's hardware receive
+    /// timestamp (the kfunc bpf_xdp_metadata_rx_timestamp, Linux 6.3+, a driver with native
+    /// XDP) and the send time the interface's PTP hardware clock (/dev/ptpN); an interface
+    /// without a PHC (a veth) falls back to kernel XDP-hook timestamps, and the report says
+    /// so. Other backends without a device clock are an error. The report says "hardware" when
     /// every sample had a receive timestamp ("mixed" otherwise).
     #[arg(long, requires = "latency")]
     pub hw_timestamps: bool,
@@ -208,6 +270,23 @@ impl MeasureArgs {
         }
     }
 
+    /// The receive timestamps an AF_XDP port on `dev` asks for in this run: kernel ones on a
+    /// port that receives stamped frames (--rx, or --txrx with --latency); with
+    /// --hw-timestamps hardware ones too, when `dev` has a PTP hardware clock the sender can
+    /// read (without one they could not be compared with send times: see `Measure::attach`).
+    pub fn xdp_rx_timestamps(&self, dev: &str, rx: bool, txrx: bool) -> rawq::config::RxTimestamps {
+        use rawq::config::RxTimestamps;
+        if !(rx || (txrx && self.latency.is_some())) {
+            return RxTimestamps::Off;
+        }
+        #[cfg(feature = "xdp")]
+        if self.hw_timestamps && matches!(rawq::xdp::phc::phc_index(dev), Ok(Some(_))) {
+            return RxTimestamps::Hardware;
+        }
+        let _ = dev;
+        RxTimestamps::Kernel
+    }
+
     /// The flow count: `flows` as given, or with ranges and no -f the number of combinations.
     pub fn flows(&self, flows: u32) -> u32 {
         if flows == 1 && !self.ranges.is_empty() {
@@ -219,10 +298,9 @@ impl MeasureArgs {
 }
 
 /// Hardware receive timestamp of `p` in ns of the device clock `clock`, when the device
-/// stamped it (mlx5 CQE timestamps: the DV backend and the model; AF_XDP receive metadata is
-/// not read yet).
+/// stamped it (mlx5 CQE timestamps: the DV backend and the model).
 #[inline]
-fn hw_rx_ns(p: &Packet, clock: Option<&DevClock>) -> Option<u64> {
+fn hw_rx_ns(p: &Packet, clock: Option<&Clock>) -> Option<u64> {
     p.meta.hw_timestamp_ns(clock?.khz())
 }
 
@@ -259,7 +337,9 @@ pub struct Measure {
     capture_full: AtomicBool,
     results: Mutex<Vec<QueueMeasure>>,
     /// The device clock (--hw-timestamps), set once the port is open.
-    clock: OnceLock<DevClock>,
+    clock: OnceLock<Clock>,
+    /// Why --hw-timestamps fell back to kernel timestamps (an AF_XDP interface without a PHC).
+    hw_fallback: OnceLock<String>,
 }
 
 impl Measure {
@@ -314,6 +394,7 @@ impl Measure {
             capture_full: AtomicBool::new(false),
             results: Mutex::new(Vec::new()),
             clock: OnceLock::new(),
+            hw_fallback: OnceLock::new(),
         }))
     }
 
@@ -325,9 +406,32 @@ impl Measure {
         if !self.args.hw_timestamps {
             return Ok(());
         }
+        #[cfg(feature = "xdp")]
+        if port.info().backend == "xdp" {
+            let dev = &port.info().device;
+            match rawq::xdp::phc::Phc::of_interface(dev) {
+                Ok(Some(p)) => {
+                    let _ = self.clock.set(Clock::Phc(Arc::new(p)));
+                }
+                why => {
+                    let why = match why {
+                        Err(e) => format!("its PTP hardware clock cannot be read ({e})"),
+                        _ => "it has no PTP hardware clock (`ethtool -T` says \"PTP Hardware \
+                              Clock: none\"; a veth never has one)"
+                            .into(),
+                    };
+                    let _ = self.hw_fallback.set(format!(
+                        "--hw-timestamps: {dev}'s hardware receive timestamps cannot be compared \
+                         with send times, because {why}: kernel XDP-hook receive timestamps \
+                         (CLOCK_MONOTONIC) were used instead"
+                    ));
+                }
+            }
+            return Ok(());
+        }
         match device_clock(port) {
             Some(c) => {
-                let _ = self.clock.set(c);
+                let _ = self.clock.set(Clock::Device(c));
                 Ok(())
             }
             None => Err(rawq::Error::Config(format!(
@@ -348,6 +452,7 @@ impl Measure {
             flows: FlowTracker::default(),
             negative: 0,
             hw_samples: 0,
+            kernel_samples: 0,
             tx_packets: 0,
             first_tx: None,
             last_tx: None,
@@ -365,12 +470,13 @@ impl Measure {
 /// One queue thread's measurements.
 pub struct QueueMeasure {
     m: Arc<Measure>,
-    clock: Option<DevClock>,
+    clock: Option<Clock>,
     stream: u16,
     lat: LatencyHistogram,
     flows: FlowTracker,
     negative: u64,
     hw_samples: u64,
+    kernel_samples: u64,
     tx_packets: u64,
     first_tx: Option<Instant>,
     last_tx: Option<Instant>,
@@ -430,12 +536,18 @@ impl QueueMeasure {
             };
             self.flows.record(&s);
             if let Some(tx) = s.tx_ns {
-                let rx = match hw_rx_ns(p, self.clock.as_ref()) {
-                    Some(t) => {
+                let rx = match (hw_rx_ns(p, self.clock.as_ref()), p.meta.kernel_rx_ns()) {
+                    (Some(t), _) => {
                         self.hw_samples += 1;
                         t
                     }
-                    None => *now.get_or_insert_with(|| self.now_ns()),
+                    // The kernel's time is CLOCK_MONOTONIC: comparable with software send
+                    // stamps only (not with a device clock's).
+                    (None, Some(t)) if self.clock.is_none() => {
+                        self.kernel_samples += 1;
+                        t
+                    }
+                    _ => *now.get_or_insert_with(|| self.now_ns()),
                 };
                 match rx.checked_sub(tx) {
                     Some(d) if d > 0 => self.lat.record(d),
@@ -627,20 +739,25 @@ impl Extras {
 
         // Latency.
         let mut lat = LatencyHistogram::new();
-        let (mut negative, mut hw) = (0, 0);
+        let (mut negative, mut hw, mut kernel) = (0, 0, 0);
         for q in &qs {
             lat.merge(&q.lat);
             negative += q.negative;
             hw += q.hw_samples;
+            kernel += q.kernel_samples;
         }
+        // Samples that were timed (counted or not positive).
+        let timed = lat.count() + negative;
         let path = if m.round_trip {
             "round-trip"
         } else {
             "one-way"
         };
-        let kind = if hw > 0 && hw == lat.count() {
+        let kind = if hw > 0 && hw == timed {
             "hardware"
-        } else if hw > 0 {
+        } else if kernel > 0 && kernel == timed {
+            "kernel"
+        } else if hw > 0 || kernel > 0 {
             "mixed"
         } else {
             "software"
@@ -651,13 +768,24 @@ impl Extras {
             l.insert("timestamps".into(), json!(kind));
             // With --hw-timestamps but no completion timestamps, both ends read the device
             // clock in software.
+            #[cfg(feature = "xdp")]
+            let phc = matches!(m.clock.get(), Some(Clock::Phc(_)));
+            #[cfg(not(feature = "xdp"))]
+            let phc = false;
             let src = match (kind, m.clock.get().is_some()) {
+                ("hardware", _) if phc => XDP_HARDWARE_TS,
                 ("hardware", _) => HARDWARE_TS,
+                ("kernel", _) => KERNEL_TS,
+                ("mixed", false) => MIXED_KERNEL_TS,
                 (_, true) => DEVICE_CLOCK_SW_TS,
                 _ => SOFTWARE_TS,
             };
             l.insert("timestamp_source".into(), json!(src));
+            if let Some(why) = m.hw_fallback.get() {
+                l.insert("hw_timestamps_fallback".into(), json!(why));
+            }
             l.insert("samples".into(), json!(lat.count()));
+            l.insert("kernel_timestamped".into(), json!(kernel));
             l.insert("not_positive".into(), json!(negative));
             l.insert("min_ns".into(), json!(lat.min()));
             for (name, q) in PERCENTILES {
@@ -689,6 +817,9 @@ impl Extras {
             }
             text.push('\n');
             text.push_str(&format!("  timestamps are {src}\n"));
+            if let Some(why) = m.hw_fallback.get() {
+                text.push_str(&format!("  {why}\n"));
+            }
             text.push_str(&lat.text(50));
         }
 

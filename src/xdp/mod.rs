@@ -41,6 +41,28 @@
 //!
 //! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
 //!
+//! # Receive timestamps
+//! With [`PortBuilder::rx_timestamps`](crate::PortBuilder::rx_timestamps)
+//! ([`RxTimestamps::Kernel`]) the steering program stamps every frame it redirects with
+//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 24-byte record just
+//! in front of the frame's data ([`bpf::meta`]; copy mode copies it into the UMEM chunk with the
+//! frame). The receive path reads it into [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns)
+//! and clears the record's magic. Every driver runs the hook (veth: in its NAPI poll; generic
+//! XDP: in the stack's receive path), so the stamp is when the frame left the driver's ring
+//! for the XDP program, before the socket's rx ring: the application's polling and batching
+//! do not add to it. A driver without metadata support (`bpf_xdp_adjust_meta` fails) gives
+//! frames without a stamp.
+//!
+//! [`RxTimestamps::Hardware`] adds the driver's hardware receive timestamp: the program calls
+//! the kfunc `bpf_xdp_metadata_rx_timestamp` (Linux 6.3+; its BTF id is looked up by name in
+//! `/sys/kernel/btf/vmlinux`, [`bpf::btf`]) and is therefore loaded device-bound to the
+//! interface (`BPF_F_XDP_DEV_BOUND_ONLY`), which needs the driver's native XDP. A valid stamp
+//! reaches [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp) in ns of the interface's PTP
+//! hardware clock ([`phc`]; ticks of a 1 GHz clock, so `hw_timestamp_ns(1_000_000)`); a frame
+//! the driver did not stamp (veth: none ever is) has none. The kernel time is recorded too.
+//! `BPF_PROG_TEST_RUN` refuses device-bound programs (EINVAL), so only the verifier and live
+//! traffic can check this one.
+//!
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
@@ -49,7 +71,7 @@
 use std::any::Any;
 use std::ffi::CString;
 
-use crate::config::{Backend, PortConfig, PortInfo};
+use crate::config::{Backend, PortConfig, PortInfo, RxTimestamps};
 use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache, Shared};
 use crate::queue::{Queue, QueueOps};
@@ -58,6 +80,7 @@ use crate::stats::StatsWriter;
 pub mod bpf;
 pub mod live;
 mod netlink;
+pub mod phc;
 mod ring;
 mod rx;
 mod socket;
@@ -67,7 +90,7 @@ pub mod umem;
 pub use netlink::{link_info, LinkInfo};
 pub use socket::Mode;
 
-use bpf::{Program, Variant, XdpLink, XskMap};
+use bpf::{Program, Stamp, Variant, XdpLink, XskMap};
 use socket::{RingSizes, XdpStatistics, Xsk};
 use umem::Umem;
 
@@ -234,6 +257,8 @@ pub(crate) struct XdpQueue {
     ifname: String,
     /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
     error: Option<Error>,
+    /// The steering program writes receive timestamps into the frames' metadata.
+    stamps: bool,
 }
 
 impl XdpQueue {
@@ -316,6 +341,9 @@ impl QueueOps for XdpQueue {
     }
 }
 
+/// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).
+const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
+
 /// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
 /// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
 const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(1500);
@@ -384,14 +412,41 @@ pub(crate) fn open(
     }
 
     let map = XskMap::create(cfg.queues as u32)?;
+    let stamp = match cfg.rx_timestamps {
+        RxTimestamps::Off => Stamp::None,
+        RxTimestamps::Kernel => Stamp::Kernel,
+        RxTimestamps::Hardware => Stamp::Hardware {
+            rx_timestamp_kfunc: bpf::btf::vmlinux_func(
+                RX_TIMESTAMP_KFUNC,
+                "RxTimestamps::Hardware (the driver's receive timestamps, read by the XDP \
+                 program)",
+                "It needs Linux 6.3 or later with BTF; RxTimestamps::Kernel needs neither",
+            )?,
+        },
+    };
     let prog = if will_attach {
-        let insns = bpf::compile(
+        let insns = bpf::compile_stamped(
             &cfg.rules,
             Variant::Steer {
                 xskmap_fd: map.as_raw_fd(),
             },
+            stamp,
         )?;
-        Some(Program::load(&insns, "rawq_steer")?)
+        Some(match stamp {
+            // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
+            Stamp::Hardware { .. } => Program::load_for_device(&insns, "rawq_steer", ifindex)
+                .map_err(|e| match e.raw_os_error() {
+                    // The kernel binds a program only to a netdev whose driver has native XDP.
+                    Some(libc::EOPNOTSUPP) => Error::Unsupported(format!(
+                        "{ifname} cannot take the device-bound XDP program of \
+                         RxTimestamps::Hardware (EOPNOTSUPP from BPF_PROG_LOAD with \
+                         BPF_F_XDP_DEV_BOUND_ONLY): its driver has no native XDP. Use \
+                         RxTimestamps::Kernel"
+                    )),
+                    _ => e,
+                })?,
+            _ => Program::load(&insns, "rawq_steer")?,
+        })
     } else {
         None
     };
@@ -466,6 +521,7 @@ pub(crate) fn open(
             tx_len: vec![0; umem.count as usize],
             ifname: ifname.clone(),
             error: None,
+            stamps: stamp != Stamp::None,
         };
         xq.refill();
         queues.push(Queue::new(q, Box::new(xq)));
@@ -492,6 +548,18 @@ pub(crate) fn open(
                      BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
                      kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
                      MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
+                )));
+            }
+            // A device-bound program only runs in the driver's own (native) XDP hook.
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL)
+                    && matches!(stamp, Stamp::Hardware { .. }) =>
+            {
+                return Err(Error::Unsupported(format!(
+                    "{ifname} refuses the device-bound XDP program of RxTimestamps::Hardware \
+                     (EINVAL from BPF_LINK_CREATE): such a program needs the driver's native \
+                     XDP, which {ifname}'s driver lacks (generic XDP cannot run it). Use \
+                     RxTimestamps::Kernel"
                 )));
             }
             Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),

@@ -1,7 +1,9 @@
 //! Receive: rx ring → packets, then one fill-ring refill per burst.
 
+use super::bpf::meta;
 use super::XdpQueue;
-use crate::packet::Packet;
+use crate::mempool::BUF_HEADER;
+use crate::packet::{Packet, RxMeta};
 use crate::stats::Counter;
 
 /// Empty polls between two reads of the kernel's drop counters.
@@ -27,7 +29,12 @@ impl XdpQueue {
                 continue;
             }
             // `off` < chunk <= 4096 and `len` fits behind it, so both fit in u16.
-            let p = Packet::from_raw_parts(self.shared, idx, off as u16, d.len as u16);
+            let m = if self.stamps {
+                self.take_meta(idx, off)
+            } else {
+                RxMeta::default()
+            };
+            let p = Packet::from_device_in(self.shared, idx, off as u16, d.len, m);
             out.push(p);
             got += 1;
             bytes += d.len as u64;
@@ -46,6 +53,42 @@ impl XdpQueue {
             }
         }
         got as usize
+    }
+
+    /// The timestamps the steering program wrote in front of the frame at `off` in buffer
+    /// `idx` (the record of [`meta`], see `bpf::compile`), clearing its magic so that a later
+    /// frame in this buffer that gets no record (no metadata room) is not given this one's.
+    #[inline]
+    fn take_meta(&self, idx: u32, off: u32) -> RxMeta {
+        if (off as usize) < meta::LEN + BUF_HEADER {
+            return RxMeta::default();
+        }
+        let mut rec = [0u8; meta::LEN];
+        // SAFETY: the kernel has just handed buffer `idx` back (`home.release` succeeded), so
+        // this queue owns it and nothing else writes it; `off - LEN >= BUF_HEADER` and
+        // `off <= chunk`, so the LEN bytes read and the 4 written lie inside the buffer, past
+        // rawq's buffer header.
+        let magic = unsafe {
+            let p = self.shared.buf_ptr(idx).add(off as usize - meta::LEN);
+            std::ptr::copy_nonoverlapping(p, rec.as_mut_ptr(), meta::LEN);
+            let magic = u32::from_ne_bytes(word(&rec, meta::MAGIC_AT));
+            if magic == meta::MAGIC {
+                std::ptr::write_bytes(p.add(meta::MAGIC_AT), 0, 4);
+            }
+            magic
+        };
+        if magic != meta::MAGIC {
+            return RxMeta::default();
+        }
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&rec[at..at + 8]);
+            u64::from_ne_bytes(b)
+        };
+        let hw_ok = i32::from_ne_bytes(word(&rec, meta::HW_STATUS_AT)) == 0;
+        RxMeta::default()
+            .with_kernel_rx_ns(u64_at(meta::KERNEL_NS_AT))
+            .with_hw_timestamp(if hw_ok { u64_at(meta::HW_NS_AT) } else { 0 })
     }
 
     /// Tops the fill ring up from the queue's cache: one producer update, and a wakeup only if
@@ -68,4 +111,8 @@ impl XdpQueue {
             self.xsk.kick_rx();
         }
     }
+}
+
+fn word(b: &[u8; meta::LEN], at: usize) -> [u8; 4] {
+    [b[at], b[at + 1], b[at + 2], b[at + 3]]
 }

@@ -28,6 +28,18 @@
 //!      and passed to the kernel otherwise.
 //!    * No rule matches → `XDP_PASS`.
 //!
+//! **Receive timestamps** ([`compile_stamped`] with a [`Stamp`] other than `None`): before a
+//! frame is redirected to the XSKMAP, the program takes `bpf_ktime_get_ns()` (CLOCK_MONOTONIC)
+//! and, with [`Stamp::Hardware`], calls the kfunc `bpf_xdp_metadata_rx_timestamp`; it then grows
+//! the frame's metadata area by [`meta::LEN`] bytes (`bpf_xdp_adjust_meta`) and writes the
+//! record described in [`meta`] there. The metadata sits immediately before the frame's data,
+//! and copy-mode AF_XDP copies it into the UMEM chunk along with the frame (net/xdp/xsk.c
+//! `xsk_copy_xdp`: it copies from `data_meta` to `data - metalen`); zero-copy drivers receive
+//! into the chunk directly. If the driver has no metadata support or no room, `adjust_meta`
+//! fails and the frame is redirected without a record. The verifier only lets the program
+//! write `data_meta + N` after a check `data_meta + N <= data` (packet pointers are reloaded
+//! from the context after `adjust_meta`, which invalidates the old ones).
+//!
 //! [`Variant::Verdict`] replaces every action by `return VERDICT_BASE + i` (`i` = the rule's
 //! index in the slice given) and "no match" by [`VERDICT_NONE`], so a test run can tell *which*
 //! rule matched.
@@ -35,7 +47,7 @@
 use std::os::fd::RawFd;
 
 use super::insn::{AluOp, Asm, AsmError, Insn, JmpOp, Label, Reg};
-use super::sys::{action, HELPER_REDIRECT_MAP};
+use super::sys::{action, HELPER_KTIME_GET_NS, HELPER_REDIRECT_MAP, HELPER_XDP_ADJUST_META};
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, MacMatch, Rule};
 
@@ -57,12 +69,53 @@ pub enum Variant {
     Verdict,
 }
 
+/// What the steering program writes into the XDP metadata of each frame it redirects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Stamp {
+    /// Nothing (no metadata).
+    #[default]
+    None,
+    /// The kernel receive time (`bpf_ktime_get_ns`).
+    Kernel,
+    /// The kernel receive time and the driver's hardware receive timestamp: a call of the
+    /// kfunc `bpf_xdp_metadata_rx_timestamp` (whose vmlinux BTF id this is). The program must
+    /// then be loaded device-bound ([`super::Program::load_for_device`]).
+    Hardware {
+        /// BTF type id of `bpf_xdp_metadata_rx_timestamp` in vmlinux.
+        rx_timestamp_kfunc: u32,
+    },
+}
+
+/// The metadata record a stamping program writes in front of each redirected frame (host byte
+/// order; `LEN` bytes ending where the frame's data starts).
+pub mod meta {
+    /// Bytes of the record (a multiple of 4 and at most 32: `xdp_metalen_invalid`).
+    pub const LEN: usize = 24;
+    /// Offset of the magic word.
+    pub const MAGIC_AT: usize = 0;
+    /// Marks a record this program wrote ("rqTS"); the reader clears it, so a stale record
+    /// left in a reused buffer is never read twice.
+    pub const MAGIC: u32 = 0x7271_5453;
+    /// Offset of the kfunc's return value as an i32 (0: the hardware time is valid; a negative
+    /// errno otherwise: EOPNOTSUPP for a driver without the op, ENODATA for an unstamped
+    /// frame). [`NOT_ASKED`] in a `Kernel` record.
+    pub const HW_STATUS_AT: usize = 4;
+    /// The status of a `Kernel` record: -EOPNOTSUPP (no hardware time was asked for).
+    pub const NOT_ASKED: i32 = -95;
+    /// Offset of the kernel receive time, CLOCK_MONOTONIC ns (u64).
+    pub const KERNEL_NS_AT: usize = 8;
+    /// Offset of the hardware receive time, ns (u64; 0: none).
+    pub const HW_NS_AT: usize = 16;
+}
+
 // Stack slots (offsets from R10) of the parse results. Each holds a small value or a sentinel.
 const SLOT_VLAN: i16 = -8; // VLAN id, or NONE16
 const SLOT_ETYPE: i16 = -16; // ethertype after the tag
 const SLOT_PROTO: i16 = -24; // IP protocol, or NONE8
 const SLOT_SPORT: i16 = -32; // L4 source port, or NONE16
 const SLOT_DPORT: i16 = -40; // L4 destination port, or NONE16
+const SLOT_CTX: i16 = -48; // the context pointer (stamping programs)
+const SLOT_HWTS: i16 = -56; // the kfunc's output (Stamp::Hardware)
 const NONE8: i32 = 0x100;
 const NONE16: i32 = 0x1_0000;
 
@@ -75,6 +128,7 @@ const L3: Reg = Reg::R9; // offset of the L3 header (14 or 18)
 // struct xdp_md field offsets.
 const MD_DATA: i16 = 0;
 const MD_DATA_END: i16 = 4;
+const MD_DATA_META: i16 = 8;
 const MD_RX_QUEUE_INDEX: i16 = 16;
 
 /// Compiles `rules` into an XDP program.
@@ -83,7 +137,23 @@ const MD_RX_QUEUE_INDEX: i16 = 16;
 /// [`Error::Config`] if the program would be too large for 16-bit jumps (tens of thousands of
 /// rules).
 pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
+    compile_stamped(rules, variant, Stamp::None)
+}
+
+/// As [`compile`], and a [`Variant::Steer`] program writes `stamp`'s metadata record (see the
+/// module docs) into every frame it redirects.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_stamped(rules: &[Rule], variant: Variant, stamp: Stamp) -> Result<Vec<Insn>> {
     let mut a = Asm::new();
+    let stamp = match variant {
+        Variant::Steer { .. } => stamp,
+        Variant::Verdict => Stamp::None,
+    };
+    if stamp != Stamp::None {
+        a.emit(Insn::stx_dw(Reg::R10, SLOT_CTX, Reg::R1));
+    }
     let no_match = a.label();
     let pass = a.label();
     let redirect = a.label();
@@ -132,6 +202,7 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
     // unreachable code).
     if let (Variant::Steer { xskmap_fd }, true) = (variant, redirects) {
         a.bind(redirect);
+        emit_stamp(&mut a, stamp);
         a.emit_all(&Insn::ld_map_fd(Reg::R1, xskmap_fd));
         a.emit(Insn::mov64_reg(Reg::R2, QIDX));
         a.emit(Insn::mov64_imm(Reg::R3, action::PASS as i32));
@@ -144,6 +215,53 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
             rules.len()
         ))
     })
+}
+
+/// The metadata record of `stamp` (nothing for `Stamp::None`), falling through to the redirect
+/// whether or not the kernel gave room for it. R7 and R8 are free by now (the parse is over).
+fn emit_stamp(a: &mut Asm, stamp: Stamp) {
+    use Reg::*;
+    if stamp == Stamp::None {
+        return;
+    }
+    let done = a.label();
+    a.emit(Insn::call(HELPER_KTIME_GET_NS));
+    a.emit(Insn::mov64_reg(R7, R0));
+    if let Stamp::Hardware { rx_timestamp_kfunc } = stamp {
+        // int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, u64 *timestamp)
+        a.emit(Insn::st_dw(R10, SLOT_HWTS, 0));
+        a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+        a.emit(Insn::mov64_reg(R2, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_HWTS as i32));
+        a.emit(Insn::call_kfunc(rx_timestamp_kfunc as i32));
+        a.emit(Insn::mov64_reg(R8, R0));
+    }
+    // bpf_xdp_adjust_meta(ctx, -LEN); 0 on success.
+    a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+    a.emit(Insn::mov64_imm(R2, -(meta::LEN as i32)));
+    a.emit(Insn::call(HELPER_XDP_ADJUST_META));
+    a.jmp_imm(JmpOp::Jne, R0, 0, done);
+    // Fresh packet pointers: data_meta + LEN <= data, or no record.
+    a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+    a.emit(Insn::ldx_w(R2, R1, MD_DATA_META));
+    a.emit(Insn::ldx_w(R3, R1, MD_DATA));
+    a.emit(Insn::mov64_reg(R4, R2));
+    a.emit(Insn::alu64_imm(AluOp::Add, R4, meta::LEN as i32));
+    a.jmp_reg(JmpOp::Jgt, R4, R3, done);
+    a.emit(Insn::st_w(R2, meta::MAGIC_AT as i16, meta::MAGIC as i32));
+    a.emit(Insn::stx_dw(R2, meta::KERNEL_NS_AT as i16, R7));
+    match stamp {
+        Stamp::Hardware { .. } => {
+            a.emit(Insn::stx_w(R2, meta::HW_STATUS_AT as i16, R8));
+            a.emit(Insn::ldx_dw(R4, R10, SLOT_HWTS));
+            a.emit(Insn::stx_dw(R2, meta::HW_NS_AT as i16, R4));
+        }
+        _ => {
+            a.emit(Insn::st_w(R2, meta::HW_STATUS_AT as i16, meta::NOT_ASKED));
+            a.emit(Insn::st_dw(R2, meta::HW_NS_AT as i16, 0));
+        }
+    }
+    a.bind(done);
 }
 
 /// `if (reg + n > data_end) goto fail`, with `tmp` as scratch.

@@ -423,6 +423,9 @@ pub fn to_bytes(insns: &[Insn]) -> Vec<u8> {
 pub const MODE_ATOMIC: u8 = 0xc0;
 /// `imm` flag of an atomic operation: the old value is returned in `src_reg` (`BPF_FETCH`).
 pub const ATOMIC_FETCH: i32 = 0x01;
+/// `src_reg` of a `BPF_CALL` whose `imm` is a kernel function's BTF id
+/// (`BPF_PSEUDO_KFUNC_CALL`, `include/uapi/linux/bpf.h`).
+pub const PSEUDO_KFUNC_CALL: u8 = 2;
 /// Modulo (`BPF_MOD`, high 4 bits of an ALU opcode).
 pub const OP_MOD: u8 = 0x90;
 
@@ -448,6 +451,24 @@ impl Insn {
             off,
             AluOp::Add as i32 | ATOMIC_FETCH,
         )
+    }
+
+    /// `*(u32 *)(dst + off) = imm`.
+    pub fn st_w(dst: Reg, off: i16, imm: i32) -> Insn {
+        Insn::new(class::ST | MODE_MEM | size::W, dst, Reg::R0, off, imm)
+    }
+
+    /// Calls the kernel function whose BTF type id (a `FUNC` of vmlinux's BTF) is `btf_id`
+    /// (`BPF_CALL` with `src_reg = BPF_PSEUDO_KFUNC_CALL`, `off = 0`: vmlinux). Arguments in
+    /// R1..R5, result in R0, R1..R5 clobbered, as for a helper.
+    pub fn call_kfunc(btf_id: i32) -> Insn {
+        Insn {
+            code: class::JMP | OP_CALL,
+            dst: 0,
+            src: PSEUDO_KFUNC_CALL,
+            off: 0,
+            imm: btf_id,
+        }
     }
 
     /// `dst %= imm` (64-bit, unsigned; the verifier rejects `imm == 0`).
@@ -480,6 +501,16 @@ mod live_encodings {
         assert_eq!(
             Insn::mod64_imm(Reg::R1, 100).encode(),
             [0x97, 0x01, 0, 0, 100, 0, 0, 0]
+        );
+        // BPF_ST_MEM(BPF_W, BPF_REG_2, 0, imm): class ST 0x02 | MEM 0x60 | W 0x00.
+        assert_eq!(
+            Insn::st_w(Reg::R2, 0, 0x1234_5678).encode(),
+            [0x62, 0x02, 0, 0, 0x78, 0x56, 0x34, 0x12]
+        );
+        // BPF_CALL_KFUNC(0, id): JMP | CALL 0x85, src_reg 2 (BPF_PSEUDO_KFUNC_CALL).
+        assert_eq!(
+            Insn::call_kfunc(0x0102_0304).encode(),
+            [0x85, 0x20, 0, 0, 0x04, 0x03, 0x02, 0x01]
         );
     }
 }

@@ -2,10 +2,11 @@
 //! the `bpf()` system call ([`sys`]). No clang, libbpf or libxdp: rawq writes the instructions
 //! itself.
 
+pub mod btf;
 pub mod compile;
 pub mod insn;
 pub mod sys;
 
-pub use compile::{compile, Variant, VERDICT_BASE, VERDICT_NONE};
+pub use compile::{compile, compile_stamped, meta, Stamp, Variant, VERDICT_BASE, VERDICT_NONE};
 pub use insn::{Asm, Insn, Label, Reg};
 pub use sys::{action, Program, XdpLink, XskMap};
