@@ -41,18 +41,8 @@ impl Inbox {
 
     /// Copies `frame` in; false if the inbox is full.
     pub(crate) fn push(&self, frame: &[u8]) -> bool {
-        let mut q = self.lock();
-        if q.full.len() >= self.cap {
-            return false;
-        }
-        let mut b = q
-            .free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.frame_cap));
-        b.clear();
-        b.extend_from_slice(frame);
-        q.full.push_back(b);
-        true
+        self.lock()
+            .push_with(self, frame.len(), |b| b.copy_from_slice(frame))
     }
 
     /// Takes the oldest frame (give the buffer back with [`Inbox::recycle`]).
@@ -73,6 +63,30 @@ impl Inbox {
         self.cap.saturating_sub(self.lock().full.len())
     }
 }
+impl InboxQ {
+    /// Appends a frame of `len` bytes that `fill` writes (under the lock the caller holds, so
+    /// that a sender hands over a WQE's frames in one trip); false if `inbox` is full.
+    pub(crate) fn push_with(
+        &mut self,
+        inbox: &Inbox,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        if self.full.len() >= inbox.cap {
+            return false;
+        }
+        let mut b = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(inbox.frame_cap.max(len)));
+        b.clear();
+        b.resize(len, 0);
+        fill(&mut b);
+        self.full.push_back(b);
+        true
+    }
+}
+
 /// A bound, non-blocking `AF_PACKET` / `SOCK_RAW` socket on one interface.
 #[derive(Debug)]
 pub(crate) struct AfPacket {

@@ -70,6 +70,17 @@ pub struct ModelCounters {
     pub cq_overruns: u64,
     /// Frames the kernel netdev sent (read from the TAP and put on the wire).
     pub netdev_tx: u64,
+    /// Rounds of device work ([`Hw::process`](super::hw::Hw::process) calls, the device's
+    /// thread's polls). Device-wide only (0 in a queue's counters).
+    pub polls: u64,
+    /// Rounds that found nothing to do: the device was waiting for the driver. A device thread
+    /// that keeps up with its driver finds a real share of its polls idle; one that is the
+    /// bottleneck finds work at every poll.
+    pub idle_polls: u64,
+    /// Time the device's own thread ([`Hw::spawn`](super::hw::Hw::spawn)) spent in rounds that
+    /// found work, in nanoseconds (its busy time, leaving out the idle polls and the waiting
+    /// between them); 0 when rounds are run by [`Hw::process`](super::hw::Hw::process) calls.
+    pub work_ns: u64,
 }
 
 /// Device properties beyond [`HwOptions`] (what a ConnectX-5 has unless told otherwise).
@@ -172,11 +183,33 @@ pub(crate) struct Mr {
     len: u64,
 }
 
-/// The send-side scratch: the frames of one WQE, back to back, and their spans.
+/// A piece of a frame being sent: bytes inline in the WQE (offset into the WQE copy) or in
+/// registered memory.
+#[derive(Clone, Copy)]
+pub(crate) enum Piece {
+    Wqe { at: usize, len: usize },
+    Mem { addr: u64, len: u32 },
+}
+
+/// A frame of the WQE being sent: `pieces` pieces from `first`, `len` bytes, the checksums to
+/// fill (`cs_flags` L3/L4 bits).
+pub(crate) struct TxFrame {
+    first: u32,
+    pieces: u32,
+    len: u32,
+    cs: u8,
+}
+
+/// The send-side scratch: the WQE being parsed (copied out of the ring), its frames as pieces,
+/// and a frame's bytes for a wire that needs them in one buffer. Sized once (a WQE has at most
+/// 63 DS, so at most 63 pieces and frames): no allocation per frame. `Default` allocates
+/// nothing (a placeholder while the real one is taken out).
 #[derive(Default)]
 pub(crate) struct TxScratch {
+    wqe: Vec<u8>,
+    pieces: Vec<Piece>,
+    frames: Vec<TxFrame>,
     bytes: Vec<u8>,
-    spans: Vec<(usize, usize)>,
 }
 
 pub(crate) struct HwState {
@@ -248,9 +281,12 @@ impl HwState {
             Some(super::hw::NetdevPath::Tap { ifname }) => Some(Tap::open(ifname)?),
             None => None,
         };
-        let mut tx = TxScratch::default();
-        tx.bytes.reserve(64 * 1024);
-        tx.spans.reserve(64);
+        let tx = TxScratch {
+            wqe: vec![0; 64 * 16],
+            pieces: Vec::with_capacity(64),
+            frames: Vec::with_capacity(64),
+            bytes: Vec::with_capacity(frame_cap(opts.max_frame)),
+        };
         Ok(HwState {
             opts,
             tune,
