@@ -43,6 +43,7 @@ use crate::error::Result;
 use super::engine::HwState;
 pub use super::engine::HwTuning;
 use super::{ModelCounters, ModelThread, ModelWire};
+pub use crate::config::NetdevPath;
 
 /// Device-wide options (one emulated port).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,17 +65,6 @@ pub struct HwOptions {
     pub netdev: Option<NetdevPath>,
     /// Free-running device clock in kHz (CQE timestamps, the clock page). 0: no timestamps.
     pub clock_khz: u64,
-}
-
-/// Where a port's kernel netdev is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NetdevPath {
-    /// A TAP interface (created beforehand, e.g. `ip tuntap add NAME mode tap`), attached with
-    /// `TUNSETIFF` (`IFF_TAP | IFF_NO_PI`).
-    Tap {
-        /// Interface name.
-        ifname: String,
-    },
 }
 
 /// A completion queue over memory the caller owns.

@@ -1,6 +1,7 @@
 //! The model's strictness, with WQEs written by hand (not by the data path).
 
 use super::*;
+use crate::dv::rings::Striding;
 use crate::dv::wire::{cqe, ctrl, Cqe, CtrlSeg, DataSeg, EthSeg};
 use crate::mempool::{HugePages, MempoolConfig};
 
