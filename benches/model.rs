@@ -1,16 +1,19 @@
 //! The device model's own cost per frame (what `pktgen -b model` asks of the model's thread).
 //!
-//! A DV queue on a [`ModelPort`] sends bursts of 32 single-buffer 60-byte frames (as
+//! A DV queue on a [`ModelPort`] sends a burst of 32 single-buffer 60-byte frames (as
 //! `pktgen -b model -s 60` does: enhanced multi-packet WQEs, a completion requested every 32
-//! packets); then the device runs one round ([`rawq::dv::model::hw::Hw::process`], what the
-//! model's thread calls) inside an `#[inline(never)]` function, so that callgrind counts the
-//! device's work and nothing of the driver's.
+//! packets); then the device runs its rounds ([`rawq::dv::model::hw::Hw::process`], what the
+//! model's thread calls) until one finds nothing to do, inside an `#[inline(never)]`
+//! function, so that callgrind counts the device's work (the empty round included, as the
+//! model's thread polls while it keeps up) and nothing of the driver's.
 //!
 //! * `sink`: tx only, the wire discards (pktgen's tx-only run).
 //! * `sink-send`: as `sink` with one SEND WQE per frame (no eMPW).
 //! * `loop`: the port's wire loops back (pktgen's `--txrx`): every frame also goes through the
 //!   port's receive side (steering, RSS hash, checksum checks, RQ fill, receive CQE); the
 //!   driver drains the RQ outside the counted function.
+//!
+//! * `idle`: a round that finds nothing to do (per round, not per frame).
 //!
 //! `RAWQ_MODEL_CALLGRIND=N` runs N rounds of 16 bursts each (`scripts/callgrind-model.sh`);
 //! without it, a short timed run prints ns per frame of each (noisy; read the instruction
@@ -23,7 +26,7 @@ use rawq::dv::model::{ModelOptions, ModelPort, ModelWire};
 use rawq::{HugePages, Mempool, MempoolConfig, Packet, Queue};
 
 const BURST: usize = 32;
-const BATCH: usize = 16; // bursts per device round (512 frames)
+const BATCH: usize = 16; // bursts per round of the bench (512 frames)
 const LEN: usize = 60;
 
 struct Rig {
@@ -60,7 +63,7 @@ fn rig(wire: ModelWire, empw: bool) -> Rig {
     }
 }
 
-/// The driver's side of one round: BATCH bursts of fresh frames posted (not counted).
+/// The driver's side of one round: BATCH bursts of fresh frames (not counted).
 fn post(r: &mut Rig) {
     for b in r.bursts.iter_mut() {
         r.pool.alloc_bulk(b, BURST).expect("buffers");
@@ -81,10 +84,6 @@ fn post(r: &mut Rig) {
             d[38..40].copy_from_slice(&((LEN - 34) as u16).to_be_bytes());
         }
     }
-    for b in r.bursts.iter_mut() {
-        r.q.tx_burst(b);
-        assert!(b.is_empty(), "SQ full: the device fell behind");
-    }
 }
 
 /// After the device's round: the driver takes what came back (loopback) and its completions.
@@ -101,30 +100,54 @@ fn drain(r: &mut Rig) -> usize {
     n
 }
 
+/// The device's rounds until one finds nothing to do.
 #[inline(never)]
 fn callgrind_sink(port: &ModelPort) -> usize {
-    port.hw().process()
+    let mut n = 0;
+    while port.hw().process() > 0 {
+        n += 1;
+    }
+    n
 }
 
 #[inline(never)]
 fn callgrind_sink_send(port: &ModelPort) -> usize {
     // (Not the same machine code as `callgrind_sink`, so the linker cannot fold the two.)
-    black_box(port).hw().process()
+    let p = black_box(port);
+    let mut n = 0;
+    while p.hw().process() > 0 {
+        n += 1;
+    }
+    n
 }
 
 #[inline(never)]
 fn callgrind_loop(port: &ModelPort) -> usize {
     let p = black_box(port);
-    black_box(p.hw().process())
+    let mut n = 0;
+    while black_box(p.hw().process()) > 0 {
+        n += 1;
+    }
+    n
 }
 
+#[inline(never)]
+fn callgrind_idle(port: &ModelPort) -> usize {
+    black_box(port).hw().process()
+}
+
+/// Each burst is followed by the device's rounds, as when the device's thread keeps up.
 fn run(r: &mut Rig, rounds: u64, dev: fn(&ModelPort) -> usize) -> (u64, Duration) {
     let mut t = Duration::ZERO;
     for _ in 0..rounds {
         post(r);
-        let t0 = Instant::now();
-        while dev(&r.port) > 0 {}
-        t += t0.elapsed();
+        for b in 0..BATCH {
+            r.q.tx_burst(&mut r.bursts[b]);
+            assert!(r.bursts[b].is_empty(), "SQ full: the device fell behind");
+            let t0 = Instant::now();
+            dev(&r.port);
+            t += t0.elapsed();
+        }
         drain(r);
     }
     (r.port.counters().tx_frames, t)
@@ -155,6 +178,9 @@ fn main() {
             rounds * (BURST * BATCH) as u64,
             "{name}: frames lost"
         );
+        if std::env::var_os("RAWQ_MODEL_DEBUG").is_some() {
+            eprintln!("{name}: {c:?}");
+        }
         if name == "loop" {
             assert_eq!(c.rx_frames, frames, "loop: frames not received");
         }
@@ -165,6 +191,21 @@ fn main() {
             } else {
                 String::new()
             }
+        ));
+    }
+    // An idle round: what each poll costs the device's thread while it waits for the driver.
+    let r = rig(ModelWire::Sink, true);
+    let t0 = Instant::now();
+    let mut n = 0;
+    for _ in 0..rounds * BATCH as u64 {
+        n += callgrind_idle(&r.port);
+    }
+    assert_eq!(n, 0, "idle rounds found work");
+    let t = t0.elapsed();
+    if timed {
+        out.push(format!(
+            "idle round {:.2} ns",
+            t.as_nanos() as f64 / (rounds * BATCH as u64) as f64
         ));
     }
     println!("model: {}", out.join("; "));

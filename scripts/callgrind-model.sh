@@ -5,11 +5,15 @@
 # frames), for three setups:
 #   sink:      eMPW WQEs, the wire discards (pktgen -s 60, tx only),
 #   sink-send: one SEND WQE per frame, the wire discards,
-#   loop:      eMPW WQEs, the wire loops back into the port's receive queue (pktgen --txrx).
+#   loop:      eMPW WQEs, the wire loops back into the port's receive queue (pktgen --txrx);
+# and what a round that finds nothing to do costs (idle, per round: each poll of the model's
+# thread while it waits for the driver). Every burst of 32 is followed by the device's rounds
+# until one finds nothing (that last, idle round included in the per-frame figures).
 #
 # Usage: scripts/callgrind-model.sh [--base REV] [rounds]   (default 100 rounds = 51200 frames)
 #   --base REV: also measure the model at git revision REV (built in a temporary worktree with
-#   this bench copied in, sharing ./target's dependencies) and print both, same run.
+#   this bench copied in; its own target dir, target/callgrind-base, as cargo would take one
+#   tree's artifacts for the other's in a shared one) and print both, same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=100 BASE=""
@@ -39,7 +43,8 @@ build() {
 measure() { # label binary
   local label=$1 bin=$2 pkts=$((ROUNDS * 512)) line="" f ir
   [ -x "$bin" ] || { echo "$label: bench binary not found" >&2; exit 1; }
-  for f in sink sink_send loop; do
+  for f in sink sink_send loop idle; do
+    [ "$f" = idle ] && pkts=$((ROUNDS * 16))
     RAWQ_MODEL_CALLGRIND=$ROUNDS valgrind --tool=callgrind --callgrind-out-file="$OUT/$f.out" \
       --toggle-collect="*::callgrind_${f}" "$bin" >/dev/null 2>"$OUT/$f.log" \
       || { echo "$label $f failed:"; tail -5 "$OUT/$f.log"; exit 1; } >&2
@@ -50,13 +55,13 @@ measure() { # label binary
 }
 
 echo "device model, instructions per frame ($((ROUNDS * 512)) frames each)"
-printf '%-28s %9s %9s %9s\n' "" sink sink-send loop
+printf '%-28s %9s %9s %9s %9s\n' "" sink sink-send loop "idle/round"
 if [ -n "$BASE" ]; then
   rev=$(git rev-parse --short "$BASE")
   git worktree add --detach "$OUT/base" "$BASE" >/dev/null 2>&1
   cp benches/model.rs "$OUT/base/benches/model.rs"
   grep -q 'name = "model"' "$OUT/base/Cargo.toml" ||
     printf '\n[[bench]]\nname = "model"\nharness = false\nrequired-features = ["mlx5"]\n' >>"$OUT/base/Cargo.toml"
-  measure "base $rev" "$(build "$OUT/base" "$TOP/target")"
+  measure "base $rev" "$(build "$OUT/base" "$TOP/target/callgrind-base")"
 fi
 measure "this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo +)" "$(build . "$TOP/target")"

@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -13,6 +14,9 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct Inbox {
     q: Mutex<InboxQ>,
+    /// Frames waiting, as last set under the lock: the receiver's empty check and the sender's
+    /// room check read it without taking the lock.
+    len: AtomicUsize,
     pub(crate) cap: usize,
     frame_cap: usize,
 }
@@ -30,6 +34,7 @@ impl Inbox {
                 full: VecDeque::with_capacity(cap),
                 free: Vec::with_capacity(cap + 8),
             }),
+            len: AtomicUsize::new(0),
             cap,
             frame_cap,
         })
@@ -47,7 +52,18 @@ impl Inbox {
 
     /// Takes the oldest frame (give the buffer back with [`Inbox::recycle`]).
     pub(crate) fn pop(&self) -> Option<Vec<u8>> {
-        self.lock().full.pop_front()
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = self.lock();
+        let f = q.full.pop_front();
+        self.len.store(q.full.len(), Ordering::Release);
+        f
+    }
+
+    /// Nothing waiting (a frame being pushed meanwhile is seen at the next look).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Acquire) == 0
     }
 
     /// Returns a buffer to the free list.
@@ -60,7 +76,7 @@ impl Inbox {
 
     /// Free room.
     pub(crate) fn room(&self) -> usize {
-        self.cap.saturating_sub(self.lock().full.len())
+        self.cap.saturating_sub(self.len.load(Ordering::Acquire))
     }
 }
 impl InboxQ {
@@ -83,6 +99,7 @@ impl InboxQ {
         b.resize(len, 0);
         fill(&mut b);
         self.full.push_back(b);
+        inbox.len.store(self.full.len(), Ordering::Release);
         true
     }
 }

@@ -207,6 +207,9 @@ pub(crate) struct TxFrame {
 #[derive(Default)]
 pub(crate) struct TxScratch {
     wqe: Vec<u8>,
+    /// Frames and bytes of the WQE (counted whether or not its pieces are recorded).
+    nframes: u32,
+    nbytes: u64,
     pieces: Vec<Piece>,
     frames: Vec<TxFrame>,
     bytes: Vec<u8>,
@@ -283,6 +286,8 @@ impl HwState {
         };
         let tx = TxScratch {
             wqe: vec![0; 64 * 16],
+            nframes: 0,
+            nbytes: 0,
             pieces: Vec::with_capacity(64),
             frames: Vec::with_capacity(64),
             bytes: Vec::with_capacity(frame_cap(opts.max_frame)),
@@ -346,12 +351,13 @@ impl HwState {
     /// (a bad key or range gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
     /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps it to IBV_WC_LOC_PROT_ERR).
     pub(crate) fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
-        self.mrs.get(lkey).is_some_and(|m| {
-            addr >= m.start
-                && addr
-                    .checked_add(len as u64)
-                    .is_some_and(|e| e <= m.start + m.len)
-        })
+        self.mr_range(lkey).is_some_and(|r| in_range(r, addr, len))
+    }
+
+    /// The region registered under `lkey`: (start, end).
+    pub(crate) fn mr_range(&self, lkey: u32) -> Option<(u64, u64)> {
+        // `reg_mr` refused ranges that wrap: `start + len` does not overflow.
+        self.mrs.get(lkey).map(|m| (m.start, m.start + m.len))
     }
 
     // ---- object creation (validated) ----
@@ -542,8 +548,10 @@ impl HwState {
         self.step += 1;
         let mut work = 0;
         for sqn in self.sqs.slots() {
-            if self.sqs.get(sqn).is_some() {
-                work += self.release_delayed(sqn);
+            if let Some(s) = self.sqs.get(sqn) {
+                if !s.delayed_is_empty() {
+                    work += self.release_delayed(sqn);
+                }
                 work += self.process_sq(sqn, check_uar);
             }
         }
@@ -554,8 +562,10 @@ impl HwState {
             work += self.flush_rq(rqn);
         }
         for cqn in self.cqs.slots() {
-            if self.cqs.get(cqn).is_some() {
-                work += self.flush_cq(cqn);
+            if let Some(c) = self.cqs.get(cqn) {
+                if !c.pending.is_empty() {
+                    work += self.flush_cq(cqn);
+                }
                 self.check_arm(cqn);
             }
         }
@@ -567,6 +577,11 @@ impl HwState {
             Link::Peer(ib) => ib.room(),
             _ => usize::MAX,
         }
+    }
+
+    /// Whether the wire's frames are read at all: a sink discards them unseen.
+    fn wire_reads(&self) -> bool {
+        !matches!(self.link, Link::Sink)
     }
 
     /// Puts one frame on the wire; false if the wire refused it (counted).
@@ -621,6 +636,12 @@ impl HwState {
             t.send(f);
         }
     }
+}
+
+/// `addr..addr+len` inside the region `(start, end)` (the check of [`HwState::mr_ok`]).
+#[inline(always)]
+fn in_range((start, end): (u64, u64), addr: u64, len: u32) -> bool {
+    addr >= start && addr.checked_add(len as u64).is_some_and(|e| e <= end)
 }
 
 /// Bumps a counter on the device and on one queue.

@@ -68,6 +68,10 @@ impl Sq {
         self.delay = steps;
     }
 
+    pub(super) fn delayed_is_empty(&self) -> bool {
+        self.delayed.is_empty()
+    }
+
     fn bb(&self, i: u32) -> usize {
         self.d.buf + ((i & (self.d.wqe_cnt - 1)) as usize) * 64
     }
@@ -106,6 +110,14 @@ impl HwState {
     }
 
     pub(super) fn process_sq(&mut self, sqn: u32, check_uar: bool) -> usize {
+        // Nothing posted (the common poll while the device keeps up): done before touching
+        // the scratch. (Nothing done leaves nothing for the UAR check either.)
+        match self.sqs.get(sqn) {
+            None => return 0,
+            Some(s) if s.state == QueueState::Reset => return 0,
+            Some(s) if load_be32(s.d.dbrec) as u16 == s.ci => return 0,
+            Some(_) => {}
+        }
         // The scratch comes out once per call (the placeholder left behind allocates nothing)
         // and goes back on every exit.
         let mut tx = std::mem::take(&mut self.tx);
@@ -182,7 +194,7 @@ impl HwState {
             };
             match (res, fault) {
                 (Ok(p), None) => {
-                    if self.opts.flow_control && tx.frames.len() > self.wire_room() {
+                    if self.opts.flow_control && tx.nframes as usize > self.wire_room() {
                         // Lossless link: the port is paused, the WQE waits for room.
                         break;
                     }
@@ -261,8 +273,7 @@ impl HwState {
     /// `parse_wqe`; frames and bytes are counted). A peer's inbox takes the WQE's frames under
     /// one lock.
     fn transmit(&mut self, sqn: u32, tx: &mut TxScratch) {
-        let frames = tx.frames.len() as u64;
-        let bytes: u64 = tx.frames.iter().map(|f| f.len as u64).sum();
+        let (frames, bytes) = (tx.nframes as u64, tx.nbytes);
         if let Some(s) = self.sqs.get_mut(sqn) {
             count!(self.counters, s.ctr, tx_frames, frames);
             count!(self.counters, s.ctr, tx_bytes, bytes);
@@ -272,6 +283,7 @@ impl HwState {
             pieces,
             frames,
             bytes,
+            ..
         } = tx;
         let mut drops = 0;
         match &self.link {
@@ -334,9 +346,9 @@ impl HwState {
         self.post_cqe(cqn, &mut b)
     }
 
-    /// Reads and checks the WQE at `ci` into `tx` (its frames as pieces: inline bytes of the
-    /// WQE, or address + length in registered memory); on failure gives the syndrome and its
-    /// size in WQEBBs. Syndromes as the hardware reports them (PRM; rdma-core cq.c
+    /// Reads and checks the WQE at `ci` into `tx`: its frames and bytes, and, if the wire reads
+    /// them, the frames as pieces (inline bytes of the WQE, or address + length in registered
+    /// memory); on failure gives the syndrome and its size in WQEBBs. Syndromes as the hardware reports them (PRM; rdma-core cq.c
     /// `mlx5_handle_error_cqe`): LOCAL_QP_OP_ERR for a malformed WQE (opcode, DS, index, QPN,
     /// missing minimum inline header), LOCAL_PROT_ERR for a bad lkey or address,
     /// LOCAL_LENGTH_ERR for a bad frame length.
@@ -347,14 +359,21 @@ impl HwState {
         avail: u32,
         tx: &mut TxScratch,
     ) -> std::result::Result<Parsed, (Fail, u32)> {
+        let record = self.wire_reads();
         let TxScratch {
             wqe,
+            nframes,
+            nbytes,
             pieces,
             frames,
             ..
         } = tx;
+        *nframes = 0;
+        *nbytes = 0;
         pieces.clear();
         frames.clear();
+        let mut mrs = MrCache::default();
+        let mut mr_ok = |lkey: u32, addr: u64, len: u32| mrs.ok(self, lkey, addr, len);
         let Some(s) = self.sqs.get(sqn) else {
             return Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), 1));
         };
@@ -412,7 +431,7 @@ impl HwState {
                 let cs = e.cs_flags();
                 // The inline header lies inside the segment (`at` covers it).
                 let mut len = inl;
-                if inl > 0 {
+                if inl > 0 && record {
                     pieces.push(Piece::Wqe {
                         at: 16 + eth::field::INLINE_HDR.start,
                         len: inl,
@@ -427,26 +446,30 @@ impl HwState {
                         if len + seg.len() > max {
                             return length(bbs);
                         }
-                        pieces.push(Piece::Wqe {
-                            at: at + inline::field::DATA,
-                            len: seg.len(),
-                        });
+                        if record {
+                            pieces.push(Piece::Wqe {
+                                at: at + inline::field::DATA,
+                                len: seg.len(),
+                            });
+                        }
                         len += seg.len();
                         at += 16 * inline::ds_for(seg.len());
                         continue;
                     }
                     let l = d.byte_count();
                     if l > 0 {
-                        if !self.mr_ok(d.lkey(), d.addr(), l) {
+                        if !mr_ok(d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
                         if len + l as usize > max {
                             return length(bbs);
                         }
-                        pieces.push(Piece::Mem {
-                            addr: d.addr(),
-                            len: l,
-                        });
+                        if record {
+                            pieces.push(Piece::Mem {
+                                addr: d.addr(),
+                                len: l,
+                            });
+                        }
                         len += l as usize;
                     }
                     at += data::SIZE;
@@ -462,12 +485,16 @@ impl HwState {
                 if cs & csum != 0 && !self.tune.tx_csum {
                     return qp_op(bbs);
                 }
-                frames.push(TxFrame {
-                    first: 0,
-                    pieces: pieces.len() as u32,
-                    len: len as u32,
-                    cs: cs & csum,
-                });
+                *nframes = 1;
+                *nbytes = len as u64;
+                if record {
+                    frames.push(TxFrame {
+                        first: 0,
+                        pieces: pieces.len() as u32,
+                        len: len as u32,
+                        cs: cs & csum,
+                    });
+                }
                 ok
             }
             ctrl::OPCODE_ENHANCED_MPSW => {
@@ -489,41 +516,68 @@ impl HwState {
                 while at < w.len() {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
                     let len;
+                    let piece;
                     if d.byte_count() & inline::INLINE_BIT != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
                         len = seg.len();
-                        pieces.push(Piece::Wqe {
+                        piece = Piece::Wqe {
                             at: at + inline::field::DATA,
                             len,
-                        });
+                        };
                         at += 16 * inline::ds_for(len);
                     } else {
                         let l = d.byte_count();
-                        if !self.mr_ok(d.lkey(), d.addr(), l) {
+                        if !mr_ok(d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
                         if l < 14 || l as usize > max {
                             return length(bbs);
                         }
                         len = l as usize;
-                        pieces.push(Piece::Mem {
+                        piece = Piece::Mem {
                             addr: d.addr(),
                             len: l,
-                        });
+                        };
                         at += data::SIZE;
                     }
-                    frames.push(TxFrame {
-                        first: pieces.len() as u32 - 1,
-                        pieces: 1,
-                        len: len as u32,
-                        cs: cs & csum,
-                    });
+                    *nframes += 1;
+                    *nbytes += len as u64;
+                    if record {
+                        pieces.push(piece);
+                        frames.push(TxFrame {
+                            first: pieces.len() as u32 - 1,
+                            pieces: 1,
+                            len: len as u32,
+                            cs: cs & csum,
+                        });
+                    }
                 }
                 ok
             }
             _ => qp_op(bbs),
+        }
+    }
+}
+
+/// The lkey check with the registration last found kept at hand (a WQE's segments nearly
+/// always name one region).
+#[derive(Default)]
+struct MrCache(Option<(u32, (u64, u64))>);
+
+impl MrCache {
+    #[inline(always)]
+    fn ok(&mut self, hw: &HwState, lkey: u32, addr: u64, len: u32) -> bool {
+        match self.0 {
+            Some((k, r)) if k == lkey => in_range(r, addr, len),
+            _ => match hw.mr_range(lkey) {
+                Some(r) => {
+                    self.0 = Some((lkey, r));
+                    in_range(r, addr, len)
+                }
+                None => false,
+            },
         }
     }
 }
