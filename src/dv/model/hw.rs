@@ -524,21 +524,18 @@ impl Hw {
     /// Runs the device in a thread of its own (pinned to `cpu` with `sched_setaffinity` if
     /// given) until the handle is dropped. `None` if the thread could not be started.
     ///
-    /// Between rounds that find nothing to do, the thread waits as a polling driver would:
-    /// pinned (a CPU of its own), it keeps polling for [`SPIN_IDLE`] after its last work, as
-    /// hardware never leaves the ring (giving the CPU away at every empty poll lets another
-    /// process run for a whole time slice, in which the ring fills); then, or at once when
-    /// not pinned (it shares CPUs with the driver), it yields the CPU between polls, and after
-    /// 64 such polls it sleeps 50 µs between polls.
+    /// Between rounds that find nothing to do, the thread waits as a polling driver would.
+    /// Pinned (a CPU of its own), it keeps polling for [`SPIN_IDLE`] after its last work, as
+    /// hardware never leaves the ring, then sleeps 50 µs between polls; it never yields, as a
+    /// yield hands the CPU to any other runnable task for the rest of its time slice
+    /// (milliseconds, in which the driver fills the ring and waits). Not pinned (it shares
+    /// CPUs with the driver), it yields between polls at once, and after 64 such polls sleeps
+    /// 50 µs between polls.
     pub fn spawn(&self, cpu: Option<usize>) -> Option<ModelThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let hw = self.clone();
-        let spin = if cpu.is_some() {
-            SPIN_IDLE
-        } else {
-            std::time::Duration::ZERO
-        };
+        let pinned = cpu.is_some();
         let handle = std::thread::Builder::new()
             .name("rawq-mlx5-model".into())
             .spawn(move || {
@@ -562,8 +559,12 @@ impl Hw {
                     busy = hw.process() > 0;
                     if busy {
                         idle = 0;
-                    } else if now.duration_since(last_work) < spin {
-                        std::hint::spin_loop();
+                    } else if pinned {
+                        if now.duration_since(last_work) < SPIN_IDLE {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
                     } else {
                         idle += 1;
                         if idle > 64 {
@@ -633,7 +634,7 @@ impl Hw {
 
 /// How long a pinned device thread keeps polling without giving its CPU away after its last
 /// work (see [`Hw::spawn`]).
-pub const SPIN_IDLE: std::time::Duration = std::time::Duration::from_micros(200);
+pub const SPIN_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Pins the calling thread to `cpu` (best effort: an impossible CPU leaves it unpinned).
 fn pin_to(cpu: usize) {

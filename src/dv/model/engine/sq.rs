@@ -373,7 +373,6 @@ impl HwState {
         pieces.clear();
         frames.clear();
         let mut mrs = MrCache::default();
-        let mut mr_ok = |lkey: u32, addr: u64, len: u32| mrs.ok(self, lkey, addr, len);
         let Some(s) = self.sqs.get(sqn) else {
             return Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), 1));
         };
@@ -458,7 +457,7 @@ impl HwState {
                     }
                     let l = d.byte_count();
                     if l > 0 {
-                        if !mr_ok(d.lkey(), d.addr(), l) {
+                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
                         if len + l as usize > max {
@@ -529,7 +528,7 @@ impl HwState {
                         at += 16 * inline::ds_for(len);
                     } else {
                         let l = d.byte_count();
-                        if !mr_ok(d.lkey(), d.addr(), l) {
+                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
                         if l < 14 || l as usize > max {
