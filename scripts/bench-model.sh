@@ -9,9 +9,16 @@
 #     run to 0.5 s before its end,
 #   - the ring-full fraction: tx_burst calls that took fewer packets than offered
 #     (tx_ring_full_bursts / tx_bursts from --json; "n/a" for a pktgen without these counters),
-#   - each thread's CPU time per frame (ns; the sender's includes its spinning on a full ring).
-# The driver is the limit when the model's busy share is below the sender's and the ring-full
-# fraction is low; a ring that is nearly always full says the device model is.
+#   - each thread's CPU time per frame (ns; the sender's includes its spinning on a full ring),
+#   - what the model's thread did with its CPU time (its own counters, in --json): the share of
+#     its polls that found nothing to do (idle%), and its work share: time in polls that found
+#     work over the active window (work%; its busy share above counts its idle polling too, as
+#     it polls whether or not there is work), with the work time per frame (wrk-ns).
+# The driver is the limit when the model finds a real share of its polls idle (it waits for
+# the sender) and the ring is rarely full; a ring that is nearly always full and no idle polls
+# say the device model is. `limit` sums it up: driver (idle >= 10% and ring full < 10%), model
+# (idle < 1% and ring full >= 50%), else mixed. On a loaded machine a descheduled model thread
+# fills the ring too: read the load average printed first.
 #
 # Usage: scripts/bench-model.sh [--bin PATH] [--seconds N] [--rounds N] [-- extra pktgen args]
 #   --bin: a pktgen binary to measure instead of building one (e.g. an older build to compare).
@@ -57,8 +64,8 @@ threads() {
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $BIN"
-printf '%-6s %8s %10s %10s %10s %6s %6s\n' round Mpps sender% model% ring-full% \
-  "snd-ns" "mdl-ns"
+printf '%-6s %8s %8s %8s %8s %8s %10s %6s %6s %6s %7s\n' round Mpps sender% model% \
+  work% idle% ring-full% snd-ns mdl-ns wrk-ns limit
 for r in $(seq 1 "$ROUNDS"); do
   "$BIN" -b model -s 60 -t "$SECS" --cores 0 --json --quiet "$@" >"$OUT/json" 2>"$OUT/err" &
   PID=$!
@@ -85,7 +92,26 @@ pps = j["pps"]
 # CPU time per frame of each thread over the sampled window (busy share / rate).
 ns = lambda t: f"{1e9 * t / wall / pps:6.1f}" if pps else "   n/a"
 sender, model = (s1 - s0) / wall, (m1 - m0) / wall
-print(f"{sys.argv[9]:<6} {pps / 1e6:8.3f} {100 * sender:9.1f}% {100 * model:9.1f}% {full} "
-      f"{ns(s1 - s0)} {ns(m1 - m0)}")
+# The model thread's own counters (whole run; its work happens in the active window). Older
+# pktgen builds have none: "n/a".
+polls, idle, work = (j.get(k) for k in ("model_polls", "model_idle_polls", "model_work_ns"))
+pct = lambda x: f"{100 * x:7.1f}%"
+if polls:
+    idle_f, work_f = idle / polls, work / 1e9 / j["duration_s"] if j["duration_s"] else 0
+    idle_s, work_s = pct(idle_f), pct(work_f)
+    wns = f"{work / j['packets']:6.1f}" if j["packets"] else "   n/a"
+else:
+    idle_f, idle_s, work_s, wns = None, f"{'n/a':>8}", f"{'n/a':>8}", "   n/a"
+full_f = j["tx_ring_full_bursts"] / j["tx_bursts"] if j.get("tx_bursts") else None
+if idle_f is None or full_f is None:
+    limit = "n/a"
+elif idle_f >= 0.10 and full_f < 0.10:
+    limit = "driver"
+elif idle_f < 0.01 and full_f >= 0.50:
+    limit = "model"
+else:
+    limit = "mixed"
+print(f"{sys.argv[9]:<6} {pps / 1e6:8.3f} {pct(sender)} {pct(model)} {work_s} {idle_s} {full} "
+      f"{ns(s1 - s0)} {ns(m1 - m0)} {wns} {limit:>7}")
 EOF
 done

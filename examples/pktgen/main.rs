@@ -61,6 +61,12 @@ struct Summary {
     /// Times a send loop found the pool without a burst's worth of free buffers (the pool is
     /// too small for what the rings hold).
     tx_pool_empty: u64,
+    /// The software device's thread (-b model; 0 otherwise): its polls, those that found
+    /// nothing to do, and the time it spent in polls that found work (ns). Idle polls and
+    /// little work time say the device kept up with the sender.
+    model_polls: u64,
+    model_idle_polls: u64,
+    model_work_ns: u64,
 }
 
 /// What a queue thread hands back.
@@ -628,6 +634,17 @@ fn device_drops(_: &Port) -> Option<(u64, String)> {
     None
 }
 
+/// The software device thread's polls, idle polls and work time (ns); zeros on other backends.
+#[cfg(feature = "mlx5")]
+fn model_polls(port: &Port) -> (u64, u64, u64) {
+    port.model_counters()
+        .map_or((0, 0, 0), |c| (c.polls, c.idle_polls, c.work_ns))
+}
+#[cfg(not(feature = "mlx5"))]
+fn model_polls(_: &Port) -> (u64, u64, u64) {
+    (0, 0, 0)
+}
+
 fn report(
     a: &Args,
     port: &Port,
@@ -640,6 +657,7 @@ fn report(
     let seq = &o.seq;
     let s = port.stats();
     let device = device_drops(port);
+    let (model_polls, model_idle_polls, model_work_ns) = model_polls(port);
     // The active window; a run that moved one packet or none has no rate to speak of.
     let secs = match (o.first, o.last) {
         (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
@@ -692,6 +710,9 @@ fn report(
         tx_bursts: o.tx_bursts,
         tx_ring_full_bursts: o.tx_ring_full_bursts,
         tx_pool_empty: o.tx_pool_empty,
+        model_polls,
+        model_idle_polls,
+        model_work_ns,
     };
     // Losses outside the queues' counters go to stderr in any case (JSON has them as fields).
     if let Some((n, text)) = device.filter(|d| d.0 > 0) {

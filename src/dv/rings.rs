@@ -4,6 +4,9 @@
 
 use std::ptr::NonNull;
 
+// Plain configuration types, defined with the port configuration (which names them).
+pub use crate::config::{MiniCqeFormat, Striding};
+
 /// A send queue ring (`struct mlx5dv_qp`'s `sq` part, plus doorbell pointers).
 #[derive(Debug, Clone, Copy)]
 pub struct SqRing {
@@ -36,17 +39,6 @@ pub struct CqRing {
     pub cqn: u32,
 }
 
-/// Striding (multi-packet) RQ geometry, as passed to `mlx5dv_create_wq`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Striding {
-    /// log2 of the number of strides per WQE.
-    pub log_num_strides: u8,
-    /// log2 of the stride size in bytes.
-    pub log_stride_size: u8,
-    /// The device writes 2 bytes of zero padding before each packet.
-    pub two_byte_shift: bool,
-}
-
 /// A receive queue ring (`struct mlx5dv_rwq`, or the `rq` part of `struct mlx5dv_qp`).
 #[derive(Debug, Clone, Copy)]
 pub struct RqRing {
@@ -60,15 +52,6 @@ pub struct RqRing {
     pub dbrec: NonNull<u32>,
     /// `Some` for a striding RQ.
     pub striding: Option<Striding>,
-}
-
-/// Mini-CQE format of a compressed CQ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MiniCqeFormat {
-    /// RSS hash + byte count (cyclic RQs).
-    Hash,
-    /// Checksum + stride index + byte count (striding RQs).
-    CsumStrideIdx,
 }
 
 /// What the device allows, from `mlx5dv_query_device` (or the model's configuration).

@@ -32,7 +32,7 @@
 //! * `IBV_WQ_FLAGS_CVLAN_STRIPPING`: [`Hw::set_rq_vlan_strip`].
 //! * Nothing happens unless [`Hw::process`] runs (or a thread from [`Hw::spawn`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::dv::rings::{MiniCqeFormat, Striding};
@@ -43,6 +43,7 @@ use crate::error::Result;
 use super::engine::HwState;
 pub use super::engine::HwTuning;
 use super::{ModelCounters, ModelThread, ModelWire};
+pub use crate::config::NetdevPath;
 
 /// Device-wide options (one emulated port).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,17 +65,6 @@ pub struct HwOptions {
     pub netdev: Option<NetdevPath>,
     /// Free-running device clock in kHz (CQE timestamps, the clock page). 0: no timestamps.
     pub clock_khz: u64,
-}
-
-/// Where a port's kernel netdev is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NetdevPath {
-    /// A TAP interface (created beforehand, e.g. `ip tuntap add NAME mode tap`), attached with
-    /// `TUNSETIFF` (`IFF_TAP | IFF_NO_PI`).
-    Tap {
-        /// Interface name.
-        ifname: String,
-    },
 }
 
 /// A completion queue over memory the caller owns.
@@ -263,6 +253,8 @@ struct HwShared {
     /// Events handed from the state to the sink (swapped with the state's, no allocation).
     spare: Mutex<Vec<HwEvent>>,
     sink: Mutex<Option<Sink>>,
+    /// [`ModelCounters::work_ns`], added to by the device's thread outside the state's lock.
+    work_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for Hw {
@@ -297,6 +289,7 @@ impl Hw {
                 st: Mutex::new(st),
                 spare: Mutex::new(Vec::with_capacity(256)),
                 sink: Mutex::new(None),
+                work_ns: AtomicU64::new(0),
             }),
         })
     }
@@ -510,6 +503,8 @@ impl Hw {
         {
             let mut st = self.lock();
             n = st.process(check_uar);
+            st.counters.polls += 1;
+            st.counters.idle_polls += (n == 0) as u64;
             if st.events.is_empty() {
                 return n;
             }
@@ -528,10 +523,19 @@ impl Hw {
 
     /// Runs the device in a thread of its own (pinned to `cpu` with `sched_setaffinity` if
     /// given) until the handle is dropped. `None` if the thread could not be started.
+    ///
+    /// Between rounds that find nothing to do, the thread waits as a polling driver would.
+    /// Pinned (a CPU of its own), it keeps polling for [`SPIN_IDLE`] after its last work, as
+    /// hardware never leaves the ring, then sleeps 50 µs between polls; it never yields, as a
+    /// yield hands the CPU to any other runnable task for the rest of its time slice
+    /// (milliseconds, in which the driver fills the ring and waits). Not pinned (it shares
+    /// CPUs with the driver), it yields between polls at once, and after 64 such polls sleeps
+    /// 50 µs between polls.
     pub fn spawn(&self, cpu: Option<usize>) -> Option<ModelThread> {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
         let hw = self.clone();
+        let pinned = cpu.is_some();
         let handle = std::thread::Builder::new()
             .name("rawq-mlx5-model".into())
             .spawn(move || {
@@ -539,16 +543,35 @@ impl Hw {
                     pin_to(c);
                 }
                 let mut idle = 0u32;
+                // One clock read per round: the time from one read to the next is the round
+                // just run, plus its wait when it was idle (and then not counted).
+                let mut t = std::time::Instant::now();
+                let mut last_work = t;
+                let mut busy = false;
                 while !s2.load(Ordering::Relaxed) {
-                    if hw.process() == 0 {
+                    let now = std::time::Instant::now();
+                    if busy {
+                        let ns = now.duration_since(t).as_nanos() as u64;
+                        hw.inner.work_ns.fetch_add(ns, Ordering::Relaxed);
+                        last_work = now;
+                    }
+                    t = now;
+                    busy = hw.process() > 0;
+                    if busy {
+                        idle = 0;
+                    } else if pinned {
+                        if now.duration_since(last_work) < SPIN_IDLE {
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
+                    } else {
                         idle += 1;
                         if idle > 64 {
                             std::thread::sleep(std::time::Duration::from_micros(50));
                         } else {
                             std::thread::yield_now();
                         }
-                    } else {
-                        idle = 0;
                     }
                 }
             })
@@ -561,7 +584,9 @@ impl Hw {
 
     /// The device's counters.
     pub fn counters(&self) -> ModelCounters {
-        self.lock().counters
+        let mut c = self.lock().counters;
+        c.work_ns = self.inner.work_ns.load(Ordering::Relaxed);
+        c
     }
 
     /// The counters of one SQ (since its last reset).
@@ -606,6 +631,10 @@ impl Hw {
         inbox.push(frame);
     }
 }
+
+/// How long a pinned device thread keeps polling without giving its CPU away after its last
+/// work (see [`Hw::spawn`]).
+pub const SPIN_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Pins the calling thread to `cpu` (best effort: an impossible CPU leaves it unpinned).
 fn pin_to(cpu: usize) {

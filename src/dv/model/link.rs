@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -13,6 +14,9 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct Inbox {
     q: Mutex<InboxQ>,
+    /// Frames waiting, as last set under the lock: the receiver's empty check and the sender's
+    /// room check read it without taking the lock.
+    len: AtomicUsize,
     pub(crate) cap: usize,
     frame_cap: usize,
 }
@@ -30,6 +34,7 @@ impl Inbox {
                 full: VecDeque::with_capacity(cap),
                 free: Vec::with_capacity(cap + 8),
             }),
+            len: AtomicUsize::new(0),
             cap,
             frame_cap,
         })
@@ -41,23 +46,24 @@ impl Inbox {
 
     /// Copies `frame` in; false if the inbox is full.
     pub(crate) fn push(&self, frame: &[u8]) -> bool {
-        let mut q = self.lock();
-        if q.full.len() >= self.cap {
-            return false;
-        }
-        let mut b = q
-            .free
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.frame_cap));
-        b.clear();
-        b.extend_from_slice(frame);
-        q.full.push_back(b);
-        true
+        self.lock()
+            .push_with(self, frame.len(), |b| b.copy_from_slice(frame))
     }
 
     /// Takes the oldest frame (give the buffer back with [`Inbox::recycle`]).
     pub(crate) fn pop(&self) -> Option<Vec<u8>> {
-        self.lock().full.pop_front()
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = self.lock();
+        let f = q.full.pop_front();
+        self.len.store(q.full.len(), Ordering::Release);
+        f
+    }
+
+    /// Nothing waiting (a frame being pushed meanwhile is seen at the next look).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Acquire) == 0
     }
 
     /// Returns a buffer to the free list.
@@ -70,9 +76,34 @@ impl Inbox {
 
     /// Free room.
     pub(crate) fn room(&self) -> usize {
-        self.cap.saturating_sub(self.lock().full.len())
+        self.cap.saturating_sub(self.len.load(Ordering::Acquire))
     }
 }
+impl InboxQ {
+    /// Appends a frame of `len` bytes that `fill` writes (under the lock the caller holds, so
+    /// that a sender hands over a WQE's frames in one trip); false if `inbox` is full.
+    pub(crate) fn push_with(
+        &mut self,
+        inbox: &Inbox,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        if self.full.len() >= inbox.cap {
+            return false;
+        }
+        let mut b = self
+            .free
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(inbox.frame_cap.max(len)));
+        b.clear();
+        b.resize(len, 0);
+        fill(&mut b);
+        self.full.push_back(b);
+        inbox.len.store(self.full.len(), Ordering::Release);
+        true
+    }
+}
+
 /// A bound, non-blocking `AF_PACKET` / `SOCK_RAW` socket on one interface.
 #[derive(Debug)]
 pub(crate) struct AfPacket {

@@ -230,6 +230,30 @@ mod tests {
         assert_eq!(toeplitz(&RSS_KEY, &i), 0x51cc_c178);
     }
 
+    /// The TIRs hash through `flow::toeplitz::ToeplitzTable` (a lookup per byte): the same
+    /// values as this bitwise hash, for every input length the TIR feeds it and other keys.
+    #[test]
+    fn the_tirs_table_hash_equals_the_bitwise_one() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        let mut keys = vec![RSS_KEY];
+        keys.push(std::array::from_fn(|_| next()));
+        for key in keys {
+            let t = crate::flow::toeplitz::ToeplitzTable::new(&key);
+            for len in [4, 8, 12, 16, 32, 36] {
+                for _ in 0..200 {
+                    let input: Vec<u8> = (0..len).map(|_| next()).collect();
+                    assert_eq!(t.hash(&input), toeplitz(&key, &input), "{input:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn filled_checksums_verify() {
         let mut f = vec![0u8; 14 + 20 + 8 + 10];

@@ -1,6 +1,7 @@
 //! The model's strictness, with WQEs written by hand (not by the data path).
 
 use super::*;
+use crate::dv::rings::Striding;
 use crate::dv::wire::{cqe, ctrl, Cqe, CtrlSeg, DataSeg, EthSeg};
 use crate::mempool::{HugePages, MempoolConfig};
 
@@ -284,4 +285,48 @@ fn garbage_cqes_do_not_panic_or_leak() {
         // Whatever the garbage said, every buffer is home exactly once.
         assert_eq!(r.pool.available(), r.pool.capacity());
     }
+}
+
+/// One poll per round; a round that found nothing is idle; work time comes only from the
+/// device's own thread.
+#[test]
+fn polls_that_find_work_are_told_from_idle_ones() {
+    let mut r = raw(ModelOptions::default());
+    let c = r.port.counters();
+    assert_eq!((c.polls, c.idle_polls), (0, 0));
+    assert_eq!(r.port.process(), 0);
+    assert_eq!(r.port.process(), 0);
+    let c = r.port.counters();
+    assert_eq!((c.polls, c.idle_polls), (2, 2));
+    r.post(100, 0, |_| {});
+    assert!(r.port.process() > 0);
+    let c = r.port.counters();
+    assert_eq!((c.polls, c.idle_polls, c.work_ns), (3, 2, 0));
+    assert_eq!(r.cqe(), Some((cqe::OP_REQ, 0, 0)));
+}
+
+/// The device's thread: idle polls while nothing is posted (and no work time), then work time
+/// and a poll that found work once a WQE is posted.
+#[test]
+fn the_device_thread_counts_work_time_and_idle_polls() {
+    let mut r = raw(ModelOptions::default());
+    let port = r.port.clone();
+    let t = port.spawn();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let wait = |what: &str, ok: &dyn Fn(&ModelCounters) -> bool| loop {
+        let c = port.counters();
+        if ok(&c) {
+            return c;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {c:?}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let c = wait("idle polls", &|c| c.idle_polls >= 100);
+    assert_eq!(c.polls, c.idle_polls, "nothing was posted: {c:?}");
+    assert_eq!(c.work_ns, 0, "nothing was posted: {c:?}");
+    r.post(100, 0, |_| {});
+    let c = wait("work time", &|c| c.work_ns > 0 && c.tx_frames == 1);
+    assert_eq!(c.polls - c.idle_polls, 1, "one round found the WQE: {c:?}");
+    assert_eq!(r.cqe(), Some((cqe::OP_REQ, 0, 0)));
+    drop(t);
 }

@@ -70,6 +70,17 @@ pub struct ModelCounters {
     pub cq_overruns: u64,
     /// Frames the kernel netdev sent (read from the TAP and put on the wire).
     pub netdev_tx: u64,
+    /// Rounds of device work ([`Hw::process`](super::hw::Hw::process) calls, the device's
+    /// thread's polls). Device-wide only (0 in a queue's counters).
+    pub polls: u64,
+    /// Rounds that found nothing to do: the device was waiting for the driver. A device thread
+    /// that keeps up with its driver finds a real share of its polls idle; one that is the
+    /// bottleneck finds work at every poll.
+    pub idle_polls: u64,
+    /// Time the device's own thread ([`Hw::spawn`](super::hw::Hw::spawn)) spent in rounds that
+    /// found work, in nanoseconds (its busy time, leaving out the idle polls and the waiting
+    /// between them); 0 when rounds are run by [`Hw::process`](super::hw::Hw::process) calls.
+    pub work_ns: u64,
 }
 
 /// Device properties beyond [`HwOptions`] (what a ConnectX-5 has unless told otherwise).
@@ -172,11 +183,36 @@ pub(crate) struct Mr {
     len: u64,
 }
 
-/// The send-side scratch: the frames of one WQE, back to back, and their spans.
+/// A piece of a frame being sent: bytes inline in the WQE (offset into the WQE copy) or in
+/// registered memory.
+#[derive(Clone, Copy)]
+pub(crate) enum Piece {
+    Wqe { at: usize, len: usize },
+    Mem { addr: u64, len: u32 },
+}
+
+/// A frame of the WQE being sent: `pieces` pieces from `first`, `len` bytes, the checksums to
+/// fill (`cs_flags` L3/L4 bits).
+pub(crate) struct TxFrame {
+    first: u32,
+    pieces: u32,
+    len: u32,
+    cs: u8,
+}
+
+/// The send-side scratch: the WQE being parsed (copied out of the ring), its frames as pieces,
+/// and a frame's bytes for a wire that needs them in one buffer. Sized once (a WQE has at most
+/// 63 DS, so at most 63 pieces and frames): no allocation per frame. `Default` allocates
+/// nothing (a placeholder while the real one is taken out).
 #[derive(Default)]
 pub(crate) struct TxScratch {
+    wqe: Vec<u8>,
+    /// Frames and bytes of the WQE (counted whether or not its pieces are recorded).
+    nframes: u32,
+    nbytes: u64,
+    pieces: Vec<Piece>,
+    frames: Vec<TxFrame>,
     bytes: Vec<u8>,
-    spans: Vec<(usize, usize)>,
 }
 
 pub(crate) struct HwState {
@@ -248,9 +284,14 @@ impl HwState {
             Some(super::hw::NetdevPath::Tap { ifname }) => Some(Tap::open(ifname)?),
             None => None,
         };
-        let mut tx = TxScratch::default();
-        tx.bytes.reserve(64 * 1024);
-        tx.spans.reserve(64);
+        let tx = TxScratch {
+            wqe: vec![0; 64 * 16],
+            nframes: 0,
+            nbytes: 0,
+            pieces: Vec::with_capacity(64),
+            frames: Vec::with_capacity(64),
+            bytes: Vec::with_capacity(frame_cap(opts.max_frame)),
+        };
         Ok(HwState {
             opts,
             tune,
@@ -310,12 +351,13 @@ impl HwState {
     /// (a bad key or range gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
     /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps it to IBV_WC_LOC_PROT_ERR).
     pub(crate) fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
-        self.mrs.get(lkey).is_some_and(|m| {
-            addr >= m.start
-                && addr
-                    .checked_add(len as u64)
-                    .is_some_and(|e| e <= m.start + m.len)
-        })
+        self.mr_range(lkey).is_some_and(|r| in_range(r, addr, len))
+    }
+
+    /// The region registered under `lkey`: (start, end).
+    pub(crate) fn mr_range(&self, lkey: u32) -> Option<(u64, u64)> {
+        // `reg_mr` refused ranges that wrap: `start + len` does not overflow.
+        self.mrs.get(lkey).map(|m| (m.start, m.start + m.len))
     }
 
     // ---- object creation (validated) ----
@@ -506,8 +548,10 @@ impl HwState {
         self.step += 1;
         let mut work = 0;
         for sqn in self.sqs.slots() {
-            if self.sqs.get(sqn).is_some() {
-                work += self.release_delayed(sqn);
+            if let Some(s) = self.sqs.get(sqn) {
+                if !s.delayed_is_empty() {
+                    work += self.release_delayed(sqn);
+                }
                 work += self.process_sq(sqn, check_uar);
             }
         }
@@ -518,8 +562,10 @@ impl HwState {
             work += self.flush_rq(rqn);
         }
         for cqn in self.cqs.slots() {
-            if self.cqs.get(cqn).is_some() {
-                work += self.flush_cq(cqn);
+            if let Some(c) = self.cqs.get(cqn) {
+                if !c.pending.is_empty() {
+                    work += self.flush_cq(cqn);
+                }
                 self.check_arm(cqn);
             }
         }
@@ -531,6 +577,11 @@ impl HwState {
             Link::Peer(ib) => ib.room(),
             _ => usize::MAX,
         }
+    }
+
+    /// Whether the wire's frames are read at all: a sink discards them unseen.
+    fn wire_reads(&self) -> bool {
+        !matches!(self.link, Link::Sink)
     }
 
     /// Puts one frame on the wire; false if the wire refused it (counted).
@@ -585,6 +636,12 @@ impl HwState {
             t.send(f);
         }
     }
+}
+
+/// `addr..addr+len` inside the region `(start, end)` (the check of [`HwState::mr_ok`]).
+#[inline(always)]
+fn in_range((start, end): (u64, u64), addr: u64, len: u32) -> bool {
+    addr >= start && addr.checked_add(len as u64).is_some_and(|e| e <= end)
 }
 
 /// Bumps a counter on the device and on one queue.

@@ -210,21 +210,23 @@ impl HwState {
             return Deliver::Done;
         }
         // VLAN strip (`IBV_WQ_FLAGS_CVLAN_STRIPPING`; the TCI goes to the CQE's `vlan_info`
-        // with the CV bit, mlx5dv.h `MLX5_CQE_VLAN_STRIPPED` / rdma-core cq.c).
-        let mut f = std::mem::take(&mut self.rxf);
-        f.clear();
+        // with the CV bit, mlx5dv.h `MLX5_CQE_VLAN_STRIPPED` / rdma-core cq.c). Only a
+        // stripped frame is copied (into the port's scratch, taken out meanwhile).
+        let mut stripped = std::mem::take(&mut self.rxf);
         let mut vlan = None;
         let strip = self.rqs.get(rqn).is_some_and(|r| r.vlan_strip);
-        if strip && frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
+        let f: &[u8] = if strip && frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
             vlan = Some(u16::from_be_bytes([frame[14], frame[15]]));
-            f.extend_from_slice(&frame[..12]);
-            f.extend_from_slice(&frame[16..]);
+            stripped.clear();
+            stripped.extend_from_slice(&frame[..12]);
+            stripped.extend_from_slice(&frame[16..]);
+            &stripped
         } else {
-            f.extend_from_slice(frame);
-        }
+            frame
+        };
         let mut base = [0u8; 64];
         {
-            let info = net::analyze(&f);
+            let info = net::analyze(f);
             let mut c = Cqe::new_unchecked(&mut base[..]);
             c.set_rx_hash(hash);
             c.set_rx_hash_type(hash_type);
@@ -243,11 +245,11 @@ impl HwState {
             c.set_op_own(cqe::OP_RESP_SEND << 4);
         }
         let r = match striding {
-            None => self.fill_cyclic(rqn, &f, base),
-            Some(s) => self.fill_striding(rqn, &f, base, s),
+            None => self.fill_cyclic(rqn, f, base),
+            Some(s) => self.fill_striding(rqn, f, base, s),
         };
         let len = f.len() as u64;
-        self.rxf = f;
+        self.rxf = stripped;
         match r {
             Some(true) => {
                 if let Some(r) = self.rqs.get_mut(rqn) {

@@ -68,6 +68,10 @@ impl Sq {
         self.delay = steps;
     }
 
+    pub(super) fn delayed_is_empty(&self) -> bool {
+        self.delayed.is_empty()
+    }
+
     fn bb(&self, i: u32) -> usize {
         self.d.buf + ((i & (self.d.wqe_cnt - 1)) as usize) * 64
     }
@@ -106,9 +110,29 @@ impl HwState {
     }
 
     pub(super) fn process_sq(&mut self, sqn: u32, check_uar: bool) -> usize {
+        // Nothing posted (the common poll while the device keeps up): done before touching
+        // the scratch. (Nothing done leaves nothing for the UAR check either.)
+        match self.sqs.get(sqn) {
+            None => return 0,
+            Some(s) if s.state == QueueState::Reset => return 0,
+            Some(s) if load_be32(s.d.dbrec) as u16 == s.ci => return 0,
+            Some(_) => {}
+        }
+        // The scratch comes out once per call (the placeholder left behind allocates nothing)
+        // and goes back on every exit.
+        let mut tx = std::mem::take(&mut self.tx);
+        let work = self.process_sq_with(sqn, check_uar, &mut tx);
+        self.tx = tx;
+        work
+    }
+
+    fn process_sq_with(&mut self, sqn: u32, check_uar: bool, tx: &mut TxScratch) -> usize {
         let mut work = 0;
         let mut last_start = None;
-        let mut db;
+        // The doorbell record last read: read again only once every WQE up to it is done, so
+        // that the line the driver writes is not pulled over for each WQE.
+        let mut db: Option<u16> = None;
+        let mut last_db;
         loop {
             let Some(s) = self.sqs.get(sqn) else {
                 return work;
@@ -116,14 +140,22 @@ impl HwState {
             if s.state == QueueState::Reset {
                 return work;
             }
+            let ci = s.ci;
             // The SQ doorbell record holds the producer counter (rdma-core qp.c
             // `post_send_db`: `qp->db[MLX5_SND_DBR] = htobe32(qp->sq.cur_post & 0xffff)`).
-            db = load_be32(s.d.dbrec) as u16;
-            let avail = db.wrapping_sub(s.ci) as u32;
+            let pi = match db {
+                Some(d) if d != ci => d,
+                Some(_) | None => {
+                    let d = load_be32(s.d.dbrec) as u16;
+                    db = Some(d);
+                    d
+                }
+            };
+            last_db = pi;
+            let avail = pi.wrapping_sub(ci) as u32;
             if avail == 0 || avail > s.d.wqe_cnt {
                 break;
             }
-            let ci = s.ci;
             let mut c = [0u8; 16];
             read_at(s.bb(ci as u32), &mut c);
             let cs = CtrlSeg::new_unchecked(&c);
@@ -149,10 +181,8 @@ impl HwState {
                 work += 1;
                 continue;
             }
-            let mut tx = std::mem::take(&mut self.tx);
-            let res = self.parse_wqe(sqn, ci, avail, &mut tx);
+            let res = self.parse_wqe(sqn, ci, avail, tx);
             let Some(s) = self.sqs.get_mut(sqn) else {
-                self.tx = tx;
                 return work;
             };
             let fault = match s.faults.front() {
@@ -164,23 +194,18 @@ impl HwState {
             };
             match (res, fault) {
                 (Ok(p), None) => {
-                    if self.opts.flow_control && tx.spans.len() > self.wire_room() {
+                    if self.opts.flow_control && tx.nframes as usize > self.wire_room() {
                         // Lossless link: the port is paused, the WQE waits for room.
-                        self.tx = tx;
                         break;
                     }
                     let Some(s) = self.sqs.get_mut(sqn) else {
-                        self.tx = tx;
                         return work;
                     };
                     s.ci = ci.wrapping_add(p.bbs as u16);
                     s.seq += 1;
                     count!(self.counters, s.ctr, tx_wqes, 1);
                     last_start = Some(ci);
-                    for k in 0..tx.spans.len() {
-                        let (a, l) = tx.spans[k];
-                        self.transmit(sqn, &tx.bytes[a..a + l]);
-                    }
+                    self.transmit(sqn, tx);
                     // CQ update requested (fm_ce_se CE bits: rdma-core qp.c sets
                     // MLX5_WQE_CTRL_CQ_UPDATE for signaled WRs).
                     let want = p.ce == ctrl::CE_ALWAYS || p.ce == ctrl::CE_CQE_AND_EQE;
@@ -197,7 +222,6 @@ impl HwState {
                         (Ok(p), None) => (0, p.bbs),
                     };
                     let Some(s) = self.sqs.get_mut(sqn) else {
-                        self.tx = tx;
                         return work;
                     };
                     s.ci = ci.wrapping_add(bbs as u16);
@@ -210,11 +234,10 @@ impl HwState {
                     last_start = None;
                 }
             }
-            self.tx = tx;
             work += 1;
         }
         if check_uar {
-            self.check_uar(sqn, last_start, db);
+            self.check_uar(sqn, last_start, last_db);
         }
         work
     }
@@ -243,12 +266,48 @@ impl HwState {
         }
     }
 
-    fn transmit(&mut self, sqn: u32, f: &[u8]) {
+    /// Puts the frames of the WQE just parsed on the wire. Their bytes are read from the
+    /// registered memory (and their checksums filled) only when something downstream can see
+    /// them: a sink wire discards them unread, which nothing can tell apart from reading them
+    /// (the WQE was checked in full all the same: keys, addresses and lengths, in
+    /// `parse_wqe`; frames and bytes are counted). A peer's inbox takes the WQE's frames under
+    /// one lock.
+    fn transmit(&mut self, sqn: u32, tx: &mut TxScratch) {
+        let (frames, bytes) = (tx.nframes as u64, tx.nbytes);
         if let Some(s) = self.sqs.get_mut(sqn) {
-            count!(self.counters, s.ctr, tx_frames, 1);
-            count!(self.counters, s.ctr, tx_bytes, f.len() as u64);
+            count!(self.counters, s.ctr, tx_frames, frames);
+            count!(self.counters, s.ctr, tx_bytes, bytes);
         }
-        self.wire_send(f);
+        let TxScratch {
+            wqe,
+            pieces,
+            frames,
+            bytes,
+            ..
+        } = tx;
+        let mut drops = 0;
+        match &self.link {
+            Link::Sink => {}
+            Link::Peer(ib) => {
+                let mut q = ib.lock();
+                for f in frames.iter() {
+                    if !q.push_with(ib, f.len as usize, |out| write_frame(wqe, pieces, f, out)) {
+                        drops += 1;
+                    }
+                }
+            }
+            Link::Bridge(sock) => {
+                for f in frames.iter() {
+                    bytes.clear();
+                    bytes.resize(f.len as usize, 0);
+                    write_frame(wqe, pieces, f, bytes);
+                    if !sock.send(bytes) {
+                        drops += 1;
+                    }
+                }
+            }
+        }
+        self.counters.wire_drops += drops;
     }
 
     /// Writes (or holds back) a send CQE: `wqe_counter` = the WQE's index, `sop_drop_qpn` =
@@ -287,24 +346,37 @@ impl HwState {
         self.post_cqe(cqn, &mut b)
     }
 
-    /// Reads and checks the WQE at `ci` into `tx`; on failure gives the syndrome and its size
-    /// in WQEBBs. Syndromes as the hardware reports them (PRM; rdma-core cq.c
+    /// Reads and checks the WQE at `ci` into `tx`: its frames and bytes, and, if the wire reads
+    /// them, the frames as pieces (inline bytes of the WQE, or address + length in registered
+    /// memory); on failure gives the syndrome and its size in WQEBBs. Syndromes as the hardware reports them (PRM; rdma-core cq.c
     /// `mlx5_handle_error_cqe`): LOCAL_QP_OP_ERR for a malformed WQE (opcode, DS, index, QPN,
     /// missing minimum inline header), LOCAL_PROT_ERR for a bad lkey or address,
     /// LOCAL_LENGTH_ERR for a bad frame length.
     fn parse_wqe(
-        &mut self,
+        &self,
         sqn: u32,
         ci: u16,
         avail: u32,
         tx: &mut TxScratch,
     ) -> std::result::Result<Parsed, (Fail, u32)> {
-        tx.bytes.clear();
-        tx.spans.clear();
+        let record = self.wire_reads();
+        let TxScratch {
+            wqe,
+            nframes,
+            nbytes,
+            pieces,
+            frames,
+            ..
+        } = tx;
+        *nframes = 0;
+        *nbytes = 0;
+        pieces.clear();
+        frames.clear();
+        let mut mrs = MrCache::default();
         let Some(s) = self.sqs.get(sqn) else {
             return Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), 1));
         };
-        let mut w = [0u8; 64 * 16];
+        let w = &mut wqe[..];
         read_at(s.bb(ci as u32), &mut w[..64]);
         let mut cb = [0u8; 16];
         cb.copy_from_slice(&w[..16]);
@@ -339,6 +411,7 @@ impl HwState {
             return qp_op(bbs);
         }
         let max = self.opts.max_frame as usize;
+        let csum = eth::CS_L3 | eth::CS_L4;
         match opcode {
             ctrl::OPCODE_NOP => ok,
             ctrl::OPCODE_SEND => {
@@ -355,49 +428,72 @@ impl HwState {
                     return qp_op(bbs);
                 }
                 let cs = e.cs_flags();
-                tx.bytes.extend_from_slice(e.inline_hdr());
+                // The inline header lies inside the segment (`at` covers it).
+                let mut len = inl;
+                if inl > 0 && record {
+                    pieces.push(Piece::Wqe {
+                        at: 16 + eth::field::INLINE_HDR.start,
+                        len: inl,
+                    });
+                }
                 while at < w.len() {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
                     if d.byte_count() & inline::INLINE_BIT != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
-                        if tx.bytes.len() + seg.data().len() > max {
+                        if len + seg.len() > max {
                             return length(bbs);
                         }
-                        tx.bytes.extend_from_slice(seg.data());
+                        if record {
+                            pieces.push(Piece::Wqe {
+                                at: at + inline::field::DATA,
+                                len: seg.len(),
+                            });
+                        }
+                        len += seg.len();
                         at += 16 * inline::ds_for(seg.len());
                         continue;
                     }
-                    let len = d.byte_count();
-                    if len > 0 {
-                        if !self.mr_ok(d.lkey(), d.addr(), len) {
+                    let l = d.byte_count();
+                    if l > 0 {
+                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
-                        if tx.bytes.len() + len as usize > max {
+                        if len + l as usize > max {
                             return length(bbs);
                         }
-                        let at0 = tx.bytes.len();
-                        tx.bytes.resize(at0 + len as usize, 0);
-                        read_at(d.addr() as usize, &mut tx.bytes[at0..]);
+                        if record {
+                            pieces.push(Piece::Mem {
+                                addr: d.addr(),
+                                len: l,
+                            });
+                        }
+                        len += l as usize;
                     }
                     at += data::SIZE;
                 }
                 // The device demands `eth_min_inline` header bytes inline (mlx5-abi.h
                 // `eth_min_inline`; libmlx5 copies them, qp.c `copy_eth_inline_headers`).
-                if inl < (self.opts.min_inline as usize).min(tx.bytes.len()) {
+                if inl < (self.opts.min_inline as usize).min(len) {
                     return qp_op(bbs);
                 }
-                if tx.bytes.len() < 14 || tx.bytes.len() > max {
+                if len < 14 || len > max {
                     return length(bbs);
                 }
-                if cs & (eth::CS_L3 | eth::CS_L4) != 0 {
-                    if !self.tune.tx_csum {
-                        return qp_op(bbs);
-                    }
-                    net::fill_checksums(&mut tx.bytes, cs & eth::CS_L3 != 0, cs & eth::CS_L4 != 0);
+                if cs & csum != 0 && !self.tune.tx_csum {
+                    return qp_op(bbs);
                 }
-                tx.spans.push((0, tx.bytes.len()));
+                *nframes = 1;
+                *nbytes = len as u64;
+                if record {
+                    frames.push(TxFrame {
+                        first: 0,
+                        pieces: pieces.len() as u32,
+                        len: len as u32,
+                        cs: cs & csum,
+                    });
+                }
                 ok
             }
             ctrl::OPCODE_ENHANCED_MPSW => {
@@ -418,37 +514,92 @@ impl HwState {
                 let mut at = 32;
                 while at < w.len() {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
-                    let at0 = tx.bytes.len();
+                    let len;
+                    let piece;
                     if d.byte_count() & inline::INLINE_BIT != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
-                        tx.bytes.extend_from_slice(seg.data());
-                        at += 16 * inline::ds_for(seg.len());
+                        len = seg.len();
+                        piece = Piece::Wqe {
+                            at: at + inline::field::DATA,
+                            len,
+                        };
+                        at += 16 * inline::ds_for(len);
                     } else {
-                        let len = d.byte_count();
-                        if !self.mr_ok(d.lkey(), d.addr(), len) {
+                        let l = d.byte_count();
+                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
                             return prot(bbs);
                         }
-                        if len < 14 || len as usize > max {
+                        if l < 14 || l as usize > max {
                             return length(bbs);
                         }
-                        tx.bytes.resize(at0 + len as usize, 0);
-                        read_at(d.addr() as usize, &mut tx.bytes[at0..]);
+                        len = l as usize;
+                        piece = Piece::Mem {
+                            addr: d.addr(),
+                            len: l,
+                        };
                         at += data::SIZE;
                     }
-                    if cs != 0 {
-                        net::fill_checksums(
-                            &mut tx.bytes[at0..],
-                            cs & eth::CS_L3 != 0,
-                            cs & eth::CS_L4 != 0,
-                        );
+                    *nframes += 1;
+                    *nbytes += len as u64;
+                    if record {
+                        pieces.push(piece);
+                        frames.push(TxFrame {
+                            first: pieces.len() as u32 - 1,
+                            pieces: 1,
+                            len: len as u32,
+                            cs: cs & csum,
+                        });
                     }
-                    tx.spans.push((at0, tx.bytes.len() - at0));
                 }
                 ok
             }
             _ => qp_op(bbs),
         }
+    }
+}
+
+/// The lkey check with the registration last found kept at hand (a WQE's segments nearly
+/// always name one region).
+#[derive(Default)]
+struct MrCache(Option<(u32, (u64, u64))>);
+
+impl MrCache {
+    #[inline(always)]
+    fn ok(&mut self, hw: &HwState, lkey: u32, addr: u64, len: u32) -> bool {
+        match self.0 {
+            Some((k, r)) if k == lkey => in_range(r, addr, len),
+            _ => match hw.mr_range(lkey) {
+                Some(r) => {
+                    self.0 = Some((lkey, r));
+                    in_range(r, addr, len)
+                }
+                None => false,
+            },
+        }
+    }
+}
+
+/// Writes frame `f` (its pieces, from the WQE copy `wqe` or registered memory) into `out`
+/// (`f.len` bytes), then fills the checksums its WQE asked for.
+fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
+    let mut o = 0;
+    let first = f.first as usize;
+    for p in &pieces[first..first + f.pieces as usize] {
+        match *p {
+            Piece::Wqe { at, len } => {
+                out[o..o + len].copy_from_slice(&wqe[at..at + len]);
+                o += len;
+            }
+            Piece::Mem { addr, len } => {
+                // `parse_wqe` checked `addr..addr+len` against the registration (mr_ok).
+                read_at(addr as usize, &mut out[o..o + len as usize]);
+                o += len as usize;
+            }
+        }
+    }
+    if f.cs != 0 {
+        net::fill_checksums(out, f.cs & eth::CS_L3 != 0, f.cs & eth::CS_L4 != 0);
     }
 }

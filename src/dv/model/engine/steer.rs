@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::dv::model::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
-use crate::dv::model::net;
 use crate::flow;
 
 /// `enum ibv_rx_hash_fields` (rdma-core libibverbs/verbs.h).
@@ -24,7 +23,8 @@ pub(crate) mod hash_fields {
 /// A TIR: indirection table and hashing.
 pub(crate) struct Tir {
     pub(crate) rqns: Vec<u32>,
-    hash: Option<([u8; 40], u64)>,
+    /// The key (as lookup tables: the same hash, a lookup per input byte) and the fields.
+    hash: Option<(flow::toeplitz::ToeplitzTable, u64)>,
 }
 
 /// A flow rule.
@@ -86,7 +86,7 @@ impl HwState {
                 if kernel_rules && h.fields == 0 && d.rqns.len() > 1 {
                     return bad("no hash fields over a table of several RQs".into());
                 }
-                Some((key, h.fields))
+                Some((flow::toeplitz::ToeplitzTable::new(&key), h.fields))
             }
         };
         if hash.is_none() && d.rqns.len() > 1 {
@@ -256,7 +256,7 @@ impl HwState {
                 return Deliver::Done;
             }
             let (tirn, tag, dont_trap) = (fl.d.tirn, fl.tag, fl.d.dont_trap);
-            if let Deliver::Wait = self.deliver_tir(tirn, frame, tag, !took) {
+            if let Deliver::Wait = self.deliver_tir(tirn, frame, parsed.as_ref(), tag, !took) {
                 return Deliver::Wait;
             }
             took = true;
@@ -268,13 +268,20 @@ impl HwState {
         Deliver::Done
     }
 
-    fn deliver_tir(&mut self, tirn: u32, frame: &[u8], tag: u32, may_wait: bool) -> Deliver {
+    fn deliver_tir(
+        &mut self,
+        tirn: u32,
+        frame: &[u8],
+        parsed: Option<&flow::Parsed>,
+        tag: u32,
+        may_wait: bool,
+    ) -> Deliver {
         let Some(t) = self.tirs.get(tirn) else {
             return Deliver::Done;
         };
-        let (hash, htype) = match &t.hash {
-            Some((key, fields)) => rss_hash(key, *fields, frame),
-            None => (0, 0),
+        let (hash, htype) = match (&t.hash, parsed) {
+            (Some((key, fields)), Some(p)) => rss_hash(key, *fields, frame, p),
+            _ => (0, 0),
         };
         // The indirection table is indexed by the hash's low bits (a power-of-two table:
         // `log_ind_tbl_size`, verbs `ibv_create_rwq_ind_table`); the model takes the remainder,
@@ -372,11 +379,15 @@ fn spec_matches(s: &FlowSpec, f: &[u8], p: Option<&flow::Parsed>) -> bool {
 /// and the CQE `rx_hash_type` of what entered (IPv4 1<<2 / IPv6 2<<2, TCP 1<<6 / UDP 2<<6: Linux
 /// include/linux/mlx5/device.h CQE_RSS_HTYPE_*). Fields the frame lacks do not enter; a frame
 /// with none of them hashes to 0.
-pub(crate) fn rss_hash(key: &[u8; 40], fields: u64, f: &[u8]) -> (u32, u8) {
+/// `p` is `flow::parse(f)`; the key comes as its lookup tables (`flow::toeplitz`, equal to the
+/// bitwise hash: tested there and against `net::toeplitz` in the model's tests).
+pub(crate) fn rss_hash(
+    key: &flow::toeplitz::ToeplitzTable,
+    fields: u64,
+    f: &[u8],
+    p: &flow::Parsed,
+) -> (u32, u8) {
     use hash_fields::*;
-    let Some(p) = flow::parse(f) else {
-        return (0, 0);
-    };
     let (l3, mut input, mut n, mut ht) = (p.l3, [0u8; 36], 0usize, 0u8);
     let mut put = |b: &[u8], n: &mut usize| {
         input[*n..*n + b.len()].copy_from_slice(b);
@@ -426,5 +437,5 @@ pub(crate) fn rss_hash(key: &[u8; 40], fields: u64, f: &[u8]) -> (u32, u8) {
     if n == 0 {
         return (0, 0);
     }
-    (net::toeplitz(key, &input[..n]), ht)
+    (key.hash(&input[..n]), ht)
 }
