@@ -7,8 +7,12 @@
 #   - the busy share of the sender thread and of the model's thread (rawq-mlx5-model): CPU time
 #     (utime + stime from /proc/<pid>/task/<tid>/stat) over wall time, sampled from 1 s into the
 #     run to 0.5 s before its end,
-#   - the ring-full fraction: tx_burst calls that took fewer packets than offered
-#     (tx_ring_full_bursts / tx_bursts from --json; "n/a" for a pktgen without these counters),
+#   - the ring-full fraction, two ways: tx_burst calls that took fewer packets than offered
+#     (full-bursts: tx_ring_full_bursts / tx_bursts from --json), and the share of the active
+#     window the sender spent with packets left over from a full ring (full-time:
+#     tx_ring_full_ns), with the number of such stretches a second. A sender spinning on a full
+#     ring makes many cheap bursts, so full-bursts overstates a few short stalls; full-time says
+#     how long the device held the sender back ("n/a" for a pktgen without these counters),
 #   - each thread's CPU time per frame (ns; the sender's includes its spinning on a full ring),
 #   - what the model's thread did with its CPU time (its own counters, in --json): the share of
 #     its polls that found nothing to do (idle%), and its work share: time in polls that found
@@ -16,8 +20,8 @@
 #     it polls whether or not there is work), with the work time per frame (wrk-ns).
 # The driver is the limit when the model finds a real share of its polls idle (it waits for
 # the sender) and the ring is rarely full; a ring that is nearly always full and no idle polls
-# say the device model is. `limit` sums it up: driver (idle >= 10% and ring full < 10%), model
-# (idle < 1% and ring full >= 50%), else mixed. On a loaded machine a descheduled model thread
+# say the device model is. `limit` sums it up: driver (idle >= 10% and full-time < 10%), model
+# (idle < 1% and full-time >= 50%), else mixed. On a loaded machine a descheduled model thread
 # fills the ring too: read the load average printed first.
 #
 # Usage: scripts/bench-model.sh [--bin PATH] [--seconds N] [--rounds N] [-- extra pktgen args]
@@ -64,8 +68,8 @@ threads() {
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $BIN"
-printf '%-6s %8s %8s %8s %8s %8s %10s %6s %6s %6s %7s\n' round Mpps sender% model% \
-  work% idle% ring-full% snd-ns mdl-ns wrk-ns limit
+printf '%-6s %8s %8s %8s %8s %8s %10s %10s %8s %6s %6s %6s %7s\n' round Mpps sender% model% \
+  work% idle% full-bursts full-time stretch/s snd-ns mdl-ns wrk-ns limit
 for r in $(seq 1 "$ROUNDS"); do
   "$BIN" -b model -s 60 -t "$SECS" --cores 0 --json --quiet "$@" >"$OUT/json" 2>"$OUT/err" &
   PID=$!
@@ -102,7 +106,14 @@ if polls:
     wns = f"{work / j['packets']:6.1f}" if j["packets"] else "   n/a"
 else:
     idle_f, idle_s, work_s, wns = None, f"{'n/a':>8}", f"{'n/a':>8}", "   n/a"
-full_f = j["tx_ring_full_bursts"] / j["tx_bursts"] if j.get("tx_bursts") else None
+# The share of the active window the sender spent with packets left over from a full ring,
+# and how many such stretches a second (older builds: bursts only, "n/a").
+dur = j["duration_s"]
+if "tx_ring_full_ns" in j and dur:
+    full_f = j["tx_ring_full_ns"] / 1e9 / dur
+    ftime, fstr = pct(full_f), f"{j['tx_ring_full_stretches'] / dur:8.0f}"
+else:
+    full_f, ftime, fstr = None, f"{'n/a':>8}", f"{'n/a':>8}"
 if idle_f is None or full_f is None:
     limit = "n/a"
 elif idle_f >= 0.10 and full_f < 0.10:
@@ -111,7 +122,7 @@ elif idle_f < 0.01 and full_f >= 0.50:
     limit = "model"
 else:
     limit = "mixed"
-print(f"{sys.argv[9]:<6} {pps / 1e6:8.3f} {pct(sender)} {pct(model)} {work_s} {idle_s} {full} "
+print(f"{sys.argv[9]:<6} {pps / 1e6:8.3f} {pct(sender)} {pct(model)} {work_s} {idle_s} {full} {ftime:>10} {fstr} "
       f"{ns(s1 - s0)} {ns(m1 - m0)} {wns} {limit:>7}")
 EOF
 done

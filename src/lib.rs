@@ -75,6 +75,8 @@ struct ReadmeDoctests;
 pub use error::{Error, Result, CAPS};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
-pub use port::{Backend, CqeComp, DvRxOptions, Port, PortBuilder, PortConfig, PortInfo, RqType};
+pub use port::{
+    Backend, CqeComp, DvRxOptions, Port, PortBuilder, PortConfig, PortInfo, RqType, RxTimestamps,
+};
 pub use queue::{Queue, QueueOps};
 pub use stats::{QueueStats, Rates, StatsReader, StatsWriter};

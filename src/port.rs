@@ -15,7 +15,9 @@
 
 use std::any::Any;
 
-pub use crate::config::{Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType};
+pub use crate::config::{
+    Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType, RxTimestamps,
+};
 use crate::error::{Error, Result};
 use crate::flow::Rule;
 use crate::mempool::{Mempool, MempoolConfig};
@@ -63,7 +65,7 @@ impl PortBuilder {
 
     /// Per-packet receive timestamps of an AF_XDP port (default off; ignored by the other
     /// backends).
-    pub fn rx_timestamps(mut self, t: crate::config::RxTimestamps) -> Self {
+    pub fn rx_timestamps(mut self, t: RxTimestamps) -> Self {
         self.cfg.rx_timestamps = t;
         self
     }

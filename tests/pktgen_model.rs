@@ -41,6 +41,17 @@ fn default_pool_feeds_a_2048_empw_ring_and_json_has_the_burst_counters() {
     // Each burst offers at most 32 packets (the default --burst).
     assert!(bursts >= COUNT / 32, "{v}");
     assert!(full <= bursts, "{v}");
+    // Full bursts come in stretches (at most one per full burst, at least one if any), each
+    // timed from its first full burst to the next whole one, within the run's duration.
+    let (stretches, full_ns) = (
+        field(&v, "tx_ring_full_stretches"),
+        field(&v, "tx_ring_full_ns"),
+    );
+    assert!(stretches <= full, "{v}");
+    assert_eq!(stretches > 0, full > 0, "{v}");
+    assert_eq!(full_ns > 0, full > 0, "{v}");
+    let secs = v["duration_s"].as_f64().unwrap();
+    assert!((full_ns as f64) <= (secs + 0.1) * 1e9, "{v}");
 }
 
 /// A small run with a small ring: every burst is counted (at least packets / burst calls), a

@@ -58,6 +58,13 @@ struct Summary {
     /// fewer packets than offered): their ratio says whether the device or the sender limits.
     tx_bursts: u64,
     tx_ring_full_bursts: u64,
+    /// Time the send loops spent with packets left over from a full ring (ns, summed over the
+    /// queues), from the first full burst of a stretch to the next burst the device took whole,
+    /// and how many such stretches there were. A sender that spins on a full ring makes many
+    /// cheap bursts, so this says more than the burst count: its share of the active window is
+    /// how long the device held the sender back.
+    tx_ring_full_ns: u64,
+    tx_ring_full_stretches: u64,
     /// Times a send loop found the pool without a burst's worth of free buffers (the pool is
     /// too small for what the rings hold).
     tx_pool_empty: u64,
@@ -83,6 +90,9 @@ struct Outcome {
     /// `tx_burst` calls, and those that left packets over (the ring was full).
     tx_bursts: u64,
     tx_ring_full_bursts: u64,
+    /// Time spent with a full ring (ns) and the stretches of it (see `Summary`).
+    tx_ring_full_ns: u64,
+    tx_ring_full_stretches: u64,
     tx_pool_empty: u64,
 }
 
@@ -282,6 +292,8 @@ fn run(a: &Args) -> rawq::Result<()> {
         all.failure = all.failure.or(o.failure);
         all.tx_bursts += o.tx_bursts;
         all.tx_ring_full_bursts += o.tx_ring_full_bursts;
+        all.tx_ring_full_ns += o.tx_ring_full_ns;
+        all.tx_ring_full_stretches += o.tx_ring_full_stretches;
         all.tx_pool_empty += o.tx_pool_empty;
     }
     if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
@@ -441,6 +453,8 @@ fn tx_loop(
         ..Outcome::default()
     };
     let mut seq = SeqTracker::default();
+    // Start of the current stretch of full-ring bursts.
+    let mut full_since: Option<Instant> = None;
     let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
         // Drain what is there (a few bursts at most per pass), so that returning frames do not
         // queue in the ring while this loop paces or sleeps: that wait would be measured as
@@ -525,12 +539,22 @@ fn tx_loop(
         unmarked |= n > 0;
         out.tx_bursts += 1;
         // A full ring (or a failing queue): look at the queue's error now, not bursts later.
+        // The clock is read only where a full stretch starts and ends.
         if !pkts.is_empty() {
             out.tx_ring_full_bursts += 1;
+            if full_since.is_none() {
+                full_since = Some(Instant::now());
+                out.tx_ring_full_stretches += 1;
+            }
             if out.check(&mut q, end) {
                 break;
             }
+        } else if let Some(t) = full_since.take() {
+            out.tx_ring_full_ns += t.elapsed().as_nanos() as u64;
         }
+    }
+    if let Some(t) = full_since.take() {
+        out.tx_ring_full_ns += t.elapsed().as_nanos() as u64;
     }
     if unmarked {
         out.active(Instant::now());
@@ -709,6 +733,8 @@ fn report(
         link_tx_dropped: link_drops.unwrap_or(0),
         tx_bursts: o.tx_bursts,
         tx_ring_full_bursts: o.tx_ring_full_bursts,
+        tx_ring_full_ns: o.tx_ring_full_ns,
+        tx_ring_full_stretches: o.tx_ring_full_stretches,
         tx_pool_empty: o.tx_pool_empty,
         model_polls,
         model_idle_polls,
