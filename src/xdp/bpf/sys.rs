@@ -329,6 +329,13 @@ impl Program {
     /// # Errors
     /// [`Error::Os`] (EINVAL for frames shorter than 14 bytes or longer than a page).
     pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+        self.run_once(frame, None).map(|(retval, _)| retval)
+    }
+
+    /// One plain `BPF_PROG_TEST_RUN` of `frame` (nothing is sent), with `ctx` as the context
+    /// in and out when given: the return value and the output data (from `data_meta` when the
+    /// program grew metadata), cut to the length the kernel reports.
+    fn run_once(&self, frame: &[u8], ctx: Option<&mut XdpMd>) -> Result<(u32, Vec<u8>)> {
         let mut out = vec![0u8; frame.len() + 256];
         let mut a = TestRunAttr {
             prog_fd: self.fd.as_raw_fd() as u32,
@@ -339,8 +346,15 @@ impl Program {
             repeat: 1,
             ..Default::default()
         };
+        if let Some(c) = ctx {
+            // The kernel copies the context in before the run and out after it
+            // (net/bpf/test_run.c `bpf_ctx_init` / `bpf_ctx_finish`): one buffer serves both.
+            let (size, ptr) = (std::mem::size_of::<XdpMd>() as u32, c as *mut XdpMd as u64);
+            (a.ctx_size_in, a.ctx_in, a.ctx_size_out, a.ctx_out) = (size, ptr, size, ptr);
+        }
         bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| Error::os("bpf(BPF_PROG_TEST_RUN)", e))?;
-        Ok(a.retval)
+        out.truncate((a.data_size_out as usize).min(out.len()));
+        Ok((a.retval, out))
     }
 
     /// The kernel's id of the program (what `bpftool prog show` and netlink report).
@@ -573,19 +587,7 @@ impl Program {
     /// # Errors
     /// As [`Program::test_run`].
     pub fn test_run_frame(&self, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
-        let mut out = vec![0u8; frame.len() + 256];
-        let mut a = TestRunAttr {
-            prog_fd: self.fd.as_raw_fd() as u32,
-            data_size_in: frame.len() as u32,
-            data_size_out: out.len() as u32,
-            data_in: frame.as_ptr() as u64,
-            data_out: out.as_mut_ptr() as u64,
-            repeat: 1,
-            ..Default::default()
-        };
-        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| Error::os("bpf(BPF_PROG_TEST_RUN)", e))?;
-        out.truncate((a.data_size_out as usize).min(out.len()));
-        Ok((a.retval, out))
+        self.run_once(frame, None)
     }
 }
 
@@ -599,29 +601,13 @@ impl Program {
     /// # Errors
     /// As [`Program::test_run`].
     pub fn test_run_meta(&self, frame: &[u8]) -> Result<(u32, Vec<u8>, Vec<u8>)> {
-        let mut ctx_in = XdpMd {
+        let mut ctx = XdpMd {
             data_end: frame.len() as u32,
             ..Default::default()
         };
-        let mut ctx_out = XdpMd::default();
-        let mut out = vec![0u8; frame.len() + 256];
-        let mut a = TestRunAttr {
-            prog_fd: self.fd.as_raw_fd() as u32,
-            data_size_in: frame.len() as u32,
-            data_size_out: out.len() as u32,
-            data_in: frame.as_ptr() as u64,
-            data_out: out.as_mut_ptr() as u64,
-            repeat: 1,
-            ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
-            ctx_in: &mut ctx_in as *mut XdpMd as u64,
-            ctx_size_out: std::mem::size_of::<XdpMd>() as u32,
-            ctx_out: &mut ctx_out as *mut XdpMd as u64,
-            ..Default::default()
-        };
-        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| Error::os("bpf(BPF_PROG_TEST_RUN)", e))?;
-        out.truncate((a.data_size_out as usize).min(out.len()));
-        let metalen = (ctx_out.data as usize).min(out.len());
+        let (retval, mut out) = self.run_once(frame, Some(&mut ctx))?;
+        let metalen = (ctx.data as usize).min(out.len());
         let frame_out = out.split_off(metalen);
-        Ok((a.retval, out, frame_out))
+        Ok((retval, out, frame_out))
     }
 }
