@@ -45,7 +45,7 @@ fn macswap_reflects_every_frame() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mac_b = p.mac(&p.b, &p.veth_b).map(|b| format!("{b:02x}")).join(":");
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
     let n = 20_000;
     let tx = ns_cmd(&p.a, "pktgen")
         .args([

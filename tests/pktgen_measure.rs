@@ -214,7 +214,7 @@ fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serd
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let mac_b = p.mac(&p.b, &p.veth_b).map(|b| format!("{b:02x}")).join(":");
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
     let tx = in_ns_rt(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
         .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b, "-s", "80"])
@@ -303,7 +303,7 @@ fn capture_matches_what_was_sent() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let mac_b = p.mac(&p.b, &p.veth_b).map(|b| format!("{b:02x}")).join(":");
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
     let tx = in_ns(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
         .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b, "-s", "62-1000"])

@@ -343,7 +343,7 @@ fn pktgen_rx_times_one_way_latency_with_kernel_timestamps() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let mac_a = p.mac(&p.a, &p.veth_a).map(|b| format!("{b:02x}")).join(":");
+    let mac_a = p.mac_text(&p.a, &p.veth_a);
     let tx = Command::new("ip")
         .args(["netns", "exec", &p.b])
         .arg(support::example("pktgen"))

@@ -97,13 +97,7 @@ pub fn tempdir(tag: &str) -> PathBuf {
     d
 }
 
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn mac_text(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
+pub use super::mac_text;
 
 /// Runs `ip ARGS` and fails the test when it fails.
 pub fn ip_ok(args: &[&str]) {

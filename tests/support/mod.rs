@@ -179,6 +179,11 @@ impl NetnsPair {
         mac
     }
 
+    /// [`NetnsPair::mac`] as text, `aa:bb:cc:dd:ee:ff` (what `--dst-mac` takes).
+    pub fn mac_text(&self, ns: &str, dev: &str) -> String {
+        mac_text(self.mac(ns, dev))
+    }
+
     /// Runs a command inside namespace `ns` and returns its output.
     pub fn exec(&self, ns: &str, cmd: &[&str]) -> Output {
         Command::new("ip")
@@ -244,4 +249,9 @@ impl Rng {
     pub fn chance(&mut self, pct: u64) -> bool {
         self.below(100) < pct
     }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn mac_text(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
 }
