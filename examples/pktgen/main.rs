@@ -13,6 +13,7 @@
 mod cli;
 mod live;
 mod measure;
+mod monitor;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -265,7 +266,7 @@ fn run(a: &Args) -> rawq::Result<()> {
 
     // Live stats and the stop conditions.
     let mut gone = None;
-    let mut mon = measure::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
+    let mut mon = monitor::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
