@@ -2,8 +2,8 @@
 //!
 //! A DV queue on a [`ModelPort`] sends a burst of 32 single-buffer 60-byte frames (as
 //! `pktgen -b model -s 60` does: enhanced multi-packet WQEs, a completion requested every 32
-//! packets); then the device runs its rounds ([`rawq::dv::model::hw::Hw::process`], what the
-//! model's thread calls) until one finds nothing to do, inside an `#[inline(never)]`
+//! packets); then the device runs its rounds ([`rawq::dv::model::hw::Hw::process`], of the
+//! crate `rawq-model`, what the model's thread calls) until one finds nothing to do, inside an `#[inline(never)]`
 //! function, so that callgrind counts the device's work (the empty round included, as the
 //! model's thread polls while it keeps up) and nothing of the driver's.
 //!

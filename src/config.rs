@@ -33,7 +33,7 @@ pub enum Backend {
         /// Port number on the device (usually 1).
         port: u8,
     },
-    /// The software mlx5 device ([`crate::dv::model`]) driven by the DV data path, running in a
+    /// The software mlx5 device ([`crate::dv::model`], crate `rawq-model`) driven by the DV data path, running in a
     /// thread of its own; needs nothing.
     #[cfg(feature = "mlx5")]
     Model(ModelOptions),
@@ -277,9 +277,10 @@ mod dv_rx_tests {
     }
 }
 
-// ---- The software mlx5 device's options (plain configuration: the model, in
-// `crate::dv::model`, re-exports them; ring types of the DV backend it shares, `crate::dv::rings`
-// re-exports).
+// ---- The software mlx5 device's options (plain configuration: rawq's glue over the model,
+// `crate::dv::model`, re-exports them and converts them into the device crate's own types
+// (`rawq-model`) when it opens a port, so that this file imports nothing of the model; ring
+// types of the DV backend, `crate::dv::rings` re-exports).
 
 /// Striding (multi-packet) RQ geometry, as passed to `mlx5dv_create_wq`.
 #[cfg(feature = "mlx5")]

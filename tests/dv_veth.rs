@@ -217,7 +217,7 @@ fn arp_request(sha: [u8; 6], sip: Ipv4Addr, tip: Ipv4Addr) -> Vec<u8> {
 /// receives it), while a frame the rule matches goes to the RQ and not to the kernel.
 #[test]
 fn unmatched_frames_reach_the_tap_netdev_and_its_replies_go_out_on_the_wire() {
-    use rawq::dv::model::hw::{Hw, NetdevPath};
+    use rawq::dv::model::{hw::Hw, NetdevPath};
     use rawq::flow::Rule;
     let Some(ns) = NetnsPair::new("tap") else {
         return;

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rawq::dv::model::hw::{Hw, HwOptions, NetdevPath};
-use rawq::dv::model::{ModelThread, ModelWire};
+use rawq_model::hw::{Hw, HwOptions, NetdevPath};
+use rawq_model::{ModelThread, ModelWire};
 
 use crate::config::Config;
 use crate::events::Events;

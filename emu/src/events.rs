@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use rawq::dv::model::hw::HwEvent;
+use rawq_model::hw::HwEvent;
 
 use crate::sys;
 use crate::uapi::{self, ib_uverbs_async_event_desc, ib_uverbs_comp_event_desc};

@@ -1,8 +1,8 @@
 //! rawq-emu: an emulated mlx5 NIC for unmodified libibverbs + libmlx5 (rdma-core 44).
 //!
 //! `librawq_emu.so`, preloaded (`LD_PRELOAD`) with `$SYSFS_PATH` pointing at the tree
-//! [`discovery::sysfs`] writes, plays the kernel side of `/dev/infiniband/uverbs0`; rawq's
-//! device model ([`rawq::dv::model::hw`]) plays the hardware, in the same process, over the
+//! [`discovery::sysfs`] writes, plays the kernel side of `/dev/infiniband/uverbs0`; the
+//! device model (crate `rawq-model`, [`rawq_model::hw`]) plays the hardware, in the same process, over the
 //! rings libmlx5 allocates. `scripts/emu.sh` sets it all up.
 //!
 //! The crate is shaped like the kernel side it emulates (and like the kernel's soft-RoCE,

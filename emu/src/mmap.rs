@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rawq::dv::model::hw::Hw;
+use rawq_model::hw::Hw;
 
 use crate::caps::ucontext::{BFREGS_PER_UAR, LOG_UAR_SIZE};
 use crate::device::Ucontext;

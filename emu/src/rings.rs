@@ -10,15 +10,15 @@
 
 #![allow(unsafe_code)]
 
-use rawq::dv::model::hw::{CqDesc, Hw, RqDesc, SqDesc};
+use rawq_model::hw::{CqDesc, Hw, RqDesc, SqDesc};
 
 use crate::umem::check_mapped;
 use crate::Errno;
 
 /// Errno for an error of the model (`Unsupported` → EOPNOTSUPP, anything else → EINVAL).
-pub fn hw_errno(e: &rawq::Error) -> Errno {
+pub fn hw_errno(e: &rawq_model::Error) -> Errno {
     match e {
-        rawq::Error::Unsupported(_) => libc::EOPNOTSUPP,
+        rawq_model::Error::Unsupported(_) => libc::EOPNOTSUPP,
         _ => libc::EINVAL,
     }
 }

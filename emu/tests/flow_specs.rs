@@ -3,8 +3,8 @@
 //! byte order) decode to what was encoded.
 
 use proptest::prelude::*;
-use rawq::dv::model::hw::{FlowSpec, Masked};
 use rawq_emu::cmd::flow::decode_specs;
+use rawq_model::hw::{FlowSpec, Masked};
 
 fn spec(kind: u32, body: &[u8]) -> Vec<u8> {
     let mut v = kind.to_ne_bytes().to_vec();

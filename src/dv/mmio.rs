@@ -20,14 +20,6 @@ pub(crate) fn dbrec_store(rec: NonNull<u32>, host: u32) {
     a.store(host.to_be(), Ordering::Release);
 }
 
-/// Loads a big-endian doorbell-record word (acquire): the device side of [`dbrec_store`].
-#[inline(always)]
-pub(crate) fn dbrec_load(rec: NonNull<u32>) -> u32 {
-    // SAFETY: as in `dbrec_store`.
-    let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
-    u32::from_be(a.load(Ordering::Acquire))
-}
-
 /// Loads a CQE's `op_own` byte with acquire ordering, then [`from_device_barrier`]: reading
 /// it is the ownership check, and nothing of the CQE may be read before it
 /// (`udma_from_device_barrier` after the owner check in libmlx5's CQ polling).

@@ -8,8 +8,8 @@
 
 use libc::{EBADF, EINVAL, EOPNOTSUPP};
 
-use rawq::dv::model::hw::CqDesc;
-use rawq::dv::rings::MiniCqeFormat;
+use rawq_model::hw::CqDesc;
+use rawq_model::MiniCqeFormat;
 
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;

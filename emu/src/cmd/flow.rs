@@ -8,7 +8,7 @@
 
 use libc::{EINVAL, EOPNOTSUPP, EPERM};
 
-use rawq::dv::model::hw::{FlowDesc, FlowSpec, Masked};
+use rawq_model::hw::{FlowDesc, FlowSpec, Masked};
 
 use super::{Attrs, CmdResult, Ctx};
 use crate::objects::{Flow, Obj};

@@ -11,7 +11,7 @@
 
 use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
 
-use rawq::dv::model::hw::{QueueState, RqDesc, RssHash, SqDesc, TirDesc};
+use rawq_model::hw::{QueueState, RqDesc, RssHash, SqDesc, TirDesc};
 
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;

@@ -7,8 +7,8 @@
 
 use libc::{EINVAL, EOPNOTSUPP};
 
-use rawq::dv::model::hw::{QueueState, RqDesc};
-use rawq::dv::rings::Striding;
+use rawq_model::hw::{QueueState, RqDesc};
+use rawq_model::Striding;
 
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps::{self, striding};

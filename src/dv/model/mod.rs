@@ -36,26 +36,77 @@
 //!
 //! Underneath, the port is built from [`hw::Hw`], the model as hardware: independent CQ, SQ,
 //! RQ, TIR and flow objects over rings anywhere in memory (the port's own here, an
-//! application's under the emulated NIC). One engine serves both.
-
-mod engine;
-pub mod hw;
-mod link;
-mod mem;
-pub mod net;
+//! application's under the emulated NIC). One engine serves both. It is the crate
+//! `rawq-model` (model/ in rawq's workspace), which imports nothing from rawq; this module is
+//! rawq's glue over it: [`ModelPort`] hands out rawq's [`DvQueue`](crate::dv::queue::DvQueue)s
+//! over the device, converting rawq's options into the device's and its errors into
+//! [`Error`].
 
 mod port;
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing};
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
 
-pub use crate::config::{ModelOptions, ModelWire, RxKind};
-pub use engine::{HwTuning, ModelCounters};
+pub use crate::config::{ModelOptions, ModelWire, NetdevPath, RxKind};
 pub use port::ModelPort;
+pub use rawq_model::{hw, net, HwTuning, ModelCounters, ModelThread};
+
+impl From<rawq_model::Error> for Error {
+    fn from(e: rawq_model::Error) -> Error {
+        match e {
+            rawq_model::Error::Config(m) => Error::Config(m),
+            rawq_model::Error::Unsupported(m) => Error::Unsupported(m),
+            rawq_model::Error::NotFound {
+                kind,
+                name,
+                available,
+            } => Error::NotFound {
+                kind,
+                name,
+                available,
+            },
+            rawq_model::Error::Os { op, source } => Error::os(op, source),
+            other => Error::Config(other.to_string()),
+        }
+    }
+}
+
+// rawq's model options (src/config.rs) as the device's own types (`rawq_model`): the same
+// values, kept apart so that neither rawq's DV driver nor its configuration imports the model.
+
+pub(crate) fn striding_of(s: crate::dv::rings::Striding) -> rawq_model::Striding {
+    rawq_model::Striding {
+        log_num_strides: s.log_num_strides,
+        log_stride_size: s.log_stride_size,
+        two_byte_shift: s.two_byte_shift,
+    }
+}
+
+pub(crate) fn mini_cqe_of(f: MiniCqeFormat) -> rawq_model::MiniCqeFormat {
+    match f {
+        MiniCqeFormat::Hash => rawq_model::MiniCqeFormat::Hash,
+        MiniCqeFormat::CsumStrideIdx => rawq_model::MiniCqeFormat::CsumStrideIdx,
+    }
+}
+
+pub(crate) fn wire_of(w: &ModelWire) -> rawq_model::ModelWire {
+    match w {
+        ModelWire::Loopback => rawq_model::ModelWire::Loopback,
+        ModelWire::Sink => rawq_model::ModelWire::Sink,
+        ModelWire::Bridge { ifname } => rawq_model::ModelWire::Bridge {
+            ifname: ifname.clone(),
+        },
+    }
+}
+
+pub(crate) fn netdev_of(n: &crate::config::NetdevPath) -> rawq_model::NetdevPath {
+    match n {
+        crate::config::NetdevPath::Tap { ifname } => rawq_model::NetdevPath::Tap {
+            ifname: ifname.clone(),
+        },
+    }
+}
 
 impl ModelOptions {
     fn validate(&self) -> Result<()> {
@@ -123,22 +174,6 @@ impl ModelOptions {
     }
 }
 
-/// A port or device running in its own thread; stops (and joins) when dropped.
-#[derive(Debug)]
-pub struct ModelThread {
-    pub(crate) stop: Arc<AtomicBool>,
-    pub(crate) handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for ModelThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 /// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
 /// in its own thread, which stops when the port is dropped.
 pub(crate) fn open(
@@ -181,7 +216,5 @@ pub(crate) fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {
     std::ptr::NonNull::new(p as *mut T).ok_or_else(|| Error::Config("null ring pointer".into()))
 }
 
-#[cfg(test)]
-mod hw_tests;
 #[cfg(test)]
 mod tests;

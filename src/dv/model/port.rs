@@ -4,14 +4,15 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::engine::HwTuning;
-use super::hw::{
+use rawq_model::hw::{
     CqDesc, FlowDesc, FlowSpec, Hw, HwOptions, Masked, QueueState, RqDesc, RssHash, SqDesc, TirDesc,
 };
-use super::mem::{self, Geometry, QueueMem};
+use rawq_model::mem::{self, Geometry, QueueMem};
+use rawq_model::HwTuning;
+
 use super::{
-    net, ring_ptr, CqRing, DvCaps, ModelCounters, ModelOptions, ModelThread, ModelWire, QueueRings,
-    RqRing, RxKind, SqRing,
+    mini_cqe_of, net, netdev_of, ring_ptr, striding_of, wire_of, CqRing, DvCaps, ModelCounters,
+    ModelOptions, ModelThread, ModelWire, QueueRings, RqRing, RxKind, SqRing,
 };
 use crate::dv::queue::{DvQueue, Recover};
 use crate::error::{Error, Result};
@@ -72,8 +73,8 @@ impl ModelPort {
                 max_frame: opts.max_frame,
                 flow_control: opts.flow_control,
                 wire_capacity: opts.wire_capacity,
-                wire: opts.wire.clone(),
-                netdev: opts.netdev.clone(),
+                wire: wire_of(&opts.wire),
+                netdev: opts.netdev.as_ref().map(netdev_of),
                 clock_khz: opts.clock_khz,
             },
             HwTuning {
@@ -108,7 +109,7 @@ impl ModelPort {
             },
         };
         let striding = match opts.rx {
-            RxKind::Striding(s) => Some(s),
+            RxKind::Striding(s) => Some(striding_of(s)),
             RxKind::Cyclic { .. } => None,
         };
         let mut qs = Vec::new();
@@ -130,7 +131,7 @@ impl ModelPort {
                     cqe_cnt: g.rxcq_cnt,
                     cqe_size: 64,
                     dbrec: a(m.db + mem::DB_RXCQ),
-                    compression: opts.cqe_compression,
+                    compression: opts.cqe_compression.map(mini_cqe_of),
                 })?;
                 let sqn = hw.create_sq(SqDesc {
                     buf: a(m.sq),
@@ -228,7 +229,7 @@ impl ModelPort {
     pub(crate) fn open_queue(&self, i: u16, pool: &Mempool) -> Result<(QueueRings, Arc<QueueMem>)> {
         let (start, len) = pool.region();
         let (start, len) = (start as u64, len as u64);
-        let found = self.hw.lock().find_mr(start, len);
+        let found = self.hw.find_mr(start, len);
         let lkey = match found {
             Some(k) => k,
             None => self.hw.reg_mr(start, len)?,
@@ -264,7 +265,7 @@ impl ModelPort {
     fn reset(&self, i: usize, sq: bool) {
         let inner = self.lock();
         if let Some(q) = inner.qs.get(i) {
-            type SetState = fn(&Hw, u32, QueueState) -> Result<()>;
+            type SetState = fn(&Hw, u32, QueueState) -> rawq_model::Result<()>;
             let (n, set): (u32, SetState) = if sq {
                 (q.sqn, Hw::set_sq_state)
             } else {
@@ -338,16 +339,15 @@ impl ModelPort {
 
     /// Runs the port in a thread of its own, pinned to `cpu` if given.
     pub fn spawn_on(&self, cpu: Option<usize>) -> ModelThread {
-        self.hw.spawn(cpu).unwrap_or_else(|| ModelThread {
-            stop: Arc::new(std::sync::atomic::AtomicBool::new(true)),
-            handle: None,
-        })
+        self.hw.spawn(cpu).unwrap_or_else(ModelThread::stopped)
     }
 
     /// The clock that stamps the port's completions ([`ModelOptions::clock_khz`]); `None`
     /// without one.
     pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        self.hw.device_clock()
+        self.hw
+            .device_clock()
+            .map(|c| crate::dv::cq::DeviceClock::since(c.epoch(), c.khz()))
     }
 
     /// The port's counters.

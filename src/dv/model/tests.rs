@@ -4,6 +4,8 @@ use super::*;
 use crate::dv::rings::Striding;
 use crate::dv::wire::{cqe, ctrl, Cqe, CtrlSeg, DataSeg, EthSeg};
 use crate::mempool::{HugePages, MempoolConfig};
+use rawq_model::mem;
+use std::sync::Arc;
 
 struct Raw {
     port: ModelPort,

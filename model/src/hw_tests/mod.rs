@@ -8,7 +8,7 @@ use memmap2::MmapMut;
 
 use super::hw::*;
 use super::ModelWire;
-use crate::dv::rings::MiniCqeFormat;
+use crate::MiniCqeFormat;
 
 const CQ0: usize = 0;
 const SQ: usize = 0x20000;

@@ -251,7 +251,7 @@ fn csum_format_compresses_across_different_hashes() {
             r.hw.create_tir(TirDesc {
                 rqns: vec![rq],
                 hash: Some(RssHash {
-                    key: crate::dv::model::net::RSS_KEY.to_vec(),
+                    key: crate::net::RSS_KEY.to_vec(),
                     fields: 0x3 | 0x40 | 0x80,
                 }),
             })
@@ -287,7 +287,7 @@ fn random_rings_never_panic_or_touch_unregistered_memory() {
         x ^= x << 17;
         x
     };
-    let mut total = crate::dv::model::ModelCounters::default();
+    let mut total = crate::ModelCounters::default();
     for round in 0..300 {
         let r = Rig::new(opts(if round % 2 == 0 { 0 } else { 18 }));
         let txcq = r.cq(0, 64, if round % 3 == 0 { 128 } else { 64 }, None);

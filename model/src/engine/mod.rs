@@ -16,8 +16,8 @@ use std::sync::Arc;
 use super::hw::{CqDesc, HwEvent, HwOptions, QueueState, RqDesc, SqDesc};
 use super::link::{AfPacket, Inbox, Tap};
 use super::ModelWire;
-use crate::dv::mmio;
 use crate::error::{Error, Result};
+use crate::mmio;
 
 pub(crate) use steer::{Flow, Tir};
 

@@ -2,8 +2,8 @@
 //! mini-CQE sessions, overrun, and the arm / completion event.
 
 use super::*;
-use crate::dv::rings::MiniCqeFormat;
-use crate::dv::wire::{cqe, mini_cqe, Cqe, MiniCqe};
+use crate::wire::{cqe, mini_cqe, Cqe, MiniCqe};
+use crate::MiniCqeFormat;
 
 /// The device side of one CQ.
 pub(crate) struct Cq {

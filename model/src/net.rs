@@ -1,7 +1,7 @@
 //! What the model's NIC computes from frame bytes: IPv4 / TCP / UDP checksums (checking on
 //! receive, filling on transmit offload), header types, and the Toeplitz RSS hash.
 
-use crate::dv::wire::cqe;
+use crate::wire::cqe;
 
 /// The standard 40-byte Microsoft RSS key (the "RSS verification suite" key; DPDK
 /// drivers/net/mlx5/mlx5_rxq.c `rss_hash_default_key` is the same bytes).

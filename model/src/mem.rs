@@ -1,45 +1,61 @@
-//! Ring memory of one [`super::ModelPort`] queue pair, laid out as libmlx5 hands it out
+//! Ring memory of one port queue pair (rawq's `ModelPort`), laid out as libmlx5 hands it out
 //! (rdma-core providers/mlx5/verbs.c: page-aligned SQ/RQ/CQ buffers, CQEs initialised to
 //! `MLX5_CQE_INVALID << 4` by `mlx5_alloc_cq_buf`, a doorbell-record page, a UAR page with the
 //! BlueFlame register at 0x800).
 
 use memmap2::MmapMut;
 
-use crate::dv::wire::cqe;
 use crate::error::{Error, Result};
+use crate::wire::cqe;
 
 const PAGE: usize = 4096;
 
-/// Offsets of the doorbell words in the doorbell page.
-pub(crate) const DB_RQ: usize = 0;
-pub(crate) const DB_SQ: usize = 4;
-pub(crate) const DB_TXCQ: usize = 64;
-pub(crate) const DB_RXCQ: usize = 128;
-/// BlueFlame register offset in the UAR page and the size of each of its two halves.
-pub(crate) const BF_OFFSET: usize = 0x800;
-pub(crate) const BF_SIZE: u32 = 256;
+/// Offsets of the doorbell words in the doorbell page: the RQ's,
+pub const DB_RQ: usize = 0;
+/// the SQ's,
+pub const DB_SQ: usize = 4;
+/// the TX CQ's,
+pub const DB_TXCQ: usize = 64;
+/// the RX CQ's.
+pub const DB_RXCQ: usize = 128;
+/// BlueFlame register offset in the UAR page
+pub const BF_OFFSET: usize = 0x800;
+/// and the size of each of its two halves.
+pub const BF_SIZE: u32 = 256;
 
 /// Geometry of one queue pair's rings.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Geometry {
+pub struct Geometry {
+    /// SQ WQEBBs.
     pub sq_cnt: u32,
+    /// TX CQ slots.
     pub txcq_cnt: u32,
+    /// RQ WQEs.
     pub rq_cnt: u32,
+    /// Bytes per RQ WQE.
     pub rq_stride: u32,
+    /// RX CQ slots.
     pub rxcq_cnt: u32,
 }
 
 /// One anonymous mapping holding SQ, TX CQ, RQ, RX CQ, the doorbell page and a fake UAR page,
 /// each page aligned.
-pub(crate) struct QueueMem {
+pub struct QueueMem {
     _map: MmapMut,
     base: *mut u8,
+    /// The geometry it was made for.
     pub g: Geometry,
+    /// Offset of the SQ.
     pub sq: usize,
+    /// Offset of the TX CQ.
     pub txcq: usize,
+    /// Offset of the RQ.
     pub rq: usize,
+    /// Offset of the RX CQ.
     pub rxcq: usize,
+    /// Offset of the doorbell page.
     pub db: usize,
+    /// Offset of the UAR page.
     pub uar: usize,
 }
 
@@ -54,7 +70,11 @@ fn up(x: usize) -> usize {
 }
 
 impl QueueMem {
-    pub(crate) fn new(g: Geometry) -> Result<QueueMem> {
+    /// Maps and lays out the rings of `g`, every CQE invalid.
+    ///
+    /// # Errors
+    /// [`Error::Os`] if the mapping cannot be had.
+    pub fn new(g: Geometry) -> Result<QueueMem> {
         let sq = 0;
         let txcq = sq + up(g.sq_cnt as usize * 64);
         let rq = txcq + up(g.txcq_cnt as usize * 64);
@@ -86,7 +106,7 @@ impl QueueMem {
 
     /// Pointer to byte `off` of the mapping.
     #[inline]
-    pub(crate) fn ptr(&self, off: usize) -> *mut u8 {
+    pub fn ptr(&self, off: usize) -> *mut u8 {
         self.base.wrapping_add(off)
     }
 

@@ -10,8 +10,8 @@
 
 use super::steer::Deliver;
 use super::*;
-use crate::dv::model::net;
-use crate::dv::wire::{cqe, Cqe, DataSeg};
+use crate::net;
+use crate::wire::{cqe, Cqe, DataSeg};
 
 /// The device side of one RQ.
 pub(crate) struct Rq {
@@ -316,7 +316,7 @@ impl HwState {
         rqn: u32,
         f: &[u8],
         mut b: [u8; 64],
-        s: crate::dv::rings::Striding,
+        s: crate::Striding,
     ) -> Option<bool> {
         let num = 1u32 << s.log_num_strides;
         let ssz = 1u32 << s.log_stride_size;

@@ -11,8 +11,8 @@
 //! already inlined), with the DS count in `qpn_ds`.
 
 use super::*;
-use crate::dv::model::net;
-use crate::dv::wire::{cqe, ctrl, data, eth, inline, Cqe, CtrlSeg, DataSeg, EthSeg, InlineSeg};
+use crate::net;
+use crate::wire::{cqe, ctrl, data, eth, inline, Cqe, CtrlSeg, DataSeg, EthSeg, InlineSeg};
 
 /// The device side of one SQ.
 pub(crate) struct Sq {

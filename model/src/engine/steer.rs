@@ -3,8 +3,8 @@
 //! its indirection table. Frames no rule takes go to the kernel netdev.
 
 use super::*;
-use crate::dv::model::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
 use crate::flow;
+use crate::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
 
 /// `enum ibv_rx_hash_fields` (rdma-core libibverbs/verbs.h).
 pub(crate) mod hash_fields {

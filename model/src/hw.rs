@@ -1,5 +1,5 @@
 //! The model as hardware: device objects (CQ, SQ, RQ, TIR, flow, MR) created one by one over
-//! rings that live anywhere: the model's own memory (what [`super::ModelPort`] does) or an
+//! rings that live anywhere: the model's own memory (what rawq's `ModelPort` does) or an
 //! application's buffers handed over by the emulated kernel (the `rawq-emu` crate, which decodes
 //! the uverbs commands libibverbs/libmlx5 write and calls these methods).
 //!
@@ -12,7 +12,7 @@
 //! lkey). Every method validates its arguments and answers [`Error::Config`] /
 //! [`Error::Unsupported`] rather than panic; the emulator maps those to the kernel's errno.
 //!
-//! Every data-path behaviour is in the model's engine (`src/dv/model/engine`), each with the
+//! Every data-path behaviour is in the model's engine (`model/src/engine`), each with the
 //! vendor source it follows.
 //!
 //! # Notes for the emulated kernel
@@ -35,10 +35,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::dv::rings::{MiniCqeFormat, Striding};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+use crate::{MiniCqeFormat, Striding};
 
 use super::engine::HwState;
 pub use super::engine::HwTuning;
@@ -314,6 +314,11 @@ impl Hw {
         self.lock().reg_mr(addr, len)
     }
 
+    /// The lkey of a region registered with exactly this `addr` and `len`, if any.
+    pub fn find_mr(&self, addr: u64, len: u64) -> Option<u32> {
+        self.lock().find_mr(addr, len)
+    }
+
     /// Removes a registration.
     ///
     /// # Errors
@@ -383,7 +388,7 @@ impl Hw {
 
     /// As [`Hw::create_tir`], without the kernel's one-protocol-per-RSS-QP rule (the model's
     /// own port hashes IPv4 and IPv6, TCP and UDP through one TIR).
-    pub(crate) fn create_tir_any(&self, d: TirDesc) -> Result<u32> {
+    pub fn create_tir_any(&self, d: TirDesc) -> Result<u32> {
         self.lock().create_tir(d, false)
     }
 
@@ -477,9 +482,9 @@ impl Hw {
 
     /// The device clock that stamps this device's CQEs, to read from any thread without the
     /// device's lock; `None` without a clock (`clock_khz` 0).
-    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+    pub fn device_clock(&self) -> Option<crate::clock::DeviceClock> {
         let s = self.lock();
-        (s.opts.clock_khz > 0).then(|| crate::dv::cq::DeviceClock::since(s.epoch, s.opts.clock_khz))
+        (s.opts.clock_khz > 0).then(|| crate::clock::DeviceClock::since(s.epoch, s.opts.clock_khz))
     }
 
     /// The device clock now, in ticks of `clock_khz` (0 without a clock).

@@ -1,0 +1,69 @@
+// The model's own copy of rawq's src/dv/mmio.rs (the doorbell-record and `op_own` accesses the
+// device side makes, and the test driver's), so that the model imports nothing from rawq; to be
+// re-derived from rdma-core util/udma_barrier.h as issue 18 asks.
+
+//! The only accesses to device-shared words: doorbell records, the UAR register, `op_own` bytes,
+//! and the barriers between them. Everything here is `#[inline(always)]`.
+
+use std::ptr::NonNull;
+#[allow(unused_imports)] // which fences are used depends on the architecture
+use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU8, Ordering};
+
+/// Stores a big-endian doorbell-record word, after [`to_device_barrier`]: every ring write
+/// before it (WQEs, scrubbed CQEs) reaches the device before the new counter (libmlx5 writes
+/// its doorbell records the same way: rdma-core providers/mlx5/qp.c, `post_send_db`, and
+/// `mlx5_post_wq_recv`). The store itself is a release store, which is what the device model's
+/// thread (an acquire load) relies on; for the device, the barrier is what counts.
+#[inline(always)]
+pub(crate) fn dbrec_store(rec: NonNull<u32>, host: u32) {
+    to_device_barrier();
+    // SAFETY: `rec` points at a live, 4-byte aligned doorbell-record word owned by the queue's
+    // verbs objects (or the model) for the queue's lifetime; the device side only reads it, and
+    // every CPU-side access goes through atomics.
+    let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
+    a.store(host.to_be(), Ordering::Release);
+}
+
+/// Loads a big-endian doorbell-record word (acquire): the device side of [`dbrec_store`].
+#[inline(always)]
+pub(crate) fn dbrec_load(rec: NonNull<u32>) -> u32 {
+    // SAFETY: as in `dbrec_store`.
+    let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
+    u32::from_be(a.load(Ordering::Acquire))
+}
+
+/// Stores a CQE's `op_own` byte with release ordering (the device writes it last; the driver
+/// scrubs consumed slots with it).
+///
+/// # Safety
+/// `p` must point at the `op_own` byte of a CQE in live CQ memory.
+#[inline(always)]
+pub(crate) unsafe fn op_own_store(p: *mut u8, v: u8) {
+    // SAFETY: the caller guarantees `p` is a live byte.
+    let a = unsafe { AtomicU8::from_ptr(p) };
+    a.store(v, Ordering::Release);
+}
+
+// The barriers, per architecture, as rdma-core defines them (util/udma_barrier.h) and DPDK
+// uses them around its doorbells (drivers/common/mlx5/mlx5_common.h, `mlx5_doorbell_ring`;
+// lib/eal/*/include/rte_atomic*.h). On x86-64, ring memory is write-back and the CPU keeps
+// stores in order and loads in order, so the to-device and from-device barriers only have to
+// stop the compiler (DPDK's `rte_io_wmb` / `rte_io_rmb` are compiler barriers there); only
+// write-combined UAR stores need `sfence`. On aarch64 the barriers must reach the outer
+// shareable domain the device is in: `dmb oshst`, `dmb oshld`, and `dsb st` around
+// write-combining. Elsewhere a full fence stands in for each.
+
+/// `udma_to_device_barrier`: ring writes before it reach the device before writes after it
+/// (the doorbell record).
+#[inline(always)]
+pub(crate) fn to_device_barrier() {
+    #[cfg(target_arch = "x86_64")]
+    compiler_fence(Ordering::Release);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction: no memory access, no preconditions.
+    unsafe {
+        core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fence(Ordering::SeqCst);
+}
