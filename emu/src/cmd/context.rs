@@ -107,6 +107,7 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         tot_bfregs,
         uars,
         async_tx,
+        async_app,
         clock: None,
         has_clock: hw.is_some(),
     });
