@@ -164,4 +164,54 @@ mod tests {
         assert_eq!(copy_to_user(16, &[1]), Err(libc::EFAULT));
         assert_eq!(buf[4], 1);
     }
+
+    #[test]
+    fn pinning_needs_every_page_with_the_access() {
+        let maps = "1000-3000 rw-p 00000000 00:00 0\n\
+                    3000-4000 r--p 00000000 00:00 0\n\
+                    4000-5000 ---p 00000000 00:00 0\n\
+                    6000-7000 rw-s 00000000 00:05 7 /memfd:x (deleted)\n";
+        assert_eq!(covered(maps, 0x1000, 0x3000, Access::Write), Ok(()));
+        assert_eq!(covered(maps, 0x1000, 0x4000, Access::Read), Ok(()));
+        assert_eq!(
+            covered(maps, 0x1000, 0x4000, Access::Write),
+            Err(libc::EFAULT)
+        );
+        assert_eq!(
+            covered(maps, 0x3000, 0x5000, Access::Read),
+            Err(libc::EFAULT)
+        );
+        // A hole between two mappings, and past the last one.
+        assert_eq!(
+            covered(maps, 0x4000, 0x7000, Access::Read),
+            Err(libc::EFAULT)
+        );
+        assert_eq!(
+            covered(maps, 0x6000, 0x8000, Access::Read),
+            Err(libc::EFAULT)
+        );
+        assert_eq!(covered(maps, 0x6000, 0x7000, Access::Write), Ok(()));
+        assert_eq!(covered(maps, 0x0, 0x1000, Access::Read), Err(libc::EFAULT));
+    }
+
+    #[test]
+    fn page_counts_and_wrapping_ranges_are_einval() {
+        let a = [0u8; 64];
+        let p = a.as_ptr() as u64;
+        // ib_umem_num_pages: no page for an empty range at a page boundary, one otherwise.
+        assert_eq!(check_pinnable(0x10000, 0, Access::Read), Err(libc::EINVAL));
+        assert_eq!(check_pinnable(p | 1, 0, Access::Read), Ok(()));
+        assert_eq!(
+            check_pinnable(u64::MAX - 8, 16, Access::Read),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            check_pinnable(u64::MAX - 0x800, 16, Access::Read),
+            Err(libc::EINVAL)
+        );
+        // 2^52 bytes: more than UINT_MAX pages, refused before anything is looked at.
+        assert_eq!(check_pinnable(p, 1 << 52, Access::Read), Err(libc::EINVAL));
+        assert_eq!(check_pinnable(p, 1 << 40, Access::Read), Err(libc::EFAULT));
+        assert_eq!(check_pinnable(p, 64, Access::Write), Ok(()));
+    }
 }

@@ -77,6 +77,10 @@ fn findings(profile: &str) {
             ("legacy_resp_wraps_fd_works", 1),
             ("ex_resp_wraps", EFAULT),
             ("ex_resp_wraps_fd_works", 1),
+            // calc_total_bfregs: above MLX5_MAX_BFREGS is ENOMEM, none EINVAL.
+            ("get_context_bfregs_huge", libc::ENOMEM as i64),
+            ("get_context_bfregs_zero", EINVAL),
+            ("get_context_bfregs_8", 0),
             ("close", 0),
         ],
     );

@@ -10,6 +10,7 @@
  *                          command fails with EIO, the next commands work
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,6 +129,38 @@ static void overflows(void)
 	P("ex_resp_wraps", write(ctx->cmd_fd, buf, len) == (ssize_t)len ? 0 : errno);
 	P("ex_resp_wraps_fd_works", fd_works());
 	munmap(cqbuf, 4096);
+}
+
+/* A second open of the device: GET_CONTEXT asking for 2^32 - 1 bfregs (calc_total_bfregs:
+ * more than MLX5_MAX_BFREGS is ENOMEM; rounding it up would overflow). */
+static void bfregs(void)
+{
+	int fd = open("/dev/infiniband/uverbs0", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		P("bfregs_open", errno);
+		return;
+	}
+	struct {
+		struct ib_uverbs_cmd_hdr h;
+		struct ib_uverbs_get_context c;
+		struct mlx5_ib_alloc_ucontext_req_v2 d;
+	} q;
+	uint8_t resp[512];
+	memset(&q, 0, sizeof q);
+	q.h.command = IB_USER_VERBS_CMD_GET_CONTEXT;
+	q.h.in_words = sizeof q / 4;
+	q.h.out_words = sizeof resp / 4;
+	q.c.response = (uintptr_t)resp;
+	q.d.total_num_bfregs = 0xffffffffu;
+	q.d.max_cqe_version = 1;
+	P("get_context_bfregs_huge", write(fd, &q, sizeof q) == (ssize_t)sizeof q ? 0 : errno);
+	q.d.total_num_bfregs = 0;
+	P("get_context_bfregs_zero", write(fd, &q, sizeof q) == (ssize_t)sizeof q ? 0 : errno);
+	q.d.total_num_bfregs = 8;
+	P("get_context_bfregs_8", write(fd, &q, sizeof q) == (ssize_t)sizeof q ? 0 : errno);
+	struct ib_uverbs_get_context_resp *r = (void *)resp;
+	close(r->async_fd);
+	close(fd);
 }
 
 /* 2. REG_MR of huge lengths: EINVAL past UINT_MAX pages, EFAULT for unmapped memory. */
@@ -336,6 +369,7 @@ int main(int argc, char **argv)
 		struct ibv_pd *pd = ibv_alloc_pd(ctx);
 		ERR("alloc_pd", pd);
 		SECTION("overflows", overflows());
+		SECTION("overflows", bfregs());
 		SECTION("huge_mr", huge_mr(pd));
 		SECTION("protections", protections(pd));
 		SECTION("unpinned", unpinned(pd));
