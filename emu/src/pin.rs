@@ -10,6 +10,10 @@
 //!
 //! * every pinned range is recorded ([`pin`], released by dropping the [`Pinned`] its object
 //!   holds), in a fixed table a signal handler can read without locks or allocation;
+//! * `munmap` of pinned pages (interposed, [`munmap`]) unmaps the rest of the range but keeps
+//!   the pinned pages mapped, for the device only, until the last pin over them goes (so the
+//!   address is not handed out again while the device may write there); a `MAP_FIXED` mapping
+//!   the application puts over kept pages takes them back;
 //! * a `SIGSEGV`/`SIGBUS` handler ([`install`]) serves a fault of the *device* (the model's
 //!   thread, or an emulator entry point such as write(), which may flush CQEs) inside a pinned
 //!   range: a page the application took read or write access from gets both back; a page it
@@ -58,6 +62,11 @@ static ALLOC: Mutex<()> = Mutex::new(());
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_PAGE: AtomicU64 = AtomicU64::new(0);
 static RESCUED_PAGES: [AtomicU64; RESCUED] = [NO_PAGE; RESCUED];
+/// Live pins plus kept ranges and rescued pages: zero means the interposed munmap and mmap
+/// pass straight through.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Ranges the application unmapped while pinned, kept mapped for the device.
+static KEPT: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
 /// Pinned ranges of one object; dropping it unpins them (after the object left the device).
 #[derive(Debug, Default)]
@@ -104,9 +113,151 @@ impl Drop for Pinned {
                 s.end.load(Ordering::Relaxed),
             );
             s.end.store(0, Ordering::Release);
+            LIVE.fetch_sub(1, Ordering::Relaxed);
             release_rescued(start, end);
+            release_kept(start, end);
         }
     }
+}
+
+/// The parts of `[start, end)` no live pin covers, in order.
+fn uncovered(start: u64, end: u64) -> Vec<(u64, u64)> {
+    let n = HIGH.load(Ordering::Acquire);
+    let mut cover: Vec<(u64, u64)> = TABLE[..n]
+        .iter()
+        .filter_map(|s| {
+            let e = s.end.load(Ordering::Acquire);
+            let b = s.start.load(Ordering::Relaxed) & !(PAGE - 1);
+            (e != 0 && b < end && e > start).then_some((b, e))
+        })
+        .collect();
+    cover.sort_unstable();
+    let mut out = Vec::new();
+    let mut at = start;
+    for (b, e) in cover {
+        if b > at {
+            out.push((at, b.min(end)));
+        }
+        at = at.max(e.saturating_add(PAGE - 1) & !(PAGE - 1));
+        if at >= end {
+            break;
+        }
+    }
+    if at < end {
+        out.push((at, end));
+    }
+    out
+}
+
+/// Replaces the kept ranges with `still` (keeping [`LIVE`] in step).
+fn set_kept(kept: &mut Vec<(u64, u64)>, still: Vec<(u64, u64)>) {
+    LIVE.fetch_sub(kept.len(), Ordering::Relaxed);
+    LIVE.fetch_add(still.len(), Ordering::Relaxed);
+    *kept = still;
+}
+
+/// Unmaps the kept ranges inside `[start, end)` that no pin covers any more (the caller holds
+/// `ALLOC` and has already freed the slot).
+fn release_kept(start: u64, end: u64) {
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut still = Vec::new();
+    for &(b, e) in kept.iter() {
+        if e <= start || b >= end {
+            still.push((b, e));
+            continue;
+        }
+        let mut at = b;
+        for (ub, ue) in uncovered(b, e) {
+            if ub > at {
+                still.push((at, ub));
+            }
+            // SAFETY: pages the application unmapped and we kept for pins that are all gone.
+            unsafe { libc::syscall(libc::SYS_munmap, ub, ue - ub) };
+            at = ue;
+        }
+        if at < e {
+            still.push((at, e));
+        }
+    }
+    set_kept(&mut kept, still);
+}
+
+/// `munmap(addr, len)` with pinned pages inside: the pages no pin covers are unmapped, the
+/// pinned ones kept (see the module docs). Returns `i32::MIN` (the real call) when nothing in
+/// the range is pinned or the arguments are the kernel's to refuse, else 0 or `-errno`.
+pub(crate) fn munmap(addr: u64, len: u64) -> i32 {
+    const PASS: i32 = i32::MIN;
+    if addr % PAGE != 0 || len == 0 {
+        return PASS;
+    }
+    let Some(end) = len
+        .checked_add(PAGE - 1)
+        .and_then(|l| addr.checked_add(l & !(PAGE - 1)))
+    else {
+        return PASS;
+    };
+    let free = uncovered(addr, end);
+    if free == [(addr, end)] {
+        return PASS;
+    }
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut at = addr;
+    for (b, e) in free {
+        if b > at {
+            kept.push((at, b));
+            LIVE.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the application's own munmap of pages no pin covers.
+        if unsafe { libc::syscall(libc::SYS_munmap, b, e - b) } != 0 {
+            return -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL);
+        }
+        at = e;
+    }
+    if at < end {
+        kept.push((at, end));
+        LIVE.fetch_add(1, Ordering::Relaxed);
+    }
+    0
+}
+
+/// The application maps `[addr, addr + len)` with `MAP_FIXED`: pages kept or rescued there are
+/// its own again (its new mapping replaces them), never to be unmapped by us.
+pub(crate) fn mapped_fixed(addr: u64, len: u64) {
+    let end = addr.saturating_add(len);
+    let _g = ALLOC.lock().unwrap_or_else(|e| e.into_inner());
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut still = Vec::new();
+    for &(b, e) in kept.iter() {
+        if e <= addr || b >= end {
+            still.push((b, e));
+            continue;
+        }
+        if b < addr {
+            still.push((b, addr));
+        }
+        if e > end {
+            still.push((end, e));
+        }
+    }
+    set_kept(&mut kept, still);
+    for r in &RESCUED_PAGES {
+        let p = r.load(Ordering::Acquire);
+        if p != 0
+            && p < end
+            && p + PAGE > addr
+            && r.compare_exchange(p, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            LIVE.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether anything is pinned, kept or rescued (the interposer's fast check).
+pub(crate) fn any() -> bool {
+    LIVE.load(Ordering::Relaxed) != 0
 }
 
 /// Records a range in a free slot; `None` when the table is full (the range is then pinned
@@ -118,6 +269,7 @@ fn record(start: u64, end: u64) -> Option<usize> {
         .position(|s| s.end.load(Ordering::Relaxed) == 0)?;
     TABLE[i].start.store(start, Ordering::Relaxed);
     TABLE[i].end.store(end, Ordering::Release);
+    LIVE.fetch_add(1, Ordering::Relaxed);
     HIGH.fetch_max(i + 1, Ordering::Release);
     Some(i)
 }
@@ -143,6 +295,7 @@ fn release_rescued(start: u64, end: u64) {
         {
             // SAFETY: a page the fault handler mapped itself, which no pin covers any more.
             unsafe { libc::syscall(libc::SYS_munmap, p, PAGE) };
+            LIVE.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -222,6 +375,7 @@ fn serve(page: u64) -> bool {
                 if r.compare_exchange(0, page, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
+                    LIVE.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
             }

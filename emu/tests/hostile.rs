@@ -115,7 +115,11 @@ fn findings(profile: &str) {
         &r,
         &[
             ("unpinned_setup", 0),
+            ("unmapped_mr_address_reused", 0),
             ("unmapped_mr_send_completions", 1),
+            ("unmapped_mr_send_ok", 1),
+            ("freed_mr_send_completions", 1),
+            ("freed_mr_send_ok", 1),
             ("cq_buf_mprotect", 0),
             ("readonly_cq_send_completions", 1),
             ("readonly_cq_send_ok", 1),

@@ -256,11 +256,27 @@ static void unpinned(struct ibv_pd *pd)
 	ERR("unpinned_reg_mr", mr);
 	if (!mr)
 		return;
-	/* The application unmaps what it registered, then sends from it. */
+	/* The application unmaps what it registered, then sends from it. The pages stay the
+	 * device's: their address is not handed out again while the MR lives. */
 	munmap(mem, 4 * 4096);
+	void *again = mmap(mem, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	P("unmapped_mr_address_reused", again == mem);
+	munmap(again, 4 * 4096);
 	int ok;
 	send_one(qp, mem + 4096, mr->lkey, 1);
 	P("unmapped_mr_send_completions", poll_n(cq, 1, &ok));
+	P("unmapped_mr_send_ok", ok);
+	/* Memory malloc took from mmap, registered, then freed: glibc unmaps it itself. */
+	uint8_t *big = malloc(1 << 20);
+	uint8_t *inside = (uint8_t *)(((uintptr_t)big + 4095) & ~4095ul);
+	struct ibv_mr *bmr = ibv_reg_mr(pd, inside, 64 * 4096, IBV_ACCESS_LOCAL_WRITE);
+	free(big);
+	if (bmr) {
+		send_one(qp, inside + 8192, bmr->lkey, 3);
+		P("freed_mr_send_completions", poll_n(cq, 1, &ok));
+		P("freed_mr_send_ok", ok);
+		ibv_dereg_mr(bmr);
+	}
 	/* The CQ buffer becomes read-only to the application; the device writes CQEs anyway. */
 	struct mlx5dv_cq dcq;
 	struct mlx5dv_obj o = { .cq = { .in = cq, .out = &dcq } };
