@@ -451,3 +451,78 @@ pub fn pin(addr: u64, len: u64, access: Access) -> Result<Pinned, Errno> {
     p.add(addr, len, access)?;
     Ok(p)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pages: u64) -> u64 {
+        // SAFETY: a fresh anonymous mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                (pages * PAGE) as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as u64
+    }
+
+    fn mapped(addr: u64) -> bool {
+        check_pinnable(addr, PAGE, Access::Read).is_ok()
+    }
+
+    #[test]
+    fn munmap_keeps_pinned_pages_until_the_pin_goes() {
+        let a = map(4);
+        let pin = pin(a + PAGE, 2 * PAGE, Access::Write).unwrap();
+        assert_eq!(munmap(a, 4 * PAGE), 0);
+        assert!(
+            !mapped(a) && !mapped(a + 3 * PAGE),
+            "the unpinned pages are gone"
+        );
+        assert!(
+            mapped(a + PAGE) && mapped(a + 2 * PAGE),
+            "the pinned ones are kept"
+        );
+        drop(pin);
+        assert!(
+            !mapped(a + PAGE) && !mapped(a + 2 * PAGE),
+            "and go with the pin"
+        );
+        // Nothing pinned there any more: the real call.
+        assert_eq!(munmap(a, 4 * PAGE), i32::MIN);
+    }
+
+    #[test]
+    fn device_faults_in_pinned_pages_are_served() {
+        let a = map(2);
+        let pin = pin(a, 2 * PAGE, Access::Write).unwrap();
+        // The application takes its write access away from one page and unmaps the other
+        // behind the interposer's back (as glibc's free() does).
+        // SAFETY: pages of the mapping made above.
+        unsafe {
+            libc::mprotect(a as *mut libc::c_void, PAGE as usize, libc::PROT_READ);
+            libc::syscall(libc::SYS_munmap, a + PAGE, PAGE);
+        }
+        let _device = DeviceScope::enter();
+        // SAFETY: both pages are pinned; the handler makes them reachable (a crash otherwise).
+        unsafe {
+            std::ptr::write_volatile(a as *mut u64, 7);
+            std::ptr::write_volatile((a + PAGE) as *mut u64, 9);
+            assert_eq!(std::ptr::read_volatile(a as *const u64), 7);
+            assert_eq!(std::ptr::read_volatile((a + PAGE) as *const u64), 9);
+        }
+        drop(pin);
+        assert!(
+            !mapped(a + PAGE),
+            "the page put in place of the unmapped one goes too"
+        );
+        // SAFETY: the first page is still the test's own mapping.
+        unsafe { libc::munmap(a as *mut libc::c_void, PAGE as usize) };
+    }
+}
