@@ -24,8 +24,8 @@ fn main() {
     std::fs::write(
         &exports,
         "{ global: open; open64; __open_2; __open64_2; openat; openat64; stat; stat64; lstat; \
-         lstat64; fstat; fstat64; write; ioctl; mmap; mmap64; close; socket; dup; dup2; dup3; \
-         fcntl; fcntl64; };\n",
+         lstat64; fstat; fstat64; write; ioctl; mmap; mmap64; munmap; close; socket; dup; dup2; \
+         dup3; fcntl; fcntl64; };\n",
     )
     .expect("writing exports.map");
     println!(

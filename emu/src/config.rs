@@ -12,6 +12,10 @@
 //! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
 //!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
 //!   as a bad lkey would on hardware; later WQEs are flushed until the QP is reset.
+//! * `RAWQ_EMU_PANIC_IN=COMMAND` (debug builds only, for tests): the first command of that
+//!   name (`CREATE_CQ`, `EX_CREATE_WQ`, ... as the debug log names them) panics after its
+//!   handler ran, so that tests see a panic answered EIO without poisoning the file or leaking
+//!   the objects it made.
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
 //!   when a command fd closes).
@@ -67,6 +71,8 @@ pub struct Config {
     /// in the kernel's mlx5e, `mlx5e_set_pauseparam`): a port whose RQ has no free entry
     /// pauses its peer instead of dropping, so loopback tests are lossless on a loaded host.
     pub pause: bool,
+    /// Debug builds: the command that panics once (`RAWQ_EMU_PANIC_IN`).
+    pub panic_in: Option<String>,
 }
 
 /// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
@@ -95,6 +101,7 @@ impl Default for Config {
             pair: false,
             cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
             pause: false,
+            panic_in: None,
         }
     }
 }
@@ -120,6 +127,7 @@ impl Config {
             cqe_timestamps: get("RAWQ_EMU_CQE_TIMESTAMPS")
                 .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
             pause: get("RAWQ_EMU_PAUSE").is_some_and(|v| v != "0"),
+            panic_in: get("RAWQ_EMU_PANIC_IN").filter(|_| cfg!(debug_assertions)),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {

@@ -6,8 +6,9 @@
 //! objects), numbering objects itself, and says once on stderr that there is no data path.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rawq_model::hw::{Hw, HwOptions, NetdevPath};
 use rawq_model::{ModelThread, ModelWire};
@@ -26,6 +27,8 @@ pub struct Ucontext {
     pub uars: Option<Uars>,
     /// Our end of the async event fd.
     pub async_tx: i32,
+    /// The application's end of it (`async_fd`).
+    pub async_app: i32,
     /// The device clock page, once mapped (`MLX5_IB_MMAP_CORE_CLOCK`).
     pub clock: Option<crate::mmap::ClockPage>,
     /// The clock page is advertised (the model runs).
@@ -152,10 +155,7 @@ impl Device {
             ctx: None,
             objs: Objects::default(),
         };
-        self.files
-            .lock()
-            .map_err(|_| libc::EIO)?
-            .insert(fd, Arc::new(Mutex::new(f)));
+        self.files().insert(fd, Arc::new(Mutex::new(f)));
         self.log(format_args!("open -> fd {fd}"));
         Ok(fd)
     }
@@ -163,9 +163,7 @@ impl Device {
     /// `new` is a duplicate of the command fd `old` (dup, dup2, dup3, `F_DUPFD`): the same open
     /// file, as in the kernel. Returns false if `old` is not ours.
     pub fn dup(&self, old: i32, new: i32) -> bool {
-        let Ok(mut files) = self.files.lock() else {
-            return false;
-        };
+        let mut files = self.files();
         let Some(f) = files.get(&old).cloned() else {
             return false;
         };
@@ -176,22 +174,39 @@ impl Device {
 
     /// This device has the command fd `fd`.
     pub fn owns(&self, fd: i32) -> bool {
-        self.files.lock().is_ok_and(|f| f.contains_key(&fd))
+        self.files().contains_key(&fd)
+    }
+
+    /// The fd table. Nothing panics while holding it, but should something, the map itself
+    /// is still whole (a poisoned lock is taken as it is).
+    fn files(&self) -> MutexGuard<'_, HashMap<i32, Arc<Mutex<UFile>>>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
-        let files = self.files.lock().map_err(|_| libc::EIO)?;
-        files.get(&fd).cloned().ok_or(libc::EBADF)
+        self.files().get(&fd).cloned().ok_or(libc::EBADF)
     }
 
     /// write() on a command fd.
+    ///
+    /// A command that panics (a bug of the emulator or the model) answers EIO, and only that
+    /// command: the panic is caught inside the file's lock, so the lock is not poisoned, and
+    /// every object the file holds stays in its table, to be used or destroyed at close as
+    /// usual.
     ///
     /// # Errors
     /// The command's errno.
     pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
         let f = self.file(fd)?;
-        let mut f = f.lock().map_err(|_| libc::EIO)?;
-        cmd::write(self, &mut f, buf, count)
+        let mut f = lock_file(&f);
+        catch_unwind(AssertUnwindSafe(|| cmd::write(self, &mut f, buf, count))).unwrap_or_else(
+            |_| {
+                eprintln!(
+                    "rawq-emu: a command on fd {fd} panicked (an emulator bug); it failed with EIO"
+                );
+                Err(libc::EIO)
+            },
+        )
     }
 
     /// Validates an mmap of the command fd (`mlx5_ib_mmap`).
@@ -200,7 +215,7 @@ impl Device {
     /// EINVAL / EPERM as the kernel.
     pub fn mmap_check(&self, fd: i32, len: usize, prot: i32, off: i64) -> Result<(), Errno> {
         let f = self.file(fd)?;
-        let mut f = f.lock().map_err(|_| libc::EIO)?;
+        let mut f = lock_file(&f);
         let fd = f.fd;
         let ctx = f.ctx.as_mut().ok_or(libc::EINVAL)?;
         let what = crate::mmap::check(Some(ctx), len, prot, off)?;
@@ -220,24 +235,38 @@ impl Device {
     /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →
     /// `uverbs_destroy_ufile_hw`).
     pub fn release(&self, fd: i32) {
-        let f = match self.files.lock() {
-            Ok(mut files) => match files.remove(&fd) {
+        let f = {
+            let mut files = self.files();
+            match files.remove(&fd) {
                 // Another fd (a dup) still refers to the file: it stays open.
                 Some(f) if files.values().any(|g| Arc::ptr_eq(g, &f)) => {
                     self.log(format_args!("close fd {fd} (the file stays open on a dup)"));
                     return;
                 }
                 f => f,
-            },
-            Err(_) => None,
+            }
         };
         let Some(f) = f else { return };
-        let Ok(mut f) = f.lock() else { return };
-        cmd::destroy_all(self, &mut f);
+        let mut f = lock_file(&f);
+        let objects = f.objs.len();
+        // A destroy that panics must not keep the others from running.
+        while !f.objs.is_empty() {
+            let before = f.objs.len();
+            let r = catch_unwind(AssertUnwindSafe(|| cmd::destroy_all(self, &mut f)));
+            if r.is_err() {
+                eprintln!("rawq-emu: destroying an object of fd {fd} panicked (an emulator bug)");
+            }
+            if f.objs.len() >= before {
+                break;
+            }
+        }
         if let Some(ctx) = f.ctx.take() {
             sys::close(ctx.async_tx);
         }
-        self.log(format_args!("release fd {fd}"));
+        self.log(format_args!(
+            "release fd {fd}: {objects} objects destroyed, {} left",
+            f.objs.len()
+        ));
         self.write_stats();
     }
 
@@ -277,6 +306,13 @@ fn spawn_stats_writer(dest: String, hw: Hw) {
             write_counters(&dest, &hw);
             std::thread::sleep(std::time::Duration::from_millis(500));
         });
+}
+
+/// A file's lock. Commands run under it inside `catch_unwind`, so it is never poisoned by
+/// them; should it be anyway, the file is taken as it is (its table stays consistent: objects
+/// enter it whole, after their device side exists).
+fn lock_file(f: &Mutex<UFile>) -> MutexGuard<'_, UFile> {
+    f.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The process's emulated devices (configured from the environment at first use). With

@@ -19,14 +19,26 @@ const IB_EVENT_CQ_ERR: u32 = 0;
 /// Where one CQ's completion events go.
 #[derive(Clone, Copy, Debug)]
 struct CqRoute {
-    channel_tx: i32,
+    /// The channel: (application end, our end), -1 when none or closed.
+    channel: (i32, i32),
     user_handle: u64,
-    async_tx: i32,
-    reported: u32,
-    async_reported: u32,
+    /// The context's async event fd: (application end, our end).
+    async_fds: (i32, i32),
+    /// Completion events queued for the application and not taken back.
+    sent: u32,
+    /// Async events likewise.
+    async_sent: u32,
 }
 
 /// Event routing for the device, keyed by CQ number.
+///
+/// What DESTROY_CQ reports is what the application *read*: the kernel counts an event when
+/// `ib_uverbs_event_read` (uverbs_main.c) hands it out, and `ib_uverbs_release_ucq` drops the
+/// CQ's unread events from both queues; `ibv_destroy_cq` then waits until the application
+/// acknowledged exactly that many (libibverbs `ibv_cmd_destroy_cq`). The queues here are
+/// socket pairs the application reads directly, so at destroy time (and when the application
+/// closes a queue's fd) the unread events are taken back out of the queue: the counts are the
+/// events sent minus those, and the other CQs' events are put back in order.
 #[derive(Default)]
 pub struct Events {
     cqs: Mutex<HashMap<u32, CqRoute>>,
@@ -37,6 +49,33 @@ pub struct Events {
     closing: Mutex<HashSet<i32>>,
 }
 
+/// `ib_uverbs_comp_event_desc` / `ib_uverbs_async_event_desc` sizes.
+const COMP_DESC: usize = 8;
+const ASYNC_DESC: usize = 16;
+
+/// Takes every queued event out of the application's end `app`; those `keep` accepts are sent
+/// again, in order, on our end `tx`. Returns the ones taken away.
+fn take_back(app: i32, tx: i32, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 64];
+    while let Some(n) = sys::recv_nowait(app, &mut buf) {
+        all.push(buf[..n].to_vec());
+    }
+    let mut gone = Vec::new();
+    for e in all {
+        if keep(&e) {
+            sys::send_event(tx, &e);
+        } else {
+            gone.push(e);
+        }
+    }
+    gone
+}
+
+fn handle_of(e: &[u8]) -> u64 {
+    crate::cmd::u64_at(e, 0)
+}
+
 impl Events {
     /// Records a new completion channel.
     pub fn add_channel(&self, app_fd: i32, our_fd: i32) {
@@ -45,17 +84,37 @@ impl Events {
         }
     }
 
-    /// The application closed `fd`: if it was a completion channel, it is one no more (a CQ
-    /// cannot be created on it: EBADF), and our end is closed once no CQ uses it.
+    /// The application is closing `fd`. If it is a completion channel, it is one no more (a CQ
+    /// cannot be created on it: EBADF), and our end is closed once no CQ uses it. Events still
+    /// queued on a closing channel or async fd can never be read: they stop counting.
     pub fn app_closed(&self, fd: i32) {
-        let Some(ours) = self.channels.lock().ok().and_then(|mut c| c.remove(&fd)) else {
-            return;
-        };
-        let used = self
-            .cqs
-            .lock()
-            .is_ok_and(|c| c.values().any(|r| r.channel_tx == ours));
+        let ours = self.channels.lock().ok().and_then(|mut c| c.remove(&fd));
+        let Ok(mut cqs) = self.cqs.lock() else { return };
+        let used = cqs
+            .values()
+            .any(|r| r.channel.0 == fd || r.async_fds.0 == fd);
         if used {
+            for e in take_back(fd, -1, |_| false) {
+                let h = handle_of(&e);
+                if let Some(r) = cqs.values_mut().find(|r| r.user_handle == h) {
+                    if e.len() == COMP_DESC && r.channel.0 == fd {
+                        r.sent = r.sent.saturating_sub(1);
+                    } else if e.len() == ASYNC_DESC && r.async_fds.0 == fd {
+                        r.async_sent = r.async_sent.saturating_sub(1);
+                    }
+                }
+            }
+            for r in cqs.values_mut() {
+                if r.channel.0 == fd {
+                    r.channel.0 = -1;
+                }
+                if r.async_fds.0 == fd {
+                    r.async_fds.0 = -1;
+                }
+            }
+        }
+        let Some(ours) = ours else { return };
+        if cqs.values().any(|r| r.channel.1 == ours) {
             if let Ok(mut closing) = self.closing.lock() {
                 closing.insert(ours);
             }
@@ -69,24 +128,33 @@ impl Events {
         self.channels.lock().ok()?.get(&app_fd).copied()
     }
 
-    /// Routes `cqn`'s events.
-    pub fn add_cq(&self, cqn: u32, channel_tx: Option<i32>, user_handle: u64, async_tx: i32) {
+    /// Routes `cqn`'s events: to `channel` (application end, our end) if any, async events
+    /// to the context's `async_fds` (application end, our end).
+    pub fn add_cq(
+        &self,
+        cqn: u32,
+        channel: Option<(i32, i32)>,
+        user_handle: u64,
+        async_fds: (i32, i32),
+    ) {
         if let Ok(mut c) = self.cqs.lock() {
             c.insert(
                 cqn,
                 CqRoute {
-                    channel_tx: channel_tx.unwrap_or(-1),
+                    channel: channel.unwrap_or((-1, -1)),
                     user_handle,
-                    async_tx,
-                    reported: 0,
-                    async_reported: 0,
+                    async_fds,
+                    sent: 0,
+                    async_sent: 0,
                 },
             );
         }
     }
 
-    /// Stops routing `cqn`; returns (completion, async) events reported for it, which
-    /// DESTROY_CQ returns (`ibv_destroy_cq` waits until the application acked as many).
+    /// Stops routing `cqn`; returns the (completion, async) events the application read, which
+    /// DESTROY_CQ returns (`ib_uverbs_destroy_cq` → `comp_events_reported`,
+    /// `async_events_reported`); its unread events leave the queues
+    /// (`ib_uverbs_release_ucq`).
     pub fn remove_cq(&self, cqn: u32) -> (u32, u32) {
         let Ok(mut cqs) = self.cqs.lock() else {
             return (0, 0);
@@ -94,15 +162,29 @@ impl Events {
         let Some(r) = cqs.remove(&cqn) else {
             return (0, 0);
         };
+        let mine = |e: &[u8]| handle_of(e) == r.user_handle;
+        let mut comp = r.sent;
+        if r.channel.0 >= 0 && r.sent > 0 {
+            let gone = take_back(r.channel.0, r.channel.1, |e| !mine(e));
+            comp = comp.saturating_sub(gone.len() as u32);
+        }
+        let mut asy = r.async_sent;
+        if r.async_fds.0 >= 0 && r.async_sent > 0 {
+            let gone = take_back(r.async_fds.0, r.async_fds.1, |e| {
+                !(mine(e) && crate::cmd::u64_at(e, 8) as u32 == IB_EVENT_CQ_ERR)
+            });
+            asy = asy.saturating_sub(gone.len() as u32);
+        }
         // The last CQ of a channel the application already closed: close our end.
-        if r.channel_tx >= 0 && !cqs.values().any(|o| o.channel_tx == r.channel_tx) {
+        let tx = r.channel.1;
+        if tx >= 0 && !cqs.values().any(|o| o.channel.1 == tx) {
             if let Ok(mut closing) = self.closing.lock() {
-                if closing.remove(&r.channel_tx) {
-                    sys::close(r.channel_tx);
+                if closing.remove(&tx) {
+                    sys::close(tx);
                 }
             }
         }
-        (r.reported, r.async_reported)
+        (comp, asy)
     }
 
     /// A device event.
@@ -114,8 +196,8 @@ impl Events {
                     let d = ib_uverbs_comp_event_desc {
                         cq_handle: r.user_handle,
                     };
-                    if r.channel_tx >= 0 && sys::send_event(r.channel_tx, uapi::bytes_of(&d)) {
-                        r.reported += 1;
+                    if r.channel.1 >= 0 && sys::send_event(r.channel.1, uapi::bytes_of(&d)) {
+                        r.sent += 1;
                     }
                 }
             }
@@ -126,8 +208,8 @@ impl Events {
                         event_type: IB_EVENT_CQ_ERR,
                         reserved: 0,
                     };
-                    if r.async_tx >= 0 && sys::send_event(r.async_tx, uapi::bytes_of(&d)) {
-                        r.async_reported += 1;
+                    if r.async_fds.1 >= 0 && sys::send_event(r.async_fds.1, uapi::bytes_of(&d)) {
+                        r.async_sent += 1;
                     }
                 }
             }

@@ -46,6 +46,9 @@ extern void rawq_emu_release(int fd);
 extern int rawq_emu_dup(int oldfd, int newfd);
 extern void rawq_emu_close_other(int fd);
 extern void rawq_emu_note_ioctl(int fd, unsigned long req, const void *arg);
+extern int rawq_emu_munmap(void *addr, size_t len);
+extern void rawq_emu_mapped_fixed(void *addr, size_t len);
+extern int rawq_emu_pins_any(void);
 
 /* Answer "not a device of ours, use the real call". */
 #define RAWQ_EMU_PASS INT_MIN
@@ -66,6 +69,7 @@ static int (*real_dup)(int);
 static int (*real_dup2)(int, int);
 static int (*real_dup3)(int, int, int);
 static int (*real_fcntl)(int, int, ...);
+static int (*real_munmap)(void *, size_t);
 
 static void resolve(void)
 {
@@ -87,6 +91,7 @@ static void resolve(void)
 	real_dup2 = dlsym(RTLD_NEXT, "dup2");
 	real_dup3 = dlsym(RTLD_NEXT, "dup3");
 	real_fcntl = dlsym(RTLD_NEXT, "fcntl");
+	real_munmap = dlsym(RTLD_NEXT, "munmap");
 	real_close = dlsym(RTLD_NEXT, "close");
 }
 
@@ -322,7 +327,29 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		errno = -r;
 		return MAP_FAILED;
 	}
+	/* A fixed mapping over pages the emulator kept for the device: the application owns that
+	 * address again (the device keeps what it reaches there). */
+	if ((flags & MAP_FIXED) && rawq_emu_pins_any())
+		rawq_emu_mapped_fixed(addr, len);
 	return real_mmap(addr, len, prot, flags, fd, off);
+}
+
+/* munmap of pages pinned for the device (pin.rs): they stay mapped, for the device only, until
+ * the object is destroyed, as a kernel pin keeps the pages; the rest is unmapped. */
+int munmap(void *addr, size_t len)
+{
+	resolve();
+	if (rawq_emu_pins_any()) {
+		int r = rawq_emu_munmap(addr, len);
+		if (r != RAWQ_EMU_PASS) {
+			if (r < 0) {
+				errno = -r;
+				return -1;
+			}
+			return 0;
+		}
+	}
+	return real_munmap(addr, len);
 }
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)

@@ -13,6 +13,8 @@ use crate::device::{device_of_fd, device_of_path};
 const PASS: i32 = i32::MIN;
 
 fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    // Faults in pinned memory while here are the device's (crate::pin).
+    let _device = crate::pin::DeviceScope::enter();
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
 }
 
@@ -176,4 +178,23 @@ pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64, arg: *const u8) {
             "ioctl({fd}, {req:#x}) {ids} -> ENOTTY (write() ABI fallback)"
         ));
     });
+}
+
+/// munmap() while something is pinned: `i32::MIN` (the real call), 0, or `-errno`
+/// (`crate::pin::munmap`).
+#[no_mangle]
+pub extern "C" fn rawq_emu_munmap(addr: *mut libc::c_void, len: usize) -> i32 {
+    guarded(PASS, || crate::pin::munmap(addr as u64, len as u64))
+}
+
+/// A `MAP_FIXED` mmap() of the application over `[addr, addr + len)`.
+#[no_mangle]
+pub extern "C" fn rawq_emu_mapped_fixed(addr: *mut libc::c_void, len: usize) {
+    guarded((), || crate::pin::mapped_fixed(addr as u64, len as u64));
+}
+
+/// 1 if anything is pinned for the device (munmap and `MAP_FIXED` mmap must ask), else 0.
+#[no_mangle]
+pub extern "C" fn rawq_emu_pins_any() -> i32 {
+    i32::from(crate::pin::any())
 }

@@ -32,6 +32,7 @@ pub mod events;
 pub mod interpose;
 pub mod mmap;
 pub mod objects;
+pub mod pin;
 pub mod rings;
 mod sys;
 #[allow(missing_docs)]

@@ -188,6 +188,7 @@ mod tests {
             tot_bfregs: 16,
             uars: None,
             async_tx: -1,
+            async_app: -1,
             clock: None,
             has_clock: false,
         };

@@ -7,9 +7,11 @@
 //! → `lookup_get_idr_uobject`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use libc::{EBUSY, EINVAL, ENOENT, ENOMEM};
 
+use crate::pin::Pinned;
 use crate::Errno;
 
 /// A protection domain.
@@ -32,6 +34,8 @@ pub struct Mr {
     pub lkey: u32,
     /// Registered with the device model.
     pub on_hw: bool,
+    /// Its pages, pinned until it is deregistered.
+    pub pins: Arc<Pinned>,
 }
 
 /// A completion queue.
@@ -49,6 +53,8 @@ pub struct Cq {
     pub channel: Option<i32>,
     /// Created on the device model.
     pub on_hw: bool,
+    /// Its buffer and doorbell record, pinned until it is gone.
+    pub pins: Arc<Pinned>,
 }
 
 /// Queue state as `ibv_qp_state` / `ibv_wq_state` numbers.
@@ -77,6 +83,8 @@ pub struct Qp {
     pub user_handle: u64,
     /// Objects on the device model.
     pub on_hw: bool,
+    /// Its rings and doorbell record, pinned until it is gone.
+    pub pins: Arc<Pinned>,
 }
 
 /// A work queue (an RQ).
@@ -92,6 +100,8 @@ pub struct Wq {
     pub state: VerbsState,
     /// Created on the device model.
     pub on_hw: bool,
+    /// Its ring and doorbell record, pinned until it is gone.
+    pub pins: Arc<Pinned>,
 }
 
 /// A receive WQ indirection table.
@@ -284,6 +294,7 @@ mod tests {
                 len: 64,
                 lkey: 7,
                 on_hw: false,
+                pins: Arc::default(),
             }))
             .unwrap();
         assert_eq!(mr, 1);

@@ -143,3 +143,14 @@ pub fn has_net_raw() -> bool {
         })
         .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
 }
+
+/// Takes one queued packet from `fd` without waiting; `None` when there is none (or `fd` is
+/// not a socket).
+pub fn recv_nowait(fd: i32, buf: &mut [u8]) -> Option<usize> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: buf is a valid writable buffer of its length.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    usize::try_from(n).ok().filter(|&n| n > 0)
+}

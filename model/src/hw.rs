@@ -22,9 +22,9 @@
 //!   are allowed.
 //! * CQ sizes are the slot counts libmlx5 allocated (`align_queue_size(cqe + 1)`), not the
 //!   `cqe` the application asked for.
-//! * CQ arming is seen through the arm word `dbrec[1]` (the device writes an impossible arm
-//!   word there at [`Hw::create_cq`], after libmlx5 zeroed it); the UAR doorbell is not
-//!   polled. One [`HwEvent::Completion`] per arm.
+//! * CQ arming is seen through the arm word `dbrec[1]` (the creator leaves an impossible arm
+//!   word there before [`Hw::create_cq`], after libmlx5 zeroed it; the device never writes
+//!   the record); the UAR doorbell is not polled. One [`HwEvent::Completion`] per arm.
 //! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
 //!   The kernel also sets `rx_hash_symmetric` on such TIRs; the model hashes plain Toeplitz
 //!   (the symmetric variant's exact input order is not in the sources read), so hash values
@@ -327,9 +327,9 @@ impl Hw {
         self.lock().dereg_mr(lkey)
     }
 
-    /// Creates a CQ over the caller's memory; returns the cqn. The device writes
-    /// engine's arm sentinel (0xffffffff) into the arm word `dbrec[1]` so that it
-    /// sees every `mlx5_arm_cq` write (libmlx5 never reads that word).
+    /// Creates a CQ over the caller's memory; returns the cqn. The caller leaves 0xffffffff
+    /// (an impossible arm) in the arm word `dbrec[1]` so that the device sees every
+    /// `mlx5_arm_cq` write; the device only reads the record (it may be read-only).
     ///
     /// # Safety
     /// `d.buf` (`cqe_cnt * cqe_size` bytes) and `d.dbrec` (8 bytes) stay valid, and are only

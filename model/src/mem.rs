@@ -101,6 +101,17 @@ impl QueueMem {
         for i in 0..g.rxcq_cnt as usize {
             m.write_byte(rxcq + i * 64 + 63, cqe::OP_OWN_INVALID);
         }
+        // Both CQs' arm words start as the impossible arm the device compares against
+        // (engine::ARM_SENTINEL; the device itself never writes a doorbell record).
+        for w in [DB_TXCQ + 4, DB_RXCQ + 4] {
+            for (k, b) in super::engine::ARM_SENTINEL
+                .to_be_bytes()
+                .into_iter()
+                .enumerate()
+            {
+                m.write_byte(db + w + k, b);
+            }
+        }
         Ok(m)
     }
 

@@ -16,6 +16,9 @@ use crate::offsetofend;
 use crate::sys;
 use crate::uapi::*;
 
+/// `MLX5_MAX_BFREGS` (`MLX5_MAX_UARS * MLX5_NON_FP_BFREGS_PER_UAR`).
+const MAX_BFREGS: u32 = 256 * 2;
+
 pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     // One context per file.
     if c.file.ctx.is_some() {
@@ -48,6 +51,14 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     }
     if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 || req.reserved2 != 0 {
         return Err(EOPNOTSUPP);
+    }
+    // calc_total_bfregs(): none is EINVAL, more than MLX5_MAX_BFREGS (256 UARs of 2 non-fast-path
+    // bfregs, include/linux/mlx5/driver.h) ENOMEM, before the count is rounded up.
+    if req.total_num_bfregs == 0 {
+        return Err(EINVAL);
+    }
+    if req.total_num_bfregs > MAX_BFREGS {
+        return Err(libc::ENOMEM);
     }
     let tot_bfregs = req.total_num_bfregs.next_multiple_of(uc::BFREGS_PER_UAR);
     if tot_bfregs == 0 || req.num_low_latency_bfregs > tot_bfregs - 1 {
@@ -107,6 +118,7 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         tot_bfregs,
         uars,
         async_tx,
+        async_app,
         clock: None,
         has_clock: hw.is_some(),
     });

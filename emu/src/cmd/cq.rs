@@ -11,10 +11,14 @@ use libc::{EBADF, EINVAL, EOPNOTSUPP};
 use rawq_model::hw::CqDesc;
 use rawq_model::MiniCqeFormat;
 
+use std::sync::Arc;
+
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;
 use crate::objects::{Cq, Obj};
+use crate::pin::Pinned;
 use crate::uapi::*;
+use crate::umem::Access;
 use crate::{offsetofend, sys, umem};
 
 pub(super) fn create_comp_channel(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
@@ -80,9 +84,16 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
         (1, MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX) => Some(MiniCqeFormat::CsumStrideIdx),
         _ => return Err(EOPNOTSUPP),
     };
-    // ib_umem_get() of the buffer, mlx5_ib_db_map_user() of the doorbell record.
-    umem::check_mapped(d.buf_addr, u64::from(entries) * u64::from(d.cqe_size))?;
-    umem::check_mapped(d.db_addr, 8)?;
+    // create_cq_user(): ib_umem_get() of the buffer with IB_ACCESS_LOCAL_WRITE (the device
+    // writes CQEs), mlx5_ib_db_map_user() of the doorbell record (read).
+    let mut pins = Pinned::default();
+    let cq_bytes = u64::from(entries) * u64::from(d.cqe_size);
+    pins.add(d.buf_addr, cq_bytes, Access::Write)?;
+    pins.add_dbrec(d.db_addr, 8)?;
+    // The arm word starts as an arm no mlx5_arm_cq can write (rawq's model: ARM_SENTINEL), so
+    // the first arm, even an all-zero one, is seen. libmlx5 never reads that word; a record
+    // the application made read-only keeps its zero (libmlx5 could not arm it either).
+    let _ = umem::copy_to_user(d.db_addr.wrapping_add(4), &u32::MAX.to_be_bytes());
     let (cqn, on_hw) = match c.dev.hw() {
         Some(hw) => {
             let desc = CqDesc {
@@ -97,7 +108,11 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
         }
         None => (c.dev.next_num(), false),
     };
-    let async_tx = c.file.ctx.as_ref().map_or(-1, |x| x.async_tx);
+    let async_fds = c
+        .file
+        .ctx
+        .as_ref()
+        .map_or((-1, -1), |x| (x.async_app, x.async_tx));
     let cq = Cq {
         cqn,
         entries,
@@ -105,11 +120,12 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
         user_handle: core.user_handle,
         channel: channel.map(|(app, _)| app),
         on_hw,
+        pins: Arc::new(pins),
     };
     let h = c.file.objs.insert(Obj::Cq(cq))?;
     c.dev
         .events
-        .add_cq(cqn, channel.map(|(_, tx)| tx), core.user_handle, async_tx);
+        .add_cq(cqn, channel, core.user_handle, async_fds);
     Ok((h, cqn, entries))
 }
 

@@ -63,7 +63,8 @@ impl Attrs {
         let n = b.len().min(len);
         umem::copy_to_user(addr, &b[..n])?;
         if len > n {
-            umem::clear_user(addr + n as u64, len - n)?;
+            // The pointer is the application's: it may wrap (then EFAULT, as access_ok).
+            umem::clear_user(addr.wrapping_add(n as u64), len - n)?;
         }
         Ok(())
     }
@@ -360,7 +361,20 @@ pub fn write(dev: &Device, file: &mut UFile, buf: u64, count: usize) -> Result<u
     }
     let r = (method.handler)(&mut Ctx { dev, file }, &attrs);
     dev.log(format_args!("{} -> {r:?}", method.name));
+    #[cfg(debug_assertions)]
+    inject_panic(dev, method.name);
     r.map(|()| count)
+}
+
+/// `RAWQ_EMU_PANIC_IN` (debug builds): the first command of that name panics here, after its
+/// handler made its objects.
+#[cfg(debug_assertions)]
+fn inject_panic(dev: &Device, name: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if dev.cfg.panic_in.as_deref() == Some(name) && !DONE.swap(true, Ordering::Relaxed) {
+        panic!("RAWQ_EMU_PANIC_IN={name}: the injected panic");
+    }
 }
 
 /// `verify_hdr` + the legacy half of `ib_uverbs_write`.
@@ -377,7 +391,7 @@ fn decode_legacy(
     if count < m.req_size + hsize || (hdr.out_words as usize * 4) < m.resp_size {
         return Err(ENOSPC);
     }
-    let body = umem::copy_from_user(buf + hsize as u64, count - hsize)?;
+    let body = umem::copy_from_user(buf.wrapping_add(hsize as u64), count - hsize)?;
     let out_len = hdr.out_words as usize * 4;
     let (core_in, drv_in) = if m.has_udata {
         let (a, b) = body.split_at(m.req_size);
@@ -393,7 +407,12 @@ fn decode_legacy(
     let (core_out, drv_out) = match (m.has_resp, m.has_udata) {
         (true, true) => (
             (response, m.resp_size),
-            (response + m.resp_size as u64, out_len - m.resp_size),
+            // A response pointer that wraps with its size is EFAULT when the response is
+            // written (copy_to_user's access_ok), as in ib_uverbs_write's udata setup.
+            (
+                response.wrapping_add(m.resp_size as u64),
+                out_len - m.resp_size,
+            ),
         ),
         (true, false) => ((response, out_len), (0, 0)),
         _ => ((0, 0), (0, 0)),
@@ -418,8 +437,10 @@ fn decode_ex(
     if count < hsize + esize {
         return Err(EINVAL);
     }
-    let ex: uapi::ib_uverbs_ex_cmd_hdr =
-        uapi::from_prefix(&umem::copy_from_user(buf + hsize as u64, esize)?);
+    let ex: uapi::ib_uverbs_ex_cmd_hdr = uapi::from_prefix(&umem::copy_from_user(
+        buf.wrapping_add(hsize as u64),
+        esize,
+    )?);
     let core_in = hdr.in_words as usize * 8;
     let drv_in = ex.provider_in_words as usize * 8;
     if core_in + drv_in != count - hsize - esize {
@@ -443,13 +464,13 @@ fn decode_ex(
     } else if core_out != 0 || drv_out != 0 {
         return Err(EINVAL);
     }
-    let body = umem::copy_from_user(buf + (hsize + esize) as u64, core_in + drv_in)?;
+    let body = umem::copy_from_user(buf.wrapping_add((hsize + esize) as u64), core_in + drv_in)?;
     let (a, b) = body.split_at(core_in);
     Ok(Attrs {
         core_in: a.to_vec(),
         core_out: (ex.response, core_out),
         drv_in: b.to_vec(),
-        drv_out: (ex.response + core_out as u64, drv_out),
+        drv_out: (ex.response.wrapping_add(core_out as u64), drv_out),
     })
 }
 

@@ -2,13 +2,16 @@
 //! `ib_uverbs_reg_mr`; `uverbs_std_types.c: uverbs_free_pd`; `mlx5/mr.c:
 //! mlx5_ib_reg_user_mr`; `umem.c: ib_umem_get`).
 
+use std::sync::Arc;
+
 use libc::EINVAL;
 
 use super::{Attrs, CmdResult, Ctx};
 use crate::objects::{Mr, Obj, Pd};
+use crate::pin;
 use crate::rings::hw_errno;
 use crate::uapi::*;
-use crate::umem;
+use crate::umem::Access;
 
 pub(super) fn alloc_pd(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let _req: ib_uverbs_alloc_pd = a.request()?;
@@ -40,6 +43,9 @@ const ACCESS_LOCAL_WRITE: u32 = 1;
 const ACCESS_REMOTE_WRITE: u32 = 2;
 const ACCESS_REMOTE_ATOMIC: u32 = 8;
 const ACCESS_SUPPORTED: u32 = 0x0f_ffff;
+/// `ib_access_writable` (`include/rdma/ib_umem.h`... `ib_verbs.h`): `IB_ACCESS_LOCAL_WRITE |
+/// IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND`.
+const ACCESS_WRITABLE: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC | 0x10;
 
 pub(super) fn reg_mr(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let req: ib_uverbs_reg_mr = a.request()?;
@@ -56,13 +62,15 @@ pub(super) fn reg_mr(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         return Err(EINVAL);
     }
     c.file.objs.pd(req.pd_handle)?;
-    // ib_umem_get: no empty or wrapping range; every page must be mapped (pinning fails
-    // with EFAULT otherwise).
-    let end = req.start.checked_add(req.length).ok_or(EINVAL)?;
-    if req.length == 0 || end > u64::MAX - 0xfff {
-        return Err(EINVAL);
-    }
-    umem::check_mapped(req.start, req.length)?;
+    // mlx5_ib_reg_user_mr -> ib_umem_get: no empty or wrapping range, at most UINT_MAX pages
+    // (EINVAL); every page mapped with the access the device needs (EFAULT), writable when
+    // the MR is (ib_access_writable: local/remote write, remote atomic, MW bind).
+    let access = if acc & ACCESS_WRITABLE != 0 {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    let pins = pin::pin(req.start, req.length, access)?;
     let (lkey, on_hw) = match c.dev.hw() {
         Some(hw) => (
             hw.reg_mr(req.start, req.length).map_err(|e| hw_errno(&e))?,
@@ -76,6 +84,7 @@ pub(super) fn reg_mr(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         len: req.length,
         lkey,
         on_hw,
+        pins: Arc::new(pins),
     };
     let h = c.file.objs.insert(Obj::Mr(mr))?;
     let r = ib_uverbs_reg_mr_resp {

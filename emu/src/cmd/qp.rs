@@ -9,6 +9,8 @@
 //! A RAW_PACKET QP becomes, on the model, an SQ (if it sends), an RQ and a TIR over it (if it
 //! receives); an RSS QP a TIR over its indirection table's RQs.
 
+use std::sync::Arc;
+
 use libc::{EINVAL, ENOSYS, EOPNOTSUPP, EPERM};
 
 use rawq_model::hw::{QueueState, RqDesc, RssHash, SqDesc, TirDesc};
@@ -16,9 +18,11 @@ use rawq_model::hw::{QueueState, RqDesc, RssHash, SqDesc, TirDesc};
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps;
 use crate::objects::{Obj, Qp};
+use crate::pin::Pinned;
 use crate::rings::hw_errno;
 use crate::uapi::*;
-use crate::{offsetofend, umem, Errno};
+use crate::umem::Access;
+use crate::{offsetofend, Errno};
 
 /// `enum ib_qp_state`.
 pub(super) mod state {
@@ -131,13 +135,17 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
         &a.drv_in,
         std::mem::offset_of!(mlx5_ib_create_qp, __bindgen_anon_1),
     );
+    // create_raw_packet_qp(): ib_umem_get() of each ring with access 0 (the device reads
+    // WQEs), mlx5_ib_db_map_user() of the doorbell record ([RQ, SQ] words).
+    let mut pins = Pinned::default();
     if d.sq_wqe_count != 0 {
-        umem::check_mapped(sq_buf, u64::from(d.sq_wqe_count) * 64)?;
+        pins.add(sq_buf, u64::from(d.sq_wqe_count) * 64, Access::Read)?;
     }
     if d.rq_wqe_count != 0 {
-        umem::check_mapped(d.buf_addr, u64::from(d.rq_wqe_count) << d.rq_wqe_shift)?;
+        let len = u64::from(d.rq_wqe_count) << d.rq_wqe_shift;
+        pins.add(d.buf_addr, len, Access::Read)?;
     }
-    umem::check_mapped(d.db_addr, 8)?;
+    pins.add_dbrec(d.db_addr, 8)?;
     let bfreg = 1;
     let mut made = Created {
         handle: 0,
@@ -161,7 +169,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                         buf: sq_buf as usize,
                         wqe_cnt: d.sq_wqe_count,
                         // dbrec[MLX5_SND_DBR]: the second word.
-                        dbrec: d.db_addr as usize + 4,
+                        dbrec: d.db_addr.wrapping_add(4) as usize,
                         uar,
                         cqn: send_cq,
                         user_index: d.uidx,
@@ -226,6 +234,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
         state: state::RESET,
         user_handle: q.user_handle,
         on_hw,
+        pins: Arc::new(pins),
     };
     made.handle = match c.file.objs.insert(Obj::Qp(qp)) {
         Ok(h) => h,
@@ -306,6 +315,7 @@ fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created,
         state: state::RESET,
         user_handle: q.user_handle,
         on_hw,
+        pins: Arc::default(),
     };
     let made = Created {
         handle: 0,

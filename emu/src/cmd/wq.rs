@@ -5,6 +5,8 @@
 //! `set_user_rq_size`, `mlx5_ib_modify_wq`, `mlx5_ib_create_rwq_ind_table`. libmlx5 builds the
 //! request in `verbs.c: create_wq` (`mlx5dv_create_wq` adds the striding RQ fields).
 
+use std::sync::Arc;
+
 use libc::{EINVAL, EOPNOTSUPP};
 
 use rawq_model::hw::{QueueState, RqDesc};
@@ -13,9 +15,11 @@ use rawq_model::Striding;
 use super::{Attrs, CmdResult, Ctx};
 use crate::caps::{self, striding};
 use crate::objects::{IndTbl, Obj, Wq};
+use crate::offsetofend;
+use crate::pin::Pinned;
 use crate::rings::hw_errno;
 use crate::uapi::*;
-use crate::{offsetofend, umem};
+use crate::umem::Access;
 
 /// `enum ib_wq_state`.
 const WQS_RESET: u32 = 0;
@@ -86,8 +90,15 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if d.user_index > 0x00ff_ffff {
         return Err(EINVAL);
     }
-    umem::check_mapped(d.buf_addr, u64::from(d.rq_wqe_count) << d.rq_wqe_shift)?;
-    umem::check_mapped(d.db_addr, 4)?;
+    // create_user_rq(): ib_umem_get() of the ring (access 0: the device reads receive WQEs),
+    // mlx5_ib_db_map_user() of the doorbell record.
+    let mut pins = Pinned::default();
+    pins.add(
+        d.buf_addr,
+        u64::from(d.rq_wqe_count) << d.rq_wqe_shift,
+        Access::Read,
+    )?;
+    pins.add_dbrec(d.db_addr, 4)?;
     let (wqn, on_hw) = match c.dev.hw() {
         Some(hw) => {
             let rd = RqDesc {
@@ -116,6 +127,7 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         cq: req.cq_handle,
         state: WQS_RESET,
         on_hw,
+        pins: Arc::new(pins),
     }))?;
     let r = ib_uverbs_ex_create_wq_resp {
         comp_mask: 0,

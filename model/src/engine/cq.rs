@@ -30,15 +30,16 @@ const ARM_SOLICITED: u32 = 1 << 24;
 
 impl Cq {
     pub(crate) fn new(d: CqDesc) -> Cq {
-        // libmlx5 zeroes both dbrec words before the create command (rdma-core
-        // providers/mlx5/verbs.c `create_cq`) and never reads the arm word back.
-        store_be32(d.dbrec + 4, ARM_SENTINEL);
+        // The device does not write the doorbell record (a real one only reads it; the record
+        // may be mapped read-only): the creator leaves ARM_SENTINEL in the arm word, and what
+        // is there now is the arm last seen.
+        let arm_word = load_be32(d.dbrec.wrapping_add(4));
         Cq {
             d,
             log: d.cqe_cnt.trailing_zeros(),
             pi: 0,
             pending: cqe_deque(d.cqe_cnt as usize),
-            arm_word: ARM_SENTINEL,
+            arm_word,
             armed: None,
             saw_error: false,
             err: false,

@@ -247,9 +247,11 @@ fn frame_cap(max_frame: u32) -> usize {
     (max_frame as usize + 64).max(2048)
 }
 
-/// The value the device leaves in a new CQ's arm word (`dbrec[1]`): no `mlx5_arm_cq` word can
-/// have bits 30..31 set (rdma-core providers/mlx5/cq.c `mlx5_arm_cq`: sn is 2 bits at 28), so
-/// the first arm, even sn = 0, cmd = 0, ci = 0 (all zero), is seen as a change.
+/// The value a CQ's creator leaves in its arm word (`dbrec[1]`) before [`super::Hw::create_cq`]
+/// (libmlx5 zeroes it and never reads it back; the emulator, the model's port and tests write
+/// this): no `mlx5_arm_cq` word can have bits 30..31 set (rdma-core providers/mlx5/cq.c
+/// `mlx5_arm_cq`: sn is 2 bits at 28), so the first arm, even sn = 0, cmd = 0, ci = 0 (all
+/// zero), is seen as a change.
 pub(crate) const ARM_SENTINEL: u32 = 0xffff_ffff;
 
 impl HwState {
@@ -674,13 +676,6 @@ fn load_be32(addr: usize) -> u32 {
     std::ptr::NonNull::new(addr as *mut u32)
         .map(mmio::dbrec_load)
         .unwrap_or(0)
-}
-
-/// Stores a big-endian word (release).
-fn store_be32(addr: usize, v: u32) {
-    if let Some(p) = std::ptr::NonNull::new(addr as *mut u32) {
-        mmio::dbrec_store(p, v);
-    }
 }
 
 /// A deque of CQEs preallocated so a warm queue never grows it.

@@ -63,6 +63,8 @@ impl Rig {
         for i in 0..cnt as usize {
             self.bytes(off + i * size as usize + size as usize - 1, 1)[0] = 0xf0;
         }
+        // The arm word starts as the impossible arm (ARM_SENTINEL), as Hw::create_cq asks.
+        self.be32(DB + 64 * k + 4, 0xffff_ffff);
         // SAFETY: ring and dbrec inside the rig's mapping, which outlives the device.
         unsafe {
             self.hw.create_cq(CqDesc {
