@@ -505,7 +505,9 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
     FlowDesc {
         tirn,
         priority: r.priority,
-        dont_trap: false,
+        // As the verbs backend asks (src/flow/verbs.rs): multicast non-drop rules leave the
+        // kernel its copy, and rank as the kernel's tables say.
+        dont_trap: crate::flow::order::dont_trap(r),
         specs,
     }
 }
