@@ -127,6 +127,11 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
             }
             ty::IPV4 => {
                 let (v, m) = filter(body, IPV4_SZ)?;
+                // fs.c `parse_flow_attr`: FIELDS_NOT_SUPPORTED(mask, LAST_IPV4_FIELD = tos):
+                // ttl (byte 10) and flags (byte 11) cannot be matched.
+                if m[10..].iter().any(|&b| b != 0) {
+                    return Err(EOPNOTSUPP);
+                }
                 FlowSpec::Ipv4 {
                     src: Masked {
                         value: arr(&v, 0),
@@ -148,6 +153,12 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
             }
             ty::IPV6 => {
                 let (v, m) = filter(body, IPV6_SZ)?;
+                // FIELDS_NOT_SUPPORTED(mask, LAST_IPV6_FIELD = traffic_class): the hop limit
+                // (byte 38) and the padding after it cannot be matched (kernels whose filter
+                // still ends in `real_sz` answer EINVAL for the padding byte instead).
+                if m[38..].iter().any(|&b| b != 0) {
+                    return Err(EOPNOTSUPP);
+                }
                 FlowSpec::Ipv6 {
                     src: Masked {
                         value: arr(&v, 0),
@@ -351,6 +362,29 @@ mod tests {
             source: std::io::Error::from_raw_os_error(libc::EEXIST),
         };
         assert_eq!(hw_errno(&e), libc::EEXIST);
+    }
+
+    /// fs.c `parse_flow_attr`: `FIELDS_NOT_SUPPORTED(ipv4.mask, LAST_IPV4_FIELD)` (tos) and
+    /// `(ipv6.mask, LAST_IPV6_FIELD)` (traffic_class): a mask on the IPv4 ttl or flags, or on the
+    /// IPv6 hop limit (or the padding byte after it), is EOPNOTSUPP.
+    #[test]
+    fn ttl_flags_and_hop_limit_masks_are_eopnotsupp() {
+        let v4 = |mask_byte: usize| {
+            let mut body = vec![0u8; 2 * IPV4_SZ];
+            body[IPV4_SZ + mask_byte] = 0xff;
+            decode_specs(&spec(ty::IPV4, &body), 1)
+        };
+        assert!(v4(9).is_ok(), "tos is matched");
+        assert_eq!(v4(10), Err(EOPNOTSUPP), "ttl");
+        assert_eq!(v4(11), Err(EOPNOTSUPP), "flags");
+        let v6 = |mask_byte: usize| {
+            let mut body = vec![0u8; 2 * 40];
+            body[40 + mask_byte] = 0xff;
+            decode_specs(&spec(ty::IPV6, &body), 1)
+        };
+        assert!(v6(37).is_ok(), "traffic class is matched");
+        assert_eq!(v6(38), Err(EOPNOTSUPP), "hop limit");
+        assert_eq!(v6(39), Err(EOPNOTSUPP), "padding");
     }
 
     #[test]

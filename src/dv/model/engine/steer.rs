@@ -235,7 +235,17 @@ impl HwState {
             return bad(format!("unknown TIR {:#x}", d.tirn));
         }
         let (mut l2, mut l3, mut l4, mut tag, mut drop) = (0, 0, 0, None, false);
-        let mut v4_proto = None;
+        // Linux drivers/infiniband/hw/mlx5/fs.c `set_proto`: the first spec that sets the IP
+        // protocol (mask, value) fixes it; a later one must give the same, else EINVAL.
+        let mut ip_proto: Option<(u8, u8)> = None;
+        let mut set_proto = |mask: u8, value: u8| match ip_proto {
+            _ if mask == 0 => true,
+            None => {
+                ip_proto = Some((mask, value));
+                true
+            }
+            Some(p) => p == (mask, value),
+        };
         let mut eth_type = None;
         for s in &d.specs {
             match s {
@@ -247,15 +257,18 @@ impl HwState {
                 }
                 FlowSpec::Ipv4 { proto, .. } => {
                     l3 += 1;
-                    if proto.mask == 0xff {
-                        v4_proto = Some(proto.value);
+                    if !set_proto(proto.mask, proto.value) {
+                        return bad("a second, different IP protocol (fs.c set_proto)".into());
                     }
                     if eth_type.is_some_and(|t| t != 0x0800) {
                         return bad("an IPv4 spec under a non-IPv4 ethertype".into());
                     }
                 }
-                FlowSpec::Ipv6 { .. } => {
+                FlowSpec::Ipv6 { next_hdr, .. } => {
                     l3 += 1;
+                    if !set_proto(next_hdr.mask, next_hdr.value) {
+                        return bad("a second, different IP protocol (fs.c set_proto)".into());
+                    }
                     if eth_type.is_some_and(|t| t != 0x86dd) {
                         return bad("an IPv6 spec under a non-IPv6 ethertype".into());
                     }
@@ -267,8 +280,8 @@ impl HwState {
                     } else {
                         17
                     };
-                    if v4_proto.is_some_and(|p| p != want) {
-                        return bad("a TCP/UDP spec under an IPv4 spec of another protocol".into());
+                    if !set_proto(0xff, want) {
+                        return bad("a TCP/UDP spec under an IP spec of another protocol".into());
                     }
                 }
                 // Linux drivers/infiniband/hw/mlx5/fs.c `parse_flow_attr`: the tag must fit the
@@ -296,7 +309,6 @@ impl HwState {
         // mlx5 core fs_core.c `add_rule_fg`: a flow with the match of an entry of its table
         // joins that entry (one more destination, the entry's flow tag), unless
         // `check_conflicting_ftes` finds a different drop action or flow tag: EEXIST.
-        let mut tag = tag;
         if let Some((_, e)) = self
             .flows
             .iter()

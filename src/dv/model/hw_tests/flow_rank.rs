@@ -176,3 +176,42 @@ fn a_second_flow_with_the_same_match_in_its_table_joins_or_is_eexist() {
     r.hw.create_flow(flow(t[1], 2, false, vec![udp_dst(9001), FlowSpec::Tag(2)]))
         .unwrap();
 }
+
+/// Linux drivers/infiniband/hw/mlx5/fs.c `set_proto`: a spec that sets the IP protocol after
+/// another one did must give the same mask and value (IPv4 `proto`, IPv6 `next_hdr`, a TCP or
+/// UDP spec's implied 0xff/6 or 0xff/17), else `parse_flow_attr` fails with EINVAL.
+#[test]
+fn a_second_different_ip_protocol_is_refused() {
+    let r = Rig::new(opts(0));
+    let (_, t) = three_tirs(&r);
+    let v4 = |mask, value| FlowSpec::Ipv4 {
+        src: Masked::default(),
+        dst: Masked::default(),
+        proto: Masked { value, mask },
+        tos: Masked::default(),
+    };
+    let v6 = |mask, value| FlowSpec::Ipv6 {
+        src: Masked::default(),
+        dst: Masked::default(),
+        next_hdr: Masked { value, mask },
+    };
+    let tcp = FlowSpec::Tcp {
+        src: Masked::default(),
+        dst: Masked::default(),
+    };
+    for specs in [
+        vec![v4(0xff, 17), tcp.clone()],
+        vec![v4(0x0f, 6), tcp.clone()],
+        vec![v6(0xff, 17), tcp.clone()],
+        vec![v6(0xff, 6), udp_dst(1)],
+    ] {
+        assert!(
+            r.hw.create_flow(flow(t[0], 0, false, specs.clone()))
+                .is_err(),
+            "{specs:?}"
+        );
+    }
+    for specs in [vec![v4(0xff, 6), tcp.clone()], vec![v6(0, 0), tcp.clone()]] {
+        r.hw.create_flow(flow(t[0], 0, false, specs)).unwrap();
+    }
+}
