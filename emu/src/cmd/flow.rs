@@ -172,6 +172,15 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
                         value: v[36],
                         mask: m[36],
                     },
+                    // ib_uverbs_flow_ipv6_filter: flow_label (be32) at 32, traffic_class at 37.
+                    flow_label: Masked {
+                        value: u32::from_be_bytes(arr(&v, 32)),
+                        mask: u32::from_be_bytes(arr(&m, 32)),
+                    },
+                    traffic_class: Masked {
+                        value: v[37],
+                        mask: m[37],
+                    },
                 }
             }
             ty::TCP | ty::UDP => {

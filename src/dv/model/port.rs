@@ -470,6 +470,8 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
             src: v6(src),
             dst: v6(dst),
             next_hdr: proto,
+            flow_label: Masked::default(),
+            traffic_class: Masked::default(),
         }),
         (None, Some(0x0800)) if p.ip_proto.is_some() => specs.push(FlowSpec::Ipv4 {
             src: Masked::default(),
@@ -481,6 +483,8 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
             src: Masked::default(),
             dst: Masked::default(),
             next_hdr: proto,
+            flow_label: Masked::default(),
+            traffic_class: Masked::default(),
         }),
         _ => {}
     }

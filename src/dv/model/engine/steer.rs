@@ -75,6 +75,7 @@ pub(crate) struct MatchKey {
     dst: [[u8; 16]; 2],
     proto: [u8; 2],
     tos: [u8; 2],
+    flow_label: [u32; 2],
     tcp: [u16; 4],
     udp: [u16; 4],
 }
@@ -123,9 +124,18 @@ impl MatchKey {
                     k.tos = [tos.mask, tos.value & tos.mask];
                     proto(&mut k, p.mask, p.value);
                 }
-                FlowSpec::Ipv6 { src, dst, next_hdr } => {
+                FlowSpec::Ipv6 {
+                    src,
+                    dst,
+                    next_hdr,
+                    flow_label: l,
+                    traffic_class: tc,
+                } => {
                     k.ethertype = [0xffff, 0x86dd];
                     (k.src, k.dst) = (ip16(src), ip16(dst));
+                    k.tos = [tc.mask, tc.value & tc.mask];
+                    // The entry's field is 20 bits wide (fs.c `set_flow_label`).
+                    k.flow_label = [l.mask & 0xf_ffff, l.value & l.mask & 0xf_ffff];
                     proto(&mut k, next_hdr.mask, next_hdr.value);
                 }
                 FlowSpec::Tcp { src, dst } => {
@@ -519,12 +529,26 @@ fn spec_matches(s: &FlowSpec, f: &[u8], p: Option<&flow::Parsed>) -> bool {
                 && masked8(proto, f[l3 + 9])
                 && masked8(tos, f[l3 + 1])
         }
-        FlowSpec::Ipv6 { src, dst, next_hdr } => {
+        FlowSpec::Ipv6 {
+            src,
+            dst,
+            next_hdr,
+            flow_label,
+            traffic_class,
+        } => {
+            // The first word: version 4 bits, traffic class 8, flow label 20 (RFC 8200); the
+            // device keeps 20 bits of the label's mask and value (fs.c `set_flow_label`).
+            let word = p.ip_proto.map_or(0, |_| {
+                u32::from_be_bytes([f[l3], f[l3 + 1], f[l3 + 2], f[l3 + 3]])
+            });
+            let label_mask = flow_label.mask & 0xf_ffff;
             p.ethertype == 0x86dd
                 && p.ip_proto.is_some()
                 && masked_eq(src, &f[l3 + 8..l3 + 24])
                 && masked_eq(dst, &f[l3 + 24..l3 + 40])
                 && masked8(next_hdr, f[l3 + 6])
+                && masked8(traffic_class, (word >> 20) as u8)
+                && word & label_mask == flow_label.value & label_mask
         }
         FlowSpec::Tcp { src, dst } | FlowSpec::Udp { src, dst } => {
             let want = if matches!(s, FlowSpec::Tcp { .. }) {

@@ -194,6 +194,8 @@ fn a_second_different_ip_protocol_is_refused() {
         src: Masked::default(),
         dst: Masked::default(),
         next_hdr: Masked { value, mask },
+        flow_label: Masked::default(),
+        traffic_class: Masked::default(),
     };
     let tcp = FlowSpec::Tcp {
         src: Masked::default(),
@@ -214,4 +216,67 @@ fn a_second_different_ip_protocol_is_refused() {
     for specs in [vec![v4(0xff, 6), tcp.clone()], vec![v6(0, 0), tcp.clone()]] {
         r.hw.create_flow(flow(t[0], 0, false, specs)).unwrap();
     }
+}
+
+/// Linux fs.c `parse_flow_attr` for an IPv6 spec: the traffic class goes to the entry's DSCP and
+/// ECN (`set_tos`), the flow label to `outer_ipv6_flow_label` (`set_flow_label`, 20 bits): the
+/// device matches both.
+#[test]
+fn ipv6_traffic_class_and_flow_label_are_matched() {
+    let r = Rig::new(opts(0));
+    let (rqs, t) = three_tirs(&r);
+    let v6 = |tc: Masked<u8>, label: Masked<u32>| FlowSpec::Ipv6 {
+        src: Masked::default(),
+        dst: Masked::default(),
+        next_hdr: Masked::default(),
+        flow_label: label,
+        traffic_class: tc,
+    };
+    r.hw.create_flow(flow(
+        t[0],
+        0,
+        false,
+        vec![v6(
+            Masked::default(),
+            Masked {
+                value: 0x12345,
+                mask: 0xfffff,
+            },
+        )],
+    ))
+    .unwrap();
+    r.hw.create_flow(flow(
+        t[1],
+        0,
+        false,
+        vec![v6(
+            Masked {
+                value: 0xb8,
+                mask: 0xfc,
+            },
+            Masked::default(),
+        )],
+    ))
+    .unwrap();
+    // IPv6/UDP with traffic class `tc` and flow label `label`.
+    let frame = |tc: u8, label: u32| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+        let word = 6 << 28 | u32::from(tc) << 20 | label;
+        f.extend_from_slice(&word.to_be_bytes());
+        f.extend_from_slice(&[0, 8, 17, 64]);
+        f.extend_from_slice(&[0x20; 32]);
+        f.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        f
+    };
+    for f in [
+        frame(0, 0x12345),    // label: RQ 0
+        frame(0xbb, 0x12346), // DSCP 46 (ECN ignored): RQ 1
+        frame(0xb4, 0x12346), // kernel
+        frame(0, 0x02345),    // kernel
+    ] {
+        r.hw.inject_frame(&f);
+    }
+    r.hw.process();
+    assert_eq!(frames(&r, &rqs), [1, 1, 0]);
+    assert_eq!(r.hw.counters().rx_to_kernel, 2);
 }
