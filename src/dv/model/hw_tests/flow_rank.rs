@@ -143,7 +143,7 @@ fn multicast_only_flows_without_dont_trap_come_after_every_priority() {
 #[test]
 fn a_second_flow_with_the_same_match_in_its_table_joins_or_is_eexist() {
     let r = Rig::new(opts(0));
-    let (_, t) = three_tirs(&r);
+    let (rqs, t) = three_tirs(&r);
     let eexist = |d: FlowDesc| match r.hw.create_flow(d) {
         Err(crate::Error::Os { source, .. }) => source.raw_os_error() == Some(libc::EEXIST),
         other => panic!("expected EEXIST, got {other:?}"),
@@ -175,6 +175,20 @@ fn a_second_flow_with_the_same_match_in_its_table_joins_or_is_eexist() {
         .unwrap();
     r.hw.create_flow(flow(t[1], 2, false, vec![udp_dst(9001), FlowSpec::Tag(2)]))
         .unwrap();
+    // UDP 9000: table 4 (the DONT_TRAP flow) copies to RQ 1 with tag 2; table 5's entry has
+    // three destinations (fs_core.c `add_rule_fte`), each frame with the entry's tag 1.
+    r.hw.inject_frame(&udp([10, 0, 0, 1], 1, 9000, 64));
+    r.hw.process();
+    assert_eq!(frames(&r, &rqs), [1, 2, 1]);
+    assert_eq!(r.hw.counters().rx_to_kernel, 0);
+    let tags = [
+        r.cqe(0, 64, 0),
+        r.cqe(1, 64, 0),
+        r.cqe(1, 64, 1),
+        r.cqe(2, 64, 0),
+    ]
+    .map(|c| flow_tag(&c));
+    assert_eq!(tags, [1, 2, 1, 1]);
 }
 
 /// Linux drivers/infiniband/hw/mlx5/fs.c `set_proto`: a spec that sets the IP protocol after
