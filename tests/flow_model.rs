@@ -7,6 +7,7 @@
 //!
 //! The model ranks flows from its own decoded specs (Linux drivers/infiniband/hw/mlx5/fs.c
 //! `get_flow_table`), the reference from rawq's rules: two readings of the kernel, compared.
+#![cfg(feature = "mlx5")]
 
 mod support;
 
