@@ -15,6 +15,11 @@ pub enum Backend {
     /// Software loopback: what queue *i* sends, queue *i* receives. Needs nothing.
     Loopback,
     /// AF_XDP sockets on a Linux network interface (any netdev, veth included).
+    ///
+    /// Flow rules: a frame goes to the first rule it reaches ([`crate::flow::classify`]). A
+    /// multicast rule that does not drop, which on verbs and DV leaves the kernel (and later
+    /// rules) a copy, here *takes* the frame: AF_XDP cannot give one frame to a socket and to
+    /// the kernel ([`crate::flow::order`]).
     Xdp {
         /// Interface name.
         ifname: String,

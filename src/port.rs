@@ -108,9 +108,7 @@ impl PortBuilder {
                 )));
             }
         }
-        for r in &c.rules {
-            r.validate(c.queues)?;
-        }
+        crate::flow::validate_rules(&c.rules, c.queues)?;
         Ok(())
     }
 

@@ -4,10 +4,11 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
+use rawq::flow::order::{dont_trap, rank, steer};
 use rawq::flow::toeplitz::{hash_frame, HashFields, DEFAULT_KEY};
 use rawq::flow::verbs::compile;
 use rawq::flow::{
-    matches, Action, IpMatch, Ipv4Net, Ipv6Net, L4Match, L4Proto, MacMatch, Pattern, Rule,
+    classify, matches, Action, IpMatch, Ipv4Net, Ipv6Net, L4Match, L4Proto, MacMatch, Pattern, Rule,
 };
 
 /// The L3 part of a generated frame.
@@ -553,7 +554,7 @@ fn rule() -> impl Strategy<Value = Rule> {
         proptest::collection::vec(any::<u16>(), 1..8).prop_map(Action::Rss),
         Just(Action::Drop),
     ];
-    (pattern, any::<u16>(), action).prop_map(|(pattern, priority, action)| Rule {
+    (pattern, 0u16..=15, action).prop_map(|(pattern, priority, action)| Rule {
         pattern,
         priority,
         action,
@@ -648,5 +649,60 @@ proptest! {
             }
             Err(e) => prop_assert!(proto_needs_ip, "{}: {}", r, e),
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// Rules built from a frame's own fields (so that several match), some to a multicast
+    /// destination, at mixed priorities: `steer` walks the mlx5 tables in increasing rank, one
+    /// rule per table, copies only at DONT_TRAP rules and stops at the first other one; every
+    /// rule it passes over in a table it used, or in a table before the one that took the frame,
+    /// either does not match or lost to an earlier rule of its table; `classify` is its first
+    /// rule.
+    #[test]
+    fn steering_walks_the_kernel_tables(f in frame_spec(), mc in any::<bool>(),
+            picks in proptest::collection::vec((any::<u16>(), 0u16..4, 0u8..3), 1..8)) {
+        let mut f = f;
+        if mc {
+            f.dst[0] |= 1;
+        }
+        let frame = f.build();
+        let rules: Vec<Rule> = picks
+            .iter()
+            .map(|&(pick, prio, act)| {
+                let mut r = rule_from(&f, pick, (24, 32), (64, 128));
+                r.priority = prio;
+                r.action = [Action::Queue(0), Action::Queue(1), Action::Drop][act as usize].clone();
+                r
+            })
+            .collect();
+        let s = steer(&rules, &frame);
+        let met: Vec<usize> = s.copies.iter().copied().chain(s.taken_by).collect();
+        for w in met.windows(2) {
+            prop_assert!(rank(&rules[w[0]]) < rank(&rules[w[1]]), "{rules:?} {s:?}");
+        }
+        for &c in &s.copies {
+            prop_assert!(dont_trap(&rules[c]) && matches(&rules[c], &frame));
+        }
+        if let Some(t) = s.taken_by {
+            prop_assert!(!dont_trap(&rules[t]) && matches(&rules[t], &frame));
+        }
+        // Every matching rule that got nothing is behind the taker, or behind an earlier rule of
+        // its own table.
+        let stop = s.taken_by.map(|t| (rank(&rules[t]), t));
+        for (i, r) in rules.iter().enumerate() {
+            if met.contains(&i) || !matches(r, &frame) {
+                continue;
+            }
+            let k = (rank(r), i);
+            let shadowed = met.iter().any(|&m| rank(&rules[m]) == k.0 && m < i);
+            prop_assert!(shadowed || stop.is_some_and(|s| k > s), "rule {i} skipped: {rules:?} {s:?}");
+        }
+        prop_assert_eq!(
+            classify(&rules, &frame).map(|r| r as *const Rule),
+            s.first().map(|i| &rules[i] as *const Rule)
+        );
     }
 }

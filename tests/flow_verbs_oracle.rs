@@ -130,7 +130,7 @@ const CASES: &[&str] = &[
     "ethertype 0x0800 proto 132 -> drop",
     "proto 6 -> queue 0",
     "proto 17 vlan 100 -> drop",
-    "prio 65535 ipv4 udp src-port 0 -> queue 0",
+    "prio 15 ipv4 udp src-port 0 -> queue 0",
     "prio 3 eth dst 02:00:00:00:00:01 src 02:00:00:00:00:02 vlan 7 ipv6 src ::1 dst ::2 udp \
      src-port 1 dst-port 2 -> drop",
 ];

@@ -18,6 +18,9 @@ use crate::Errno;
 pub fn hw_errno(e: &rawq_model::Error) -> Errno {
     match e {
         rawq_model::Error::Unsupported(_) => libc::EOPNOTSUPP,
+        // The model says which errno the kernel gives (EEXIST for a flow conflicting with one
+        // of its table: mlx5 core fs_core.c `check_conflicting_ftes`).
+        rawq_model::Error::Os { source, .. } => source.raw_os_error().unwrap_or(libc::EINVAL),
         _ => libc::EINVAL,
     }
 }

@@ -50,15 +50,34 @@ fn encode(s: &FlowSpec) -> Vec<u8> {
             body.extend(half(src.mask, dst.mask, proto.mask, tos.mask));
             spec(0x30, &body)
         }
-        FlowSpec::Ipv6 { src, dst, next_hdr } => {
-            let half = |s: [u8; 16], d: [u8; 16], n: u8| {
+        FlowSpec::Ipv6 {
+            src,
+            dst,
+            next_hdr,
+            flow_label,
+            traffic_class,
+        } => {
+            let half = |s: [u8; 16], d: [u8; 16], n: u8, l: u32, c: u8| {
                 let mut b = s.to_vec();
                 b.extend(d);
-                b.extend([0, 0, 0, 0, n, 0, 0, 0]);
+                b.extend(l.to_be_bytes());
+                b.extend([n, c, 0, 0]);
                 b
             };
-            let mut body = half(src.value, dst.value, next_hdr.value);
-            body.extend(half(src.mask, dst.mask, next_hdr.mask));
+            let mut body = half(
+                src.value,
+                dst.value,
+                next_hdr.value,
+                flow_label.value,
+                traffic_class.value,
+            );
+            body.extend(half(
+                src.mask,
+                dst.mask,
+                next_hdr.mask,
+                flow_label.mask,
+                traffic_class.mask,
+            ));
             spec(0x31, &body)
         }
         FlowSpec::Tcp { src, dst } | FlowSpec::Udp { src, dst } => {
@@ -117,9 +136,19 @@ fn any_spec() -> impl Strategy<Value = FlowSpec> {
         (
             masked(any::<[u8; 16]>()),
             masked(any::<[u8; 16]>()),
+            masked(any::<u8>()),
+            masked(any::<u32>()),
             masked(any::<u8>())
         )
-            .prop_map(|(src, dst, next_hdr)| FlowSpec::Ipv6 { src, dst, next_hdr }),
+            .prop_map(
+                |(src, dst, next_hdr, flow_label, traffic_class)| FlowSpec::Ipv6 {
+                    src,
+                    dst,
+                    next_hdr,
+                    flow_label,
+                    traffic_class
+                }
+            ),
         (masked(any::<u16>()), masked(any::<u16>()))
             .prop_map(|(src, dst)| FlowSpec::Tcp { src, dst }),
         (masked(any::<u16>()), masked(any::<u16>()))

@@ -179,6 +179,10 @@ pub enum FlowSpec {
         dst: Masked<[u8; 16]>,
         /// Next header.
         next_hdr: Masked<u8>,
+        /// Flow label (20 bits; Linux fs.c `set_flow_label`).
+        flow_label: Masked<u32>,
+        /// Traffic class (DSCP and ECN; fs.c `set_tos`).
+        traffic_class: Masked<u8>,
     },
     /// `IB_FLOW_SPEC_TCP`.
     Tcp {

@@ -9,25 +9,13 @@ use std::ptr::NonNull;
 #[allow(unused_imports)] // which fences are used depends on the architecture
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU8, Ordering};
 
-/// Stores a big-endian doorbell-record word, after [`to_device_barrier`]: every ring write
-/// before it (WQEs, scrubbed CQEs) reaches the device before the new counter (libmlx5 writes
-/// its doorbell records the same way: rdma-core providers/mlx5/qp.c, `post_send_db`, and
-/// `mlx5_post_wq_recv`). The store itself is a release store, which is what the device model's
-/// thread (an acquire load) relies on; for the device, the barrier is what counts.
-#[inline(always)]
-pub(crate) fn dbrec_store(rec: NonNull<u32>, host: u32) {
-    to_device_barrier();
-    // SAFETY: `rec` points at a live, 4-byte aligned doorbell-record word owned by the queue's
-    // verbs objects (or the model) for the queue's lifetime; the device side only reads it, and
-    // every CPU-side access goes through atomics.
-    let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
-    a.store(host.to_be(), Ordering::Release);
-}
-
-/// Loads a big-endian doorbell-record word (acquire): the device side of [`dbrec_store`].
+/// Loads a big-endian doorbell-record word (acquire): the device side of the driver's release
+/// store of it (libmlx5 writes its doorbell records after a to-device barrier: rdma-core
+/// providers/mlx5/qp.c `post_send_db`, `mlx5_post_wq_recv`).
 #[inline(always)]
 pub(crate) fn dbrec_load(rec: NonNull<u32>) -> u32 {
-    // SAFETY: as in `dbrec_store`.
+    // SAFETY: `rec` points at a live, 4-byte aligned doorbell-record word owned by the queue's
+    // verbs objects (or the model) for the queue's lifetime; every access goes through atomics.
     let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
     u32::from_be(a.load(Ordering::Acquire))
 }
@@ -52,18 +40,3 @@ pub(crate) unsafe fn op_own_store(p: *mut u8, v: u8) {
 // write-combined UAR stores need `sfence`. On aarch64 the barriers must reach the outer
 // shareable domain the device is in: `dmb oshst`, `dmb oshld`, and `dsb st` around
 // write-combining. Elsewhere a full fence stands in for each.
-
-/// `udma_to_device_barrier`: ring writes before it reach the device before writes after it
-/// (the doorbell record).
-#[inline(always)]
-pub(crate) fn to_device_barrier() {
-    #[cfg(target_arch = "x86_64")]
-    compiler_fence(Ordering::Release);
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: a barrier instruction: no memory access, no preconditions.
-    unsafe {
-        core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    fence(Ordering::SeqCst);
-}

@@ -16,8 +16,18 @@
 //!   non-first fragment) or IPv6; its ports are read from the L4 header. Without `ip`, both IP
 //!   versions match.
 //! * A field that would lie past the end of the frame does not match.
-//! * Among several rules the one with the lowest `priority` number wins; equal priorities keep
-//!   the order they were given in.
+//! * Priorities are 0 to [`MAX_PRIORITY`] (15), lower first. Linux's mlx5 driver refuses a rule
+//!   above 15 (`MLX5_IB_FLOW_LAST_PRIO`; older kernels, with 8 bypass priorities, allow only
+//!   0-7), so rawq refuses it for every backend.
+//! * Rules are met in the order of the mlx5 kernel driver's flow tables ([`order`]): at one
+//!   priority a rule to a multicast destination MAC (group bit in address and mask) that does not
+//!   drop comes first (it has DONT_TRAP); a multicast *drop* rule comes after the rules of every
+//!   priority; otherwise lower priority first, and the given order among equals.
+//! * A multicast non-drop rule delivers a copy and lets the frame go on to later rules and the
+//!   kernel ([`order::steer`]); on AF_XDP, which cannot copy a frame to a socket and the kernel,
+//!   such a rule takes the frame. [`classify`] gives the first rule a frame reaches.
+//! * Two rules with the same match at the same rank are one flow table entry to the device and
+//!   the kernel refuses the second (EEXIST): [`validate_rules`] refuses them.
 //!
 //! # Text form
 //! Rules parse from and print to a one-line text form,
@@ -26,9 +36,16 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+pub mod order;
 pub mod text;
 pub mod toeplitz;
 pub mod verbs;
+
+/// The highest rule priority: Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow`
+/// refuses `priority > MLX5_IB_FLOW_LAST_PRIO` (mlx5_ib.h: `MLX5_BY_PASS_NUM_REGULAR_PRIOS - 1`,
+/// 16 - 1 in include/linux/mlx5/device.h) with ENOMEM. Kernels with 8 regular bypass priorities
+/// allow only 0-7.
+pub const MAX_PRIORITY: u16 = 15;
 
 /// A MAC address.
 pub type Mac = [u8; 6];
@@ -206,7 +223,8 @@ pub enum Action {
 pub struct Rule {
     /// What to match.
     pub pattern: Pattern,
-    /// Lower numbers are tried first. Default 0.
+    /// 0 to [`MAX_PRIORITY`]; lower numbers are tried first (see [`order`] for multicast
+    /// rules). Default 0.
     pub priority: u16,
     /// Where matched frames go.
     pub action: Action,
@@ -222,6 +240,16 @@ pub enum RuleError {
         /// The field at fault.
         field: &'static str,
         /// Why.
+        reason: String,
+    },
+    /// Two rules of a set would be one flow table entry on an mlx5 port ([`order`]).
+    #[error("rules {first} and {second}: {reason}")]
+    Collision {
+        /// Index of the earlier rule.
+        first: usize,
+        /// Index of the later rule.
+        second: usize,
+        /// Both rules and why.
         reason: String,
     },
     /// The text form does not parse.
@@ -248,7 +276,8 @@ impl Rule {
 
     /// Checks the rule for contradictions and for queues a port with `queues` queues lacks.
     ///
-    /// Rejected: a pattern with no field unless `promiscuous`; a VLAN id over 4095; an ethertype
+    /// Rejected: a priority above [`MAX_PRIORITY`]; a pattern with no field unless `promiscuous`;
+    /// a VLAN id over 4095; an ethertype
     /// of 0x8100 (the tag itself); prefixes longer than the address; an ethertype that
     /// contradicts the IP version, or is not IP under an IP protocol or UDP/TCP match; an IP
     /// protocol that contradicts the UDP/TCP match; a queue `>= queues`; an empty RSS list or
@@ -259,6 +288,17 @@ impl Rule {
     pub fn validate(&self, queues: u16) -> Result<(), RuleError> {
         let p = &self.pattern;
         let bad = |field, reason: String| Err(RuleError::Invalid { field, reason });
+        if self.priority > MAX_PRIORITY {
+            return bad(
+                "priority",
+                format!(
+                    "{} is above {MAX_PRIORITY}: use 0-15 (Linux's mlx5 driver refuses higher \
+                     priorities with ENOMEM, fs.c `mlx5_ib_create_flow`; older kernels allow \
+                     only 0-7)",
+                    self.priority
+                ),
+            );
+        }
         if p.is_catch_all() && !p.promiscuous {
             return bad(
                 "pattern",
@@ -505,16 +545,34 @@ pub fn matches(rule: &Rule, frame: &[u8]) -> bool {
     pattern_matches(&rule.pattern, frame)
 }
 
-/// The rule that takes `frame`: the matching rule with the lowest priority number, the earliest
-/// among equals. `None`: the frame stays with the kernel.
+/// The first rule `frame` reaches: the matching rule of lowest [`order::rank`] (the mlx5 flow
+/// table), the earliest given among equals. A multicast non-drop rule (DONT_TRAP) may be followed
+/// by others on an mlx5 port ([`order::steer`] says which); an AF_XDP port gives the frame to
+/// this rule alone. `None`: the frame stays with the kernel.
 pub fn classify<'r>(rules: &'r [Rule], frame: &[u8]) -> Option<&'r Rule> {
-    let mut best: Option<&Rule> = None;
+    let mut best: Option<(u32, &Rule)> = None;
     for r in rules {
-        if matches(r, frame) && best.is_none_or(|b| r.priority < b.priority) {
-            best = Some(r);
+        if !matches(r, frame) {
+            continue;
+        }
+        let k = order::rank(r);
+        if best.is_none_or(|(b, _)| k < b) {
+            best = Some((k, r));
         }
     }
-    best
+    best.map(|(_, r)| r)
+}
+
+/// Checks a port's rule set: each rule ([`Rule::validate`] with `queues`), then pairs that would
+/// collide on an mlx5 port ([`order::check_collisions`]).
+///
+/// # Errors
+/// The first rule's error, or [`RuleError::Collision`].
+pub fn validate_rules(rules: &[Rule], queues: u16) -> Result<(), RuleError> {
+    for r in rules {
+        r.validate(queues)?;
+    }
+    order::check_collisions(rules)
 }
 
 #[cfg(test)]

@@ -178,3 +178,204 @@ fn validation_names_the_field() {
     };
     assert!(Rule::to_queue(p, 0).validate(1).is_ok());
 }
+
+/// Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow` refuses `flow_attr->priority >
+/// MLX5_IB_FLOW_LAST_PRIO` (mlx5_ib.h: `MLX5_BY_PASS_NUM_REGULAR_PRIOS - 1`, 15) with ENOMEM:
+/// rawq refuses such a rule before any backend sees it, in `validate` and in the text form.
+#[test]
+fn priority_above_15_is_refused_as_mlx5_refuses_it() {
+    let mut r = Rule::to_queue(udp_to(1), 0);
+    r.priority = 15;
+    assert!(r.validate(1).is_ok());
+    r.priority = 16;
+    match r.validate(1) {
+        Err(RuleError::Invalid { field, reason }) => {
+            assert_eq!(field, "priority");
+            assert!(reason.contains("0-15"), "{reason}");
+        }
+        other => panic!("expected a priority error, got {other:?}"),
+    }
+    assert_eq!(
+        "prio 15 udp dst-port 1 -> queue 0"
+            .parse::<Rule>()
+            .map(|r| r.priority),
+        Ok(15)
+    );
+    match "prio 16 udp dst-port 1 -> queue 0".parse::<Rule>() {
+        Err(RuleError::Parse { index, reason, .. }) => {
+            assert_eq!(index, 1);
+            assert!(reason.contains("0-15"), "{reason}");
+        }
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+/// A UDP frame to port 9000 with destination MAC `dst`.
+fn udp_9000_to(dst: Mac) -> Vec<u8> {
+    let mut f = v4_frame(None, 17, [10, 0, 0, 1], [10, 0, 0, 2], 1234, 9000);
+    f[0..6].copy_from_slice(&dst);
+    f
+}
+
+fn rules(texts: &[&str]) -> Vec<Rule> {
+    texts.iter().map(|t| t.parse().unwrap()).collect()
+}
+
+/// The order of the kernel's flow tables (Linux drivers/infiniband/hw/mlx5/fs.c `get_flow_table`,
+/// `ib_prio_to_core_prio`): a DONT_TRAP rule (rawq: multicast destination, not drop) at
+/// priority p sits in table 2p, before every other rule of priority p (table 2p+1), whatever the
+/// order they were given in; a multicast-only rule without DONT_TRAP (rawq: a multicast drop)
+/// sits in `MLX5_IB_FLOW_MCAST_PRIO`, after every regular priority.
+#[test]
+fn classify_follows_the_kernel_flow_tables() {
+    let mc = udp_9000_to([0x01, 0x00, 0x5e, 0, 0, 1]);
+    let r = rules(&[
+        "udp dst-port 9000 -> queue 0",
+        "eth dst 01:00:5e:00:00:01 -> queue 1",
+    ]);
+    assert_eq!(classify(&r, &mc), Some(&r[1]), "DONT_TRAP table 0 first");
+    let r = rules(&[
+        "eth dst 01:00:5e:00:00:01 -> drop",
+        "prio 15 udp dst-port 9000 -> queue 0",
+    ]);
+    assert_eq!(classify(&r, &mc), Some(&r[1]), "multicast drop last");
+    // A mask without the group bit, or a unicast address: an ordinary rule (table 2p+1).
+    let r = rules(&[
+        "prio 1 udp dst-port 9000 -> queue 0",
+        "eth dst 01:00:5e:00:00:01/fe:ff:ff:ff:ff:ff -> drop",
+    ]);
+    assert_eq!(classify(&r, &mc), Some(&r[1]));
+    let uc = udp_9000_to([0x02, 0, 0, 0, 0, 2]);
+    let r = rules(&[
+        "prio 1 udp dst-port 9000 -> queue 0",
+        "eth dst 02:00:00:00:00:02 -> drop",
+    ]);
+    assert_eq!(classify(&r, &uc), Some(&r[1]));
+}
+
+/// fs.c `_create_flow_rule`: a DONT_TRAP rule forwards to its TIR and to the next priority, so
+/// the frame goes on; a table applies one entry, so a second DONT_TRAP rule of the same table
+/// gets nothing; the kernel gets what no rule took.
+#[test]
+fn steer_copies_dont_trap_matches_and_goes_on() {
+    use order::{steer, Steering};
+    let mc = udp_9000_to([0x01, 0x00, 0x5e, 0, 0, 1]);
+    let r = rules(&[
+        "prio 2 udp dst-port 9000 -> queue 0",
+        "prio 1 eth dst 01:00:5e:00:00:01 -> queue 1",
+        "prio 1 eth dst 01:00:5e:00:00:00/ff:ff:ff:00:00:00 -> queue 2",
+        "prio 3 eth dst 01:00:00:00:00:00/01:00:00:00:00:00 -> queue 3",
+    ]);
+    let s = steer(&r, &mc);
+    assert_eq!(
+        s,
+        Steering {
+            copies: vec![1],
+            taken_by: Some(0)
+        }
+    );
+    assert!(!s.to_kernel());
+    assert_eq!(s.first(), Some(1));
+    // Port 9001: only the multicast rules; the frame ends with the kernel.
+    let mut other = mc.clone();
+    other[36..38].copy_from_slice(&9001u16.to_be_bytes());
+    let s = steer(&r, &other);
+    assert_eq!((s.copies, s.taken_by), (vec![1, 3], None));
+    // A multicast drop rule drops only what no other rule took.
+    let r = rules(&[
+        "eth dst 01:00:5e:00:00:01 -> drop",
+        "prio 9 udp dst-port 9000 -> queue 0",
+    ]);
+    assert_eq!(steer(&r, &mc).taken_by, Some(1));
+    assert_eq!(steer(&r, &other).taken_by, Some(0));
+    assert_eq!(order::rank(&r[0]), order::MCAST_TABLE);
+    assert_eq!(order::rank(&r[1]), 19);
+}
+
+/// mlx5 core fs_core.c `add_rule_fg` / `check_conflicting_ftes`: a second rule with the same
+/// match in the same table joins the first's entry, and is refused with EEXIST when its flow tag
+/// or its drop action differs — always, for rawq's distinctly tagged rules.
+#[test]
+fn rules_that_would_share_a_flow_table_entry_are_refused() {
+    let coll = |t: &[&str]| match validate_rules(&rules(t), 4) {
+        Err(RuleError::Collision {
+            first,
+            second,
+            reason,
+        }) => {
+            assert!(
+                reason.contains(t[first]) || reason.contains("EEXIST"),
+                "{reason}"
+            );
+            Some((first, second))
+        }
+        Ok(()) => None,
+        Err(e) => panic!("{t:?}: {e}"),
+    };
+    assert_eq!(
+        coll(&[
+            "udp dst-port 9000 -> queue 0",
+            "udp dst-port 9000 -> queue 1"
+        ]),
+        Some((0, 1))
+    );
+    // The same after masking, or written differently.
+    assert_eq!(
+        coll(&[
+            "tcp -> queue 0",
+            "ipv4 dst 10.0.0.1/24 -> queue 1",
+            "ipv4 dst 10.0.0.9/24 -> drop",
+        ]),
+        Some((1, 2))
+    );
+    assert_eq!(
+        coll(&["proto 17 -> queue 0", "udp -> queue 1"]),
+        Some((0, 1))
+    );
+    assert_eq!(
+        coll(&[
+            "promiscuous -> queue 0",
+            "prio 3 udp -> queue 1",
+            "promiscuous -> queue 2"
+        ]),
+        Some((0, 2))
+    );
+    // Multicast drop rules share the multicast table whatever their priority.
+    assert_eq!(
+        coll(&[
+            "prio 2 eth dst 01:00:5e:00:00:01 -> drop",
+            "prio 7 eth dst 01:00:5e:00:00:01 -> queue 0",
+            "prio 9 eth dst 01:00:5e:00:00:01 -> drop",
+        ]),
+        None,
+        "two drops merge; the forwarding one is in table 14"
+    );
+    // Different priorities, different matches: no collision.
+    assert_eq!(
+        coll(&[
+            "udp dst-port 9000 -> queue 0",
+            "prio 1 udp dst-port 9000 -> queue 1"
+        ]),
+        None
+    );
+    assert_eq!(
+        coll(&[
+            "udp dst-port 9000 -> queue 0",
+            "udp dst-port 9001 -> queue 0"
+        ]),
+        None
+    );
+    let e = validate_rules(
+        &rules(&[
+            "udp dst-port 9000 -> queue 0",
+            "udp dst-port 9000 -> queue 1",
+        ]),
+        2,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("udp dst-port 9000 -> queue 0") && e.contains("udp dst-port 9000 -> queue 1"),
+        "{e}"
+    );
+}

@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! rule        = clause* "->" action
-//! clause      = "prio" NUM                           priority, 0-65535, lower first (default 0)
+//! clause      = "prio" NUM                           priority, 0-15, lower first (default 0)
 //!             | "promiscuous"                        take every frame (explicit opt-in)
 //!             | "eth" mac-field+                     MAC addresses
 //!             | "vlan" NUM                           802.1Q VLAN id, 0-4095
@@ -77,6 +77,7 @@ use std::str::FromStr;
 
 use super::{
     Action, IpMatch, Ipv4Net, Ipv6Net, L4Match, L4Proto, Mac, MacMatch, Pattern, Rule, RuleError,
+    MAX_PRIORITY,
 };
 
 /// The keyword whose `src` / `dst` fields follow.
@@ -200,7 +201,10 @@ impl<'a> Parser<'a> {
                 "->" => break,
                 "prio" => {
                     self.once(&priority, i, "prio")?;
-                    priority = Some(self.num(u16::MAX.into(), "a priority 0-65535")? as u16);
+                    priority = Some(self.num(
+                        MAX_PRIORITY.into(),
+                        "a priority 0-15 (mlx5 refuses higher ones)",
+                    )? as u16);
                 }
                 "promiscuous" => {
                     if p.promiscuous {
@@ -769,7 +773,7 @@ mod tests {
     #[test]
     fn unusual_values_round_trip() {
         for s in [
-            "prio 65535 eth src 00:00:00:00:00:00/00:00:00:00:00:00 -> queue 65535",
+            "prio 15 eth src 00:00:00:00:00:00/00:00:00:00:00:00 -> queue 65535",
             "ipv6 src ::ffff:1.2.3.4/0 dst ::/0 tcp src-port 0 -> rss 3,3,1",
             "ipv4 src 0.0.0.0/0 dst 255.255.255.255 proto 0 -> drop",
             "promiscuous vlan 0 ethertype 0x0000 -> queue 0",

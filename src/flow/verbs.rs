@@ -31,13 +31,14 @@
 //!   CQE.
 //! * A rule whose destination MAC is multicast (the group bit set in address and mask) gets
 //!   `IBV_FLOW_ATTR_FLAGS_DONT_TRAP`, so the kernel still receives its copy — except a drop rule,
-//!   which is meant to keep the frames from everyone.
+//!   which is meant to keep the frames from everyone. The flag also decides the rule's place
+//!   among the others (the kernel's flow tables: [`super::order`]).
 //! * The attribute's `priority` is the rule's (lower first, as in verbs); its `size` is the
 //!   length of the whole buffer.
 
 use std::ops::Range;
 
-use super::{Action, IpMatch, Pattern, Rule, RuleError};
+use super::{Action, IpMatch, Rule, RuleError};
 
 /// `IBV_FLOW_ATTR_NORMAL`: a rule that steers by its specs.
 pub const IBV_FLOW_ATTR_NORMAL: u32 = 0;
@@ -266,11 +267,6 @@ impl FlowBuilder {
     }
 }
 
-/// True if the rule matches only multicast (group bit set) destination MACs.
-fn multicast_dst(p: &Pattern) -> bool {
-    p.dst_mac.is_some_and(|m| m.addr[0] & m.mask[0] & 1 == 1)
-}
-
 /// Compiles `rule` into an `ibv_flow_attr` and its specs for port `port` (1-based, as verbs
 /// counts ports).
 ///
@@ -298,7 +294,7 @@ pub fn compile_tagged(rule: &Rule, port: u8, tag: Option<u32>) -> Result<Compile
     rule.validate(u16::MAX)?;
     let p = &rule.pattern;
     let drop = rule.action == Action::Drop;
-    let flags = if multicast_dst(p) && !drop {
+    let flags = if super::order::dont_trap(rule) {
         IBV_FLOW_ATTR_FLAGS_DONT_TRAP
     } else {
         0

@@ -6,7 +6,7 @@
 //! longer one must be zero past it); `mlx5/fs.c: mlx5_ib_create_flow`. libibverbs writes the
 //! specs in `cmd_flow.c: ibv_cmd_create_flow` / `ib_spec_to_kern_spec`.
 
-use libc::{EINVAL, EOPNOTSUPP, EPERM};
+use libc::{EINVAL, ENOMEM, EOPNOTSUPP, EPERM};
 
 use rawq_model::hw::{FlowDesc, FlowSpec, Masked};
 
@@ -32,6 +32,10 @@ const ATTR_NORMAL: u32 = 0;
 /// `IB_FLOW_ATTR_FLAGS_DONT_TRAP`; `IB_FLOW_ATTR_FLAGS_RESERVED` (first unknown bit).
 const FLAGS_DONT_TRAP: u32 = 1 << 1;
 const FLAGS_RESERVED: u32 = 1 << 3;
+/// `MLX5_IB_FLOW_LAST_PRIO` (Linux drivers/infiniband/hw/mlx5/mlx5_ib.h:
+/// `MLX5_BY_PASS_NUM_REGULAR_PRIOS - 1`, 16 regular bypass priorities in
+/// include/linux/mlx5/device.h).
+const LAST_PRIO: u16 = 15;
 /// `IB_FLOW_SPEC_SUPPORT_LAYERS`.
 const MAX_SPECS: u8 = 10;
 /// Kernel filter sizes (`offsetof(struct ib_flow_*_filter, real_sz)`).
@@ -66,6 +70,15 @@ fn arr<const N: usize>(b: &[u8], o: usize) -> [u8; N] {
     let mut a = [0u8; N];
     a.copy_from_slice(&b[o..o + N]);
     a
+}
+
+/// Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow`: a priority above
+/// [`LAST_PRIO`] is ENOMEM (the driver has no flow table for it), before its other checks.
+fn check_priority(priority: u16) -> Result<(), Errno> {
+    if priority > LAST_PRIO {
+        return Err(ENOMEM);
+    }
+    Ok(())
 }
 
 /// Decodes `num` specs from `bytes` (exactly `flow_attr.size` bytes).
@@ -114,6 +127,11 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
             }
             ty::IPV4 => {
                 let (v, m) = filter(body, IPV4_SZ)?;
+                // fs.c `parse_flow_attr`: FIELDS_NOT_SUPPORTED(mask, LAST_IPV4_FIELD = tos):
+                // ttl (byte 10) and flags (byte 11) cannot be matched.
+                if m[10..].iter().any(|&b| b != 0) {
+                    return Err(EOPNOTSUPP);
+                }
                 FlowSpec::Ipv4 {
                     src: Masked {
                         value: arr(&v, 0),
@@ -135,6 +153,12 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
             }
             ty::IPV6 => {
                 let (v, m) = filter(body, IPV6_SZ)?;
+                // FIELDS_NOT_SUPPORTED(mask, LAST_IPV6_FIELD = traffic_class): the hop limit
+                // (byte 38) and the padding after it cannot be matched (kernels whose filter
+                // still ends in `real_sz` answer EINVAL for the padding byte instead).
+                if m[38..].iter().any(|&b| b != 0) {
+                    return Err(EOPNOTSUPP);
+                }
                 FlowSpec::Ipv6 {
                     src: Masked {
                         value: arr(&v, 0),
@@ -147,6 +171,15 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
                     next_hdr: Masked {
                         value: v[36],
                         mask: m[36],
+                    },
+                    // ib_uverbs_flow_ipv6_filter: flow_label (be32) at 32, traffic_class at 37.
+                    flow_label: Masked {
+                        value: u32::from_be_bytes(arr(&v, 32)),
+                        mask: u32::from_be_bytes(arr(&m, 32)),
+                    },
+                    traffic_class: Masked {
+                        value: v[37],
+                        mask: m[37],
                     },
                 }
             }
@@ -216,6 +249,7 @@ pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         &a.core_in[fixed..fixed + usize::from(at.size)],
         at.num_of_specs,
     )?;
+    check_priority(at.priority)?;
     // Only NORMAL rules (no default/sniffer rules) on the one port.
     if at.type_ != ATTR_NORMAL {
         return Err(EOPNOTSUPP);
@@ -317,6 +351,49 @@ mod tests {
         let mut long = vec![0u8; 2 * (L4_SZ + 4)];
         long[L4_SZ] = 1;
         assert_eq!(decode_specs(&spec(ty::TCP, &long), 1), Err(EINVAL));
+    }
+
+    /// fs.c `mlx5_ib_create_flow`: `flow_attr->priority > MLX5_IB_FLOW_LAST_PRIO` -> ENOMEM.
+    #[test]
+    fn priority_above_15_is_enomem() {
+        assert_eq!(check_priority(0), Ok(()));
+        assert_eq!(check_priority(15), Ok(()));
+        assert_eq!(check_priority(16), Err(ENOMEM));
+        assert_eq!(check_priority(u16::MAX), Err(ENOMEM));
+    }
+
+    /// mlx5 core fs_core.c `check_conflicting_ftes`: the model's refusal of a second flow with
+    /// the same match, another tag, in one table reaches the application as EEXIST.
+    #[test]
+    fn a_conflicting_duplicate_flow_is_eexist() {
+        let e = rawq_model::Error::Os {
+            op: "model create_flow",
+            source: std::io::Error::from_raw_os_error(libc::EEXIST),
+        };
+        assert_eq!(hw_errno(&e), libc::EEXIST);
+    }
+
+    /// fs.c `parse_flow_attr`: `FIELDS_NOT_SUPPORTED(ipv4.mask, LAST_IPV4_FIELD)` (tos) and
+    /// `(ipv6.mask, LAST_IPV6_FIELD)` (traffic_class): a mask on the IPv4 ttl or flags, or on the
+    /// IPv6 hop limit (or the padding byte after it), is EOPNOTSUPP.
+    #[test]
+    fn ttl_flags_and_hop_limit_masks_are_eopnotsupp() {
+        let v4 = |mask_byte: usize| {
+            let mut body = vec![0u8; 2 * IPV4_SZ];
+            body[IPV4_SZ + mask_byte] = 0xff;
+            decode_specs(&spec(ty::IPV4, &body), 1)
+        };
+        assert!(v4(9).is_ok(), "tos is matched");
+        assert_eq!(v4(10), Err(EOPNOTSUPP), "ttl");
+        assert_eq!(v4(11), Err(EOPNOTSUPP), "flags");
+        let v6 = |mask_byte: usize| {
+            let mut body = vec![0u8; 2 * 40];
+            body[40 + mask_byte] = 0xff;
+            decode_specs(&spec(ty::IPV6, &body), 1)
+        };
+        assert!(v6(37).is_ok(), "traffic class is matched");
+        assert_eq!(v6(38), Err(EOPNOTSUPP), "hop limit");
+        assert_eq!(v6(39), Err(EOPNOTSUPP), "padding");
     }
 
     #[test]

@@ -32,6 +32,135 @@ pub(crate) struct Flow {
     pub(crate) d: FlowDesc,
     tag: u32,
     drop: bool,
+    /// The kernel's flow table it lands in ([`flow_table`]).
+    table: u32,
+    /// Its match as the flow table entry holds it.
+    key: MatchKey,
+}
+
+/// `MLX5_IB_FLOW_MCAST_PRIO` (Linux drivers/infiniband/hw/mlx5/mlx5_ib.h): the table after the
+/// 16 regular and 16 DONT_TRAP priorities (include/linux/mlx5/device.h
+/// `MLX5_BY_PASS_NUM_REGULAR_PRIOS`, `MLX5_BY_PASS_NUM_DONT_TRAP_PRIOS`).
+const MCAST_TABLE: u32 = 32;
+
+/// The kernel's flow table of a flow (Linux drivers/infiniband/hw/mlx5/fs.c `get_flow_table`):
+/// `2p` with DONT_TRAP and `2p + 1` without (`ib_prio_to_core_prio`), [`MCAST_TABLE`] for a
+/// multicast-only flow without DONT_TRAP (`flow_is_multicast_only`: the first spec is Ethernet
+/// with the group bit in the destination MAC's mask and value, or IPv4 to a multicast address).
+fn flow_table(d: &FlowDesc) -> u32 {
+    let mc = match d.specs.first() {
+        Some(FlowSpec::Eth { dst, .. }) => dst.mask[0] & dst.value[0] & 1 == 1,
+        Some(FlowSpec::Ipv4 { dst, .. }) => dst.value[0] & 0xf0 == 0xe0,
+        _ => false,
+    };
+    if mc && !d.dont_trap {
+        MCAST_TABLE
+    } else {
+        2 * u32::from(d.priority) + u32::from(!d.dont_trap)
+    }
+}
+
+/// A flow's match as its flow table entry holds it, `[mask, value & mask]` per field of
+/// `fte_match_set_lyr_2_4` as Linux fs.c `parse_flow_attr` fills it (an IPv4/IPv6 spec sets the
+/// ethertype, a TCP/UDP spec the IP protocol; IPv4 addresses sit in the last 4 bytes of the
+/// address fields). Two flows with equal keys in one table are one entry (mlx5 core fs_core.c
+/// `add_rule_fg`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MatchKey {
+    dmac: [[u8; 6]; 2],
+    smac: [[u8; 6]; 2],
+    ethertype: [u16; 2],
+    vlan: [u16; 2],
+    src: [[u8; 16]; 2],
+    dst: [[u8; 16]; 2],
+    proto: [u8; 2],
+    tos: [u8; 2],
+    flow_label: [u32; 2],
+    tcp: [u16; 4],
+    udp: [u16; 4],
+}
+
+fn mv<const N: usize>(m: &Masked<[u8; N]>) -> [[u8; N]; 2] {
+    [m.mask, std::array::from_fn(|i| m.value[i] & m.mask[i])]
+}
+
+fn ip16<const N: usize>(m: &Masked<[u8; N]>) -> [[u8; 16]; 2] {
+    let [mask, value] = mv(m);
+    let mut out = [[0u8; 16]; 2];
+    out[0][16 - N..].copy_from_slice(&mask);
+    out[1][16 - N..].copy_from_slice(&value);
+    out
+}
+
+impl MatchKey {
+    fn of(specs: &[FlowSpec]) -> MatchKey {
+        let mut k = MatchKey::default();
+        let m16 = |m: &Masked<u16>| [m.mask, m.value & m.mask];
+        let proto = |k: &mut MatchKey, m: u8, v: u8| {
+            if m != 0 && k.proto[0] == 0 {
+                k.proto = [m, v & m];
+            }
+        };
+        for s in specs {
+            match s {
+                FlowSpec::Eth {
+                    dst,
+                    src,
+                    ether_type,
+                    vlan_tag,
+                } => {
+                    (k.dmac, k.smac) = (mv(dst), mv(src));
+                    k.ethertype = m16(ether_type);
+                    k.vlan = m16(vlan_tag);
+                }
+                FlowSpec::Ipv4 {
+                    src,
+                    dst,
+                    proto: p,
+                    tos,
+                } => {
+                    k.ethertype = [0xffff, 0x0800];
+                    (k.src, k.dst) = (ip16(src), ip16(dst));
+                    k.tos = [tos.mask, tos.value & tos.mask];
+                    proto(&mut k, p.mask, p.value);
+                }
+                FlowSpec::Ipv6 {
+                    src,
+                    dst,
+                    next_hdr,
+                    flow_label: l,
+                    traffic_class: tc,
+                } => {
+                    k.ethertype = [0xffff, 0x86dd];
+                    (k.src, k.dst) = (ip16(src), ip16(dst));
+                    k.tos = [tc.mask, tc.value & tc.mask];
+                    // The entry's field is 20 bits wide (fs.c `set_flow_label`).
+                    k.flow_label = [l.mask & 0xf_ffff, l.value & l.mask & 0xf_ffff];
+                    proto(&mut k, next_hdr.mask, next_hdr.value);
+                }
+                FlowSpec::Tcp { src, dst } => {
+                    proto(&mut k, 0xff, 6);
+                    k.tcp = [
+                        src.mask,
+                        src.value & src.mask,
+                        dst.mask,
+                        dst.value & dst.mask,
+                    ];
+                }
+                FlowSpec::Udp { src, dst } => {
+                    proto(&mut k, 0xff, 17);
+                    k.udp = [
+                        src.mask,
+                        src.value & src.mask,
+                        dst.mask,
+                        dst.value & dst.mask,
+                    ];
+                }
+                FlowSpec::Tag(_) | FlowSpec::Drop => {}
+            }
+        }
+        k
+    }
 }
 
 pub(crate) enum Deliver {
@@ -116,7 +245,17 @@ impl HwState {
             return bad(format!("unknown TIR {:#x}", d.tirn));
         }
         let (mut l2, mut l3, mut l4, mut tag, mut drop) = (0, 0, 0, None, false);
-        let mut v4_proto = None;
+        // Linux drivers/infiniband/hw/mlx5/fs.c `set_proto`: the first spec that sets the IP
+        // protocol (mask, value) fixes it; a later one must give the same, else EINVAL.
+        let mut ip_proto: Option<(u8, u8)> = None;
+        let mut set_proto = |mask: u8, value: u8| match ip_proto {
+            _ if mask == 0 => true,
+            None => {
+                ip_proto = Some((mask, value));
+                true
+            }
+            Some(p) => p == (mask, value),
+        };
         let mut eth_type = None;
         for s in &d.specs {
             match s {
@@ -128,15 +267,18 @@ impl HwState {
                 }
                 FlowSpec::Ipv4 { proto, .. } => {
                     l3 += 1;
-                    if proto.mask == 0xff {
-                        v4_proto = Some(proto.value);
+                    if !set_proto(proto.mask, proto.value) {
+                        return bad("a second, different IP protocol (fs.c set_proto)".into());
                     }
                     if eth_type.is_some_and(|t| t != 0x0800) {
                         return bad("an IPv4 spec under a non-IPv4 ethertype".into());
                     }
                 }
-                FlowSpec::Ipv6 { .. } => {
+                FlowSpec::Ipv6 { next_hdr, .. } => {
                     l3 += 1;
+                    if !set_proto(next_hdr.mask, next_hdr.value) {
+                        return bad("a second, different IP protocol (fs.c set_proto)".into());
+                    }
                     if eth_type.is_some_and(|t| t != 0x86dd) {
                         return bad("an IPv6 spec under a non-IPv6 ethertype".into());
                     }
@@ -148,8 +290,8 @@ impl HwState {
                     } else {
                         17
                     };
-                    if v4_proto.is_some_and(|p| p != want) {
-                        return bad("a TCP/UDP spec under an IPv4 spec of another protocol".into());
+                    if !set_proto(0xff, want) {
+                        return bad("a TCP/UDP spec under an IP spec of another protocol".into());
                     }
                 }
                 // Linux drivers/infiniband/hw/mlx5/fs.c `parse_flow_attr`: the tag must fit the
@@ -168,20 +310,44 @@ impl HwState {
         if l2 > 1 || l3 > 1 || l4 > 1 {
             return bad("more than one spec of the same layer".into());
         }
-        let prio = d.priority;
+        // The device's bypass namespace has 16 priorities (the kernel refuses more before
+        // asking it: fs.c `mlx5_ib_create_flow`, MLX5_IB_FLOW_LAST_PRIO).
+        if d.priority > 15 {
+            return bad(format!("priority {}: the device has 0-15", d.priority));
+        }
+        let (table, key) = (flow_table(&d), MatchKey::of(&d.specs));
+        // mlx5 core fs_core.c `add_rule_fg`: a flow with the match of an entry of its table
+        // joins that entry (one more destination, the entry's flow tag), unless
+        // `check_conflicting_ftes` finds a different drop action or flow tag: EEXIST.
+        if let Some((_, e)) = self
+            .flows
+            .iter()
+            .find(|(_, f)| f.table == table && f.key == key)
+        {
+            if e.drop != drop || tag.is_some_and(|t| t != e.tag) {
+                return Err(Error::Os {
+                    op: "model create_flow (a flow with the same match in its table, another \
+                         flow tag or drop action: fs_core.c check_conflicting_ftes)",
+                    source: std::io::Error::from_raw_os_error(libc::EEXIST),
+                });
+            }
+            tag = Some(e.tag);
+        }
         let id = self.flows.insert(
             "flow",
             Flow {
                 d,
                 tag: tag.unwrap_or(0),
                 drop,
+                table,
+                key,
             },
         )?;
+        // Stable: `order` is by table, then creation; the new flow goes last in its table.
         self.order.push(id);
         let flows = &self.flows;
         self.order
-            .sort_by_key(|&n| (flows.get(n).map(|f| f.d.priority).unwrap_or(u16::MAX), n));
-        let _ = prio;
+            .sort_by_key(|&n| flows.get(n).map_or(u32::MAX, |f| f.table));
         Ok(id)
     }
 
@@ -220,12 +386,13 @@ impl HwState {
         n
     }
 
-    /// Steers one frame. Flows are tried lowest priority number first, the earliest among
-    /// equals (verbs `ibv_flow_attr.priority`); a matching flow with DONT_TRAP delivers and
-    /// lets the frame continue to later flows and the kernel (verbs.h
-    /// IBV_FLOW_ATTR_FLAGS_DONT_TRAP; mlx5_ib adds a forward-to-next-priority destination,
-    /// drivers/infiniband/hw/mlx5/fs.c `_create_flow_rule`); a Drop spec drops; no flow (or
-    /// only DONT_TRAP ones): the kernel netdev gets it, as on a bifurcated mlx5 port.
+    /// Steers one frame. Flows are tried by the kernel's flow table ([`flow_table`]), the
+    /// earliest created in each; one entry per table applies (a flow that joined it adds its
+    /// TIR). A matching flow with DONT_TRAP delivers and lets the frame continue to the next
+    /// table and the kernel (verbs.h IBV_FLOW_ATTR_FLAGS_DONT_TRAP; mlx5_ib adds a
+    /// forward-to-next-priority destination, drivers/infiniband/hw/mlx5/fs.c
+    /// `_create_flow_rule`); a Drop spec drops; no flow (or only DONT_TRAP ones): the kernel
+    /// netdev gets it, as on a bifurcated mlx5 port.
     fn rx_frame(&mut self, frame: &[u8]) -> Deliver {
         // The MAC drops runts and frames over the port MTU before steering (Linux mlx5e
         // en_stats.c physical counters `rx_undersize_pkts_phy` / `rx_oversize_pkts_phy`).
@@ -239,15 +406,29 @@ impl HwState {
         }
         let parsed = flow::parse(frame);
         let mut took = false;
+        // The table whose entry matched and the flow that made it; `ends`: that entry has no
+        // DONT_TRAP, so the frame goes no further than its table.
+        let mut entry: Option<(u32, u32)> = None;
+        let mut ends = false;
         for k in 0..self.order.len() {
-            let Some(fl) = self.flows.get(self.order[k]) else {
+            let id = self.order[k];
+            let Some(fl) = self.flows.get(id) else {
                 continue;
             };
-            if !fl
-                .d
-                .specs
-                .iter()
-                .all(|s| spec_matches(s, frame, parsed.as_ref()))
+            let joined = match entry {
+                Some((t, first)) if t == fl.table => match self.flows.get(first) {
+                    Some(e) if e.key == fl.key && e.d.tirn != fl.d.tirn && !e.drop => true,
+                    _ => continue,
+                },
+                _ if ends => return Deliver::Done,
+                _ => false,
+            };
+            if !joined
+                && !fl
+                    .d
+                    .specs
+                    .iter()
+                    .all(|s| spec_matches(s, frame, parsed.as_ref()))
             {
                 continue;
             }
@@ -256,13 +437,17 @@ impl HwState {
                 return Deliver::Done;
             }
             let (tirn, tag, dont_trap) = (fl.d.tirn, fl.tag, fl.d.dont_trap);
+            if !joined {
+                entry = Some((fl.table, id));
+                ends = !dont_trap;
+            }
             if let Deliver::Wait = self.deliver_tir(tirn, frame, parsed.as_ref(), tag, !took) {
                 return Deliver::Wait;
             }
             took = true;
-            if !dont_trap {
-                return Deliver::Done;
-            }
+        }
+        if ends {
+            return Deliver::Done;
         }
         self.kernel_gets(frame);
         Deliver::Done
@@ -344,12 +529,26 @@ fn spec_matches(s: &FlowSpec, f: &[u8], p: Option<&flow::Parsed>) -> bool {
                 && masked8(proto, f[l3 + 9])
                 && masked8(tos, f[l3 + 1])
         }
-        FlowSpec::Ipv6 { src, dst, next_hdr } => {
+        FlowSpec::Ipv6 {
+            src,
+            dst,
+            next_hdr,
+            flow_label,
+            traffic_class,
+        } => {
+            // The first word: version 4 bits, traffic class 8, flow label 20 (RFC 8200); the
+            // device keeps 20 bits of the label's mask and value (fs.c `set_flow_label`).
+            let word = p.ip_proto.map_or(0, |_| {
+                u32::from_be_bytes([f[l3], f[l3 + 1], f[l3 + 2], f[l3 + 3]])
+            });
+            let label_mask = flow_label.mask & 0xf_ffff;
             p.ethertype == 0x86dd
                 && p.ip_proto.is_some()
                 && masked_eq(src, &f[l3 + 8..l3 + 24])
                 && masked_eq(dst, &f[l3 + 24..l3 + 40])
                 && masked8(next_hdr, f[l3 + 6])
+                && masked8(traffic_class, (word >> 20) as u8)
+                && word & label_mask == flow_label.value & label_mask
         }
         FlowSpec::Tcp { src, dst } | FlowSpec::Udp { src, dst } => {
             let want = if matches!(s, FlowSpec::Tcp { .. }) {

@@ -157,9 +157,7 @@ impl ModelOptions {
         if self.wire_capacity == 0 {
             return bad("model wire_capacity must be at least 1".into());
         }
-        for r in &self.rules {
-            r.validate(self.queues)?;
-        }
+        crate::flow::validate_rules(&self.rules, self.queues)?;
         Ok(())
     }
 

@@ -470,6 +470,8 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
             src: v6(src),
             dst: v6(dst),
             next_hdr: proto,
+            flow_label: Masked::default(),
+            traffic_class: Masked::default(),
         }),
         (None, Some(0x0800)) if p.ip_proto.is_some() => specs.push(FlowSpec::Ipv4 {
             src: Masked::default(),
@@ -481,6 +483,8 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
             src: Masked::default(),
             dst: Masked::default(),
             next_hdr: proto,
+            flow_label: Masked::default(),
+            traffic_class: Masked::default(),
         }),
         _ => {}
     }
@@ -505,7 +509,9 @@ fn rule_to_flow(r: &Rule, tirn: u32, tag: u32) -> FlowDesc {
     FlowDesc {
         tirn,
         priority: r.priority,
-        dont_trap: false,
+        // As the verbs backend asks (src/flow/verbs.rs): multicast non-drop rules leave the
+        // kernel its copy, and rank as the kernel's tables say.
+        dont_trap: crate::flow::order::dont_trap(r),
         specs,
     }
 }

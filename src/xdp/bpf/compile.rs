@@ -9,7 +9,9 @@
 //!    full 40-byte header the next header is the protocol and L4 starts at `l3 + 40`. The ports
 //!    are known when the L4 offset is and four bytes are there. The results live in stack slots
 //!    (with "absent" sentinels that no real value equals) and in R9 (the L3 offset).
-//! 2. **Rules in priority order** (lowest number first, the given order among equals): each
+//! 2. **Rules in the order of the mlx5 flow tables** ([`flow::order`](crate::flow::order): by
+//!    priority, a multicast non-drop rule before the others of its priority, a multicast drop
+//!    rule after all; the given order among equals), the first match decides: each
 //!    rule is a straight run of compare-and-skip-to-the-next-rule tests; every packet read is
 //!    preceded by its own bounds check against `data_end`, as the verifier demands. A rule with
 //!    an empty pattern (e.g. `promiscuous`) matches everything, so the rules after it are not
@@ -27,6 +29,13 @@
 //!      redirected to the rawq queue of the netdev queue it arrived on when that queue is in `qs`,
 //!      and passed to the kernel otherwise.
 //!    * No rule matches → `XDP_PASS`.
+//!
+//!    A multicast rule that does not drop has DONT_TRAP on the verbs and DV backends: the device
+//!    delivers a copy and the frame goes on to later rules and the kernel. XDP cannot do that
+//!    (a frame is either redirected to a socket or passed to the kernel, never both), so here
+//!    such a rule **takes** the frame like any other: later rules and the kernel do not see it.
+//!    Everything else agrees with [`flow::order::steer`](crate::flow::order::steer): the program
+//!    acts on its [`first`](crate::flow::order::Steering::first) rule.
 //!
 //! **Receive timestamps** ([`compile_stamped`] with a [`Stamp`] other than `None`): before a
 //! frame is redirected to the XSKMAP, the program takes `bpf_ktime_get_ns()` (CLOCK_MONOTONIC)
@@ -162,11 +171,9 @@ pub fn compile_stamped(rules: &[Rule], variant: Variant, stamp: Stamp) -> Result
     emit_parse(&mut a, no_match, rules_start);
     a.bind(rules_start);
 
-    // Stable sort: equal priorities keep their order.
-    let mut order: Vec<usize> = (0..rules.len()).collect();
-    order.sort_by_key(|&i| rules[i].priority);
+    // The mlx5 kernel driver's table order (flow::order), the given order among equals.
     let mut redirects = false;
-    for i in order {
+    for i in crate::flow::order::order(rules) {
         let next = a.label();
         let before = a.len();
         emit_pattern(&mut a, &rules[i], next);
