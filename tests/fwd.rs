@@ -253,3 +253,100 @@ fn rx_drops_are_counted() {
     assert!(rx_drops > 0, "{out}");
     assert!(forwarded + refused + rx_drops <= n, "{out}");
 }
+
+/// Waits (bounded) until interface `dev` in namespace `ns` has an XDP program: fwd is then
+/// attached and forwarding.
+fn wait_xdp_attached(p: &NetnsPair, ns: &str, dev: &str) {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = p.exec(ns, &["ip", "link", "show", dev]);
+        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no XDP program on {dev} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The number after `key` in `text`.
+fn number_after(text: &str, key: &str) -> u64 {
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+        + key.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {key:?} in {text}"))
+}
+
+/// Issue 20 defect 1: the output port of a two-port bridge goes down (or is deleted) mid-run.
+/// fwd used to keep running, count the frames that never left as forwarded, and exit 0; now
+/// the run ends with the summary, then the cause naming the interface, and a non-zero status,
+/// and "forwarded" counts only what the device sent.
+fn output_link_failure_ends_the_run(delete: bool) {
+    let _serial = serial();
+    let (Some(x), Some(y)) = (NetnsPair::new("fwlx"), NetnsPair::new("fwly")) else {
+        return;
+    };
+    y.move_b_into(&x.b).expect("move y's B end next to x's");
+    let rule = "udp dst-port 9000 -> queue 0";
+    let fwd = ns_cmd(&x.b, "fwd")
+        .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "15"])
+        .args(["--quiet", "--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_xdp_attached(&x, &x.b, &y.veth_b);
+    let send = |n: u64| {
+        let tx = ns_cmd(&x.a, "pktgen")
+            .args(["-b", "xdp", "-d", &x.veth_a, "-n", &n.to_string()])
+            .args(["-r", "20kpps", "--quiet"])
+            .output()
+            .unwrap();
+        assert!(
+            tx.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tx.stderr)
+        );
+    };
+    send(2000);
+    if delete {
+        x.ip_in(&x.b, &["link", "del", &y.veth_b]).unwrap();
+    } else {
+        x.ip_in(&x.b, &["link", "set", &y.veth_b, "down"]).unwrap();
+    }
+    send(2000);
+    let out = support::emu::wait_for(fwd, Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "fwd must fail when a port goes {}: {stdout}\n{stderr}",
+        if delete { "away" } else { "down" }
+    );
+    let cause = if delete { "gone" } else { "down" };
+    assert!(
+        stderr.contains(&y.veth_b) && stderr.contains(cause),
+        "the cause, naming the interface: {stderr}"
+    );
+    // The summary came first, and counts only what left: at most the first 2000.
+    let forwarded = number_after(&stdout, "forwarded");
+    assert!(forwarded <= 2000, "{stdout}");
+}
+
+#[test]
+fn output_link_down_ends_the_run_with_its_cause() {
+    output_link_failure_ends_the_run(false);
+}
+
+#[test]
+fn output_link_deleted_ends_the_run_with_its_cause() {
+    output_link_failure_ends_the_run(true);
+}
