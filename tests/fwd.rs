@@ -350,3 +350,81 @@ fn output_link_down_ends_the_run_with_its_cause() {
 fn output_link_deleted_ends_the_run_with_its_cause() {
     output_link_failure_ends_the_run(true);
 }
+
+/// fwd `--queues 2` on a veth with two queues: pktgen sends from both of its queues (AF_XDP
+/// copy mode marks each frame with its socket's queue, and the veth delivers it on the peer's
+/// receive queue of that number), fwd reflects each queue's frames out of the same queue pair,
+/// one thread each; every frame is received and forwarded once, on both queue pairs.
+#[test]
+fn two_queue_pairs_on_a_two_queue_veth() {
+    let _serial = serial();
+    let Some(p) = NetnsPair::new("fwq2") else {
+        return;
+    };
+    // A second veth pair between the same hosts, with two queues a side.
+    let (qa, qb) = (format!("{}q", p.veth_a), format!("{}q", p.veth_b));
+    p.ip_in(
+        &p.a,
+        &[
+            "link",
+            "add",
+            &qa,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &qb,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "netns",
+            &p.b,
+        ],
+    )
+    .expect("a two-queue veth");
+    p.ip_in(&p.a, &["link", "set", &qa, "up"]).unwrap();
+    p.ip_in(&p.b, &["link", "set", &qb, "up"]).unwrap();
+    let rule = "udp dst-port 9000 -> queue 0";
+    let fwd = ns_cmd(&p.b, "fwd")
+        .args(["-d", &qb, "--queues", "2", "--mode", "macswap", "-t", "6"])
+        .args(["--ring", "4096", "--quiet", "--json", "--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_xdp_attached(&p, &p.b, &qb);
+    let n: u64 = 20_000;
+    let tx = ns_cmd(&p.a, "pktgen")
+        .args(["-b", "xdp", "-d", &qa, "-q", "2", "-n", &n.to_string()])
+        .args(["-r", "20kpps", "--flows", "64", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let out = support::emu::wait_for(fwd, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "fwd: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let port = &v["ports"][0];
+    let rx = port["rx"]["packets"].as_u64().unwrap();
+    assert_eq!(rx, n, "every frame received once: {v}");
+    assert_eq!(v["forwarded"].as_u64(), Some(n), "{v}");
+    for dir in ["rx", "tx"] {
+        for q in port[dir]["per_queue"].as_array().unwrap() {
+            assert!(q.as_u64().unwrap() > 0, "{dir} on each queue pair: {v}");
+        }
+    }
+    assert_eq!(port["drops"]["tx_ring_full"].as_u64(), Some(0), "{v}");
+    assert_eq!(port["drops"]["rx_ring_or_fill"].as_u64(), Some(0), "{v}");
+}
