@@ -145,3 +145,35 @@ fn errors_name_the_options_typed() {
         assert!(err.contains(want) && !err.contains(not), "{args:?}: {err}");
     }
 }
+
+/// `--json-lines`: one object per `--stats-period` with each port's rx/tx rates and drops, then
+/// the summary as the last line; the live text lines go to stderr.
+#[test]
+fn json_lines_stream_per_period_then_the_summary() {
+    let o = fwd(&[
+        "--tx-first",
+        "64",
+        "-t",
+        "2",
+        "--stats-period",
+        "0.5",
+        "--json-lines",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(lines.len() >= 3, "periodic lines and the summary: {text}");
+    let (last, periodic) = lines.split_last().unwrap();
+    assert!(last["forwarded"].as_u64().is_some(), "{last}");
+    for l in periodic {
+        let p = &l["ports"][0];
+        assert!(p["rx"]["pps"].as_f64().is_some(), "{l}");
+        assert!(p["tx"]["gbps"].as_f64().is_some(), "{l}");
+        assert!(p["drops"]["tx_ring_full"].as_u64().is_some(), "{l}");
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("fwd: port 0 m: rx "), "the live line: {err}");
+}

@@ -80,7 +80,8 @@ pub struct Args {
     /// Print the summary as one JSON object on stdout (per port and direction).
     #[arg(long)]
     pub json: bool,
-    /// Print one JSON object per stats period on stdout (per port and direction).
+    /// Print one JSON object per stats period on stdout (per port and direction), and the
+    /// summary as the last line.
     #[arg(long)]
     pub json_lines: bool,
     /// Hold each frame this long before sending it on (e.g. 5ms, 250us, 1s): a delay line for

@@ -211,7 +211,8 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     let failure = run.failure.lock().ok().and_then(|mut f| f.take());
     let mode = Mode::to_possible_value(&a.mode).map_or("?".into(), |v| v.get_name().to_string());
-    if a.json {
+    // With --json-lines the summary is the last line, as JSON (as pktgen's).
+    if a.json || a.json_lines {
         let v = stats::summary_json(&facts, &snaps, elapsed, &mode, a.queues, failure.as_ref());
         println!("{v}");
     } else {

@@ -160,6 +160,43 @@ mod tests {
     }
 
     #[test]
+    fn mac_mode_sets_peer_and_own_mac_and_nothing_else() {
+        let f = udp4();
+        let mut g = f.clone();
+        let m = MacRewrite {
+            dst: [2, 0, 0, 0, 0, 9],
+            src: [2, 0, 0, 0, 1, 0],
+        };
+        set_macs(&mut g, &m);
+        assert_eq!((&g[..6], &g[6..12]), (&m.dst[..], &m.src[..]));
+        assert_eq!(&g[12..], &f[12..]);
+        let mut short = vec![0u8; 11];
+        set_macs(&mut short, &m);
+        assert_eq!(short, vec![0u8; 11], "a runt is left alone");
+    }
+
+    #[test]
+    fn five_tuple_swap_swaps_ipv6_and_tcp_behind_a_vlan_tag() {
+        // Ethernet + 802.1Q + IPv6 + TCP header.
+        let mut f = vec![0u8; 14 + 4 + 40 + 20];
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[16..18].copy_from_slice(&[0x86, 0xdd]);
+        let l3 = 18;
+        f[l3] = 0x60;
+        f[l3 + 6] = 6;
+        for i in 0..16 {
+            f[l3 + 8 + i] = i as u8;
+            f[l3 + 24 + i] = 0x80 + i as u8;
+        }
+        f[l3 + 40..l3 + 44].copy_from_slice(&[0x12, 0x34, 0x00, 0x50]);
+        let mut g = f.clone();
+        five_tuple_swap(&mut g);
+        assert_eq!(&g[l3 + 8..l3 + 24], &f[l3 + 24..l3 + 40]);
+        assert_eq!(&g[l3 + 24..l3 + 40], &f[l3 + 8..l3 + 24]);
+        assert_eq!(&g[l3 + 40..l3 + 44], &[0x00, 0x50, 0x12, 0x34]);
+    }
+
+    #[test]
     fn five_tuple_swap_stops_at_an_unknown_layer_and_never_panics() {
         let mut arp = udp4();
         arp[12..14].copy_from_slice(&[0x08, 0x06]);

@@ -174,8 +174,16 @@ fn rate(packets: u64, bytes: u64, secs: f64) -> (f64, f64) {
 /// The live line of one port over an interval (`prev` → `now`, `secs` long).
 pub fn live_line(p: usize, f: &PortFacts, prev: &PortSnap, now: &PortSnap, secs: f64) -> String {
     let (a, b) = (&prev.total, &now.total);
-    let (rx_pps, rx_g) = rate(b.rx_packets - a.rx_packets, b.rx_bytes - a.rx_bytes, secs);
-    let (tx_pps, tx_g) = rate(b.tx_packets - a.tx_packets, b.tx_bytes - a.tx_bytes, secs);
+    let (rx_pps, rx_g) = rate(
+        b.rx_packets.saturating_sub(a.rx_packets),
+        b.rx_bytes.saturating_sub(a.rx_bytes),
+        secs,
+    );
+    let (tx_pps, tx_g) = rate(
+        b.tx_packets.saturating_sub(a.tx_packets),
+        b.tx_bytes.saturating_sub(a.tx_bytes),
+        secs,
+    );
     let device = now.device_text();
     format!(
         "fwd: port {p} {}: rx {:.3} Mpps {:.3} Gbit/s | tx {:.3} Mpps {:.3} Gbit/s | drops: rx \
@@ -205,8 +213,16 @@ pub fn json_line(
         .enumerate()
         .map(|(p, f)| {
             let (a, b) = (&prev[p].total, &now[p].total);
-            let (rx_pps, rx_g) = rate(b.rx_packets - a.rx_packets, b.rx_bytes - a.rx_bytes, secs);
-            let (tx_pps, tx_g) = rate(b.tx_packets - a.tx_packets, b.tx_bytes - a.tx_bytes, secs);
+            let (rx_pps, rx_g) = rate(
+                b.rx_packets.saturating_sub(a.rx_packets),
+                b.rx_bytes.saturating_sub(a.rx_bytes),
+                secs,
+            );
+            let (tx_pps, tx_g) = rate(
+                b.tx_packets.saturating_sub(a.tx_packets),
+                b.tx_bytes.saturating_sub(a.tx_bytes),
+                secs,
+            );
             json!({
                 "port": p,
                 "dev": f.name,
