@@ -131,7 +131,7 @@ fn ring_8_works_with_the_default_burst() {
 }
 
 /// Issue 20 item 7: errors name the option the user typed, not the library's fields
-/// (`rx_ring = 65536`) or types (`Backend::Xdp`).
+/// (`rx_ring = 65536`) or types (`Backend::Xdp`, in the error of a machine without RDMA).
 #[test]
 fn errors_name_the_options_typed() {
     for (args, want, not) in [
@@ -176,4 +176,19 @@ fn json_lines_stream_per_period_then_the_summary() {
     }
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("fwd: port 0 m: rx "), "the live line: {err}");
+}
+
+/// Issue 20 item 7: on a machine without the RDMA device, `-b dv` fails naming `-b xdp`, not
+/// the library's `Backend::Xdp`.
+#[test]
+fn no_rdma_device_names_the_backend_option() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = Command::new(support::example("fwd"))
+        .args(["-b", "dv", "-d", "rawq-no-such-dev", "-t", "1"])
+        .args(["--rule", "udp dst-port 9000 -> queue 0"])
+        .output()
+        .expect("run fwd");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("Backend::"), "{err}");
 }

@@ -195,9 +195,33 @@ impl Args {
     }
 }
 
+/// Why fwd failed: a library error as it is, or one said again in fwd's terms.
+#[derive(Debug)]
+pub enum Failure {
+    /// As the library said it.
+    Lib(rawq::Error),
+    /// Said in the words of fwd's options.
+    Said(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Lib(e) => e.fmt(f),
+            Failure::Said(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<rawq::Error> for Failure {
+    fn from(e: rawq::Error) -> Failure {
+        Failure::Lib(e)
+    }
+}
+
 /// An error of the library said in the words of fwd's options (the library names its own
 /// configuration fields and types, which a user of fwd never typed).
-pub fn in_cli_terms(e: rawq::Error) -> rawq::Error {
+pub fn in_cli_terms(e: rawq::Error) -> Failure {
     let text = e.to_string();
     let said = text
         .replace("`Backend::Xdp`", "`-b xdp`")
@@ -210,9 +234,9 @@ pub fn in_cli_terms(e: rawq::Error) -> rawq::Error {
             "a smaller --ring or fewer --queues",
         );
     if said == text {
-        e
+        Failure::Lib(e)
     } else {
-        config(said)
+        Failure::Said(said)
     }
 }
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use rawq::{Backend, MempoolConfig, Packet, Port, Queue};
 
-use cli::{Args, Settings};
+use cli::{Args, Failure, Settings};
 use modes::{MacRewrite, Mode};
 use stats::{Cells, PortFacts, PortSnap, Shared};
 
@@ -97,7 +97,7 @@ struct Worker {
     tx_first: Vec<Vec<Vec<u8>>>,
 }
 
-fn run(a: &Args) -> rawq::Result<()> {
+fn run(a: &Args) -> Result<(), Failure> {
     let set = a.check()?;
     let run = Arc::new(Run {
         stop: AtomicBool::new(false),
@@ -125,7 +125,7 @@ fn run(a: &Args) -> rawq::Result<()> {
     // An xdp port must be up to forward; then it is watched: down or gone ends the run.
     for f in facts.iter().filter(|f| f.backend == "xdp") {
         if let Some(e) = link_failure(&f.name) {
-            return Err(e);
+            return Err(e.into());
         }
     }
     let macs: Vec<MacRewrite> = (0..ports.len())
@@ -220,7 +220,7 @@ fn run(a: &Args) -> rawq::Result<()> {
     }
     // The summary first (what was done), then the failure that ended the run.
     match failure {
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
         None => Ok(()),
     }
 }
