@@ -323,9 +323,9 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
     let np = w.qs.len();
     let cells = &run.shared.cells[w.index];
     let mut burst: Vec<Packet> = Vec::with_capacity(cfg.burst.max(64));
-    for p in 0..np {
-        let frames = std::mem::take(&mut w.tx_first[p]);
-        send_first(&mut w.qs[p], &frames, &mut burst, &cells[p], run);
+    let first = std::mem::take(&mut w.tx_first);
+    for ((q, frames), c) in w.qs.iter_mut().zip(&first).zip(cells.iter()) {
+        send_first(q, frames, &mut burst, c, run);
     }
     let mut lines: Vec<DelayLine> = cfg
         .delay
