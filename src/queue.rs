@@ -86,7 +86,7 @@ impl Queue {
     /// [`Queue::reclaim`] needed: DV and the model count a packet in `tx_packets` when the burst
     /// hands it to the device (counted at post, as DPDK's mlx5 PMD does; a packet a queue error
     /// then flushes moves from `tx_packets` to `tx_drops`), ibverbs counts what `ibv_post_send`
-    /// accepted, and AF_XDP counts what the kernel completed, taking completions at the start of
+    /// accepted (a work request that then fails or is flushed moves to `tx_errors` / `tx_drops`), and AF_XDP counts what the kernel completed, taking completions at the start of
     /// each burst and after each kick (in copy mode the kernel completes during the kick).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
