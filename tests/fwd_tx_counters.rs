@@ -59,3 +59,39 @@ fn tx_counters_are_current_without_reclaim() {
     let p = port.stats();
     assert_eq!((p.rx_packets, p.tx_packets), (32, 32), "{p:?}");
 }
+
+/// Counting at post must not count as sent what the device never sent: packets posted to a
+/// queue that is dropped before the device took them off the ring (here the model never runs)
+/// end up in `tx_drops`, not in `tx_packets`.
+#[test]
+fn a_queue_dropped_before_the_device_sent_counts_those_as_dropped() {
+    use rawq::dv::model::{ModelPort, ModelWire};
+    use rawq::{HugePages, Mempool, MempoolConfig};
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 4096,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        wire: ModelWire::Sink,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let reader = q.stats_reader();
+    let mut burst = Vec::new();
+    for s in 0..20u16 {
+        let mut p = pool.alloc().unwrap();
+        p.copy_from_slice(&udp(s)).unwrap();
+        burst.push(p);
+    }
+    assert_eq!(q.tx_burst(&mut burst), 20);
+    assert_eq!(reader.snapshot().tx_packets, 20, "counted at post");
+    drop(q); // the model never ran: nothing left the ring
+    let s = reader.snapshot();
+    assert_eq!((s.tx_packets, s.tx_bytes, s.tx_drops), (0, 0, 20), "{s:?}");
+    assert_eq!(port.counters().tx_frames, 0);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity());
+}

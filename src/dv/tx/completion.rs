@@ -143,13 +143,8 @@ impl Tx {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         self.cq.publish();
-        let dropped = self.outstanding();
-        let bytes = self.bytes_posted.wrapping_sub(self.bytes_done);
+        let dropped = self.uncount_outstanding(stats);
         self.free_bufs_to(self.buf_pi, cache);
-        // The counters wrap: adding the two's complement takes the flushed packets back out.
-        stats.add(Counter::TxPackets, (dropped as u64).wrapping_neg());
-        stats.add(Counter::TxBytes, bytes.wrapping_neg());
-        stats.add(Counter::TxDrops, dropped as u64);
         self.pkts_done = self.pkts_posted;
         self.bytes_done = self.bytes_posted;
         self.pi = 0;
@@ -157,6 +152,20 @@ impl Tx {
         self.unreq_bbs = 0;
         self.unreq_pkts = 0;
         self.pending_reqs = 0;
+        dropped
+    }
+
+    /// Moves the packets posted and not completed from `tx_packets` / `tx_bytes` (where they
+    /// were counted when posted) to `tx_drops`; returns how many. The counters wrap: adding the
+    /// two's complement subtracts.
+    pub(crate) fn uncount_outstanding(&self, stats: &StatsWriter) -> u32 {
+        let dropped = self.outstanding();
+        let bytes = self.bytes_posted.wrapping_sub(self.bytes_done);
+        if dropped > 0 {
+            stats.add(Counter::TxPackets, (dropped as u64).wrapping_neg());
+            stats.add(Counter::TxBytes, bytes.wrapping_neg());
+            stats.add(Counter::TxDrops, dropped as u64);
+        }
         dropped
     }
 
@@ -169,5 +178,6 @@ impl Tx {
     pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
         self.free_bufs_to(self.buf_pi, cache);
         self.pkts_done = self.pkts_posted;
+        self.bytes_done = self.bytes_posted;
     }
 }
