@@ -81,6 +81,13 @@ impl Queue {
     /// stay in `pkts` in their order. A packet the backend can never send (e.g. a chained packet
     /// on AF_XDP) is removed from `pkts`, dropped and counted (`tx_drops` or `tx_errors`), and
     /// not included in the returned count. Never blocks.
+    ///
+    /// The transmit counters ([`Queue::stats`]) are current when this returns, with no
+    /// [`Queue::reclaim`] needed: DV and the model count a packet in `tx_packets` when the burst
+    /// hands it to the device (counted at post, as DPDK's mlx5 PMD does; a packet a queue error
+    /// then flushes moves from `tx_packets` to `tx_drops`), ibverbs counts what `ibv_post_send`
+    /// accepted (a work request that then fails or is flushed moves to `tx_errors` / `tx_drops`), and AF_XDP counts what the kernel completed, taking completions at the start of
+    /// each burst and after each kick (in copy mode the kernel completes during the kick).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         self.ops.tx_burst(pkts)
@@ -104,7 +111,8 @@ impl Queue {
         self.ops.alloc_burst(out, n)
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters. Transmit counters do not wait for a [`Queue::reclaim`]: see
+    /// [`Queue::tx_burst`] for when each backend counts a packet as sent.
     pub fn stats(&self) -> QueueStats {
         self.ops.stats().snapshot()
     }

@@ -20,7 +20,9 @@ pub struct QueueStats {
     pub rx_drops: u64,
     /// Receive errors (error completions, runts, bad length).
     pub rx_errors: u64,
-    /// Packets handed to the device and completed.
+    /// Packets handed to the device: counted when posted on DV / the model / ibverbs (a packet
+    /// that then fails or is flushed moves to `tx_errors` / `tx_drops`), when completed on
+    /// AF_XDP.
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,

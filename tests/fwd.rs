@@ -253,3 +253,178 @@ fn rx_drops_are_counted() {
     assert!(rx_drops > 0, "{out}");
     assert!(forwarded + refused + rx_drops <= n, "{out}");
 }
+
+/// Waits (bounded) until interface `dev` in namespace `ns` has an XDP program: fwd is then
+/// attached and forwarding.
+fn wait_xdp_attached(p: &NetnsPair, ns: &str, dev: &str) {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = p.exec(ns, &["ip", "link", "show", dev]);
+        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no XDP program on {dev} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The number after `key` in `text`.
+fn number_after(text: &str, key: &str) -> u64 {
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+        + key.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {key:?} in {text}"))
+}
+
+/// Issue 20 defect 1: the output port of a two-port bridge goes down (or is deleted) mid-run.
+/// fwd used to keep running, count the frames that never left as forwarded, and exit 0; now
+/// the run ends with the summary, then the cause naming the interface, and a non-zero status,
+/// and "forwarded" counts only what the device sent.
+fn output_link_failure_ends_the_run(delete: bool) {
+    let _serial = serial();
+    let (Some(x), Some(y)) = (NetnsPair::new("fwlx"), NetnsPair::new("fwly")) else {
+        return;
+    };
+    y.move_b_into(&x.b).expect("move y's B end next to x's");
+    let rule = "udp dst-port 9000 -> queue 0";
+    let fwd = ns_cmd(&x.b, "fwd")
+        .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "15"])
+        .args(["--quiet", "--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_xdp_attached(&x, &x.b, &y.veth_b);
+    let send = |n: u64| {
+        let tx = ns_cmd(&x.a, "pktgen")
+            .args(["-b", "xdp", "-d", &x.veth_a, "-n", &n.to_string()])
+            .args(["-r", "20kpps", "--quiet"])
+            .output()
+            .unwrap();
+        assert!(
+            tx.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tx.stderr)
+        );
+    };
+    send(2000);
+    if delete {
+        x.ip_in(&x.b, &["link", "del", &y.veth_b]).unwrap();
+    } else {
+        x.ip_in(&x.b, &["link", "set", &y.veth_b, "down"]).unwrap();
+    }
+    send(2000);
+    let out = support::emu::wait_for(fwd, Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "fwd must fail when a port goes {}: {stdout}\n{stderr}",
+        if delete { "away" } else { "down" }
+    );
+    let cause = if delete { "gone" } else { "down" };
+    assert!(
+        stderr.contains(&y.veth_b) && stderr.contains(cause),
+        "the cause, naming the interface: {stderr}"
+    );
+    // The summary came first, and counts only what left: at most the first 2000.
+    let forwarded = number_after(&stdout, "forwarded");
+    assert!(forwarded <= 2000, "{stdout}");
+}
+
+#[test]
+fn output_link_down_ends_the_run_with_its_cause() {
+    output_link_failure_ends_the_run(false);
+}
+
+#[test]
+fn output_link_deleted_ends_the_run_with_its_cause() {
+    output_link_failure_ends_the_run(true);
+}
+
+/// fwd `--queues 2` on a veth with two queues: pktgen sends from both of its queues (AF_XDP
+/// copy mode marks each frame with its socket's queue, and the veth delivers it on the peer's
+/// receive queue of that number), fwd reflects each queue's frames out of the same queue pair,
+/// one thread each; every frame is received and forwarded once, on both queue pairs.
+#[test]
+fn two_queue_pairs_on_a_two_queue_veth() {
+    let _serial = serial();
+    let Some(p) = NetnsPair::new("fwq2") else {
+        return;
+    };
+    // A second veth pair between the same hosts, with two queues a side.
+    let (qa, qb) = (format!("{}q", p.veth_a), format!("{}q", p.veth_b));
+    p.ip_in(
+        &p.a,
+        &[
+            "link",
+            "add",
+            &qa,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &qb,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "netns",
+            &p.b,
+        ],
+    )
+    .expect("a two-queue veth");
+    p.ip_in(&p.a, &["link", "set", &qa, "up"]).unwrap();
+    p.ip_in(&p.b, &["link", "set", &qb, "up"]).unwrap();
+    let rule = "udp dst-port 9000 -> queue 0";
+    let fwd = ns_cmd(&p.b, "fwd")
+        .args(["-d", &qb, "--queues", "2", "--mode", "macswap", "-t", "6"])
+        .args(["--ring", "4096", "--quiet", "--json", "--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_xdp_attached(&p, &p.b, &qb);
+    let n: u64 = 20_000;
+    let tx = ns_cmd(&p.a, "pktgen")
+        .args(["-b", "xdp", "-d", &qa, "-q", "2", "-n", &n.to_string()])
+        .args(["-r", "20kpps", "--flows", "64", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let out = support::emu::wait_for(fwd, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "fwd: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let port = &v["ports"][0];
+    let rx = port["rx"]["packets"].as_u64().unwrap();
+    assert_eq!(rx, n, "every frame received once: {v}");
+    assert_eq!(v["forwarded"].as_u64(), Some(n), "{v}");
+    for dir in ["rx", "tx"] {
+        for q in port[dir]["per_queue"].as_array().unwrap() {
+            assert!(q.as_u64().unwrap() > 0, "{dir} on each queue pair: {v}");
+        }
+    }
+    assert_eq!(port["drops"]["tx_ring_full"].as_u64(), Some(0), "{v}");
+    assert_eq!(port["drops"]["rx_ring_or_fill"].as_u64(), Some(0), "{v}");
+}

@@ -8,9 +8,11 @@
 //! hook to bring the device side back (verbs state transitions on hardware, a reset in the
 //! model), restarts its counters, and reports what happened through [`QueueOps::take_error`] as
 //! [`Error::Queue`]. Nothing is lost silently: every packet `tx_burst` takes out of the caller's
-//! `Vec` is eventually counted once, as `tx_packets` (completed) or `tx_drops`, and its return
-//! value counts only the packets handed to the device (not those dropped up front: runts,
-//! over-long chains, packets of another pool).
+//! `Vec` is counted once, in `tx_packets` as soon as the burst hands it to the device (counted at
+//! post, so the counters never lag behind what was sent for want of a `reclaim`), or in
+//! `tx_drops` (dropped up front: runts, over-long chains, packets of another pool; or flushed by
+//! a queue error, when it moves from `tx_packets` to `tx_drops`). `tx_burst` returns only the
+//! packets handed to the device.
 
 use std::any::Any;
 
@@ -168,8 +170,8 @@ impl DvQueue {
         // inline header, say so and keep the send queue down instead of recovering into the
         // same error again.
         let no_inline = !self.tx.inlines_header() && e.syndrome == cqe::SYND_LOCAL_QP_OP_ERR;
-        let never_sent = self.stats.snapshot().tx_packets == 0;
-        self.tx.complete_before(e.wqe, &self.stats, &mut self.cache);
+        let never_sent = !self.tx.completed_any();
+        self.tx.complete_before(e.wqe, &mut self.cache);
         self.tx.zero_dbrec();
         let give_up = no_inline && never_sent;
         let r = if give_up {
@@ -264,13 +266,12 @@ impl QueueOps for DvQueue {
     }
 
     fn reclaim(&mut self) -> usize {
-        let before = self.stats.snapshot();
+        let before = self.tx.done_count();
         self.tx_poll();
         if !self.tx_down {
             self.tx.flush_request();
         }
-        let after = self.stats.snapshot();
-        (after.tx_packets + after.tx_drops - before.tx_packets - before.tx_drops) as usize
+        self.tx.done_count().wrapping_sub(before) as usize
     }
 
     fn stats(&self) -> &StatsWriter {
@@ -291,9 +292,25 @@ impl QueueOps for DvQueue {
     }
 }
 
+/// How long a dropped queue waits for the device to complete what it posted.
+const DRAIN_ON_DROP: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Drop for DvQueue {
+    /// Sends were counted when posted: the queue first gives the device up to
+    /// [`DRAIN_ON_DROP`] to complete them (asking for a completion on the tail), then counts
+    /// whatever it did not complete as `tx_drops`, out of `tx_packets`, so that nothing the
+    /// device never sent stays counted as sent.
     fn drop(&mut self) {
+        if !self.tx_down && self.tx.outstanding() > 0 {
+            self.tx.flush_request();
+            let end = std::time::Instant::now() + DRAIN_ON_DROP;
+            while self.tx.outstanding() > 0 && !self.tx_down && std::time::Instant::now() < end {
+                self.tx_poll();
+                std::hint::spin_loop();
+            }
+        }
         self.recover.quiesce();
+        self.tx.uncount_outstanding(&self.stats);
         self.tx.release_all(&mut self.cache);
         self.rx.release_all(&mut self.cache);
         self.cache.flush();

@@ -111,6 +111,8 @@ pub struct Tx {
     unreq_bbs: u32,
     req_thresh_bbs: u32,
     pending_reqs: u32,
+    /// Whether any send has completed successfully since the queue was created.
+    completed_any: bool,
     mode: Mode,
     tx_csum: bool,
     /// The single-buffer SEND WQE's constant words, computed once (VPP style).
@@ -241,6 +243,7 @@ impl Tx {
             unreq_bbs: 0,
             req_thresh_bbs: (sq.wqe_cnt / 8).max(1),
             pending_reqs: 0,
+            completed_any: false,
             mode,
             tx_csum: caps.tx_csum,
             cq: Cq::new(cq)?,
@@ -357,7 +360,7 @@ impl Tx {
         // free.
         // SAFETY: shrinking the length to 0 only forgets elements (see above); none is dropped.
         unsafe { pkts.set_len(0) };
-        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
+        let (pkts0, bbs0, bytes0) = (self.pkts_posted, self.pi, self.bytes_posted);
         let mut last = None;
         let (mut n, mut dropped) = (0, 0);
         while n < total {
@@ -431,13 +434,39 @@ impl Tx {
         }
         // SAFETY: the first `total - n` elements are initialized (moved there just above).
         unsafe { pkts.set_len(total - n) };
-        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
-        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        self.posted(pkts0, bbs0, bytes0, stats);
         if let Some(last) = last {
             self.request_completion(last);
             self.doorbell(last);
         }
         n - dropped
+    }
+
+    /// Accounts what a burst posted since the counters were `pkts0` / `bbs0` / `bytes0`: towards
+    /// the next completion request, and in `tx_packets` / `tx_bytes` at once (counted at post,
+    /// as DPDK's mlx5 PMD does with its software counters: `mlx5_tx_burst_tmpl` in
+    /// drivers/net/mlx5/mlx5_tx.h adds the packets sent to `txq->stats.opackets` before any
+    /// completion). The doorbell of the same burst hands them to the device; those a queue
+    /// error flushes move to `tx_drops` in [`Tx::reset`].
+    #[inline(always)]
+    fn posted(&mut self, pkts0: u32, bbs0: u16, bytes0: u64, stats: &StatsWriter) {
+        let pkts = self.pkts_posted.wrapping_sub(pkts0);
+        self.unreq_pkts += pkts;
+        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        if pkts > 0 {
+            stats.tx(pkts as u64, self.bytes_posted.wrapping_sub(bytes0));
+        }
+    }
+
+    /// Packets completed or dropped since the queue was created (wrapping): what a reclaim
+    /// returned is the difference of two readings.
+    pub(crate) fn done_count(&self) -> u32 {
+        self.pkts_done
+    }
+
+    /// Whether any send has completed successfully since the queue was created.
+    pub(crate) fn completed_any(&self) -> bool {
+        self.completed_any
     }
 
     /// Hands the first `n` packets over (their buffers are in the buffer ring now, or they were
@@ -571,7 +600,7 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
-        let (pkts0, bbs0) = (self.pkts_posted, self.pi);
+        let (pkts0, bbs0, bytes0) = (self.pkts_posted, self.pi, self.bytes_posted);
         let mut last = None;
         let (mut n, mut dropped) = (0, 0);
         // Open session: (start WQEBB, packets, bytes, cs flags).
@@ -631,8 +660,7 @@ impl Tx {
             self.close_empw(start, k, bytes, scs);
             last = Some(start);
         }
-        self.unreq_pkts += self.pkts_posted.wrapping_sub(pkts0);
-        self.unreq_bbs += self.pi.wrapping_sub(bbs0) as u32;
+        self.posted(pkts0, bbs0, bytes0, stats);
         self.finish_burst(pkts, n, last, cache);
         n - dropped
     }

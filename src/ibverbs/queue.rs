@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache};
 use crate::packet::Packet;
 use crate::queue::QueueOps;
-use crate::stats::{Counter, StatsWriter};
+use crate::stats::StatsWriter;
 
 /// How long teardown and recovery wait for flushed completions before resetting anyway.
 pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
@@ -189,8 +189,7 @@ impl VerbsQueue {
                 if side.send() {
                     // WRs whose flush never came (the wait timed out) were not sent either:
                     // count them as dropped, never as sent.
-                    self.stats
-                        .add(Counter::TxDrops, u64::from(self.tx.outstanding()));
+                    self.tx.drop_outstanding(&self.stats);
                     self.tx.forget_in_flight(&mut self.cache);
                 }
                 if side.recv() {

@@ -136,6 +136,9 @@ pub(crate) struct Tx {
     unsignaled: u32,
     wrs_posted: u32,
     wrs_done: u32,
+    /// Frame length of each outstanding WR, at its WR sequence number (masked): what a failed
+    /// or flushed WR takes back out of `tx_bytes`.
+    lens: Box<[u32]>,
     inflight: InFlight,
     wrs: Box<[ibv_send_wr]>,
     sges: Box<[ibv_sge]>,
@@ -169,6 +172,7 @@ impl Tx {
             unsignaled: 0,
             wrs_posted: 0,
             wrs_done: 0,
+            lens: vec![0; ring.next_power_of_two() as usize].into_boxed_slice(),
             inflight: InFlight::new(ring as usize * max_sge),
             wrs: (0..TX_BURST).map(|_| empty_send_wr()).collect(),
             sges: vec![
@@ -214,6 +218,10 @@ impl Tx {
                 if wr_seq.wrapping_sub(self.wrs_done) <= self.outstanding() {
                     self.wrs_done = wr_seq;
                 }
+                if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
+                    // Counted in `tx_packets` when posted; not sent after all.
+                    self.uncount(wr_seq, stats);
+                }
                 if wc.status == ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
                     stats.add(Counter::TxDrops, 1);
                 } else if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
@@ -233,6 +241,26 @@ impl Tx {
                 return done;
             }
         }
+    }
+
+    /// Takes WR `wr_seq` (counted in `tx_packets` / `tx_bytes` when posted) back out of those
+    /// counters: it failed or was flushed. The counters wrap, so adding the two's complement
+    /// subtracts.
+    fn uncount(&self, wr_seq: u32, stats: &StatsWriter) {
+        let len = self.lens[wr_seq as usize & (self.lens.len() - 1)];
+        stats.add(Counter::TxPackets, 1u64.wrapping_neg());
+        stats.add(Counter::TxBytes, (len as u64).wrapping_neg());
+    }
+
+    /// Counts every outstanding WR as dropped, out of `tx_packets` / `tx_bytes` (their flush
+    /// completions never came; the QP is being reset). Returns how many.
+    pub(crate) fn drop_outstanding(&self, stats: &StatsWriter) -> u32 {
+        let n = self.outstanding();
+        for i in 1..=n {
+            self.uncount(self.wrs_done.wrapping_add(i), stats);
+        }
+        stats.add(Counter::TxDrops, n as u64);
+        n
     }
 
     /// Frees every in-flight buffer. Only after the QP was reset or destroyed.
@@ -310,11 +338,11 @@ impl Tx {
             if self.csum && (p.offload.l3_csum || p.offload.l4_csum) {
                 flags |= ibv_send_flags::IBV_SEND_IP_CSUM.0;
             }
+            let seq = self.wrs_posted.wrapping_add(k as u32 + 1);
+            let mask = self.lens.len() - 1;
+            self.lens[seq as usize & mask] = p.len() as u32;
             let wr = &mut self.wrs[k];
-            wr.wr_id = wr_id(
-                self.wrs_posted.wrapping_add(k as u32 + 1),
-                self.inflight.seq_after(bufs),
-            );
+            wr.wr_id = wr_id(seq, self.inflight.seq_after(bufs));
             wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
             wr.num_sge = p.segment_count() as i32;
             // SAFETY: `k * MAX_SGE` is inside `sges` (k < TX_BURST).

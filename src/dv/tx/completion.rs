@@ -25,13 +25,10 @@ impl Tx {
     }
 
     /// Completes every WQE up to the record `r` (from [`Tx::completion`]): one bulk return of
-    /// the buffers, one stats update.
-    fn complete(&mut self, r: WqeRec, stats: &StatsWriter, cache: &mut PoolCache) {
+    /// the buffers (their packets were counted in `tx_packets` when posted).
+    fn complete(&mut self, r: WqeRec, cache: &mut PoolCache) {
         self.free_bufs_to(r.buf_end, cache);
-        stats.tx(
-            r.pkt_end.wrapping_sub(self.pkts_done) as u64,
-            r.byte_end.wrapping_sub(self.bytes_done),
-        );
+        self.completed_any |= r.pkt_end != self.pkts_done;
         self.pkts_done = r.pkt_end;
         self.bytes_done = r.byte_end;
         self.ci = r.end;
@@ -82,7 +79,7 @@ impl Tx {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         if let Some(r) = done {
-            self.complete(r, stats, cache);
+            self.complete(r, cache);
         }
         self.cq.publish();
         err
@@ -111,7 +108,8 @@ impl Tx {
 
     /// After an error CQE for WQE `wqe`: completes the WQEs before it (reading them back from
     /// the ring), so that only the failed WQE and those after it are outstanding.
-    pub(crate) fn complete_before(&mut self, wqe: u16, stats: &StatsWriter, cache: &mut PoolCache) {
+    /// Their packets were counted in `tx_packets` when posted.
+    pub(crate) fn complete_before(&mut self, wqe: u16, cache: &mut PoolCache) {
         // `buf_ci` is the buffer-ring position of WQE `ci` (the two move together).
         let (mut s, mut pkts, mut bytes, mut bufs, mut guard) = (self.ci, 0u32, 0u64, 0u32, 0);
         while s != wqe && s != self.pi && guard < self.wqe_cnt {
@@ -130,23 +128,23 @@ impl Tx {
         }
         let buf_pos = self.buf_ci.wrapping_add(bufs);
         self.free_bufs_to(buf_pos, cache);
-        stats.tx(pkts as u64, bytes);
+        self.completed_any |= pkts > 0;
         self.pkts_done = self.pkts_done.wrapping_add(pkts);
         self.bytes_done = self.bytes_done.wrapping_add(bytes);
         self.ci = wqe;
     }
 
     /// Resets the SQ after the device side was recovered: drains the CQ, returns every
-    /// outstanding buffer to `cache` counting its packets as `tx_drops`, and restarts the
-    /// counters at 0 (as the device does after RESET → RTS). Returns the packets dropped.
+    /// outstanding buffer to `cache` moving its packets from `tx_packets` / `tx_bytes` (where
+    /// they were counted when posted) to `tx_drops`, and restarts the counters at 0 (as the
+    /// device does after RESET → RTS). Returns the packets dropped.
     pub(crate) fn reset(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> u32 {
         while self.cq.peek().is_some() {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         self.cq.publish();
-        let dropped = self.outstanding();
+        let dropped = self.uncount_outstanding(stats);
         self.free_bufs_to(self.buf_pi, cache);
-        stats.add(Counter::TxDrops, dropped as u64);
         self.pkts_done = self.pkts_posted;
         self.bytes_done = self.bytes_posted;
         self.pi = 0;
@@ -154,6 +152,20 @@ impl Tx {
         self.unreq_bbs = 0;
         self.unreq_pkts = 0;
         self.pending_reqs = 0;
+        dropped
+    }
+
+    /// Moves the packets posted and not completed from `tx_packets` / `tx_bytes` (where they
+    /// were counted when posted) to `tx_drops`; returns how many. The counters wrap: adding the
+    /// two's complement subtracts.
+    pub(crate) fn uncount_outstanding(&self, stats: &StatsWriter) -> u32 {
+        let dropped = self.outstanding();
+        let bytes = self.bytes_posted.wrapping_sub(self.bytes_done);
+        if dropped > 0 {
+            stats.add(Counter::TxPackets, (dropped as u64).wrapping_neg());
+            stats.add(Counter::TxBytes, bytes.wrapping_neg());
+            stats.add(Counter::TxDrops, dropped as u64);
+        }
         dropped
     }
 
@@ -166,5 +178,6 @@ impl Tx {
     pub(crate) fn release_all(&mut self, cache: &mut PoolCache) {
         self.free_bufs_to(self.buf_pi, cache);
         self.pkts_done = self.pkts_posted;
+        self.bytes_done = self.bytes_posted;
     }
 }

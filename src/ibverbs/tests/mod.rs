@@ -414,6 +414,31 @@ fn an_error_completion_is_counted_reported_and_frees_the_buffers() {
     r.assert_all_home();
 }
 
+/// Issue 20 defect 3: a packet is counted once. Packets are counted in `tx_packets` when posted;
+/// one that then fails (error or flush completion) moves to `tx_errors` / `tx_drops` and out
+/// of `tx_packets` and `tx_bytes`, instead of being counted as sent and as lost.
+#[test]
+fn a_failed_or_flushed_send_leaves_tx_packets() {
+    for (status, drops, errors) in [
+        (ibv_wc_status::IBV_WC_LOC_PROT_ERR, 0, 1),
+        (ibv_wc_status::IBV_WC_WR_FLUSH_ERR, 1, 0),
+    ] {
+        let mut r = rig(64, 0);
+        let mut pkts = r.packets(5, 70);
+        assert_eq!(r.send(&mut pkts).0, 5);
+        let s = r.stats.snapshot();
+        assert_eq!((s.tx_packets, s.tx_bytes), (5, 350), "counted at post");
+        let mut more = r.packets(3, 100);
+        nic(|n| n.next_status = Some(status));
+        assert_eq!(r.send(&mut more).0, 3);
+        r.tx.complete(&mut r.cache, &r.stats);
+        let s = r.stats.snapshot();
+        assert_eq!((s.tx_drops, s.tx_errors), (drops, errors), "{s:?}");
+        assert_eq!((s.tx_packets, s.tx_bytes), (7, 550), "{s:?}");
+        r.assert_all_home();
+    }
+}
+
 #[test]
 fn chained_packets_use_one_wr_with_several_sges() {
     let mut r = rig(64, 256);
