@@ -193,7 +193,10 @@ fn stopped_by(stop: Stop, tag: &str) {
         "{stop:?}: left behind (trees, TAP {}, workload {workload} running): {left:?}\n{stderr}",
         run.tap,
     );
-    assert!(exited, "{stop:?}: emu.sh still running 30 s after the signal:\n{stderr}");
+    assert!(
+        exited,
+        "{stop:?}: emu.sh still running 30 s after the signal:\n{stderr}"
+    );
 }
 
 #[test]
