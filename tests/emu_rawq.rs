@@ -171,3 +171,30 @@ fn devinfo_help_is_help() {
         .expect("run devinfo");
     assert_eq!(out.status.code(), Some(2), "an unknown option is refused");
 }
+
+/// Issue 20 defect 7: a port the device does not have is named as such on -b dv, as on -b
+/// verbs ("mlx5_0 has ports 1..=1"), not as `ibv_query_port failed: Invalid argument`.
+#[cfg(feature = "mlx5")]
+#[test]
+fn a_missing_port_is_named_on_dv_as_on_verbs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pktgen = support::example("pktgen");
+    for backend in ["dv", "verbs"] {
+        let out = Command::new("bash")
+            .arg(root.join("scripts/emu.sh"))
+            .arg("--")
+            .arg(&pktgen)
+            .args(["-b", backend, "-d", "mlx5_0", "--port", "2", "-n", "1"])
+            .current_dir(root)
+            .env_remove("LD_PRELOAD")
+            .env_remove("RAWQ_EMU_LIB")
+            .output()
+            .expect("run scripts/emu.sh");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "-b {backend} --port 2: {err}");
+        assert!(
+            err.contains("mlx5_0 has ports 1..=1; port 2 does not exist"),
+            "-b {backend} --port 2: {err}"
+        );
+    }
+}
