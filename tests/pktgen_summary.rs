@@ -215,6 +215,16 @@ fn errors_are_in_the_command_lines_words() {
         !t.contains("rx_ring") && t.contains("--ring"),
         "names the option, not the library's field: {t}"
     );
+    // No RDMA device here (outside the emulator): the way out is named as an option.
+    let out = Command::new(support::example("pktgen"))
+        .args(["-b", "verbs", "-d", "mlx5_0", "-n", "1"])
+        .env_remove("LD_PRELOAD")
+        .env_remove("SYSFS_PATH")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("no RDMA device") && t.contains("-b xdp"), "{t}");
 }
 
 /// Defect 7: more queues than cores is said plainly (the queue threads take turns on a core).
