@@ -5,7 +5,17 @@
 //! cargo run --example devinfo
 //! ```
 
+use clap::Parser;
+
+/// devinfo: lists the RDMA devices, their ports (state, link layer, MAC, MTU, netdev) and the
+/// capabilities rawq uses (flow steering, RSS, TSO, mlx5 Direct Verbs). With no device it
+/// says why and exits with status 1.
+#[derive(Parser)]
+#[command(name = "devinfo", version)]
+struct Args {}
+
 fn main() {
+    Args::parse();
     match rawq::ibverbs::describe_all() {
         Ok(listing) => print!("{listing}"),
         Err(e) => {

@@ -40,8 +40,8 @@ if [[ -z ${PKTGEN:-} ]]; then
 fi
 if [[ $BACKEND == dv ]]; then
   # Built here, not inside emu.sh while the demo waits for the port's TAP to appear.
-  echo "demo: building the emulated NIC…"
-  cargo build --quiet -p rawq-emu
+  echo "demo: building the emulated NIC (release, as emu.sh runs it)…"
+  cargo build --release --quiet -p rawq-emu
 fi
 
 TAG=$$

@@ -3,42 +3,56 @@
 # an emulated uverbs kernel (librawq_emu.so, LD_PRELOAD) whose hardware is rawq's device model.
 #
 # Usage: bash scripts/emu.sh [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2]
-#                            [--release] -- COMMAND [ARGS...]
+#                            [--debug | --release] -- COMMAND [ARGS...]
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
 #   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
 #                      (and then removed on exit); frames no flow rule takes go there
 #   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
-#   --release          use the release build of the emulator
+#   --release          the release build of the emulator (the default)
+#   --debug            the debug build of the emulator (slower; for debugging the emulator)
 #   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
 #   RAWQ_EMU_DEBUG=1   log every uverbs command on stderr
 #
-# The sysfs tree is generated in a temporary directory; it, and a TAP device made here, are
-# removed when the command ends, on Ctrl-C and on SIGTERM. Exits with the command's status.
+# The emulator is built first (`cargo build -p rawq-emu`, said on stderr: the first build takes
+# minutes). The sysfs tree is generated in a temporary directory; it, and a TAP device made
+# here, are removed when the command ends, on Ctrl-C, SIGTERM (also twice, as `timeout` sends)
+# and SIGKILL (a reaper process outlives this shell for that, and the command gets SIGTERM when
+# the shell dies). Exits with the command's status.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-WIRE='' NETDEV='' MIN_INLINE=none PROFILE=debug PAIR=0
+WIRE='' NETDEV='' MIN_INLINE=none PROFILE=release PAIR=0
 usage() {
-  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--release] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--debug | --release] -- COMMAND [ARGS...]" >&2
   exit 2
+}
+# Option $1's value $2 (empty when missing) must be there and not another option; $3 says
+# what it is.
+value() {
+  if [[ -z $2 || $2 == -* ]]; then
+    echo "emu: $1 needs $3" >&2
+    usage
+  fi
 }
 while (($#)); do
   case "$1" in
-    --wire) WIRE=${2:?--wire needs an interface name}; shift 2 ;;
-    --netdev) NETDEV=${2:?--netdev needs a TAP name}; shift 2 ;;
+    --wire) value "$1" "${2-}" "an interface name (--wire IFNAME)"; WIRE=$2; shift 2 ;;
+    --netdev) value "$1" "${2-}" "a TAP name (--netdev TAPNAME)"; NETDEV=$2; shift 2 ;;
     --min-inline)
-      MIN_INLINE=${2:-}
+      value "$1" "${2-}" "a mode: none or l2 (--min-inline none|l2)"
+      MIN_INLINE=$2
       [[ $MIN_INLINE == none || $MIN_INLINE == l2 ]] || { echo "emu: --min-inline is none or l2" >&2; exit 2; }
       shift 2 ;;
     --release) PROFILE=release; shift ;;
+    --debug) PROFILE=debug; shift ;;
     --pair) PAIR=1; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "emu: unknown option $1" >&2; usage ;;
   esac
 done
-(($#)) || usage
+(($#)) || { echo "emu: no command to run (after --)" >&2; usage; }
 if [[ $PAIR == 1 && -n $WIRE ]]; then
   echo "emu: --pair cables the two devices to each other; it takes no --wire" >&2
   exit 2
@@ -56,6 +70,8 @@ if [[ -n ${RAWQ_EMU_LIB:-} ]]; then
 else
   flag=()
   [[ $PROFILE == release ]] && flag=(--release)
+  echo "emu: building the $PROFILE emulator (cargo build -p rawq-emu${flag[*]:+ ${flag[*]}}; the" \
+    "first build takes minutes)$([[ $PROFILE == release ]] && echo '; --debug for the debug one')" >&2
   (cd "$ROOT" && cargo build --quiet -p rawq-emu "${flag[@]}")
   LIB=$TARGET/$PROFILE/librawq_emu.so
   SYSFS_GEN=$TARGET/$PROFILE/rawq-emu-sysfs
@@ -67,13 +83,27 @@ done
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
 MADE_TAP=''
 CHILD=''
+REAPER=''
+# Stops the command (SIGTERM, then SIGKILL past 5 s) and removes what this script made. Signals
+# are ignored from here on: `timeout` sends SIGTERM twice (to the shell, then to its group),
+# and the second must not end the shell half-way.
 cleanup() {
-  trap - EXIT INT TERM
+  trap '' INT TERM HUP
+  trap - EXIT
+  if [[ -n $REAPER ]]; then
+    kill -KILL "$REAPER" 2>/dev/null || true
+    wait "$REAPER" 2>/dev/null || true
+  fi
   if [[ -n $CHILD ]] && kill -0 "$CHILD" 2>/dev/null; then
     kill -TERM "$CHILD" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$CHILD" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$CHILD" 2>/dev/null || true
     wait "$CHILD" 2>/dev/null || true
   fi
-  [[ -n $MADE_TAP ]] && ip link del "$MADE_TAP" 2>/dev/null || true
+  if [[ -n $MADE_TAP ]]; then ip link del "$MADE_TAP" 2>/dev/null || true; fi
   rm -rf "$TMP"
 }
 on_signal() {
@@ -83,6 +113,7 @@ on_signal() {
 trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
 
 if [[ -n $NETDEV ]] && ! ip link show dev "$NETDEV" >/dev/null 2>&1; then
   ip tuntap add dev "$NETDEV" mode tap
@@ -92,13 +123,35 @@ fi
 
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 "$SYSFS_GEN" "$TMP/sys"
-export SYSFS_PATH=$TMP/sys
-export LD_PRELOAD=$LIB${LD_PRELOAD:+:$LD_PRELOAD}
+
+# The command gets SIGTERM if this shell dies (even by SIGKILL): PR_SET_PDEATHSIG through
+# util-linux's setpriv, where it has --pdeathsig. The preload is set by `env`, after setpriv.
+PRELOAD=$LIB${LD_PRELOAD:+:$LD_PRELOAD}
+pdeath=()
+if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
+  pdeath=(setpriv --pdeathsig TERM --)
+fi
 
 # Run in the background and wait, so that a signal reaches the trap at once.
 set +e
-"$@" <&0 &
+"${pdeath[@]}" env SYSFS_PATH="$TMP/sys" LD_PRELOAD="$PRELOAD" "$@" <&0 &
 CHILD=$!
+# The reaper: in a session of its own (no signal to this shell's group reaches it), it waits
+# for this shell to end; if the shell could not clean up (SIGKILL), it stops the command and
+# removes the TAP and the tree. A shell that cleans up kills it first.
+setsid bash -c '
+  trap "" INT TERM HUP
+  parent=$1 child=$2 tmp=$3 tap=$4
+  tail --pid="$parent" -s 0.1 -f /dev/null
+  if kill -0 "$child" 2>/dev/null; then
+    kill -TERM "$child" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$child" 2>/dev/null
+  fi
+  if [[ -n $tap ]]; then ip link del "$tap" 2>/dev/null; fi
+  rm -rf "$tmp"
+' rawq-emu-reaper "$$" "$CHILD" "$TMP" "$MADE_TAP" </dev/null >/dev/null 2>&1 &
+REAPER=$!
 wait "$CHILD"
 status=$?
 CHILD=''

@@ -21,7 +21,8 @@ pub enum Error {
     /// No RDMA device could be found (ENOSYS from `ibv_get_device_list`, or an empty list).
     #[error(
         "no RDMA device: {reason}. Load the NIC's RDMA driver (e.g. `modprobe mlx5_ib`) or use the \
-         AF_XDP backend (`Backend::Xdp`), which works on any Linux netdev"
+         AF_XDP backend (`-b xdp` in pktgen and fwd, `Backend::Xdp` in code), which works on any \
+         Linux netdev"
     )]
     NoDevice {
         /// Why there is none (the errno text, or "the device list is empty").

@@ -284,6 +284,13 @@ fn busy_queue_is_retried_then_explained() {
         text.contains(&format!("rx queue 0 of {}", p.veth_b)) && text.contains("ss --xdp"),
         "{text}"
     );
+    // Issue 20: no option that does not exist ("use another queue"), and a way to find the
+    // holder that works without XDP socket diag.
+    assert!(!text.contains("another queue"), "{text}");
+    assert!(
+        text.contains(&format!("ip link show dev {}", p.veth_b)) && text.contains("bpftool"),
+        "{text}"
+    );
     drop(second);
 }
 

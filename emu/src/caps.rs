@@ -36,7 +36,8 @@ pub const FW: (u64, u64, u64) = (16, 35, 1012);
 pub const BOARD_ID: &str = "MT_0000000008";
 /// Node GUID (host order; sent big-endian).
 pub const NODE_GUID: u64 = 0x0c42_a103_00fc_0001;
-/// The port's MAC (the GIDs are built from it).
+/// The port's MAC when it has neither a netdev nor a wire (looped back; the GIDs are built
+/// from it). See [`Ident::port_mac`].
 pub const MAC: [u8; 6] = [0x02, 0xfc, 0x00, 0x00, 0x00, 0x01];
 
 /// log2 of the largest queue (WQEs / CQEs): `log_max_qp_sz` / `log_max_cq_sz`.
@@ -149,11 +150,35 @@ impl Ident {
     pub fn node_guid(self) -> u64 {
         NODE_GUID + u64::from(self.0)
     }
-    /// Port MAC.
+    /// Port MAC of a looped-back device ([`MAC`], the next one for device 1).
     pub fn mac(self) -> [u8; 6] {
         let mut m = MAC;
         m[5] = m[5].wrapping_add(self.0 as u8);
         m
+    }
+
+    /// The port's MAC in this instance, its own as the kernel gives each netdev its own (a real
+    /// port's MAC is its netdev's, and its RoCE GIDs are built from it: Linux
+    /// drivers/infiniband/core/roce_gid_mgmt.c, the default GID from the netdev's address).
+    /// Device 0 with a kernel netdev (`--netdev`): the TAP's MAC, so that the port and its
+    /// netdev agree. With a wire (`--wire`): locally administered, 02:fc and the last four bytes
+    /// of the wire interface's MAC, so emulated NICs on different interfaces (a veth's two
+    /// ends) differ. Otherwise (looped back, or a name that cannot be read) [`Ident::mac`].
+    pub fn port_mac(self, netdev: Option<&str>, wire: Option<&str>) -> [u8; 6] {
+        if let Some(m) = netdev.filter(|_| self.0 == 0).and_then(netdev_mac) {
+            return m;
+        }
+        match wire.and_then(netdev_mac) {
+            Some(w) => [
+                0x02,
+                0xfc,
+                w[2],
+                w[3],
+                w[4],
+                w[5].wrapping_add(self.0 as u8),
+            ],
+            None => self.mac(),
+        }
     }
     /// The device a node path names, among `count`.
     pub fn of_path(path: &[u8], count: u32) -> Option<Ident> {
@@ -165,6 +190,18 @@ impl Ident {
         let i: u32 = s.parse().ok()?;
         (i < count).then_some(Ident(i))
     }
+}
+
+/// A Linux interface's MAC (`/sys/class/net/NAME/address`), if it has a readable one that is
+/// not all zeros.
+fn netdev_mac(name: &str) -> Option<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    let mut m = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    (parts.next().is_none() && m != [0; 6]).then_some(m)
 }
 
 /// `fw_ver` as QUERY_DEVICE reports it.
@@ -220,5 +257,13 @@ mod tests {
         assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs1", 1), None);
         assert_eq!(Ident::of_path(b"/dev/infiniband/uverbs01", 2), None);
         assert_eq!(Ident(1).mac()[5], 2);
+        // Looped back, or names that cannot be read: the fixed MAC.
+        assert_eq!(Ident(0).port_mac(None, None), MAC);
+        assert_eq!(
+            Ident(1).port_mac(Some("rawq-no-such-if0"), Some("rawq-no-such-if1")),
+            Ident(1).mac()
+        );
+        // lo has the all-zero address: not a MAC to derive from.
+        assert_eq!(Ident(0).port_mac(Some("lo"), Some("lo")), MAC);
     }
 }

@@ -281,6 +281,11 @@ impl Device {
 }
 
 fn write_counters(dest: &str, hw: &Hw) {
+    // One writer at a time, the counters read under the lock: the periodic writer must not
+    // rename an older line over the one the device's close wrote last (both use `dest.tmp`;
+    // a writer thread starved under load did, and the file kept counts seconds old).
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!("rawq-emu counters: {:?}\n", hw.counters());
     if dest == "-" {
         eprint!("{line}");

@@ -94,6 +94,21 @@ fn parse_size(s: &str) -> Result<SizeSpec, String> {
     s.parse::<SizeSpec>().map_err(|e| e.to_string())
 }
 
+/// Ring sizes a port takes (`PortBuilder::rx_ring` / `tx_ring`), said in the option's words.
+fn parse_ring(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && (8..=32768).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: a ring is a power of two from 8 to 32768 descriptors"
+        )),
+    }
+}
+
+/// How long --txrx listens after its last send.
+fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
+    rawq::gen::parse_duration(s)
+}
+
 fn parse_rq(s: &str) -> Result<rawq::RqType, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
@@ -135,6 +150,11 @@ pub struct Args {
     /// Send, and count what comes back on the same queues (a reflector or DUT in between).
     #[arg(long)]
     pub txrx: bool,
+    /// With --txrx: how long to keep receiving after the last send (frames that come back
+    /// later count as lost). Raise it above the round trip of what is in between (e.g. fwd
+    /// --delay).
+    #[arg(long, default_value = "300ms", value_parser = parse_drain, requires = "txrx")]
+    pub drain: std::time::Duration,
     /// Flow rule for --rx / --txrx (see rawq::flow::text); default: UDP (TCP with --l4 tcp-*) to
     /// --dst-port spread over the queues. Repeatable.
     #[arg(long = "rule")]
@@ -160,9 +180,10 @@ pub struct Args {
     pub dst_port: u16,
     /// Frame size without FCS: N, MIN-MAX, or imix (7 × 60, 4 × 590, 1 × 1514; over IPv6 the 60s
     /// are raised to 74 bytes, 78 with FCS as RFC 5180 asks, or more to fit the headers and
-    /// stamp).
-    #[arg(short, long, default_value = "60", value_parser = parse_size)]
-    pub size: SizeSpec,
+    /// stamp). Default: the smallest frame that fits the template, 60 bytes at least (60 for
+    /// IPv4 and UDP; 62 over IPv6; more with --latency, --seq, VLAN tags or TCP).
+    #[arg(short, long, value_parser = parse_size)]
+    pub size: Option<SizeSpec>,
     /// Number of flows.
     #[arg(short, long, default_value_t = 1)]
     pub flows: u32,
@@ -199,8 +220,8 @@ pub struct Args {
     /// Burst size (1 to 4096).
     #[arg(long, default_value_t = 32, value_parser = parse_burst)]
     pub burst: usize,
-    /// Ring size (rx and tx descriptors per queue).
-    #[arg(long, default_value_t = 2048)]
+    /// Ring size (rx and tx descriptors per queue): a power of two from 8 to 32768.
+    #[arg(long, default_value_t = 2048, value_parser = parse_ring)]
     pub ring: u32,
     /// Receive queue of -b dv / -b model: cyclic, striding (8 strides per WQE) or striding:N
     /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
@@ -272,29 +293,43 @@ impl Args {
     /// The frames to send: the template the options describe, or the frames of --pcap.
     pub fn source(&self) -> rawq::Result<FrameSource> {
         if let Some(path) = &self.pcap {
-            return read_pcap(path)
-                .map(FrameSource::Frames)
-                .map_err(|e| Error::Config(format!("--pcap {}: {e}", path.display())));
+            let (frames, cut) = read_pcap(path)
+                .map_err(|e| Error::Config(format!("--pcap {}: {e}", path.display())))?;
+            if cut > 0 {
+                eprintln!(
+                    "pktgen: --pcap {}: {cut} of {} packets were cut by the capture's snap \
+                     length: they are sent as captured (the bytes the file has), as tcpreplay \
+                     does",
+                    path.display(),
+                    frames.len()
+                );
+            }
+            return Ok(FrameSource::Frames(frames));
         }
         let src_mac = self
             .src_mac
             .or_else(|| rawq::gen::netdev_mac(&self.dev))
             .unwrap_or([2, 0, 0, 0, 0, 1]);
-        Ok(FrameSource::Template(Stamper::with_shape(
-            FrameSpec {
-                dst_mac: self.dst_mac,
-                src_mac,
-                src_ip: self.src_ip,
-                dst_ip: self.dst_ip,
-                src_port: self.src_port,
-                dst_port: self.dst_port,
-                flows: self.measure.flows(self.flows),
-                vary: self.vary.into(),
-                sizes: self.size.clone(),
-                stamp: self.seq,
-            },
-            self.measure.shape(),
-        )?))
+        let mut spec = FrameSpec {
+            dst_mac: self.dst_mac,
+            src_mac,
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            flows: self.measure.flows(self.flows),
+            vary: self.vary.into(),
+            sizes: SizeSpec::Fixed(60),
+            stamp: self.seq,
+        };
+        let shape = self.measure.shape();
+        // No -s: the smallest frame that fits the template (the Ethernet minimum, 60 without
+        // FCS, at least).
+        spec.sizes = self
+            .size
+            .clone()
+            .unwrap_or_else(|| SizeSpec::Fixed(spec.min_len_with(&shape).max(60) as u16));
+        Ok(FrameSource::Template(Stamper::with_shape(spec, shape)?))
     }
 
     /// The receive rules: --rule, or UDP to --dst-port spread over all queues.
@@ -330,9 +365,10 @@ impl Args {
     }
 }
 
-/// Reads the frames of a pcap or pcapng file: Ethernet link type only, each frame complete (not
-/// cut by the capture's snap length) and at least an Ethernet header long.
-fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
+/// Reads the frames of a pcap or pcapng file: Ethernet link type only, each at least an
+/// Ethernet header long. A frame cut by the capture's snap length (`tcpdump -s 64`) is kept as
+/// captured; how many were cut is returned with the frames.
+fn read_pcap(path: &std::path::Path) -> Result<(Vec<Vec<u8>>, usize), String> {
     use pcap_file::pcapng::Block;
     use pcap_file::DataLink;
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
@@ -367,7 +403,9 @@ fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
             format!("{e}: not a pcap or pcapng file (convert with `editcap -F pcap IN OUT`)")
         })?;
         let link = r.header().datalink;
-        while let Some(p) = r.next_packet() {
+        // Raw packets: pcap-file 2.0's checked reader refuses orig_len > snaplen, which is
+        // what every snaplen-limited capture has.
+        while let Some(p) = r.next_raw_packet() {
             let p = p.map_err(|e| e.to_string())?;
             raw.push((p.data.into_owned(), p.orig_len, link));
         }
@@ -376,6 +414,7 @@ fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
         return Err("no packets in the file".into());
     }
     let mut frames = Vec::with_capacity(raw.len());
+    let mut cut = 0;
     for (i, (f, orig, link)) in raw.into_iter().enumerate() {
         let n = i + 1;
         if link != DataLink::ETHERNET {
@@ -384,13 +423,7 @@ fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
                  on an Ethernet interface, not `any` or a tunnel)"
             ));
         }
-        if (f.len() as u32) < orig {
-            return Err(format!(
-                "packet {n} was cut by the capture's snap length ({} of {orig} bytes): capture \
-                 with a larger snap length (`tcpdump -s 0`)",
-                f.len()
-            ));
-        }
+        cut += usize::from((f.len() as u32) < orig);
         if f.len() < 14 {
             return Err(format!(
                 "packet {n} is {} bytes, shorter than an Ethernet header (14): not a frame a \
@@ -400,7 +433,7 @@ fn read_pcap(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
         }
         frames.push(f);
     }
-    Ok(frames)
+    Ok((frames, cut))
 }
 
 /// Applies `--rq` / `--cqe-comp` to the software device's options.

@@ -87,10 +87,16 @@ pub fn run(a: &Args) -> rawq::Result<()> {
             .unwrap_or_else(|_| Err(Error::Config("the live engine panicked".into())))
     })?;
 
-    let secs = rep.elapsed.as_secs_f64().max(1e-9);
+    // The kernel's run is the window (it times the whole batch, not each frame); rates as
+    // everywhere in pktgen (window.rs): (n - 1) / window, none for a burst or one frame.
     let len = rep.frame_len as u64;
-    let pps = rep.sent as f64 / secs;
-    let bps_l1 = pps * ((len + rawq::gen::WIRE_OVERHEAD) * 8) as f64;
+    let start = std::time::Instant::now();
+    let w = crate::window::Window {
+        first: Some(start),
+        last: start.checked_add(rep.elapsed),
+    };
+    let secs = w.secs();
+    let r = w.rate(rep.sent, rep.sent * len);
     if a.json {
         let j = serde_json::json!({
             "backend": "xdp",
@@ -101,8 +107,8 @@ pub fn run(a: &Args) -> rawq::Result<()> {
             "duration_s": secs,
             "packets": rep.sent,
             "bytes": rep.sent * len,
-            "pps": pps,
-            "bps_l1": bps_l1,
+            "pps": r.map(|r| r.0),
+            "bps_l1": r.map(|r| r.1),
             "errors": 0,
             "drops": rep.dropped,
             "rx_packets": 0,
@@ -112,13 +118,20 @@ pub fn run(a: &Args) -> rawq::Result<()> {
         });
         println!("{j}");
     } else {
+        let rate = match r {
+            Some((pps, bps)) => format!(
+                "in {}: {:.3} Mpps, {:.3} Gbit/s (L1)",
+                crate::window::fmt_secs(secs),
+                pps / 1e6,
+                bps / 1e9
+            ),
+            None => w.no_rate(rep.sent),
+        };
         println!(
-            "pktgen tx (live): {} packets, {} bytes in {secs:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), \
-             {} redirected, {} refused by the interface",
+            "pktgen tx (live): {} packets, {} bytes {rate}, {} redirected, {} refused by the \
+             interface",
             rep.sent,
             rep.sent * len,
-            pps / 1e6,
-            bps_l1 / 1e9,
             rep.redirected,
             rep.dropped
         );

@@ -8,12 +8,14 @@
 //! (or `--json`) on Ctrl-C or SIGTERM, at `--count` or after `--duration`.
 //!
 //! Rates are over the active window: from the first packet sent (received) to the last one, not
-//! over the start-up, polling and linger around them.
+//! over the start-up, polling and linger around them; every rate of the summary, text or JSON,
+//! is over that one window (see `window.rs`).
 
 mod cli;
 mod live;
 mod measure;
 mod monitor;
+mod window;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rawq::gen::{FrameSource, Pacer, SeqTracker, Stamper};
-use rawq::{MempoolConfig, Port, Queue, QueueStats};
+use rawq::{MempoolConfig, Port, Queue};
 
 use cli::Args;
 
@@ -40,8 +42,10 @@ struct Summary {
     elapsed_s: f64,
     packets: u64,
     bytes: u64,
-    pps: f64,
-    bps_l1: f64,
+    /// Over the active window; null when it has no rate (fewer than two packets, or all
+    /// within a burst: see `window.rs`).
+    pps: Option<f64>,
+    bps_l1: Option<f64>,
     errors: u64,
     drops: u64,
     rx_packets: u64,
@@ -151,6 +155,23 @@ fn run(a: &Args) -> rawq::Result<()> {
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core_of = |i: usize| a.cores.as_ref().map_or(i % ncores, |c| c[i % c.len()]);
+    // Each queue has a thread of its own (testpmd and pktgen-dpdk instead poll several queues
+    // from one lcore): more queues than cores means threads taking turns on a core.
+    let mut used: Vec<usize> = (0..a.queues as usize).map(core_of).collect();
+    used.sort_unstable();
+    used.dedup();
+    if a.queues as usize > used.len() {
+        eprintln!(
+            "pktgen: warning: {} queue threads on {} core{}: threads that share a core take \
+             turns on it (each runs for a time slice, then the others), so a queue's rate is a \
+             share of its core's and its latency includes the wait for its turn. Use at most one \
+             queue per core (-q {}, or more cores in --cores)",
+            a.queues,
+            used.len(),
+            if used.len() == 1 { "" } else { "s" },
+            used.len()
+        );
+    }
     #[allow(unused_mut)]
     let mut backend = a.backend(buf_size)?;
     // With --cores, the software device's thread goes to a CPU none of the queues is pinned
@@ -172,7 +193,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             ),
         }
     }
-    let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx, a.rate.pps(1.0).is_some())?;
+    let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx)?;
     let mut b = Port::builder(backend)
         .dv_rx(a.dv_rx()?)
         .queues(a.queues)
@@ -241,6 +262,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             let i = q.index() as usize;
             let core = core_of(i);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
+            let drain = a.drain;
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
             let m = m.clone();
@@ -256,7 +278,7 @@ fn run(a: &Args) -> rawq::Result<()> {
                 let out = if rx {
                     rx_loop(q, &end, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &end, burst, limit, pps, txrx, &mut qm)
+                    tx_loop(q, &src, &end, burst, limit, pps, txrx, drain, &mut qm)
                 };
                 m.deposit(qm);
                 out
@@ -307,8 +329,12 @@ fn run(a: &Args) -> rawq::Result<()> {
         (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
         _ => None,
     };
+    let window = window::Window {
+        first: all.first,
+        last: all.last,
+    };
     let extras =
-        measure::Extras::collect(&m, &mon, &port.stats(), elapsed, a.rate.pps(src.mean_len()));
+        measure::Extras::collect(&m, &mon, &port.stats(), window, a.rate.pps(src.mean_len()));
     report(a, &port, &info, elapsed, &all, link_drops, &extras);
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
@@ -429,7 +455,8 @@ impl Until<'_> {
 const CLOCK_EVERY: u32 = 64;
 
 /// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
-/// `txrx`, also counts what arrives on the queue (and waits a moment at the end for stragglers).
+/// `txrx`, also counts what arrives on the queue (and keeps receiving for `drain` after the
+/// last send, for stragglers).
 ///
 /// Unpaced, the loop reads the clock every [`CLOCK_EVERY`] bursts only, so the active window's
 /// end is known to within that many bursts; paced, every burst (the pacer needs it).
@@ -443,6 +470,7 @@ fn tx_loop(
     limit: Option<u64>,
     pps: Option<f64>,
     txrx: bool,
+    drain: Duration,
     qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
@@ -567,7 +595,12 @@ fn tx_loop(
     }
     // Frames not taken by the device are not sent: their stamps are reused by nobody.
     pkts.clear();
-    settle(&mut q, sent, txrx, qm, &mut receive);
+    let linger = if txrx {
+        drain
+    } else {
+        Duration::from_millis(20)
+    };
+    settle(&mut q, sent, linger, qm, &mut receive);
     if stamps {
         out.stamped_sent = sent;
     }
@@ -576,23 +609,23 @@ fn tx_loop(
 }
 
 /// After the send loop: lets the device finish what it has (backends that count at completion
-/// count then), and with `txrx` lets the last frames come back; bounded at one second. (A
-/// function of its own: callgrind tells the loop's instructions from these.)
+/// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
+/// back; bounded at `linger` + one second. (A function of its own: callgrind tells the loop's
+/// instructions from these.)
 #[inline(never)]
 fn settle(
     q: &mut Queue,
     sent: u64,
-    txrx: bool,
+    linger: Duration,
     qm: &mut measure::QueueMeasure,
     receive: &mut impl FnMut(&mut Queue, &mut measure::QueueMeasure),
 ) {
     let t = Instant::now();
-    let linger = Duration::from_millis(if txrx { 300 } else { 20 });
     let settled = |q: &Queue| {
         let s = q.stats();
         s.tx_packets + s.tx_errors + s.tx_drops >= sent
     };
-    while t.elapsed() < Duration::from_secs(1) {
+    while t.elapsed() < linger + Duration::from_secs(1) {
         let busy = q.reclaim() > 0;
         receive(q, qm);
         if !busy && t.elapsed() >= linger && settled(q) {
@@ -684,33 +717,22 @@ fn report(
     let device = device_drops(port);
     let (model_polls, model_idle_polls, model_work_ns) = model_polls(port);
     // The active window; a run that moved one packet or none has no rate to speak of.
-    let secs = match (o.first, o.last) {
-        (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
-        _ => 0.0,
+    let w = window::Window {
+        first: o.first,
+        last: o.last,
     };
+    let secs = w.secs();
     let lost = if a.txrx {
         o.stamped_sent.saturating_sub(seq.stamped)
     } else {
         0
     };
-    let zero = QueueStats::default();
-    let (packets, bytes, errors, drops, r) = if a.rx {
-        (
-            s.rx_packets,
-            s.rx_bytes,
-            s.rx_errors,
-            s.rx_drops,
-            s.rx_rates(&zero, secs),
-        )
+    let (packets, bytes, errors, drops) = if a.rx {
+        (s.rx_packets, s.rx_bytes, s.rx_errors, s.rx_drops)
     } else {
-        (
-            s.tx_packets,
-            s.tx_bytes,
-            s.tx_errors,
-            s.tx_drops,
-            s.tx_rates(&zero, secs),
-        )
+        (s.tx_packets, s.tx_bytes, s.tx_errors, s.tx_drops)
     };
+    let r = w.rate(packets, bytes);
     let sum = Summary {
         backend: info.backend,
         device: info.device.clone(),
@@ -721,8 +743,8 @@ fn report(
         elapsed_s: elapsed,
         packets,
         bytes,
-        pps: r.pps,
-        bps_l1: r.bps_l1,
+        pps: r.map(|r| r.0),
+        bps_l1: r.map(|r| r.1),
         errors,
         drops,
         rx_packets: s.rx_packets,
@@ -772,9 +794,58 @@ fn report(
     } else {
         String::new()
     };
+    let rate = match r {
+        Some((pps, bps)) => format!(
+            "in {}: {:.3} Mpps, {:.3} Gbit/s (L1)",
+            window::fmt_secs(secs),
+            pps / 1e6,
+            bps / 1e9
+        ),
+        None => w.no_rate(packets),
+    };
     println!(
-        "pktgen {}: {} packets, {} bytes in {:.2} s: {:.3} Mpps, {:.3} Gbit/s (L1), {} errors, {} drops{seq_text}",
-        sum.direction, sum.packets, sum.bytes, sum.duration_s, sum.pps / 1e6, sum.bps_l1 / 1e9, sum.errors, sum.drops
+        "pktgen {}: {} packets, {} bytes {rate}, {} errors, {} drops{seq_text}",
+        sum.direction, sum.packets, sum.bytes, sum.errors, sum.drops
     );
     extras.print();
+    // The rest of the JSON's fields, so that the text says everything the JSON has.
+    println!(
+        "run: {} in all (start-up and drain included), active window {}; {} on {} ({}), {} \
+         queue(s)",
+        window::fmt_secs(sum.elapsed_s),
+        window::fmt_secs(sum.duration_s),
+        sum.backend,
+        sum.device,
+        sum.mode,
+        sum.queues
+    );
+    if !a.rx {
+        println!(
+            "sender: {} tx bursts, {} of them found the ring full ({} in {} stretches), pool \
+             empty {} times",
+            sum.tx_bursts,
+            sum.tx_ring_full_bursts,
+            window::fmt_secs(sum.tx_ring_full_ns as f64 / 1e9),
+            sum.tx_ring_full_stretches,
+            sum.tx_pool_empty
+        );
+    }
+    println!(
+        "losses outside the queues: {} by the software device, {} by the interface on \
+         transmit; seq: {} stamped received, {} gaps, {} out of order, {} lost",
+        sum.device_drops,
+        sum.link_tx_dropped,
+        sum.seq_stamped,
+        sum.seq_gaps,
+        sum.seq_out_of_order,
+        sum.seq_lost
+    );
+    if sum.model_polls > 0 {
+        println!(
+            "software device: {} polls, {} idle, {} of work",
+            sum.model_polls,
+            sum.model_idle_polls,
+            window::fmt_secs(sum.model_work_ns as f64 / 1e9)
+        );
+    }
 }

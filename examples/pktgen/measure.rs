@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use rawq::gen::{
@@ -16,7 +15,8 @@ use rawq::gen::{
 use rawq::{Packet, Port, QueueStats};
 use serde_json::{json, Value};
 
-use crate::monitor::{sides, Monitor};
+use crate::monitor::Monitor;
+use crate::window::{fmt_pps, fmt_secs, Window};
 
 /// What latency timestamps are and what they miss; shown in --help and the report.
 pub const SOFTWARE_TS: &str = "software: CLOCK_MONOTONIC read once per transmit burst (every \
@@ -335,7 +335,6 @@ pub struct Measure {
     pub args: MeasureArgs,
     every: u64,
     round_trip: bool,
-    time_tx: bool,
     capture: Option<Mutex<PcapWriter<std::fs::File>>>,
     capture_full: AtomicBool,
     results: Mutex<Vec<QueueMeasure>>,
@@ -352,7 +351,6 @@ impl Measure {
         src: &FrameSource,
         rx: bool,
         txrx: bool,
-        rate_limited: bool,
     ) -> rawq::Result<Arc<Measure>> {
         let cfg = |m: &str| rawq::Error::Config(m.into());
         if args.latency.is_some() && rx {
@@ -392,7 +390,6 @@ impl Measure {
             args: args.clone(),
             every: args.latency.unwrap_or(0) as u64,
             round_trip: txrx,
-            time_tx: rate_limited,
             capture,
             capture_full: AtomicBool::new(false),
             results: Mutex::new(Vec::new()),
@@ -457,8 +454,6 @@ impl Measure {
             hw_samples: 0,
             kernel_samples: 0,
             tx_packets: 0,
-            first_tx: None,
-            last_tx: None,
         }
     }
 
@@ -481,8 +476,6 @@ pub struct QueueMeasure {
     hw_samples: u64,
     kernel_samples: u64,
     tx_packets: u64,
-    first_tx: Option<Instant>,
-    last_tx: Option<Instant>,
 }
 
 impl QueueMeasure {
@@ -515,15 +508,7 @@ impl QueueMeasure {
     /// Accounts for `n` frames the device took.
     #[inline]
     pub fn on_tx(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
         self.tx_packets += n as u64;
-        if self.m.time_tx {
-            let now = Instant::now();
-            self.first_tx.get_or_insert(now);
-            self.last_tx = Some(now);
-        }
     }
 
     /// Latency, per-flow counts and capture of a received burst (before it is freed).
@@ -587,7 +572,7 @@ impl Extras {
         m: &Measure,
         mon: &Monitor,
         stats: &QueueStats,
-        secs: f64,
+        window: Window,
         target_pps: Option<f64>,
     ) -> Extras {
         let qs = m
@@ -596,8 +581,23 @@ impl Extras {
             .map(|mut r| std::mem::take(&mut *r))
             .unwrap_or_default();
         let mut text = String::new();
-        let zero = QueueStats::default();
-        let (tx, rx) = sides(stats, &zero, secs.max(1e-9));
+        let side = |packets, bytes, errors, drops| {
+            let r = window.rate(packets, bytes);
+            json!({"packets": packets, "bytes": bytes, "errors": errors, "drops": drops,
+                   "pps": r.map(|r| r.0), "bps_l1": r.map(|r| r.1)})
+        };
+        let tx = side(
+            stats.tx_packets,
+            stats.tx_bytes,
+            stats.tx_errors,
+            stats.tx_drops,
+        );
+        let rx = side(
+            stats.rx_packets,
+            stats.rx_bytes,
+            stats.rx_errors,
+            stats.rx_drops,
+        );
         text.push_str(&format!(
             "tx: {} packets, {} bytes, {} errors, {} drops | rx: {} packets, {} bytes, {} errors, \
              {} missed/drops\n",
@@ -789,51 +789,57 @@ impl Extras {
             }
         }
 
-        // Rate accuracy over the active window (first to last frame the device took).
-        if let Some(target) = target_pps {
-            let first = qs.iter().filter_map(|q| q.first_tx).min();
-            let last = qs.iter().filter_map(|q| q.last_tx).max();
-            let sent: u64 = qs.iter().map(|q| q.tx_packets).sum();
-            if let (Some(f), Some(l)) = (first, last) {
-                let window = (l - f).as_secs_f64();
-                // n frames at a steady rate span n - 1 intervals.
-                let achieved = if window > 0.0 {
-                    sent.saturating_sub(1) as f64 / window
-                } else {
-                    0.0
-                };
-                let mut worst: Option<(f64, f64, f64)> = None; // (deviation, pps, at second)
+        // Rate accuracy over the active window (the summary's: first to last frame sent).
+        let sent: u64 = qs.iter().map(|q| q.tx_packets).sum();
+        if let (Some(target), Some(f), Some(l), true) =
+            (target_pps, window.first, window.last, sent > 0)
+        {
+            let secs = window.secs();
+            let achieved = window.rate(stats.tx_packets, stats.tx_bytes).map(|r| r.0);
+            // One-second samples that lie (nearly) whole inside the window; the rate of each
+            // over its part inside the window. At a target below 100 pps a second holds too
+            // few packets to judge.
+            let mut worst: Option<(f64, f64, f64)> = None; // (deviation, pps, at second)
+            if target >= 100.0 {
                 for &(a, b, n) in &mon.samples {
-                    if a >= f && b <= l {
-                        let pps = n as f64 / (b - a).as_secs_f64();
+                    let inside = b.min(l).saturating_duration_since(a.max(f)).as_secs_f64();
+                    if inside >= 0.9 * (b - a).as_secs_f64() && inside > 0.0 {
+                        let pps = n as f64 / inside;
                         let dev = (pps - target) / target;
                         if worst.is_none_or(|w| dev.abs() > w.0.abs()) {
                             worst = Some((dev, pps, (b - mon.t0).as_secs_f64()));
                         }
                     }
                 }
-                j.insert(
-                    "rate".into(),
-                    json!({"target_pps": target, "achieved_pps": achieved,
-                           "active_window_s": window,
-                           "achieved_error": (achieved - target) / target,
-                           "worst_second_deviation": worst.map(|w| w.0),
-                           "worst_second_pps": worst.map(|w| w.1),
-                           "worst_second_at_s": worst.map(|w| w.2)}),
-                );
-                text.push_str(&format!(
-                    "rate: target {target:.0} pps, achieved {achieved:.0} pps ({:+.3} %) over the \
-                     active window of {window:.3} s",
-                    100.0 * (achieved - target) / target
-                ));
-                match worst {
-                    Some((d, p, t)) => text.push_str(&format!(
-                        "; worst one-second deviation {:+.3} % ({p:.0} pps, second ending at \
-                         {t:.1} s)\n",
-                        100.0 * d
-                    )),
-                    None => text.push_str("; no full second inside the window\n"),
-                }
+            }
+            j.insert(
+                "rate".into(),
+                json!({"target_pps": target, "achieved_pps": achieved,
+                       "active_window_s": secs,
+                       "achieved_error": achieved.map(|a| (a - target) / target),
+                       "worst_second_deviation": worst.map(|w| w.0),
+                       "worst_second_pps": worst.map(|w| w.1),
+                       "worst_second_at_s": worst.map(|w| w.2)}),
+            );
+            text.push_str(&format!("rate: target {} pps", fmt_pps(target)));
+            match achieved {
+                Some(a) => text.push_str(&format!(
+                    ", achieved {} pps ({:+.3} %) over the active window of {}",
+                    fmt_pps(a),
+                    100.0 * (a - target) / target,
+                    fmt_secs(secs)
+                )),
+                None => text.push_str(&format!("; {}", window.no_rate(stats.tx_packets))),
+            }
+            match worst {
+                Some((d, p, t)) => text.push_str(&format!(
+                    "; worst one-second deviation {:+.3} % ({} pps, second ending at {t:.1} s)\n",
+                    100.0 * d,
+                    fmt_pps(p)
+                )),
+                None if target < 100.0 => text
+                    .push_str("; below 100 pps a second holds too few packets to judge seconds\n"),
+                None => text.push_str("; no full second inside the window\n"),
             }
         }
         Extras {

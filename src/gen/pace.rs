@@ -117,8 +117,10 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Holds a packet rate with a cumulative schedule: by time *t* after the start, at most
-/// `rate × t` packets may have gone. Falling behind is made up at once (bounded by the burst
+/// Holds a packet rate with a cumulative schedule: the first packet is due at the start, and by
+/// time *t* after it at most `1 + ⌊rate × t⌋` packets may have gone (as pktgen-dpdk and
+/// testpmd's txonly send: a run of *d* seconds at *r* packets per second sends `r × d`, the
+/// last one interval before the end). Falling behind is made up at once (bounded by the burst
 /// size per call), so the long-run rate does not drift with scheduling noise.
 #[derive(Clone, Debug)]
 pub struct Pacer {
@@ -148,7 +150,8 @@ impl Pacer {
         match self.pps {
             None => burst,
             Some(pps) => {
-                let due = (now.saturating_duration_since(self.start).as_secs_f64() * pps) as u64;
+                let due = ((now.saturating_duration_since(self.start).as_secs_f64() * pps) as u64)
+                    .saturating_add(1);
                 due.saturating_sub(self.sent).min(burst as u64) as usize
             }
         }
@@ -166,8 +169,8 @@ impl Pacer {
             None => Duration::ZERO,
             Some(pps) => {
                 // A rate so low that the next packet is centuries away waits "forever".
-                let next = Duration::try_from_secs_f64((self.sent + 1) as f64 / pps)
-                    .unwrap_or(Duration::MAX);
+                let next =
+                    Duration::try_from_secs_f64(self.sent as f64 / pps).unwrap_or(Duration::MAX);
                 self.start
                     .checked_add(next)
                     .map_or(Duration::MAX, |t| t.saturating_duration_since(now))
@@ -226,6 +229,10 @@ mod tests {
     fn pacer_schedule_is_cumulative() {
         let t0 = Instant::now();
         let mut p = Pacer::starting_at(Some(1000.0), t0);
+        // The first packet is due at once, not one interval late.
+        assert_eq!(p.wait_hint(t0), Duration::ZERO);
+        assert_eq!(p.allowance(t0, 32), 1);
+        p.sent(1);
         assert_eq!(p.allowance(t0, 32), 0);
         let t = t0 + Duration::from_millis(10);
         assert_eq!(p.allowance(t, 32), 10);
@@ -235,16 +242,33 @@ mod tests {
         // Far behind: capped at the burst, and the rest is made up on later calls.
         let late = t0 + Duration::from_secs(1);
         assert_eq!(p.allowance(late, 32), 32);
-        let mut total = 10;
+        let mut total = 11;
         while p.allowance(late, 32) > 0 {
             let n = p.allowance(late, 32);
             p.sent(n);
             total += n;
         }
-        assert_eq!(total, 1000, "exactly rate × elapsed by the end");
+        assert_eq!(total, 1001, "one at the start and rate × elapsed after it");
+        // 1 pps for 2 s: at 0 and at 1 s (the one at 2 s is the end); 0.5 pps: every 2 s.
+        let mut one = Pacer::starting_at(Some(1.0), t0);
+        let mut sent = 0;
+        for ms in (0..2000).step_by(10) {
+            let n = one.allowance(t0 + Duration::from_millis(ms), 32);
+            one.sent(n);
+            sent += n;
+        }
+        assert_eq!(sent, 2);
+        let half = Pacer::starting_at(Some(0.5), t0);
+        assert_eq!(half.allowance(t0 + Duration::from_millis(1999), 32), 1);
+        assert_eq!(half.allowance(t0 + Duration::from_secs(2), 32), 2);
         // Absurdly low rates give a long wait, not a panic.
-        let slow = Pacer::starting_at(Some(1e-300), t0);
+        let mut slow = Pacer::starting_at(Some(1e-300), t0);
+        assert_eq!(slow.allowance(t0, 32), 1);
+        slow.sent(1);
         assert_eq!(slow.wait_hint(t0), Duration::MAX);
+        // Absurdly high ones are a burst at a time, not an overflow.
+        let fast = Pacer::starting_at(Some(1e30), t0);
+        assert_eq!(fast.allowance(t0 + Duration::from_secs(1), 32), 32);
         let un = Pacer::new(None);
         assert_eq!(un.allowance(Instant::now(), 7), 7);
     }

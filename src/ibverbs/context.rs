@@ -269,19 +269,44 @@ impl Context {
     /// port is bound to in sysfs, or derived from the port's link-local GID (EUI-64) when sysfs
     /// does not say.
     pub fn port_mac(&self, port: u8) -> Option<[u8; 6]> {
-        if let Some(mac) = sysfs_mac(self.name(), port) {
+        // The device's own view first: GID 0 of a RoCE port is the link-local GID of its
+        // netdev's MAC (Linux drivers/infiniband/core/roce_gid_mgmt.c, the default GID), and a
+        // port whose netdev sysfs names poorly (an emulated one) still has it.
+        if let Some(mac) = self.query_gid(port, 0).ok().and_then(|g| mac_from_gid(&g)) {
             return Some(mac);
         }
-        self.query_gid(port, 0).ok().and_then(|g| mac_from_gid(&g))
+        sysfs_mac(self.name(), port)
     }
 }
 
-/// The netdev bound to `dev`'s `port`, from `/sys/class/infiniband/<dev>/ports/<port>/gid_attrs`.
+/// The sysfs root libibverbs reads devices from: `$SYSFS_PATH` or `/sys` (rdma-core
+/// `libibverbs/sysfs.c`, `ibv_get_sysfs_path`).
+fn sysfs_root() -> String {
+    std::env::var("SYSFS_PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| "/sys".into(), |p| p.trim_end_matches('/').to_owned())
+}
+
+/// The netdev bound to `dev`'s `port`, from `<sysfs>/class/infiniband/<dev>/ports/<port>/
+/// gid_attrs/ndevs/0` (`<sysfs>` as libibverbs finds it: `$SYSFS_PATH` or `/sys`).
 pub fn port_netdev(dev: &str, port: u8) -> Option<String> {
-    let p = format!("/sys/class/infiniband/{dev}/ports/{port}/gid_attrs/ndevs/0");
+    let p = format!(
+        "{}/class/infiniband/{dev}/ports/{port}/gid_attrs/ndevs/0",
+        sysfs_root()
+    );
     let s = std::fs::read_to_string(p).ok()?;
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// A netdev's MTU (`/sys/class/net/<nd>/mtu`): the Ethernet MTU of a RoCE / raw Ethernet port.
+pub fn netdev_mtu(nd: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{nd}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn sysfs_mac(dev: &str, port: u8) -> Option<[u8; 6]> {

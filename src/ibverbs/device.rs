@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 
 use rdma_sys::*;
 
-use super::context::{format_mac, port_netdev, Context, LINK_LAYER_ETHERNET};
+use super::context::{format_mac, netdev_mtu, port_netdev, Context, LINK_LAYER_ETHERNET};
 use crate::error::{Error, Result};
 
 /// A snapshot of the RDMA devices (`ibv_get_device_list`), freed on drop.
@@ -202,13 +202,22 @@ fn describe(ctx: &Context, out: &mut String) {
                     .map(|m| format_mac(&m))
                     .unwrap_or_else(|| "unknown".into());
                 let raw = p.link_layer == LINK_LAYER_ETHERNET;
+                let netdev = port_netdev(ctx.name(), port);
+                // An Ethernet port's MTU is its netdev's; `active_mtu` is the RoCE (InfiniBand)
+                // MTU, 1024 for a 1500-byte netdev.
+                let mtu = match (raw, netdev.as_deref().and_then(netdev_mtu)) {
+                    (true, Some(m)) => m.to_string(),
+                    (true, None) => {
+                        format!("unknown (no netdev; RoCE MTU {})", p.active_mtu_bytes())
+                    }
+                    (false, _) => p.active_mtu_bytes().to_string(),
+                };
                 let _ = writeln!(
                     out,
-                    "  port {port}: {}  link layer {}  MTU {}  MAC {mac}  netdev {}  RAW_PACKET: {}",
+                    "  port {port}: {}  link layer {}  MAC {mac}  MTU {mtu}  netdev {}  RAW_PACKET: {}",
                     if p.is_active() { "active" } else { "down" },
                     p.link_layer_name(),
-                    p.active_mtu_bytes(),
-                    port_netdev(ctx.name(), port).unwrap_or_else(|| "-".into()),
+                    netdev.as_deref().unwrap_or("-"),
                     yes(raw),
                 );
             }

@@ -370,8 +370,12 @@ fn busy_error(e: Error, ifname: &str, q: u16) -> Error {
         what: format!("rx queue {q} of {ifname}"),
         hint: format!(
             "another AF_XDP socket is bound to it (another rawq port, or another AF_XDP \
-             program) and it was still taken after {} ms. `ss --xdp -p` shows which process \
-             holds it; stop that process or use another queue",
+             program) and it was still taken after {} ms. Stop that process: a port binds \
+             queues 0 to N-1 of its interface, so two ports on one interface cannot share \
+             them. To find it: `ip link show dev {ifname}` names the XDP program attached \
+             (prog/xdp id N) and `bpftool prog show id N` the processes holding it; \
+             `ss --xdp -p` lists AF_XDP sockets only where the kernel has XDP socket diag \
+             (CONFIG_XDP_SOCKETS_DIAG, module xsk_diag)",
             BUSY_RETRY.as_millis()
         ),
     }

@@ -5,6 +5,8 @@
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::NetnsPair;
@@ -178,8 +180,15 @@ fn pktgen_to_b(ns: &NetnsPair, backend: &str, count: u64) -> Vec<String> {
 }
 
 /// A kernel UDP socket on `ns.ip_b:9000` in namespace b (8 MiB receive buffer) and a thread
-/// counting the 18-byte datagrams it receives until 500 ms pass without one.
-fn udp_counter_in_b(ns: &NetnsPair) -> std::thread::JoinHandle<u64> {
+/// counting the 18-byte datagrams it receives until it has `count`, or until `sent` is set (the
+/// sender has ended) and then 500 ms pass without one. (It used to stop at the first 500 ms
+/// without a datagram, counted from its own start: under load emu.sh's start-up and pktgen's
+/// took longer than that, and it counted 0 of 100000.)
+fn udp_counter_in_b(
+    ns: &NetnsPair,
+    count: u64,
+    sent: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
     let ip_b: Ipv4Addr = ns.ip_b.parse().unwrap();
     let sock = ns
         .run_in(&ns.b, move || {
@@ -188,14 +197,25 @@ fn udp_counter_in_b(ns: &NetnsPair) -> std::thread::JoinHandle<u64> {
             Ok::<_, std::io::Error>(s)
         })
         .expect("bind in b");
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         let mut n = 0u64;
-        while let Ok(len) = sock.recv(&mut buf) {
-            if len == 18 {
-                n += 1;
+        let mut quiet_since: Option<Instant> = None;
+        while n < count {
+            match sock.recv(&mut buf) {
+                Ok(len) => {
+                    n += u64::from(len == 18);
+                    quiet_since = None;
+                }
+                Err(_) if sent.load(Ordering::Acquire) => {
+                    let q = *quiet_since.get_or_insert_with(Instant::now);
+                    if q.elapsed() >= Duration::from_millis(500) {
+                        break;
+                    }
+                }
+                Err(_) => {}
             }
         }
         n
@@ -213,10 +233,13 @@ pub fn pktgen_to_kernel_socket(
     run: impl FnOnce(&[&str]) -> Command,
     check: impl FnOnce(&Output),
 ) -> Output {
-    let counter_thread = udp_counter_in_b(ns);
+    let sent = Arc::new(AtomicBool::new(false));
+    let counter_thread = udp_counter_in_b(ns, count, sent.clone());
     let args = pktgen_to_b(ns, backend, count);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run(&args).output().expect("run pktgen");
+    let out = run(&args).output();
+    sent.store(true, Ordering::Release);
+    let out = out.expect("run pktgen");
     assert!(out.status.success(), "pktgen:\n{}", text(&out));
     check(&out);
     let got = counter_thread.join().unwrap();

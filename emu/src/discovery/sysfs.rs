@@ -79,7 +79,7 @@ fn write_device(root: &Path, cfg: &Config, id: caps::Ident) -> io::Result<()> {
     )?;
     put(root, &format!("{dev}/device/local_cpus"), "ffffffff")?;
     // GIDs 0 (RoCE v1) and 1 (RoCE v2): the link-local GID of the port's MAC; the rest empty.
-    let gid = caps::link_local_gid(id.mac());
+    let gid = caps::link_local_gid(id.port_mac(cfg.netdev.as_deref(), cfg.wire.as_deref()));
     let ports = format!("{dev}/ports/1");
     for i in 0..caps::port::GID_TBL_LEN {
         let (g, ty) = match i {

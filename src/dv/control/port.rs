@@ -66,6 +66,15 @@ impl ControlPort {
     ) -> Result<ControlPort> {
         let ctx = crate::ibverbs::device::open(device)?;
         let dev = query(&ctx)?;
+        // A port the device lacks, named as the verbs backend names it (ibv_query_port alone
+        // says only EINVAL).
+        let ports = ctx.query_device()?.phys_port_cnt;
+        if spec.port == 0 || spec.port > ports {
+            return Err(Error::Config(format!(
+                "{device} has ports 1..={ports}; port {} does not exist",
+                spec.port
+            )));
+        }
         let pa = ctx.query_port(spec.port)?;
         if pa.link_layer != crate::ibverbs::context::LINK_LAYER_ETHERNET {
             return Err(Error::Unsupported(format!(

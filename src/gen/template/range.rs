@@ -103,6 +103,27 @@ impl std::str::FromStr for FieldRange {
     }
 }
 
+/// The command-line form, `FIELD=LO-HI[:rand]` (what [`FieldRange::from_str`] reads).
+impl std::fmt::Display for FieldRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let field = match self.field {
+            RangeField::SrcPort => "src-port",
+            RangeField::DstPort => "dst-port",
+            RangeField::SrcIp => "src-ip",
+            RangeField::DstIp => "dst-ip",
+        };
+        let value = |v: RangeValue| match v {
+            RangeValue::Port(p) => p.to_string(),
+            RangeValue::Ip(a) => a.to_string(),
+        };
+        write!(f, "{field}={}-{}", value(self.lo), value(self.hi))?;
+        if self.mode == RangeMode::Rand {
+            f.write_str(":rand")?;
+        }
+        Ok(())
+    }
+}
+
 impl FieldRange {
     /// The low 32 bits of a value and, for IPv6, the upper 96.
     pub(super) fn parts(v: RangeValue) -> (u32, Option<[u8; 12]>) {
@@ -120,7 +141,7 @@ impl FieldRange {
 
     /// Number of values, checking the range.
     pub(super) fn len(&self) -> Result<u64> {
-        let bad = |why: &str| Error::Config(format!("range {:?}: {why}", self));
+        let bad = |why: &str| Error::Config(format!("range {self}: {why}"));
         let ((lo, lo_hi), (hi, hi_hi)) = (Self::parts(self.lo), Self::parts(self.hi));
         match (self.lo, self.hi) {
             (RangeValue::Port(_), RangeValue::Port(_)) => {}
