@@ -63,17 +63,19 @@ impl QueueStats {
     /// Receive rates since `prev` (an earlier snapshot), `secs` seconds ago.
     pub fn rx_rates(&self, prev: &QueueStats, secs: f64) -> Rates {
         Rates::of(
-            self.rx_packets.wrapping_sub(prev.rx_packets),
-            self.rx_bytes.wrapping_sub(prev.rx_bytes),
+            self.rx_packets.saturating_sub(prev.rx_packets),
+            self.rx_bytes.saturating_sub(prev.rx_bytes),
             secs,
         )
     }
 
-    /// Transmit rates since `prev` (an earlier snapshot), `secs` seconds ago.
+    /// Transmit rates since `prev` (an earlier snapshot), `secs` seconds ago. `tx_packets` can go
+    /// down between snapshots on dv and verbs (they count at post, and a queue error moves the
+    /// packets it flushed to `tx_drops`): a decrease reads as no traffic, never a wrapped rate.
     pub fn tx_rates(&self, prev: &QueueStats, secs: f64) -> Rates {
         Rates::of(
-            self.tx_packets.wrapping_sub(prev.tx_packets),
-            self.tx_bytes.wrapping_sub(prev.tx_bytes),
+            self.tx_packets.saturating_sub(prev.tx_packets),
+            self.tx_bytes.saturating_sub(prev.tx_bytes),
             secs,
         )
     }
@@ -226,5 +228,22 @@ mod tests {
         assert_eq!(r.pps, 2000.0);
         assert_eq!(r.bps_l1, 88.0 * 8.0 * 2000.0);
         assert_eq!(last.rx_rates(&last, 1.0), Rates::default());
+    }
+
+    #[test]
+    fn a_counter_that_went_down_reads_as_no_traffic() {
+        // dv and verbs move packets a queue error flushed from tx_packets to tx_drops.
+        let before = QueueStats {
+            tx_packets: 100,
+            tx_bytes: 6400,
+            ..QueueStats::default()
+        };
+        let after = QueueStats {
+            tx_packets: 68,
+            tx_bytes: 4352,
+            tx_drops: 32,
+            ..QueueStats::default()
+        };
+        assert_eq!(after.tx_rates(&before, 1.0), Rates::default());
     }
 }

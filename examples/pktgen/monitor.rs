@@ -84,7 +84,7 @@ impl Monitor {
         let secs = (now - self.last.0).as_secs_f64();
         let (c, p) = (total(&cur), total(&self.last.1));
         self.samples
-            .push((self.last.0, now, c.tx_packets - p.tx_packets));
+            .push((self.last.0, now, c.tx_packets.saturating_sub(p.tx_packets)));
         if !self.quiet {
             eprintln!("{}", live_line("total", &c, &p, secs));
             if self.verbose {
