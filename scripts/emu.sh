@@ -7,7 +7,9 @@
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
 #   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
-#                      (and then removed on exit); frames no flow rule takes go there
+#                      (and then removed on exit); frames no flow rule takes go there. With
+#                      --pair, TAP0,TAP1 gives each device its own (a TAP takes one device).
+#                      The TAP gets its port's MAC (what DPDK's mlx5 PMD reads as the port's)
 #   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
 #   --release          use the release build of the emulator
 #   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
@@ -65,7 +67,7 @@ for f in "$LIB" "$SYSFS_GEN"; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
-MADE_TAP=''
+MADE_TAP=()
 CHILD=''
 cleanup() {
   trap - EXIT INT TERM
@@ -73,7 +75,7 @@ cleanup() {
     kill -TERM "$CHILD" 2>/dev/null || true
     wait "$CHILD" 2>/dev/null || true
   fi
-  [[ -n $MADE_TAP ]] && ip link del "$MADE_TAP" 2>/dev/null || true
+  for t in "${MADE_TAP[@]}"; do ip link del "$t" 2>/dev/null || true; done
   rm -rf "$TMP"
 }
 on_signal() {
@@ -84,14 +86,23 @@ trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
-if [[ -n $NETDEV ]] && ! ip link show dev "$NETDEV" >/dev/null 2>&1; then
-  ip tuntap add dev "$NETDEV" mode tap
-  MADE_TAP=$NETDEV
-  ip link set dev "$NETDEV" up
-fi
+IFS=, read -r -a TAPS <<<"$NETDEV"
+for t in "${TAPS[@]}"; do
+  if ! ip link show dev "$t" >/dev/null 2>&1; then
+    ip tuntap add dev "$t" mode tap
+    MADE_TAP+=("$t")
+    ip link set dev "$t" up
+  fi
+done
 
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 "$SYSFS_GEN" "$TMP/sys"
+# Each TAP takes its port's MAC, which the tree lists with the PCI function's netdev.
+for f in "$TMP"/sys/class/infiniband/mlx5_*/device/net/*/address; do
+  [[ -e $f ]] || continue
+  t=$(basename "$(dirname "$f")")
+  ip link set dev "$t" address "$(cat "$f")" 2>/dev/null || echo "emu: cannot set $t's MAC" >&2
+done
 export SYSFS_PATH=$TMP/sys
 export LD_PRELOAD=$LIB${LD_PRELOAD:+:$LD_PRELOAD}
 
