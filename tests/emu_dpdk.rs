@@ -1,0 +1,269 @@
+//! DPDK's own mlx5 PMD (Debian's unmodified `dpdk-testpmd`, DPDK 22.11) on the emulated
+//! ConnectX, through `scripts/testpmd-emu.sh`: a second, independent production driver as the
+//! oracle of the device model. testpmd's counts must equal the model's.
+//!
+//! The matrix covers each mode the PMD's devargs select at least once rather than their full
+//! product (each testpmd start costs seconds on a loaded 2-core machine):
+//!
+//! | test | port | forward | devargs / options |
+//! |---|---|---|---|
+//! | txonly_… | looped back | txonly | default (eMPW, vector rx, CQE compression); `txq_mpw_en=0` (plain SEND) |
+//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; striding RQ; rx timestamps; scatter/jumbo |
+//! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
+//! | …_across_a_veth | veth to the kernel | rxonly then txonly | default |
+//!
+//! Every test needs root (namespaces, TAPs) and `dpdk-testpmd` with the mlx5 PMD
+//! (scripts/setup.sh); it says `skipped:` without root unless `RAWQ_REQUIRE_NETNS=1`.
+#![cfg(feature = "mlx5")]
+
+#[path = "emu_dpdk/pmd.rs"]
+mod pmd;
+mod support;
+
+use std::time::Duration;
+
+use pmd::{kernel_send, udp_frame, Pmd};
+use support::emu::{serial, tempdir};
+use support::NetnsPair;
+
+/// Two namespaces (testpmd runs in `a`), without IPv6, so that no kernel chatter (router
+/// solicitations, MLD) rides the emulated wire and every frame counted is the test's.
+fn netns(tag: &str) -> Option<NetnsPair> {
+    let ok = std::process::Command::new("sh")
+        .args(["-c", "command -v dpdk-testpmd"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "dpdk-testpmd is missing: install Debian's dpdk-dev and librte-net-mlx5-23 (scripts/setup.sh)"
+    );
+    let ns = NetnsPair::new(tag)?;
+    for n in [&ns.a, &ns.b] {
+        let o = ns.exec(
+            n,
+            &[
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        );
+        assert!(o.status.success(), "sysctl in {n}: {o:?}");
+    }
+    Some(ns)
+}
+
+/// TAP names for this test (short enough for IFNAMSIZ).
+fn taps(tag: &str) -> (String, String) {
+    let id = std::process::id() % 10_000;
+    (format!("{tag}{id}a"), format!("{tag}{id}b"))
+}
+
+/// Waits, after `stop`, until the model has done every WQE testpmd posted on `port`
+/// (device `port`) and testpmd reads the model's no-buffer drops as RX-missed; returns the
+/// port's final numbers.
+fn settled(p: &mut Pmd, port: u16) -> pmd::PortStats {
+    p.stats_until(port, Duration::from_secs(30), |s, p| {
+        s.tx == p.model(port.into(), "tx_frames")
+            && s.missed == p.model(port.into(), "rx_no_buffer")
+    })
+}
+
+/// txonly on the looped-back port until the transmit CQ has taken more than 2^16 completions
+/// (DPDK's 16-bit consumer index wraps: the model must not call that an overrun), then every
+/// count equal: testpmd's TX-packets the model's frames on the wire, RX-missed its no-buffer
+/// drops (the receive ring fills, as txonly never polls it).
+#[test]
+fn txonly_on_the_looped_back_port_runs_past_65536_completions() {
+    let _one = serial();
+    let Some(ns) = netns("dpdktx") else { return };
+    let dir = tempdir("dpdk-txonly");
+    // eMPW: 32 frames a WQE, a completion a WQE; plain SEND: a completion every 32 or so.
+    for (devargs, frames) in [("", 2_300_000u64), ("txq_mpw_en=0", 2_600_000)] {
+        let stats = dir.join(format!("stats{}", devargs.len()));
+        let (tap, _) = taps("tx");
+        let mut opts = vec!["--netdev", &tap];
+        if !devargs.is_empty() {
+            opts.extend(["--devargs", devargs]);
+        }
+        let mut p = Pmd::start(&ns.a, &opts, &["--forward-mode=txonly"], &stats);
+        p.cmd("start");
+        p.stats_until(0, Duration::from_secs(180), |s, _| s.tx >= frames);
+        p.cmd("stop");
+        let s = settled(&mut p, 0);
+        assert!(
+            s.missed > 0,
+            "{devargs}: the unpolled ring filled and dropped: {s:?}"
+        );
+        let out = p.quit();
+        let cqes = last(&stats, "tx_cqes");
+        assert!(cqes > 1 << 16, "{devargs}: only {cqes} completions\n{out}");
+        assert_eq!(last(&stats, "cq_overruns"), 0, "{devargs}\n{out}");
+        assert_eq!(last(&stats, "tx_frames"), s.tx, "{devargs}\n{out}");
+        assert_eq!(last(&stats, "tx_error_cqes"), 0, "{devargs}\n{out}");
+    }
+}
+
+fn last(stats: &std::path::Path, field: &str) -> u64 {
+    support::emu::last_counter(stats, field)
+        .unwrap_or_else(|| panic!("no {field} in {}", stats.display()))
+}
+
+/// One receive configuration of [`rxonly_takes_every_kernel_frame_in_each_receive_mode`].
+struct RxCase {
+    name: &'static str,
+    devargs: &'static str,
+    args: &'static [&'static str],
+    queues: u16,
+    frame: usize,
+}
+
+/// rxonly on mlx5_0 of a `--pair`; the kernel sends frames out of mlx5_1's netdev (its TAP),
+/// which mlx5_1 puts on the wire to mlx5_0. Every frame mlx5_1 took from its netdev is either
+/// received by testpmd (RX-packets = the model's frames delivered) or missed (RX-missed = the
+/// model's no-buffer drops), in each receive mode.
+#[test]
+fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkrx") else { return };
+    let dir = tempdir("dpdk-rxonly");
+    let cases = [
+        RxCase {
+            name: "vector rx, CQE compression, RSS over 4 queues",
+            devargs: "rx_vec_en=1,rxq_cqe_comp_en=1",
+            args: &["--rxq=4", "--txq=4"],
+            queues: 4,
+            frame: 64,
+        },
+        RxCase {
+            name: "scalar rx without compression",
+            devargs: "rx_vec_en=0,rxq_cqe_comp_en=0",
+            args: &[],
+            queues: 1,
+            frame: 64,
+        },
+        RxCase {
+            name: "striding RQ with compression",
+            devargs: "mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=1",
+            args: &[],
+            queues: 1,
+            frame: 200,
+        },
+        RxCase {
+            name: "rx timestamps",
+            devargs: "",
+            args: &["--enable-rx-timestamp"],
+            queues: 1,
+            frame: 64,
+        },
+        RxCase {
+            name: "scatter into 2 KiB mbufs, 6000-byte frames",
+            devargs: "",
+            args: &["--mbuf-size=2048", "--max-pkt-len=9000", "--enable-scatter"],
+            queues: 1,
+            frame: 6000,
+        },
+    ];
+    for (k, c) in cases.iter().enumerate() {
+        let stats = dir.join(format!("stats{k}"));
+        let (t0, t1) = taps("rx");
+        let both = format!("{t0},{t1}");
+        let mut opts = vec!["--pair", "--netdev", &both];
+        if !c.devargs.is_empty() {
+            opts.extend(["--devargs", c.devargs]);
+        }
+        let mut args = vec!["--forward-mode=rxonly"];
+        args.extend(c.args);
+        let mut p = Pmd::start(&ns.a, &opts, &args, &stats);
+        p.cmd("start");
+        // The TAP takes every frame (a long queue) and jumbo ones.
+        for cmd in [
+            vec!["link", "set", t1.as_str(), "txqueuelen", "100000"],
+            vec!["link", "set", t1.as_str(), "mtu", "9000"],
+        ] {
+            ns.ip_in(&ns.a, &cmd).unwrap();
+        }
+        let n = 20_000usize;
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                udp_frame(
+                    [0x02, 0xfc, 0, 0, 0, 1],
+                    [0x02, 0xfc, 0, 0, 0, 2],
+                    1000 + (i % 512) as u16,
+                    c.frame,
+                )
+            })
+            .collect();
+        let tap = t1.clone();
+        let sent = ns.run_in(&ns.a, move || kernel_send(&tap, &frames));
+        assert_eq!(sent, n, "{}", c.name);
+        // Every frame mlx5_1 took from its netdev reaches mlx5_0: received or missed.
+        let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+            let taken = p.model(1, "netdev_tx");
+            taken >= n as u64 * 9 / 10 && s.rx + s.missed == taken
+        });
+        assert_eq!(s.rx, p.model(0, "rx_frames"), "{}", c.name);
+        assert_eq!(s.missed, p.model(0, "rx_no_buffer"), "{}", c.name);
+        if c.queues > 1 {
+            let per = p.rx_queue_packets(0, c.queues);
+            assert_eq!(per.iter().sum::<u64>(), s.rx, "{}: {per:?}", c.name);
+            assert!(
+                per.iter().all(|&q| q > 0),
+                "{}: RSS left a queue idle: {per:?}",
+                c.name
+            );
+        }
+        p.cmd("stop");
+        let out = p.quit();
+        assert_eq!(last(&stats, "cq_overruns"), 0, "{}\n{out}", c.name);
+        assert_eq!(last(&stats, "rx_error_cqes"), 0, "{}\n{out}", c.name);
+    }
+}
+
+/// io and macswap forwarding on a `--pair` (the frames testpmd sends first circulate between
+/// the two ports): plain SEND with scalar receive, and a ConnectX-4 Lx (the L2 header inline in
+/// every send, no eMPW). Forwarding must keep going, and once stopped each port's TX-packets
+/// equals the model's frames sent and RX-missed its no-buffer drops; the model delivered at
+/// most the frames still circulating beyond what testpmd received.
+#[test]
+fn io_and_macswap_forward_on_the_pair() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkio") else { return };
+    let dir = tempdir("dpdk-io");
+    let cases: [(&str, &[&str], &str); 2] = [
+        ("io", &["--devargs", "txq_mpw_en=0,rx_vec_en=0"], "io"),
+        ("macswap", &["--min-inline", "l2"], "macswap"),
+    ];
+    for (k, (name, extra, mode)) in cases.iter().enumerate() {
+        let stats = dir.join(format!("stats{k}"));
+        let (t0, t1) = taps("io");
+        let both = format!("{t0},{t1}");
+        let mut opts = vec!["--pair", "--netdev", &both];
+        opts.extend(*extra);
+        let fwd = format!("--forward-mode={mode}");
+        let mut p = Pmd::start(&ns.a, &opts, &[&fwd, "--txonly-multi-flow"], &stats);
+        p.cmd("start tx_first");
+        for port in [0u16, 1] {
+            p.stats_until(port, Duration::from_secs(120), |s, _| s.rx >= 300_000);
+        }
+        p.cmd("stop");
+        for port in [0u16, 1] {
+            let s = settled(&mut p, port);
+            let delivered = p.model(port.into(), "rx_frames");
+            assert!(
+                delivered >= s.rx && delivered <= s.rx + 64 + 4 * 256,
+                "{name}: port {port}: model delivered {delivered}, testpmd received {s:?}"
+            );
+        }
+        let out = p.quit();
+        for dev in [0, 1] {
+            let f = if dev == 0 {
+                stats.clone()
+            } else {
+                std::path::PathBuf::from(format!("{}.mlx5_1", stats.display()))
+            };
+            assert_eq!(last(&f, "cq_overruns"), 0, "{name}\n{out}");
+            assert_eq!(last(&f, "tx_error_cqes"), 0, "{name}\n{out}");
+        }
+    }
+}
