@@ -131,7 +131,7 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
         RxCase {
             name: "vector rx, CQE compression, RSS over 4 queues",
             devargs: "rx_vec_en=1,rxq_cqe_comp_en=1",
-            args: &["--rxq=4", "--txq=4"],
+            args: &["--rxq=4", "--txq=4", "--rss-udp"],
             queues: 4,
             frame: 64,
         },
@@ -141,13 +141,6 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
             args: &[],
             queues: 1,
             frame: 64,
-        },
-        RxCase {
-            name: "striding RQ with compression",
-            devargs: "mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=1",
-            args: &[],
-            queues: 1,
-            frame: 200,
         },
         RxCase {
             name: "rx timestamps",
@@ -200,20 +193,26 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
         // Every frame mlx5_1 took from its netdev reaches mlx5_0: received or missed.
         let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
             let taken = p.model(1, "netdev_tx");
-            taken >= n as u64 * 9 / 10 && s.rx + s.missed == taken
+            // (The model's report is rewritten twice a second: wait for one after the last
+            // frame.)
+            taken >= n as u64 * 9 / 10
+                && s.rx + s.missed == taken
+                && s.rx == p.model(0, "rx_frames")
+                && s.missed == p.model(0, "rx_no_buffer")
         });
-        assert_eq!(s.rx, p.model(0, "rx_frames"), "{}", c.name);
-        assert_eq!(s.missed, p.model(0, "rx_no_buffer"), "{}", c.name);
+        assert!(s.rx > 1000, "{}: only {s:?} received", c.name);
         if c.queues > 1 {
-            let per = p.rx_queue_packets(0, c.queues);
+            // Every queue's share adds up to the port's; RSS leaves none idle.
+            let per = p.stop_rx_per_queue(0, c.queues);
             assert_eq!(per.iter().sum::<u64>(), s.rx, "{}: {per:?}", c.name);
             assert!(
                 per.iter().all(|&q| q > 0),
                 "{}: RSS left a queue idle: {per:?}",
                 c.name
             );
+        } else {
+            p.cmd("stop");
         }
-        p.cmd("stop");
         let out = p.quit();
         assert_eq!(last(&stats, "cq_overruns"), 0, "{}\n{out}", c.name);
         assert_eq!(last(&stats, "rx_error_cqes"), 0, "{}\n{out}", c.name);

@@ -150,13 +150,18 @@ impl Pmd {
         }
     }
 
-    /// Per-queue receive counts of `port` (`rx_qN_packets` of `show port xstats`).
-    pub fn rx_queue_packets(&mut self, port: u16, queues: u16) -> Vec<u64> {
-        let t = self.cmd(&format!("show port xstats {port}"));
+    /// `stop`, and the receive count of each of `port`'s first `queues` queues from the
+    /// per-stream statistics testpmd prints then ("Forward Stats for RX Port= P/Queue= Q").
+    pub fn stop_rx_per_queue(&mut self, port: u16, queues: u16) -> Vec<u64> {
+        let t = self.cmd("stop");
         (0..queues)
             .map(|q| {
-                number_after(&t, &format!("rx_q{q}_packets:"))
-                    .unwrap_or_else(|| panic!("no rx_q{q}_packets in:\n{t}"))
+                let head = format!("RX Port={port:2}/Queue={q:2}");
+                let at = t
+                    .find(&head)
+                    .unwrap_or_else(|| panic!("no {head:?} in:\n{t}"));
+                number_after(&t[at..], "RX-packets:")
+                    .unwrap_or_else(|| panic!("no RX-packets after {head:?} in:\n{t}"))
             })
             .collect()
     }
@@ -243,8 +248,9 @@ impl Drop for Pmd {
 }
 
 /// Sends `frames` (each whole, from the destination MAC) out of interface `ifname` of the
-/// calling thread's namespace with an AF_PACKET socket, each as the kernel transmits it;
-/// returns how many the kernel took.
+/// calling thread's namespace with an AF_PACKET socket, each as the kernel transmits it, at
+/// most 32 a millisecond (a rate a busy-polling receiver keeps up with; what it misses is
+/// counted, not lost); returns how many the kernel took.
 pub fn kernel_send(ifname: &str, frames: &[Vec<u8>]) -> usize {
     let name = std::ffi::CString::new(ifname).unwrap();
     // SAFETY: plain libc calls with valid arguments; the fd is closed below.
@@ -262,7 +268,10 @@ pub fn kernel_send(ifname: &str, frames: &[Vec<u8>]) -> usize {
         sll.sll_ifindex = idx as i32;
         sll.sll_halen = 6;
         let mut sent = 0;
-        for f in frames {
+        for (i, f) in frames.iter().enumerate() {
+            if i % 32 == 31 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             loop {
                 let n = libc::sendto(
                     fd,
