@@ -23,7 +23,7 @@ mod support;
 use std::time::Duration;
 
 use pmd::{kernel_send, udp_frame, Pmd};
-use support::emu::{serial, tempdir};
+use support::emu::{emu_sh, serial, tempdir, text};
 use support::NetnsPair;
 
 /// Two namespaces (testpmd runs in `a`), without IPv6, so that no kernel chatter (router
@@ -241,6 +241,10 @@ fn io_and_macswap_forward_on_the_pair() {
         opts.extend(*extra);
         let fwd = format!("--forward-mode={mode}");
         let mut p = Pmd::start(&ns.a, &opts, &[&fwd, "--txonly-multi-flow"], &stats);
+        if *name == "macswap" {
+            // The PMD probed a ConnectX-4 Lx (its inline-L2 send path).
+            assert!(p.text().contains("(15b3:1015)"), "{}", p.text());
+        }
         p.cmd("start tx_first");
         for port in [0u16, 1] {
             p.stats_until(port, Duration::from_secs(120), |s, _| s.rx >= 300_000);
@@ -265,4 +269,196 @@ fn io_and_macswap_forward_on_the_pair() {
             assert_eq!(last(&f, "tx_error_cqes"), 0, "{name}\n{out}");
         }
     }
+}
+
+/// `/sys/class/net/IF/statistics/NAME` of an interface in namespace `ns`.
+fn if_stat(ns: &NetnsPair, in_ns: &str, ifname: &str, name: &str) -> u64 {
+    let path = format!("/sys/class/net/{ifname}/statistics/{name}");
+    let o = ns.exec(in_ns, &["cat", &path]);
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{path} in {in_ns}: {o:?}"))
+}
+
+/// The emulated port's wire is a veth end (`--wire`); the kernel holds the other end. The
+/// kernel's frames reach testpmd (rxonly: each received or missed, as the model counts), and
+/// testpmd's reach the kernel (txonly: every frame the model put on the wire arrives at the
+/// peer veth, or the veth says it dropped it).
+#[test]
+fn testpmd_and_the_kernel_across_a_veth() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkvk") else { return };
+    let dir = tempdir("dpdk-veth");
+    let stats = dir.join("stats");
+    let (tap, _) = taps("vk");
+    let mut p = Pmd::start(
+        &ns.a,
+        &["--wire", &ns.veth_a, "--netdev", &tap],
+        &["--forward-mode=rxonly"],
+        &stats,
+    );
+    p.cmd("start");
+    // Kernel -> testpmd.
+    let n = 5000usize;
+    let mac_b = ns.mac(&ns.b, &ns.veth_b);
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| udp_frame([0x02, 0xfc, 0, 0, 0, 1], mac_b, 2000 + (i % 64) as u16, 128))
+        .collect();
+    let veth_b = ns.veth_b.clone();
+    let sent = ns.run_in(&ns.b, move || kernel_send(&veth_b, &frames));
+    assert_eq!(sent, n);
+    let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+        s.rx + s.missed == n as u64
+            && s.rx == p.model(0, "rx_frames")
+            && s.missed == p.model(0, "rx_no_buffer")
+    });
+    // On a loaded host testpmd misses many; each is counted.
+    assert!(s.rx >= 256, "only {s:?} received");
+    p.cmd("stop");
+    // testpmd -> kernel: txonly to the peer veth's MAC.
+    let before_rx = if_stat(&ns, &ns.b, &ns.veth_b, "rx_packets");
+    let before_drop = if_stat(&ns, &ns.a, &ns.veth_a, "tx_dropped");
+    let mac = support::mac_text(mac_b);
+    p.cmd(&format!("set eth-peer 0 {mac}"));
+    p.cmd("set fwd txonly");
+    p.cmd("start");
+    p.stats_until(0, Duration::from_secs(60), |s, _| s.tx >= 200_000);
+    p.cmd("stop");
+    let s = settled(&mut p, 0);
+    let on_wire = p.model(0, "tx_frames") - p.model(0, "wire_drops");
+    assert_eq!(s.tx, p.model(0, "tx_frames"));
+    let got = if_stat(&ns, &ns.b, &ns.veth_b, "rx_packets") - before_rx;
+    let dropped = if_stat(&ns, &ns.a, &ns.veth_a, "tx_dropped") - before_drop;
+    assert_eq!(
+        got + dropped,
+        on_wire,
+        "the kernel got {got} (veth dropped {dropped}) of {on_wire} put on the wire"
+    );
+    assert!(got > 0);
+    p.quit();
+}
+
+/// rawq and DPDK on one wire: rawq's pktgen on one emulated NIC (DV backend), testpmd on
+/// another, across a veth. pktgen's frames reach testpmd (each received or missed, as the
+/// model counts); testpmd's first bursts (`start tx_first`) reach pktgen's receive queue,
+/// every one.
+#[test]
+fn rawq_pktgen_and_testpmd_across_a_veth() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkrq") else { return };
+    let dir = tempdir("dpdk-rawq");
+    let stats = dir.join("stats");
+    let (tap, tap_b) = taps("rq");
+    let pktgen = support::example("pktgen");
+    let pktgen = pktgen.to_str().unwrap();
+    let mut p = Pmd::start(
+        &ns.a,
+        &["--wire", &ns.veth_a, "--netdev", &tap],
+        &["--forward-mode=rxonly"],
+        &stats,
+    );
+    p.cmd("start");
+    // rawq -> DPDK: 5000 frames at 20000/s.
+    let n = 5000u64;
+    let out = emu_sh(
+        Some((&ns.b, &ns.veth_b)),
+        Some(120),
+        &["--netdev", &tap_b],
+        &[
+            pktgen,
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "-n",
+            &n.to_string(),
+            "-r",
+            "20000",
+            "-s",
+            "60",
+            "--dst-mac",
+            "02:fc:00:00:00:01",
+        ],
+        &dir.join("stats-pktgen"),
+    )
+    .output()
+    .expect("run pktgen");
+    assert!(out.status.success(), "pktgen:\n{}", text(&out));
+    let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+        s.rx + s.missed == n
+            && s.rx == p.model(0, "rx_frames")
+            && s.missed == p.model(0, "rx_no_buffer")
+    });
+    assert!(s.rx >= 256, "only {s:?} received");
+    p.cmd("stop");
+    // DPDK -> rawq: pktgen receives (UDP port 9, testpmd's txonly frames) while testpmd sends
+    // 20 bursts of 32 first, then forwards (io) what comes back: nothing.
+    let rx_out = dir.join("pktgen-rx.out");
+    let rx_err = dir.join("pktgen-rx.err");
+    let mut rx = emu_sh(
+        Some((&ns.b, &ns.veth_b)),
+        None,
+        &["--netdev", &tap_b],
+        &[
+            pktgen,
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "--rx",
+            "--rule",
+            "udp dst-port 9 -> queue 0",
+            "--ring",
+            "4096",
+            "-t",
+            "15",
+            "--quiet",
+            "--json",
+        ],
+        &dir.join("stats-pktgen-rx"),
+    )
+    .stdout(std::fs::File::create(&rx_out).unwrap())
+    .stderr(std::fs::File::create(&rx_err).unwrap())
+    .spawn()
+    .expect("start pktgen --rx");
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&rx_err).is_ok_and(|t| t.contains("pktgen: dv on")) {
+        assert!(
+            std::time::Instant::now() < end && rx.try_wait().ok().flatten().is_none(),
+            "pktgen --rx did not open its port:\n{}",
+            std::fs::read_to_string(&rx_err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p.cmd("set fwd io");
+    p.cmd("start tx_first 20");
+    let s = p.stats_until(0, Duration::from_secs(30), |s, p| {
+        s.tx == 640 && p.model(0, "tx_frames") == 640
+    });
+    p.cmd("stop");
+    assert_eq!(p.model(0, "wire_drops"), 0, "{s:?}");
+    let status = rx.wait().unwrap();
+    let rx_text = std::fs::read_to_string(&rx_out).unwrap_or_default();
+    assert!(
+        status.success(),
+        "pktgen --rx: {status}\n{rx_text}\n{}",
+        std::fs::read_to_string(&rx_err).unwrap_or_default()
+    );
+    let at = rx_text
+        .find("\"rx_packets\":")
+        .expect("rx_packets in pktgen's JSON")
+        + 13;
+    let got: u64 = rx_text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        got, 640,
+        "pktgen received {got} of testpmd's 640:\n{rx_text}"
+    );
+    p.quit();
 }
