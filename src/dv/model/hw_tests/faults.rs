@@ -483,3 +483,44 @@ fn a_compressed_session_never_crosses_the_ring_end() {
     let first = r.cqe(0, 64, 0);
     assert_eq!(first[63] & 1, 1, "slot 0 written on the second pass");
 }
+
+/// DPDK's mlx5 PMD sizes a striding RQ's CQ to one CQE per stride posted (drivers/net/mlx5/
+/// mlx5_rxq.c `mlx5_rxq_cqe_num`: `wqe_n * strd_n - 1`, rounded up by libmlx5): a frame that
+/// fits in the open WQE writes one CQE, and only one that does not also writes a filler, which
+/// itself closes at least one stride. So such a CQ can never overrun; the device must not ask
+/// for room for a filler it will not write.
+#[test]
+fn a_striding_rq_fills_a_cq_of_one_slot_per_stride_without_overrun() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    // SAFETY: ring and dbrec inside the rig's mapping, which outlives the device.
+    let rq = unsafe {
+        r.hw.create_rq(RqDesc {
+            buf: r.at(RQ),
+            wqe_cnt: 2,
+            stride: 32,
+            dbrec: r.at(DB + 0x900),
+            cqn: cq,
+            striding: Some(crate::dv::rings::Striding {
+                log_num_strides: 3,
+                log_stride_size: 8,
+                two_byte_shift: false,
+            }),
+            user_index: 1,
+        })
+    }
+    .unwrap();
+    r.hw.set_rq_state(rq, QueueState::Ready).unwrap();
+    catch_all(&r.hw, rq);
+    // One WQE of 8 strides of 256 bytes (the next-segment first, then its data segment).
+    r.data_seg(RQ + 16, 8 * 256, r.lkey, r.at(DATA) as u64);
+    r.be32(DB + 0x900, 1);
+    // Eight one-stride frames, nothing consumed: the eighth takes the last slot.
+    for _ in 0..8 {
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+        r.hw.process();
+    }
+    let k = r.hw.counters();
+    assert_eq!((k.rx_frames, k.cq_overruns, k.fillers), (8, 0, 0));
+    assert_eq!(r.hw.rq_state(rq).unwrap(), QueueState::Ready);
+}
