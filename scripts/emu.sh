@@ -7,7 +7,9 @@
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
 #   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
-#                      (and then removed on exit); frames no flow rule takes go there
+#                      (and then removed on exit); frames no flow rule takes go there. With
+#                      --pair, TAP0,TAP1 gives each device its own (a TAP takes one device).
+#                      The TAP gets its port's MAC (what DPDK's mlx5 PMD reads as the port's)
 #   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
 #   --release          the release build of the emulator (the default)
 #   --debug            the debug build of the emulator (slower; for debugging the emulator)
@@ -81,7 +83,7 @@ for f in "$LIB" "$SYSFS_GEN"; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
-MADE_TAP=''
+MADE_TAP=()
 CHILD=''
 REAPER=''
 # Stops the command (SIGTERM, then SIGKILL past 5 s) and removes what this script made. Signals
@@ -103,7 +105,7 @@ cleanup() {
     kill -KILL "$CHILD" 2>/dev/null || true
     wait "$CHILD" 2>/dev/null || true
   fi
-  if [[ -n $MADE_TAP ]]; then ip link del "$MADE_TAP" 2>/dev/null || true; fi
+  for t in "${MADE_TAP[@]}"; do ip link del "$t" 2>/dev/null || true; done
   rm -rf "$TMP"
 }
 on_signal() {
@@ -115,14 +117,23 @@ trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
 
-if [[ -n $NETDEV ]] && ! ip link show dev "$NETDEV" >/dev/null 2>&1; then
-  ip tuntap add dev "$NETDEV" mode tap
-  MADE_TAP=$NETDEV
-  ip link set dev "$NETDEV" up
-fi
+IFS=, read -r -a TAPS <<<"$NETDEV"
+for t in "${TAPS[@]}"; do
+  if ! ip link show dev "$t" >/dev/null 2>&1; then
+    ip tuntap add dev "$t" mode tap
+    MADE_TAP+=("$t")
+    ip link set dev "$t" up
+  fi
+done
 
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 "$SYSFS_GEN" "$TMP/sys"
+# Each TAP takes its port's MAC, which the tree lists with the PCI function's netdev.
+for f in "$TMP"/sys/class/infiniband/mlx5_*/device/net/*/address; do
+  [[ -e $f ]] || continue
+  t=$(basename "$(dirname "$f")")
+  ip link set dev "$t" address "$(cat "$f")" 2>/dev/null || echo "emu: cannot set $t's MAC" >&2
+done
 
 # The command gets SIGTERM if this shell dies (even by SIGKILL): PR_SET_PDEATHSIG through
 # util-linux's setpriv, where it has --pdeathsig. The preload is set by `env`, after setpriv.
@@ -138,19 +149,20 @@ set +e
 CHILD=$!
 # The reaper: in a session of its own (no signal to this shell's group reaches it), it waits
 # for this shell to end; if the shell could not clean up (SIGKILL), it stops the command and
-# removes the TAP and the tree. A shell that cleans up kills it first.
+# removes the TAPs and the tree. A shell that cleans up kills it first.
 setsid bash -c '
   trap "" INT TERM HUP
-  parent=$1 child=$2 tmp=$3 tap=$4
+  parent=$1 child=$2 tmp=$3
+  shift 3
   tail --pid="$parent" -s 0.1 -f /dev/null
   if kill -0 "$child" 2>/dev/null; then
     kill -TERM "$child" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$child" 2>/dev/null
   fi
-  if [[ -n $tap ]]; then ip link del "$tap" 2>/dev/null; fi
+  for tap in "$@"; do ip link del "$tap" 2>/dev/null; done
   rm -rf "$tmp"
-' rawq-emu-reaper "$$" "$CHILD" "$TMP" "$MADE_TAP" </dev/null >/dev/null 2>&1 &
+' rawq-emu-reaper "$$" "$CHILD" "$TMP" "${MADE_TAP[@]}" </dev/null >/dev/null 2>&1 &
 REAPER=$!
 wait "$CHILD"
 status=$?

@@ -13,6 +13,8 @@ PKGS=(
   ibverbs-utils perftest
   # bench peers and instruction counts
   dpdk-dev librte-net-af-xdp23 valgrind ethtool xdp-tools
+  # DPDK's mlx5 PMD on the emulated NIC (dpdk-testpmd is in dpdk-dev; scripts/testpmd-emu.sh)
+  librte-net-mlx5-23 librte-common-mlx5-23
 )
 
 missing=()

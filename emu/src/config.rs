@@ -2,7 +2,9 @@
 //!
 //! * `RAWQ_EMU_WIRE=IFNAME`: the port's wire is that Linux interface (AF_PACKET); unset or
 //!   empty: the port is looped back to itself.
-//! * `RAWQ_EMU_NETDEV=TAPNAME`: the port's kernel netdev (a TAP device made beforehand).
+//! * `RAWQ_EMU_NETDEV=TAPNAME[,TAPNAME1]`: the port's kernel netdev (a TAP device made
+//!   beforehand); with a pair, the second name is `mlx5_1`'s (a TAP takes one device only:
+//!   a second `TUNSETIFF` on it fails with EBUSY).
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
 //! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
@@ -18,7 +20,7 @@
 //!   the objects it made.
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
-//!   when a command fd closes).
+//!   when a command fd closes); a pair's `mlx5_1` writes `FILE.mlx5_1`.
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +55,10 @@ impl MinInline {
 pub struct Config {
     /// Interface the port's wire is (None: loopback).
     pub wire: Option<String>,
-    /// TAP interface of the port's kernel netdev.
+    /// TAP interface of the port's kernel netdev (device 0's; see [`Config::netdev_of`]).
     pub netdev: Option<String>,
+    /// TAP interface of device 1's port (a pair's `mlx5_1`).
+    pub netdev1: Option<String>,
     /// `eth_min_inline`.
     pub min_inline: MinInline,
     /// Log commands.
@@ -94,6 +98,7 @@ impl Default for Config {
         Config {
             wire: None,
             netdev: None,
+            netdev1: None,
             min_inline: MinInline::None,
             debug: false,
             stats: None,
@@ -117,9 +122,11 @@ impl Config {
                 MinInline::None
             }),
         };
+        let (netdev, netdev1) = split_netdevs(get("RAWQ_EMU_NETDEV"));
         Config {
             wire: get("RAWQ_EMU_WIRE"),
-            netdev: get("RAWQ_EMU_NETDEV"),
+            netdev,
+            netdev1,
             min_inline,
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
@@ -147,19 +154,63 @@ impl Config {
         }
     }
 
-    /// The interface name GIDs are attached to in sysfs (`gid_attrs/ndevs/N` must name a real
-    /// interface: libibverbs resolves it with `if_nametoindex`).
-    pub fn gid_ndev(&self) -> &str {
-        self.netdev
-            .as_deref()
-            .or(self.wire.as_deref())
-            .unwrap_or("lo")
+    /// The kernel netdev of device `id`'s port, if it has one.
+    pub fn netdev_of(&self, id: crate::caps::Ident) -> Option<&str> {
+        match id.0 {
+            0 => self.netdev.as_deref(),
+            1 => self.netdev1.as_deref(),
+            _ => None,
+        }
     }
+
+    /// The interface name device `id`'s GIDs are attached to in sysfs (`gid_attrs/ndevs/N`
+    /// must name a real interface: libibverbs resolves it with `if_nametoindex`).
+    pub fn gid_ndev(&self, id: crate::caps::Ident) -> &str {
+        self.netdev_of(id).or(self.wire.as_deref()).unwrap_or("lo")
+    }
+}
+
+/// `A` or `A,B`: device 0's and device 1's netdev.
+fn split_netdevs(v: Option<String>) -> (Option<String>, Option<String>) {
+    let Some(v) = v else { return (None, None) };
+    let mut it = v.split(',').map(str::trim).filter(|s| !s.is_empty());
+    let a = it.next().map(String::from);
+    let b = it.next().map(String::from);
+    if it.next().is_some() {
+        eprintln!("rawq-emu: RAWQ_EMU_NETDEV={v:?} names more than two netdevs; the rest ignored");
+    }
+    (a, b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn netdev_per_device() {
+        let one = |s: &str| split_netdevs(Some(s.into()));
+        assert_eq!(one("tap0"), (Some("tap0".into()), None));
+        assert_eq!(one("tap0,tap1"), (Some("tap0".into()), Some("tap1".into())));
+        assert_eq!(split_netdevs(None), (None, None));
+        let cfg = Config {
+            netdev: Some("a".into()),
+            netdev1: Some("b".into()),
+            pair: true,
+            ..Config::default()
+        };
+        use crate::caps::Ident;
+        assert_eq!(cfg.netdev_of(Ident(0)), Some("a"));
+        assert_eq!(cfg.netdev_of(Ident(1)), Some("b"));
+        assert_eq!(cfg.gid_ndev(Ident(1)), "b");
+        let lone = Config {
+            netdev: Some("a".into()),
+            pair: true,
+            ..Config::default()
+        };
+        // mlx5_1 without a netdev of its own does not share mlx5_0's.
+        assert_eq!(lone.netdev_of(Ident(1)), None);
+        assert_eq!(lone.gid_ndev(Ident(1)), "lo");
+    }
 
     #[test]
     fn tx_error_forms() {

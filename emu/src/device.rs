@@ -78,6 +78,15 @@ impl Device {
         }
     }
 
+    /// Frames the port dropped because the receive queue had no WQE, now (0 while the model
+    /// has not started: it has received nothing). Read without starting the model.
+    pub fn no_buffer_drops(&self) -> u64 {
+        match self.hw.get() {
+            Some(Some(hw)) => hw.counters().rx_no_buffer,
+            _ => 0,
+        }
+    }
+
     /// Logs a line when `RAWQ_EMU_DEBUG` is set.
     pub fn log(&self, args: std::fmt::Arguments<'_>) {
         if self.cfg.debug {
@@ -112,9 +121,12 @@ impl Device {
             flow_control: self.cfg.pause,
             wire_capacity: 4096,
             wire,
-            netdev: self.cfg.netdev.as_ref().map(|ifname| NetdevPath::Tap {
-                ifname: ifname.clone(),
-            }),
+            netdev: self
+                .cfg
+                .netdev_of(self.ident)
+                .map(|ifname| NetdevPath::Tap {
+                    ifname: ifname.to_owned(),
+                }),
             clock_khz: if self.cfg.cqe_timestamps {
                 caps::CLOCK_KHZ
             } else {
@@ -128,8 +140,8 @@ impl Device {
                 if let Ok(mut t) = self.thread.lock() {
                     *t = hw.spawn(None);
                 }
-                if let Some(dest) = &self.cfg.stats {
-                    spawn_stats_writer(dest.clone(), hw.clone());
+                if let Some(dest) = self.stats_dest() {
+                    spawn_stats_writer(dest, hw.clone());
                 }
                 Some(hw)
             }
@@ -273,10 +285,21 @@ impl Device {
     /// Writes the model's counters to `RAWQ_EMU_STATS` (a file is rewritten with the latest
     /// line; `-` appends to stderr).
     fn write_stats(&self) {
-        let (Some(dest), Some(Some(hw))) = (&self.cfg.stats, self.hw.get()) else {
+        let (Some(dest), Some(Some(hw))) = (self.stats_dest(), self.hw.get()) else {
             return;
         };
-        write_counters(dest, hw);
+        write_counters(&dest, hw);
+    }
+
+    /// Where this device's counters go: `RAWQ_EMU_STATS` for `mlx5_0`, `RAWQ_EMU_STATS.mlx5_1`
+    /// for a pair's second device (each its own file; `-` is stderr for both).
+    fn stats_dest(&self) -> Option<String> {
+        let dest = self.cfg.stats.as_ref()?;
+        Some(match self.ident.0 {
+            0 => dest.clone(),
+            _ if dest == "-" => dest.clone(),
+            _ => format!("{dest}.{}", self.ident.ibdev()),
+        })
     }
 }
 

@@ -15,6 +15,9 @@
  *   close           so a reused fd number is not taken for the device
  *   dup/dup2/dup3/fcntl(F_DUPFD*)   a duplicate of a command fd is the same open file
  *   socket          libibverbs/ibdev_nl.c: NETLINK_RDMA refused, sysfs discovery is used
+ *   open of $SYSFS_PATH/class/infiniband/mlx5_N/ports/1/hw_counters/NAME (DPDK's mlx5 PMD,
+ *                   drivers/net/mlx5/linux/mlx5_os.c: mlx5_os_read_dev_stat): a file
+ *                   with the model's value at this moment, as sysfs reads the device at open
  * Everything else, and every other path or fd, goes to the real libc unchanged.
  *
  * Nothing starts here: the constructor only resolves the real functions. The Rust side starts
@@ -38,6 +41,7 @@
 
 /* Rust side (interpose.rs). */
 extern int rawq_emu_open_dev(const char *path, int flags);
+extern int rawq_emu_open_counter(const char *path, int flags);
 extern int rawq_emu_stat_dev(const char *path, unsigned int *major, unsigned int *minor);
 extern int rawq_emu_fstat_dev(int fd, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
@@ -129,6 +133,22 @@ static int is_dev_path(const char *path)
 	return path && !strncmp(path, "/dev/infiniband/uverbs", 22);
 }
 
+static int is_counter_path(const char *path)
+{
+	return path && strstr(path, "/hw_counters/");
+}
+
+/* Returns the new fd, -1 with errno, or RAWQ_EMU_PASS. */
+static int open_counter(const char *path, int flags)
+{
+	int fd = rawq_emu_open_counter(path, flags);
+	if (fd < 0 && fd != RAWQ_EMU_PASS) {
+		errno = -fd;
+		return -1;
+	}
+	return fd;
+}
+
 /* Returns the new fd, -1 with errno, or RAWQ_EMU_PASS. */
 static int open_dev(const char *path, int flags)
 {
@@ -166,6 +186,8 @@ int open(const char *path, int flags, ...)
 	va_end(ap);
 	if (is_dev_path(path) && (fd = open_dev(path, flags)) != RAWQ_EMU_PASS)
 		return fd;
+	if (is_counter_path(path) && (fd = open_counter(path, flags)) != RAWQ_EMU_PASS)
+		return fd;
 	return real_open(path, flags, m);
 }
 
@@ -180,6 +202,8 @@ int open64(const char *path, int flags, ...)
 	m = mode_arg(flags, ap);
 	va_end(ap);
 	if (is_dev_path(path) && (fd = open_dev(path, flags)) != RAWQ_EMU_PASS)
+		return fd;
+	if (is_counter_path(path) && (fd = open_counter(path, flags)) != RAWQ_EMU_PASS)
 		return fd;
 	return real_open64(path, flags, m);
 }
@@ -206,6 +230,8 @@ int openat(int dfd, const char *path, int flags, ...)
 	va_end(ap);
 	if (is_dev_path(path) && (fd = open_dev(path, flags)) != RAWQ_EMU_PASS)
 		return fd;
+	if (is_counter_path(path) && (fd = open_counter(path, flags)) != RAWQ_EMU_PASS)
+		return fd;
 	return real_openat(dfd, path, flags, m);
 }
 
@@ -220,6 +246,8 @@ int openat64(int dfd, const char *path, int flags, ...)
 	m = mode_arg(flags, ap);
 	va_end(ap);
 	if (is_dev_path(path) && (fd = open_dev(path, flags)) != RAWQ_EMU_PASS)
+		return fd;
+	if (is_counter_path(path) && (fd = open_counter(path, flags)) != RAWQ_EMU_PASS)
 		return fd;
 	return real_openat64(dfd, path, flags, m);
 }

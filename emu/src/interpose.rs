@@ -50,6 +50,56 @@ pub unsafe extern "C" fn rawq_emu_open_dev(path: *const libc::c_char, flags: i32
     })
 }
 
+/// The tree's root, `$SYSFS_PATH` as the process started with it.
+fn sysfs_root() -> Option<&'static str> {
+    static ROOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| std::env::var("SYSFS_PATH").ok().filter(|s| !s.is_empty()))
+        .as_deref()
+}
+
+/// open() of a path with `/hw_counters/` in it: if it names one of an emulated port's counters
+/// under `$SYSFS_PATH` ([`crate::discovery::counters`]) and is opened for reading, a new fd
+/// holding the counter's value now (as the kernel's sysfs reads the device at each open);
+/// `-errno`; or `i32::MIN` (not ours: the real open).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_open_counter(path: *const libc::c_char, flags: i32) -> i32 {
+    guarded(PASS, || {
+        if path.is_null() || flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return PASS;
+        }
+        // SAFETY: interpose.c passes the caller's NUL-terminated path (checked non-null).
+        let Ok(p) = (unsafe { CStr::from_ptr(path) }).to_str() else {
+            return PASS;
+        };
+        let Some(root) = sysfs_root() else {
+            return PASS;
+        };
+        let Some((dev, port, name)) = crate::discovery::counters::parse_path(root, p) else {
+            return PASS;
+        };
+        let Some(d) = crate::device::devices().get(dev as usize) else {
+            return PASS;
+        };
+        if port != 1 {
+            return PASS;
+        }
+        let Some(v) = crate::discovery::counters::value(name, d.no_buffer_drops()) else {
+            return PASS;
+        };
+        match crate::sys::text_file(
+            name,
+            format!("{v}\n").as_bytes(),
+            flags & libc::O_CLOEXEC != 0,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => -e,
+        }
+    })
+}
+
 /// stat() of a device path: 1 with `major`/`minor` filled if it is ours, else 0.
 ///
 /// # Safety

@@ -154,3 +154,27 @@ pub fn recv_nowait(fd: i32, buf: &mut [u8]) -> Option<usize> {
     let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
     usize::try_from(n).ok().filter(|&n| n > 0)
 }
+
+/// A fresh memfd holding `bytes`, its offset at 0: a file a reader reads once (a sysfs counter
+/// served at open time).
+///
+/// # Errors
+/// memfd_create / pwrite errno.
+pub fn text_file(name: &str, bytes: &[u8], cloexec: bool) -> Result<i32, Errno> {
+    let c = CString::new(name).map_err(|_| libc::EINVAL)?;
+    let flags = if cloexec { libc::MFD_CLOEXEC } else { 0 };
+    // SAFETY: valid C string and flags.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // pwrite: the file offset stays at 0 for the reader (and pwrite is not interposed).
+    // SAFETY: `bytes` is a valid buffer of its length; fd is ours.
+    let n = unsafe { libc::pwrite(fd, bytes.as_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        let e = if n < 0 { errno() } else { libc::EIO };
+        close(fd);
+        return Err(e);
+    }
+    Ok(fd)
+}

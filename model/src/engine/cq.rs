@@ -53,10 +53,26 @@ impl Cq {
         load_be32(self.d.dbrec) & 0xff_ffff
     }
 
-    /// Free slots.
+    /// Free slots. The device compares producer and consumer counters only in the bits a CQ
+    /// of this size needs, log2(cqe_cnt) + 1 (0..=cqe_cnt entries outstanding), not in all 24
+    /// bits of the doorbell-record field: DPDK's mlx5 PMD keeps its transmit CQ's consumer
+    /// index in 16 bits (drivers/net/mlx5/mlx5_tx.h `struct mlx5_txq_data`: `uint16_t cq_ci`)
+    /// and writes it as is to the record (mlx5_tx.c `mlx5_tx_handle_completion`), on a CQ
+    /// created without IGNORE_OVERRUN (linux/mlx5_verbs.c `mlx5_txq_ibv_obj_new`), and runs
+    /// past 2^16 completions on every ConnectX.
     pub(crate) fn space(&self) -> u32 {
-        let used = self.pi.wrapping_sub(self.ci()) & 0xff_ffff;
+        let used = self.pi.wrapping_sub(self.ci()) & self.counter_mask();
         self.d.cqe_cnt.saturating_sub(used)
+    }
+
+    /// The counter bits the device compares (see [`Cq::space`]).
+    fn counter_mask(&self) -> u32 {
+        (self.d.cqe_cnt << 1).wrapping_sub(1) & 0xff_ffff
+    }
+
+    /// Slots from the producer index to the end of the ring.
+    fn to_ring_end(&self) -> u32 {
+        self.d.cqe_cnt - (self.pi & (self.d.cqe_cnt - 1))
     }
 
     /// Address of the 64-byte CQE of slot `i`: with 128-byte CQEs it is the second half of the
@@ -191,10 +207,16 @@ impl HwState {
         while let Some(first) = c.pending.front().copied() {
             let space = c.space() as usize;
             if let Some(fmt) = fmt {
+                // A session never crosses the end of the ring: DPDK's vectorized receive (the
+                // mlx5 PMD's default, drivers/net/mlx5/mlx5_rxtx_vec_sse.h
+                // `rxq_cq_decompress_v`) walks the session's slots and mbufs from the title
+                // without masking the index, where `rxq_burst_v` (mlx5_rxtx_vec.c) bounds
+                // plain CQEs by the ring end ("Not to cross queue end").
+                let room = space.min(c.to_ring_end() as usize);
                 let mut run = 1;
                 while run < c.pending.len()
                     && run < 64
-                    && run < space
+                    && run < room
                     && compressible(fmt, &first, &c.pending[run], run)
                 {
                     run += 1;
@@ -242,7 +264,7 @@ impl HwState {
             c.saw_error = false;
         }
         if let Some((ci, sol)) = c.armed {
-            let past = c.pi.wrapping_sub(ci) & 0xff_ffff != 0;
+            let past = c.pi.wrapping_sub(ci) & c.counter_mask() != 0;
             if past && (!sol || c.saw_error) {
                 c.armed = None;
                 self.events.push(HwEvent::Completion { cqn });

@@ -199,10 +199,21 @@ impl HwState {
         if !(striding.is_some() && r.cur) && r.posted() == 0 {
             return no_buf(self);
         }
-        // Room for this frame's CQEs (a filler, the packet): a CQE due on a full CQ overruns
-        // it (see `overrun`), whatever flow control says: pause frames hold the wire, not the
-        // CQ.
-        if !self.rx_cq_room(cqn, if striding.is_some() { 2 } else { 1 }) {
+        // Room for this frame's CQEs: a CQE due on a full CQ overruns it (see `overrun`),
+        // whatever flow control says: pause frames hold the wire, not the CQ. A striding RQ
+        // writes a filler first only when the frame does not fit in what is left of the open
+        // WQE: DPDK's mlx5 PMD sizes the CQ at one CQE per stride (drivers/net/mlx5/mlx5_rxq.c
+        // `mlx5_rxq_cqe_num`), which is never too small since a filler closes strides too.
+        // (The frame's length before any VLAN strip: never fewer strides than it will take.)
+        let slots = match striding {
+            Some(s) if r.cur => {
+                let shift = if s.two_byte_shift { 2 } else { 0 };
+                let need = (frame.len() as u32 + shift).div_ceil(1 << s.log_stride_size);
+                1 + u32::from(r.stride_pos + need > 1 << s.log_num_strides) as usize
+            }
+            _ => 1,
+        };
+        if !self.rx_cq_room(cqn, slots) {
             self.overrun(cqn);
             if let Some(r) = self.rqs.get_mut(rqn) {
                 count!(self.counters, r.ctr, rx_in_error, 1);

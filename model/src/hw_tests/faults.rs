@@ -413,3 +413,114 @@ fn error_cqes_keep_their_syndrome_when_the_clock_runs() {
         "good CQE timestamp {ts}"
     );
 }
+
+/// DPDK's mlx5 PMD writes its transmit CQ's consumer index as a 16-bit counter
+/// (drivers/net/mlx5/mlx5_tx.h `uint16_t cq_ci`, written whole by mlx5_tx.c
+/// `mlx5_tx_handle_completion`): past 2^16 completions the record reads 0 again, and the
+/// device must still see a CQ with room (it compares log2(size) + 1 bits), not overrun it.
+#[test]
+fn a_16_bit_consumer_index_runs_past_65536_completions() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    let sqn = r.sq(cq, 0);
+    let total: u32 = (1 << 16) + 64;
+    let mut i = 0u32;
+    while i < total {
+        // Four signaled NOPs, then the driver consumes their CQEs and publishes its 16-bit
+        // consumer index.
+        for _ in 0..4 {
+            let w = SQ + 64 * (i as usize % 64);
+            r.be32(w, (i & 0xffff) << 8);
+            r.be32(w + 4, sqn << 8 | 1);
+            r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
+            i += 1;
+        }
+        r.be32(DB + 0x800, i & 0xffff);
+        r.hw.process();
+        r.be32(DB, i & 0xffff);
+    }
+    let k = r.hw.counters();
+    assert_eq!((k.cq_overruns, k.tx_cqes), (0, u64::from(total)));
+    assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Ready);
+}
+
+/// A compressed session ends at the end of the CQ ring at the latest: DPDK's vectorized
+/// receive (drivers/net/mlx5/mlx5_rxtx_vec_sse.h `rxq_cq_decompress_v`) reads a session's
+/// slots from its title without wrapping the index, and crashes on one that wraps.
+#[test]
+fn a_compressed_session_never_crosses_the_ring_end() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, Some(MiniCqeFormat::Hash));
+    let rq = r.rq(0, cq, 16, 1);
+    catch_all(&r.hw, rq);
+    for i in 0..16 {
+        r.post_recv(0, 16, i, &[(2048, DATA + 2048 * i as usize)]);
+    }
+    // Five frames one at a time: five plain CQEs, consumed; the producer is at slot 5.
+    for i in 0..5u32 {
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+        r.hw.process();
+        r.be32(DB, i + 1);
+    }
+    assert_eq!(r.hw.counters().compressed_sessions, 0);
+    // Six alike frames at once: slots 5..7 before the end, then the ring wraps.
+    for _ in 0..6 {
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    }
+    r.hw.process();
+    let title = r.cqe(0, 64, 5);
+    assert_eq!((title[63] >> 2) & 3, 3, "a compressed title at slot 5");
+    assert!(
+        byte_cnt(&title) <= 3,
+        "a session of {} CQEs from slot 5 crosses the end of an 8-slot ring",
+        byte_cnt(&title)
+    );
+    let k = r.hw.counters();
+    assert_eq!((k.rx_frames, k.cq_overruns), (11, 0));
+    // The rest (the ring's slots 0..2 on the next pass) are written too, once consumed up to 8.
+    r.be32(DB, 8);
+    r.hw.process();
+    let first = r.cqe(0, 64, 0);
+    assert_eq!(first[63] & 1, 1, "slot 0 written on the second pass");
+}
+
+/// DPDK's mlx5 PMD sizes a striding RQ's CQ to one CQE per stride posted (drivers/net/mlx5/
+/// mlx5_rxq.c `mlx5_rxq_cqe_num`: `wqe_n * strd_n - 1`, rounded up by libmlx5): a frame that
+/// fits in the open WQE writes one CQE, and only one that does not also writes a filler, which
+/// itself closes at least one stride. So such a CQ can never overrun; the device must not ask
+/// for room for a filler it will not write.
+#[test]
+fn a_striding_rq_fills_a_cq_of_one_slot_per_stride_without_overrun() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    // SAFETY: ring and dbrec inside the rig's mapping, which outlives the device.
+    let rq = unsafe {
+        r.hw.create_rq(RqDesc {
+            buf: r.at(RQ),
+            wqe_cnt: 2,
+            stride: 32,
+            dbrec: r.at(DB + 0x900),
+            cqn: cq,
+            striding: Some(crate::dv::rings::Striding {
+                log_num_strides: 3,
+                log_stride_size: 8,
+                two_byte_shift: false,
+            }),
+            user_index: 1,
+        })
+    }
+    .unwrap();
+    r.hw.set_rq_state(rq, QueueState::Ready).unwrap();
+    catch_all(&r.hw, rq);
+    // One WQE of 8 strides of 256 bytes (the next-segment first, then its data segment).
+    r.data_seg(RQ + 16, 8 * 256, r.lkey, r.at(DATA) as u64);
+    r.be32(DB + 0x900, 1);
+    // Eight one-stride frames, nothing consumed: the eighth takes the last slot.
+    for _ in 0..8 {
+        r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+        r.hw.process();
+    }
+    let k = r.hw.counters();
+    assert_eq!((k.rx_frames, k.cq_overruns, k.fillers), (8, 0, 0));
+    assert_eq!(r.hw.rq_state(rq).unwrap(), QueueState::Ready);
+}

@@ -1,0 +1,484 @@
+//! DPDK's own mlx5 PMD (Debian's unmodified `dpdk-testpmd`, DPDK 22.11) on the emulated
+//! ConnectX, through `scripts/testpmd-emu.sh`: a second, independent production driver as the
+//! oracle of the device model. testpmd's counts must equal the model's.
+//!
+//! The matrix covers each mode the PMD's devargs select at least once rather than their full
+//! product (each testpmd start costs seconds on a loaded 2-core machine):
+//!
+//! | test | port | forward | devargs / options |
+//! |---|---|---|---|
+//! | txonly_… | looped back | txonly | default (eMPW, vector rx, CQE compression); `txq_mpw_en=0` (plain SEND); `txq_inline_mpw=128` (eMPW, frames inline) |
+//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; rx timestamps; scatter/jumbo; striding RQ (vector + compression; scalar, 8 strides) |
+//! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
+//! | testpmd_and_the_kernel_… | veth to the kernel | rxonly then txonly | default |
+//! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
+//!
+//! Every test needs root (namespaces, TAPs) and `dpdk-testpmd` with the mlx5 PMD
+//! (scripts/setup.sh); it says `skipped:` without root unless `RAWQ_REQUIRE_NETNS=1`.
+#![cfg(feature = "mlx5")]
+
+#[path = "emu_dpdk/pmd.rs"]
+mod pmd;
+mod support;
+
+use std::time::Duration;
+
+use pmd::{kernel_send, udp_frame, Pmd};
+use support::emu::{emu_sh, serial, tempdir, text};
+use support::NetnsPair;
+
+/// Two namespaces (testpmd runs in `a`), without IPv6, so that no kernel chatter (router
+/// solicitations, MLD) rides the emulated wire and every frame counted is the test's.
+fn netns(tag: &str) -> Option<NetnsPair> {
+    let ok = std::process::Command::new("sh")
+        .args(["-c", "command -v dpdk-testpmd"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "dpdk-testpmd is missing: install Debian's dpdk-dev and librte-net-mlx5-23 (scripts/setup.sh)"
+    );
+    let ns = NetnsPair::new(tag)?;
+    for n in [&ns.a, &ns.b] {
+        let o = ns.exec(
+            n,
+            &[
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        );
+        assert!(o.status.success(), "sysctl in {n}: {o:?}");
+    }
+    Some(ns)
+}
+
+/// TAP names for this test (short enough for IFNAMSIZ).
+fn taps(tag: &str) -> (String, String) {
+    let id = std::process::id() % 10_000;
+    (format!("{tag}{id}a"), format!("{tag}{id}b"))
+}
+
+/// Waits, after `stop`, until the model has done every WQE testpmd posted on `port`
+/// (device `port`) and testpmd reads the model's no-buffer drops as RX-missed; returns the
+/// port's final numbers.
+fn settled(p: &mut Pmd, port: u16) -> pmd::PortStats {
+    p.stats_until(port, Duration::from_secs(30), |s, p| {
+        s.tx == p.model(port.into(), "tx_frames")
+            && s.missed == p.model(port.into(), "rx_no_buffer")
+    })
+}
+
+/// txonly on the looped-back port until the transmit CQ has taken more than 2^16 completions
+/// (DPDK's 16-bit consumer index wraps: the model must not call that an overrun), then every
+/// count equal: testpmd's TX-packets the model's frames on the wire, RX-missed its no-buffer
+/// drops (the receive ring fills, as txonly never polls it).
+#[test]
+fn txonly_on_the_looped_back_port_runs_past_65536_completions() {
+    let _one = serial();
+    let Some(ns) = netns("dpdktx") else { return };
+    let dir = tempdir("dpdk-txonly");
+    // eMPW: 32 frames a WQE, a completion a WQE; plain SEND: a completion every 32 or so;
+    // eMPW with the frames inline in the WQE.
+    for (devargs, frames) in [
+        ("", 2_300_000u64),
+        ("txq_mpw_en=0", 2_600_000),
+        ("txq_inline_mpw=128", 2_300_000),
+    ] {
+        let stats = dir.join(format!("stats{}", devargs.len()));
+        let (tap, _) = taps("tx");
+        let mut opts = vec!["--netdev", &tap];
+        if !devargs.is_empty() {
+            opts.extend(["--devargs", devargs]);
+        }
+        let mut p = Pmd::start(&ns.a, &opts, &["--forward-mode=txonly"], &stats);
+        p.cmd("start");
+        p.stats_until(0, Duration::from_secs(180), |s, _| s.tx >= frames);
+        p.cmd("stop");
+        let s = settled(&mut p, 0);
+        assert!(
+            s.missed > 0,
+            "{devargs}: the unpolled ring filled and dropped: {s:?}"
+        );
+        let out = p.quit();
+        let cqes = last(&stats, "tx_cqes");
+        assert!(cqes > 1 << 16, "{devargs}: only {cqes} completions\n{out}");
+        assert_eq!(last(&stats, "cq_overruns"), 0, "{devargs}\n{out}");
+        assert_eq!(last(&stats, "tx_frames"), s.tx, "{devargs}\n{out}");
+        assert_eq!(last(&stats, "tx_error_cqes"), 0, "{devargs}\n{out}");
+    }
+}
+
+fn last(stats: &std::path::Path, field: &str) -> u64 {
+    support::emu::last_counter(stats, field)
+        .unwrap_or_else(|| panic!("no {field} in {}", stats.display()))
+}
+
+/// One receive configuration of [`rxonly_takes_every_kernel_frame_in_each_receive_mode`].
+struct RxCase {
+    name: &'static str,
+    devargs: &'static str,
+    args: &'static [&'static str],
+    queues: u16,
+    frame: usize,
+}
+
+/// rxonly on mlx5_0 of a `--pair`; the kernel sends frames out of mlx5_1's netdev (its TAP),
+/// which mlx5_1 puts on the wire to mlx5_0. Every frame mlx5_1 took from its netdev is either
+/// received by testpmd (RX-packets = the model's frames delivered) or missed (RX-missed = the
+/// model's no-buffer drops), in each receive mode.
+#[test]
+fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkrx") else { return };
+    let dir = tempdir("dpdk-rxonly");
+    let cases = [
+        RxCase {
+            name: "vector rx, CQE compression, RSS over 4 queues",
+            devargs: "rx_vec_en=1,rxq_cqe_comp_en=1",
+            args: &["--rxq=4", "--txq=4", "--rss-udp"],
+            queues: 4,
+            frame: 64,
+        },
+        RxCase {
+            name: "scalar rx without compression",
+            devargs: "rx_vec_en=0,rxq_cqe_comp_en=0",
+            args: &[],
+            queues: 1,
+            frame: 64,
+        },
+        RxCase {
+            name: "striding RQ with compression (vector)",
+            devargs: "mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=1",
+            args: &[],
+            queues: 1,
+            frame: 200,
+        },
+        RxCase {
+            name: "striding RQ, scalar, 8 strides a WQE",
+            devargs: "mprq_en=1,rxqs_min_mprq=1,rx_vec_en=0,mprq_log_stride_num=3",
+            args: &[],
+            queues: 1,
+            frame: 200,
+        },
+        RxCase {
+            name: "rx timestamps",
+            devargs: "",
+            args: &["--enable-rx-timestamp"],
+            queues: 1,
+            frame: 64,
+        },
+        RxCase {
+            name: "scatter into 2 KiB mbufs, 6000-byte frames",
+            devargs: "",
+            args: &["--mbuf-size=2048", "--max-pkt-len=9000", "--enable-scatter"],
+            queues: 1,
+            frame: 6000,
+        },
+    ];
+    for (k, c) in cases.iter().enumerate() {
+        let stats = dir.join(format!("stats{k}"));
+        let (t0, t1) = taps("rx");
+        let both = format!("{t0},{t1}");
+        let mut opts = vec!["--pair", "--netdev", &both];
+        if !c.devargs.is_empty() {
+            opts.extend(["--devargs", c.devargs]);
+        }
+        let mut args = vec!["--forward-mode=rxonly"];
+        args.extend(c.args);
+        let mut p = Pmd::start(&ns.a, &opts, &args, &stats);
+        p.cmd("start");
+        // The TAP takes every frame (a long queue) and jumbo ones.
+        for cmd in [
+            vec!["link", "set", t1.as_str(), "txqueuelen", "100000"],
+            vec!["link", "set", t1.as_str(), "mtu", "9000"],
+        ] {
+            ns.ip_in(&ns.a, &cmd).unwrap();
+        }
+        let n = 20_000usize;
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                udp_frame(
+                    [0x02, 0xfc, 0, 0, 0, 1],
+                    [0x02, 0xfc, 0, 0, 0, 2],
+                    1000 + (i % 512) as u16,
+                    c.frame,
+                )
+            })
+            .collect();
+        let tap = t1.clone();
+        let sent = ns.run_in(&ns.a, move || kernel_send(&tap, &frames));
+        assert_eq!(sent, n, "{}", c.name);
+        // Every frame mlx5_1 took from its netdev reaches mlx5_0: received or missed.
+        let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+            let taken = p.model(1, "netdev_tx");
+            // (The model's report is rewritten twice a second: wait for one after the last
+            // frame.)
+            taken >= n as u64 * 9 / 10
+                && s.rx + s.missed == taken
+                && s.rx == p.model(0, "rx_frames")
+                && s.missed == p.model(0, "rx_no_buffer")
+        });
+        assert!(s.rx > 1000, "{}: only {s:?} received", c.name);
+        if c.queues > 1 {
+            // Every queue's share adds up to the port's; RSS leaves none idle.
+            let per = p.stop_rx_per_queue(0, c.queues);
+            assert_eq!(per.iter().sum::<u64>(), s.rx, "{}: {per:?}", c.name);
+            assert!(
+                per.iter().all(|&q| q > 0),
+                "{}: RSS left a queue idle: {per:?}",
+                c.name
+            );
+        } else {
+            p.cmd("stop");
+        }
+        let out = p.quit();
+        assert_eq!(last(&stats, "cq_overruns"), 0, "{}\n{out}", c.name);
+        assert_eq!(last(&stats, "rx_error_cqes"), 0, "{}\n{out}", c.name);
+    }
+}
+
+/// io and macswap forwarding on a `--pair` (the frames testpmd sends first circulate between
+/// the two ports): plain SEND with scalar receive, and a ConnectX-4 Lx (the L2 header inline in
+/// every send, no eMPW). Forwarding must keep going, and once stopped each port's TX-packets
+/// equals the model's frames sent and RX-missed its no-buffer drops; the model delivered at
+/// most the frames still circulating beyond what testpmd received.
+#[test]
+fn io_and_macswap_forward_on_the_pair() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkio") else { return };
+    let dir = tempdir("dpdk-io");
+    let cases: [(&str, &[&str], &str); 2] = [
+        ("io", &["--devargs", "txq_mpw_en=0,rx_vec_en=0"], "io"),
+        ("macswap", &["--min-inline", "l2"], "macswap"),
+    ];
+    for (k, (name, extra, mode)) in cases.iter().enumerate() {
+        let stats = dir.join(format!("stats{k}"));
+        let (t0, t1) = taps("io");
+        let both = format!("{t0},{t1}");
+        let mut opts = vec!["--pair", "--netdev", &both];
+        opts.extend(*extra);
+        let fwd = format!("--forward-mode={mode}");
+        let mut p = Pmd::start(&ns.a, &opts, &[&fwd, "--txonly-multi-flow"], &stats);
+        if *name == "macswap" {
+            // The PMD probed a ConnectX-4 Lx (its inline-L2 send path).
+            assert!(p.text().contains("(15b3:1015)"), "{}", p.text());
+        }
+        p.cmd("start tx_first");
+        for port in [0u16, 1] {
+            p.stats_until(port, Duration::from_secs(120), |s, _| s.rx >= 300_000);
+        }
+        p.cmd("stop");
+        for port in [0u16, 1] {
+            let s = settled(&mut p, port);
+            let delivered = p.model(port.into(), "rx_frames");
+            assert!(
+                delivered >= s.rx && delivered <= s.rx + 64 + 4 * 256,
+                "{name}: port {port}: model delivered {delivered}, testpmd received {s:?}"
+            );
+        }
+        let out = p.quit();
+        for dev in [0, 1] {
+            let f = if dev == 0 {
+                stats.clone()
+            } else {
+                std::path::PathBuf::from(format!("{}.mlx5_1", stats.display()))
+            };
+            assert_eq!(last(&f, "cq_overruns"), 0, "{name}\n{out}");
+            assert_eq!(last(&f, "tx_error_cqes"), 0, "{name}\n{out}");
+        }
+    }
+}
+
+/// `/sys/class/net/IF/statistics/NAME` of an interface in namespace `ns`.
+fn if_stat(ns: &NetnsPair, in_ns: &str, ifname: &str, name: &str) -> u64 {
+    let path = format!("/sys/class/net/{ifname}/statistics/{name}");
+    let o = ns.exec(in_ns, &["cat", &path]);
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{path} in {in_ns}: {o:?}"))
+}
+
+/// The emulated port's wire is a veth end (`--wire`); the kernel holds the other end. The
+/// kernel's frames reach testpmd (rxonly: each received or missed, as the model counts), and
+/// testpmd's reach the kernel (txonly: every frame the model put on the wire arrives at the
+/// peer veth, or the veth says it dropped it).
+#[test]
+fn testpmd_and_the_kernel_across_a_veth() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkvk") else { return };
+    let dir = tempdir("dpdk-veth");
+    let stats = dir.join("stats");
+    let (tap, _) = taps("vk");
+    let mut p = Pmd::start(
+        &ns.a,
+        &["--wire", &ns.veth_a, "--netdev", &tap],
+        &["--forward-mode=rxonly"],
+        &stats,
+    );
+    p.cmd("start");
+    // Kernel -> testpmd.
+    let n = 5000usize;
+    let mac_b = ns.mac(&ns.b, &ns.veth_b);
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| udp_frame([0x02, 0xfc, 0, 0, 0, 1], mac_b, 2000 + (i % 64) as u16, 128))
+        .collect();
+    let veth_b = ns.veth_b.clone();
+    let sent = ns.run_in(&ns.b, move || kernel_send(&veth_b, &frames));
+    assert_eq!(sent, n);
+    let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+        s.rx + s.missed == n as u64
+            && s.rx == p.model(0, "rx_frames")
+            && s.missed == p.model(0, "rx_no_buffer")
+    });
+    // On a loaded host testpmd misses many; each is counted.
+    assert!(s.rx >= 256, "only {s:?} received");
+    p.cmd("stop");
+    // testpmd -> kernel: txonly to the peer veth's MAC.
+    let before_rx = if_stat(&ns, &ns.b, &ns.veth_b, "rx_packets");
+    let before_drop = if_stat(&ns, &ns.a, &ns.veth_a, "tx_dropped");
+    let mac = support::mac_text(mac_b);
+    p.cmd(&format!("set eth-peer 0 {mac}"));
+    p.cmd("set fwd txonly");
+    p.cmd("start");
+    p.stats_until(0, Duration::from_secs(60), |s, _| s.tx >= 200_000);
+    p.cmd("stop");
+    let s = settled(&mut p, 0);
+    let on_wire = p.model(0, "tx_frames") - p.model(0, "wire_drops");
+    assert_eq!(s.tx, p.model(0, "tx_frames"));
+    let got = if_stat(&ns, &ns.b, &ns.veth_b, "rx_packets") - before_rx;
+    let dropped = if_stat(&ns, &ns.a, &ns.veth_a, "tx_dropped") - before_drop;
+    assert_eq!(
+        got + dropped,
+        on_wire,
+        "the kernel got {got} (veth dropped {dropped}) of {on_wire} put on the wire"
+    );
+    assert!(got > 0);
+    p.quit();
+}
+
+/// rawq and DPDK on one wire: rawq's pktgen on one emulated NIC (DV backend), testpmd on
+/// another, across a veth. pktgen's frames reach testpmd (each received or missed, as the
+/// model counts); testpmd's first bursts (`start tx_first`) reach pktgen's receive queue,
+/// every one.
+#[test]
+fn rawq_pktgen_and_testpmd_across_a_veth() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkrq") else { return };
+    let dir = tempdir("dpdk-rawq");
+    let stats = dir.join("stats");
+    let (tap, tap_b) = taps("rq");
+    let pktgen = support::example("pktgen");
+    let pktgen = pktgen.to_str().unwrap();
+    let mut p = Pmd::start(
+        &ns.a,
+        &["--wire", &ns.veth_a, "--netdev", &tap],
+        &["--forward-mode=rxonly"],
+        &stats,
+    );
+    p.cmd("start");
+    // rawq -> DPDK: 5000 frames at 20000/s.
+    let n = 5000u64;
+    let out = emu_sh(
+        Some((&ns.b, &ns.veth_b)),
+        Some(120),
+        &["--netdev", &tap_b],
+        &[
+            pktgen,
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "-n",
+            &n.to_string(),
+            "-r",
+            "20000",
+            "-s",
+            "60",
+            "--dst-mac",
+            "02:fc:00:00:00:01",
+        ],
+        &dir.join("stats-pktgen"),
+    )
+    .output()
+    .expect("run pktgen");
+    assert!(out.status.success(), "pktgen:\n{}", text(&out));
+    let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+        s.rx + s.missed == n
+            && s.rx == p.model(0, "rx_frames")
+            && s.missed == p.model(0, "rx_no_buffer")
+    });
+    assert!(s.rx >= 256, "only {s:?} received");
+    p.cmd("stop");
+    // DPDK -> rawq: pktgen receives (UDP port 9, testpmd's txonly frames) while testpmd sends
+    // 20 bursts of 32 first, then forwards (io) what comes back: nothing.
+    let rx_out = dir.join("pktgen-rx.out");
+    let rx_err = dir.join("pktgen-rx.err");
+    let mut rx = emu_sh(
+        Some((&ns.b, &ns.veth_b)),
+        None,
+        &["--netdev", &tap_b],
+        &[
+            pktgen,
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "--rx",
+            "--rule",
+            "udp dst-port 9 -> queue 0",
+            "--ring",
+            "4096",
+            "-t",
+            "15",
+            "--quiet",
+            "--json",
+        ],
+        &dir.join("stats-pktgen-rx"),
+    )
+    .stdout(std::fs::File::create(&rx_out).unwrap())
+    .stderr(std::fs::File::create(&rx_err).unwrap())
+    .spawn()
+    .expect("start pktgen --rx");
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&rx_err).is_ok_and(|t| t.contains("pktgen: dv on")) {
+        assert!(
+            std::time::Instant::now() < end && rx.try_wait().ok().flatten().is_none(),
+            "pktgen --rx did not open its port:\n{}",
+            std::fs::read_to_string(&rx_err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p.cmd("set fwd io");
+    p.cmd("start tx_first 20");
+    let s = p.stats_until(0, Duration::from_secs(30), |s, p| {
+        s.tx == 640 && p.model(0, "tx_frames") == 640
+    });
+    p.cmd("stop");
+    assert_eq!(p.model(0, "wire_drops"), 0, "{s:?}");
+    let status = rx.wait().unwrap();
+    let rx_text = std::fs::read_to_string(&rx_out).unwrap_or_default();
+    assert!(
+        status.success(),
+        "pktgen --rx: {status}\n{rx_text}\n{}",
+        std::fs::read_to_string(&rx_err).unwrap_or_default()
+    );
+    let at = rx_text
+        .find("\"rx_packets\":")
+        .expect("rx_packets in pktgen's JSON")
+        + 13;
+    let got: u64 = rx_text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        got, 640,
+        "pktgen received {got} of testpmd's 640:\n{rx_text}"
+    );
+    p.quit();
+}
