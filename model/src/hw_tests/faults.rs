@@ -501,7 +501,7 @@ fn a_striding_rq_fills_a_cq_of_one_slot_per_stride_without_overrun() {
             stride: 32,
             dbrec: r.at(DB + 0x900),
             cqn: cq,
-            striding: Some(crate::dv::rings::Striding {
+            striding: Some(crate::Striding {
                 log_num_strides: 3,
                 log_stride_size: 8,
                 two_byte_shift: false,
