@@ -11,7 +11,12 @@
 //!    with a BPF link. The link is a file descriptor: the program goes away when the port is
 //!    dropped **and** when the process dies, however it dies. With no rules, no program is
 //!    attached (the queues can still transmit).
-//! 4. If the interface already has an XDP program, opening fails with
+//! 4. Rules added or removed while the port runs ([`Port::add_rule`](crate::Port::add_rule))
+//!    recompile the program and swap it in on the link in one step (`BPF_LINK_UPDATE`); each
+//!    rule counts the frames it takes in a per-CPU map ([`Port::rule_hits`](crate::Port::rule_hits)).
+//!    The first rule of a port opened without rules attaches the program, removing the last
+//!    detaches it (`steer.rs`).
+//! 5. If the interface already has an XDP program, opening fails with
 //!    [`Error::XdpAlreadyAttached`] naming it; rawq never replaces a program.
 //!
 //! Zero-copy is tried first and copy mode is the fallback; [`PortInfo::mode`] says which one
@@ -66,7 +71,7 @@
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
-//! used from any thread.
+//! used from any thread, and rules added from any thread (the port remembers its namespace).
 
 use std::ffi::CString;
 

@@ -49,6 +49,10 @@ pub(super) struct Steering {
     ifname: String,
     ifindex: u32,
     stamp: Stamp,
+    /// The network namespace the port was opened in, where `ifindex` names the interface: a
+    /// program attached later (the first rule of a port without rules) is attached from there,
+    /// whichever thread adds the rule.
+    netns: std::fs::File,
 }
 
 impl Steering {
@@ -69,6 +73,8 @@ impl Steering {
             return Err(too_many(ifname));
         }
         let counters = PerCpuCounters::create(COUNTER_SLOTS, "rawq_hits")?;
+        let netns = std::fs::File::open("/proc/thread-self/ns/net")
+            .map_err(|e| Error::os("open /proc/thread-self/ns/net", e))?;
         let mut s = Steering {
             link: None,
             prog: None,
@@ -79,6 +85,7 @@ impl Steering {
             ifname: ifname.to_string(),
             ifindex,
             stamp,
+            netns,
         };
         for (i, r) in rules.iter().enumerate() {
             let slot = s.free.pop().ok_or_else(|| too_many(ifname))?;
@@ -111,6 +118,40 @@ impl Steering {
             self.link = Some(l);
         }
         Ok(())
+    }
+
+    /// Attaches `prog` to the interface from a thread in the port's network namespace (an
+    /// ifindex means an interface only there; `BPF_LINK_CREATE` and rtnetlink read it in the
+    /// caller's namespace).
+    fn attach_in_netns(&self, prog: &Program) -> Result<XdpLink> {
+        use std::os::fd::AsRawFd;
+        let (ifname, ifindex, stamp, ns) = (
+            &self.ifname,
+            self.ifindex,
+            self.stamp,
+            self.netns.as_raw_fd(),
+        );
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // SAFETY: setns on a namespace fd the port keeps open; it moves only this
+                // short-lived thread.
+                if unsafe { libc::setns(ns, libc::CLONE_NEWNET) } != 0 {
+                    return Err(Error::last_os("setns(the port's network namespace)"));
+                }
+                let link = link_info(ifindex)?;
+                if let Some(prog_id) = link.xdp_prog_id {
+                    return Err(Error::XdpAlreadyAttached {
+                        ifname: ifname.clone(),
+                        prog_id,
+                        held_by: link_holder(prog_id),
+                    });
+                }
+                XdpLink::attach(prog, ifindex)
+                    .map_err(|e| attach_error(e, ifname, ifindex, link.mtu, stamp))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::Config("the XDP attach thread panicked".into())))
+        })
     }
 
     /// Compiles and loads the program of the current rules.
@@ -171,19 +212,7 @@ impl Steering {
                     _ => Error::os("bpf(BPF_LINK_UPDATE, BPF_F_REPLACE)", e),
                 })?
             }
-            _ => {
-                if let Some(prog_id) = link_info(self.ifindex)?.xdp_prog_id {
-                    return Err(Error::XdpAlreadyAttached {
-                        ifname: self.ifname.clone(),
-                        prog_id,
-                        held_by: link_holder(prog_id),
-                    });
-                }
-                let mtu = link_info(self.ifindex)?.mtu;
-                let l = XdpLink::attach(&new, self.ifindex)
-                    .map_err(|e| attach_error(e, &self.ifname, self.ifindex, mtu, self.stamp))?;
-                self.link = Some(l);
-            }
+            _ => self.link = Some(self.attach_in_netns(&new)?),
         }
         // The old program goes when its last reference does (the kernel's, once no frame runs
         // it any more).
