@@ -128,6 +128,11 @@ pub enum Error {
     #[error("bad flow rule: {0}")]
     Rule(#[from] crate::flow::RuleError),
 
+    /// A rule handle that names no rule of the port it was given to: one of another port, or
+    /// of a rule already removed.
+    #[error("rule handle: {0}")]
+    RuleHandle(String),
+
     /// A configuration value is out of range or inconsistent.
     #[error("bad configuration: {0}")]
     Config(String),

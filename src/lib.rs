@@ -76,7 +76,8 @@ pub use error::{Error, Result, CAPS};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
 pub use port::{
-    Backend, CqeComp, DvRxOptions, Port, PortBuilder, PortConfig, PortInfo, RqType, RxTimestamps,
+    Backend, CqeComp, DvRxOptions, Port, PortBuilder, PortConfig, PortInfo, RqType, RuleHandle,
+    RxTimestamps,
 };
 pub use queue::{Queue, QueueOps};
 pub use stats::{QueueStats, Rates, StatsReader, StatsWriter};

@@ -14,6 +14,7 @@
 //! ```
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use crate::config::{
     Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType, RxTimestamps,
@@ -130,9 +131,7 @@ impl PortBuilder {
             }
         };
         let cfg = self.cfg;
-        let (queues, info, control): (Vec<Queue>, PortInfo, Box<dyn Any + Send>) = match &cfg
-            .backend
-        {
+        let (queues, info, control): Opened = match &cfg.backend {
             Backend::Loopback => {
                 if !cfg.rules.is_empty() {
                     return Err(Error::Unsupported(
@@ -146,7 +145,7 @@ impl PortBuilder {
                     mode: "software".into(),
                     queues: cfg.queues,
                 };
-                (q, info, Box::new(()))
+                (q, info, Box::new(NoSteering))
             }
             Backend::Xdp { .. } => open_xdp(&cfg, &pool)?,
             Backend::Verbs { .. } => open_verbs(&cfg, &pool)?,
@@ -155,17 +154,100 @@ impl PortBuilder {
             Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool)?,
         };
         let readers = queues.iter().map(|q| q.stats_reader()).collect();
+        let n = cfg.rules.len() as u64;
         Ok(Port {
             queues,
             readers,
             pool,
             info,
+            id: NEXT_PORT.fetch_add(1, Ordering::Relaxed),
+            queue_count: cfg.queues,
+            rules: cfg
+                .rules
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (i as u64, r))
+                .collect(),
+            next_rule: n,
             _control: control,
         })
     }
 }
 
-type Opened = (Vec<Queue>, PortInfo, Box<dyn Any + Send>);
+pub(crate) type Opened = (Vec<Queue>, PortInfo, Box<dyn Control>);
+
+/// Ports opened so far in this process (each [`RuleHandle`] names its port by this number).
+static NEXT_PORT: AtomicU64 = AtomicU64::new(1);
+
+/// A rule installed on a port, as [`Port::add_rule`] returns it (and [`Port::rules`] lists the
+/// rules given at open). It names its port: another port refuses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RuleHandle {
+    port: u64,
+    id: u64,
+}
+
+impl RuleHandle {
+    /// The rule's number on its port: the rules given at open are 0, 1, ... in their order,
+    /// and each rule added later gets the next number (never reused).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl std::fmt::Display for RuleHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rule {} of port #{}", self.id, self.port)
+    }
+}
+
+/// A backend's control-path objects (flows, programs, device objects), kept by the port, and
+/// what it does with rules added and removed while the port runs. Rules are known to the
+/// backend by the number [`RuleHandle::id`] gives them; the rules given at open are numbered
+/// 0, 1, ... in their order. The port has validated every rule it passes in and checks every
+/// number it passes to `remove_rule`.
+pub(crate) trait Control: Send + 'static {
+    /// The objects themselves (for the backend-specific accessors of [`Port`], which only the
+    /// mlx5 backends have so far).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    fn as_any(&self) -> &dyn Any;
+
+    /// Installs `rule` as number `id`, after all the rules installed before it: among equal
+    /// priorities it comes last.
+    fn add_rule(&mut self, id: u64, rule: &Rule) -> Result<()>;
+
+    /// Removes rule number `id` (installed, never removed before).
+    fn remove_rule(&mut self, id: u64) -> Result<()>;
+
+    /// Frames rule number `id` has taken since it was installed, where the backend counts.
+    fn rule_hits(&self, id: u64) -> Result<Option<u64>> {
+        let _ = id;
+        Ok(None)
+    }
+}
+
+/// The control objects of a backend without flow steering (loopback).
+struct NoSteering;
+
+impl Control for NoSteering {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn add_rule(&mut self, _: u64, _: &Rule) -> Result<()> {
+        Err(Error::Unsupported(
+            "the loopback backend has no flow steering: every frame sent on a queue comes back \
+             on it, so there is nothing for a rule to steer"
+                .into(),
+        ))
+    }
+
+    fn remove_rule(&mut self, id: u64) -> Result<()> {
+        Err(Error::RuleHandle(format!(
+            "the loopback backend has no rules (rule {id})"
+        )))
+    }
+}
 
 #[cfg(feature = "xdp")]
 fn open_xdp(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
@@ -210,8 +292,14 @@ pub struct Port {
     readers: Vec<StatsReader>,
     pool: Mempool,
     info: PortInfo,
+    /// This port's number in [`RuleHandle`]s.
+    id: u64,
+    queue_count: u16,
+    /// The installed rules by number, in the order they were installed.
+    rules: Vec<(u64, Rule)>,
+    next_rule: u64,
     // Dropped last: flow rules, XDP program link, verbs objects.
-    _control: Box<dyn Any + Send>,
+    _control: Box<dyn Control>,
 }
 
 impl std::fmt::Debug for Port {
@@ -271,9 +359,17 @@ impl Port {
     /// rule matched), for a [`Backend::Model`] port; `None` for other backends.
     #[cfg(feature = "mlx5")]
     pub fn model_counters(&self) -> Option<crate::dv::model::ModelCounters> {
+        self.model_port().map(|p| p.counters())
+    }
+
+    /// The software device under a [`Backend::Model`] port (a handle to it: its counters, its
+    /// device objects); `None` for other backends.
+    #[cfg(feature = "mlx5")]
+    pub fn model_port(&self) -> Option<&crate::dv::model::ModelPort> {
         self._control
-            .downcast_ref::<(crate::dv::model::ModelThread, crate::dv::model::ModelPort)>()
-            .map(|(_, port)| port.counters())
+            .as_any()
+            .downcast_ref::<crate::dv::model::ModelControl>()
+            .map(|c| c.port())
     }
 
     /// The clock that stamps received packets ([`crate::RxMeta::hw_timestamp`]) when the
@@ -283,14 +379,16 @@ impl Port {
     /// the clock is the device's); `None` otherwise.
     #[cfg(feature = "mlx5")]
     pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        if let Some((_, port)) = self
+        if let Some(c) = self
             ._control
-            .downcast_ref::<(crate::dv::model::ModelThread, crate::dv::model::ModelPort)>()
+            .as_any()
+            .downcast_ref::<crate::dv::model::ModelControl>()
         {
-            return port.device_clock();
+            return c.port().device_clock();
         }
         if self
             ._control
+            .as_any()
             .downcast_ref::<crate::dv::control::ControlPort>()
             .is_some()
         {
@@ -300,6 +398,95 @@ impl Port {
             return crate::dv::cq::DeviceClock::of_verbs(&ctx).ok();
         }
         None
+    }
+
+    /// Installs `rule` while the port runs, after the rules already there (among equal
+    /// priorities it comes last, as in [`flow::classify`](crate::flow::classify)), and returns
+    /// its handle. From the moment this returns every frame the port receives is steered by the
+    /// new set of rules; until then by the old one, never by a mixture:
+    /// * AF_XDP: the steering program is recompiled with the new set and swapped in one step
+    ///   with `BPF_LINK_UPDATE` (see [`crate::xdp`]); the first rule of a port opened without
+    ///   rules attaches the program (`BPF_LINK_CREATE`), as opening with it would have.
+    /// * verbs, DV: one more `ibv_create_flow`; the device adds it to its steering tables
+    ///   atomically.
+    /// * model: one more device flow (and its TIR).
+    /// * loopback: [`Error::Unsupported`] (it has no steering).
+    ///
+    /// # Errors
+    /// [`Error::Rule`] for a rule that fails validation (as at open); what the backend reports
+    /// when it cannot install the rule (then nothing changed): on verbs and DV an RSS rule on a
+    /// port opened without one is [`Error::Unsupported`] (its queues receive on their QPs, not
+    /// on WQs an RSS table can spread over; open the port with an RSS rule).
+    pub fn add_rule(&mut self, rule: Rule) -> Result<RuleHandle> {
+        rule.validate(self.queue_count)?;
+        let id = self.next_rule;
+        self._control.add_rule(id, &rule)?;
+        self.next_rule += 1;
+        self.rules.push((id, rule));
+        Ok(RuleHandle { port: self.id, id })
+    }
+
+    /// Removes a rule while the port runs (as [`Port::add_rule`]: atomically; frames it took
+    /// then go where the remaining rules say, to the kernel if none matches).
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] for a handle of another port or of a rule already removed; what
+    /// the backend reports when it cannot remove the rule (then it is still installed).
+    pub fn remove_rule(&mut self, handle: RuleHandle) -> Result<()> {
+        let at = self.rule_index(handle)?;
+        self._control.remove_rule(handle.id)?;
+        self.rules.remove(at);
+        Ok(())
+    }
+
+    /// The frames a rule has taken since it was installed (the frames the rule matched and
+    /// acted on, whatever its action), where the backend can count per rule: AF_XDP (counters
+    /// in the steering program). `None` on the other backends: the model and the emulated NIC
+    /// do not count per flow, and on mlx5 hardware a flow counts only with an `ibv_counters`
+    /// object bound to it (`IBV_FLOW_SPEC_ACTION_COUNT`), which rawq does not create.
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] as for [`Port::remove_rule`]; [`Error::Os`] if the counters cannot
+    /// be read.
+    pub fn rule_hits(&self, handle: RuleHandle) -> Result<Option<u64>> {
+        self.rule_index(handle)?;
+        self._control.rule_hits(handle.id)
+    }
+
+    /// The installed rules with their handles, in the order they were installed.
+    pub fn rules(&self) -> Vec<(RuleHandle, Rule)> {
+        self.rules
+            .iter()
+            .map(|(id, r)| {
+                (
+                    RuleHandle {
+                        port: self.id,
+                        id: *id,
+                    },
+                    r.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn rule_index(&self, h: RuleHandle) -> Result<usize> {
+        if h.port != self.id {
+            return Err(Error::RuleHandle(format!(
+                "{h} belongs to another port (this is port #{}); remove a rule through the port \
+                 that added it",
+                self.id
+            )));
+        }
+        self.rules
+            .iter()
+            .position(|(id, _)| *id == h.id)
+            .ok_or_else(|| {
+                Error::RuleHandle(if h.id < self.next_rule {
+                    format!("{h} was already removed (a handle removes its rule once)")
+                } else {
+                    format!("{h} was never installed on this port")
+                })
+            })
     }
 
     /// Counters summed over all queues.

@@ -478,6 +478,13 @@ impl Hw {
         self.lock().destroy_flow(id)
     }
 
+    /// How many flows and TIRs the device holds (a driver that adds and removes rules can
+    /// check it leaks none).
+    pub fn flow_and_tir_count(&self) -> (usize, usize) {
+        let s = self.lock();
+        (s.flows.live(), s.tirs.live())
+    }
+
     /// Registers the receiver of [`HwEvent`]s (called from the thread running
     /// [`Hw::process`], outside the device lock: it may call the device).
     pub fn set_event_sink(&self, sink: Box<dyn FnMut(HwEvent) + Send>) {

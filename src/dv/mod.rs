@@ -36,12 +36,9 @@ pub(crate) mod sys;
 pub mod tx;
 pub mod wire;
 
-use std::any::Any;
-
 use crate::error::Result;
 use crate::mempool::Mempool;
 use crate::port::{PortConfig, PortInfo};
-use crate::queue::Queue;
 
 /// On hardware, a queue's verbs objects are its recovery hook: owned by the queue, so they
 /// outlive its data path, and they know how to reset the SQ / RQ after an error completion.
@@ -61,10 +58,7 @@ impl queue::Recover for control::KeepAlive {
 
 /// Opens a hardware DV port: verbs objects through the control path, rings through
 /// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules.
-pub(crate) fn open(
-    cfg: &PortConfig,
-    pool: &Mempool,
-) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
     let rq = ctl

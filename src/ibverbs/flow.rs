@@ -54,6 +54,8 @@ pub fn check_attr(bytes: &[u8]) -> Result<usize> {
 /// One rule attached to a QP. Detached (`ibv_destroy_flow`) on drop; keeps the QP alive.
 pub struct Flow {
     flow: NonNull<ibv_flow>,
+    /// Still attached (`ibv_destroy_flow` not yet called).
+    attached: bool,
     _qp: Arc<dyn QueuePair>,
 }
 
@@ -70,13 +72,8 @@ impl std::fmt::Debug for Flow {
 
 impl Drop for Flow {
     fn drop(&mut self) {
-        // SAFETY: created by `ibv_create_flow`, destroyed once; the QP is still alive (held).
-        let rc = unsafe { ibv_destroy_flow(self.flow.as_ptr()) };
-        if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_flow failed: {}",
-                std::io::Error::from_raw_os_error(rc)
-            );
+        if let Err(e) = self.detach() {
+            eprintln!("rawq: {e}");
         }
     }
 }
@@ -108,7 +105,36 @@ impl Flow {
         unsafe {
             std::ptr::copy_nonoverlapping(aligned.as_ptr().cast::<u8>(), bytes.as_mut_ptr(), used)
         };
-        Ok(Flow { flow, _qp: qp })
+        Ok(Flow {
+            flow,
+            attached: true,
+            _qp: qp,
+        })
+    }
+
+    /// Detaches the rule now (`ibv_destroy_flow`), saying whether the device did.
+    ///
+    /// # Errors
+    /// [`Error::Os`] with the errno of `ibv_destroy_flow`; the handle is then given up (the
+    /// provider freed or kept it; it cannot be used again either way).
+    pub fn destroy(mut self) -> Result<()> {
+        self.detach()
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        if !std::mem::replace(&mut self.attached, false) {
+            return Ok(());
+        }
+        // SAFETY: created by `ibv_create_flow`, destroyed once (`attached` was true and is now
+        // false); the QP is still alive (held).
+        let rc = unsafe { ibv_destroy_flow(self.flow.as_ptr()) };
+        if rc != 0 {
+            return Err(Error::os(
+                "ibv_destroy_flow",
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        Ok(())
     }
 
     /// The raw `ibv_flow`, valid while `self` lives.

@@ -69,24 +69,42 @@ use wq::Wq;
 
 /// Inline data asked for per send WR; frames up to what the provider grants go inline.
 const INLINE_REQUEST: u32 = 128;
-/// Compiles rule number `index` to the `ibv_create_flow` buffer, tagged `index + 1` (what its
-/// frames' CQEs report as flow tag), and where its frames go.
-fn compile_rule(rule: &Rule, index: usize, port: u8) -> Result<(Vec<u8>, FlowTarget)> {
-    let c = crate::flow::verbs::compile_tagged(rule, port, Some(index as u32 + 1))?;
+/// Compiles rule number `id` to the `ibv_create_flow` buffer, tagged `id + 1` (what its
+/// frames' CQEs report as flow tag; wrapped to the tag's 24 bits), and where its frames go.
+fn compile_rule(rule: &Rule, id: u64, port: u8) -> Result<(Vec<u8>, FlowTarget)> {
+    let tag = (id % crate::flow::verbs::MAX_FLOW_TAG as u64) as u32 + 1;
+    let c = crate::flow::verbs::compile_tagged(rule, port, Some(tag))?;
     Ok((c.bytes, c.target))
 }
 
-/// The control-path objects of a verbs port, kept in the port's control box. Drops the flows
-/// first, then the hashing QPs, tables, and (through their `Arc`s) QPs, WQs, CQs, PD, context.
-struct Control {
-    flows: Vec<flow::Flow>,
+/// The control-path objects of a verbs port, kept by the port (and by a DV port's
+/// `ControlPort`): the installed rules by number, and what they need. Drops the flows first,
+/// then the hashing QPs, tables, and (through their `Arc`s) QPs, WQs, CQs, PD, context.
+///
+/// Rules at run time: [`Rules::add`] is one more `ibv_create_flow`, [`Rules::remove`] one
+/// `ibv_destroy_flow`; the kernel inserts and deletes a steering entry atomically (mlx5:
+/// `mlx5_ib_create_flow` → `mlx5_add_flow_rules`, an FTE written by one firmware command), so a
+/// frame meets either the old set or the new one.
+///
+/// Per-rule hit counters are not offered here. On mlx5 a flow counts only when created with an
+/// `IBV_FLOW_SPEC_ACTION_COUNT` spec naming an `ibv_counters` object (`ibv_create_counters`,
+/// then `ibv_attach_counters_point_flow` to describe packets/bytes, read back with
+/// `ibv_read_counters`; rdma-core's libibverbs man pages of those calls). The object lives in
+/// the ioctl uAPI (`UVERBS_OBJECT_COUNTERS`; the kernel binds it to the flow's steering
+/// counter in drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_flow_counters_set_data`), which
+/// the emulated NIC does not serve. rawq creates no such object, so `Port::rule_hits` is `None`
+/// on verbs and DV.
+pub(crate) struct Rules {
+    flows: Vec<(u64, flow::Flow)>,
     single: Vec<Option<Arc<RssQp>>>,
     qps: Vec<Arc<RawQp>>,
     wqs: Vec<Arc<Wq>>,
     pd: Pd,
+    /// The device port the rules match on.
+    port: u8,
 }
 
-impl Control {
+impl Rules {
     fn wq(&self, q: u16) -> Result<Arc<Wq>> {
         self.wqs
             .get(q as usize)
@@ -94,8 +112,44 @@ impl Control {
             .ok_or_else(|| Error::Config(format!("rule names queue {q}, which does not exist")))
     }
 
+    /// Compiles and attaches rule number `id` after the installed ones.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for an RSS rule on queues that receive on their QPs (no receive
+    /// WQs to spread over: the port was opened without an RSS rule); rule compilation errors;
+    /// what [`flow::Flow::create`] reports.
+    pub(crate) fn add(&mut self, id: u64, rule: &Rule) -> Result<()> {
+        if self.wqs.is_empty() && matches!(rule.action, Action::Rss(_)) {
+            return Err(Error::Unsupported(
+                "an RSS rule on a verbs port opened without one: its queues receive on their \
+                 QPs, which an RSS table cannot spread over; open the port with an RSS rule (its \
+                 queues then receive on WQs) to add RSS rules later"
+                    .into(),
+            ));
+        }
+        let (mut bytes, target) = compile_rule(rule, id, self.port)?;
+        let f = self.install(&mut bytes, target, rule)?;
+        self.flows.push((id, f));
+        Ok(())
+    }
+
+    /// Detaches rule number `id`.
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] for a number not installed; [`Error::Os`] from
+    /// `ibv_destroy_flow` (the rule is then forgotten all the same: libibverbs frees the
+    /// handle).
+    pub(crate) fn remove(&mut self, id: u64) -> Result<()> {
+        let at = self
+            .flows
+            .iter()
+            .position(|(r, _)| *r == id)
+            .ok_or_else(|| Error::RuleHandle(format!("no rule {id} is installed")))?;
+        self.flows.remove(at).1.destroy()
+    }
+
     /// Attaches one compiled rule.
-    fn install(&mut self, bytes: &mut [u8], target: FlowTarget, rule: &Rule) -> Result<()> {
+    fn install(&mut self, bytes: &mut [u8], target: FlowTarget, rule: &Rule) -> Result<flow::Flow> {
         let qp: Arc<dyn QueuePair> = match target {
             FlowTarget::Queue(q) if self.wqs.is_empty() => {
                 self.qps.get(q as usize).cloned().ok_or_else(|| {
@@ -136,14 +190,28 @@ impl Control {
                 .cloned()
                 .ok_or_else(|| Error::Config("a port needs a queue".into()))?,
         };
-        self.flows.push(flow::Flow::create(qp, bytes)?);
-        Ok(())
+        flow::Flow::create(qp, bytes)
     }
 }
 
-/// Compiles and attaches `rules` for a port whose queues send on `qps` and, when `wqs` is not
-/// empty, receive on `wqs` (otherwise on the QPs' own RQs). The returned box owns the flows and
-/// every object they need; dropping it removes the rules. Used by the verbs and DV backends.
+impl crate::port::Control for Rules {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn add_rule(&mut self, id: u64, rule: &Rule) -> Result<()> {
+        self.add(id, rule)
+    }
+
+    fn remove_rule(&mut self, id: u64) -> Result<()> {
+        self.remove(id)
+    }
+}
+
+/// Compiles and attaches `rules` (numbered 0, 1, ...) for a port whose queues send on `qps`
+/// and, when `wqs` is not empty, receive on `wqs` (otherwise on the QPs' own RQs). The result
+/// owns the flows and every object they need; dropping it removes the rules. Used by the verbs
+/// and DV backends.
 ///
 /// # Errors
 /// Rule compilation errors, and what [`flow::Flow::create`], [`IndTable::new`] and
@@ -154,19 +222,21 @@ pub(crate) fn install_rules(
     wqs: Vec<Arc<Wq>>,
     rules: &[Rule],
     port: u8,
-) -> Result<Box<dyn Any + Send>> {
-    let mut control = Control {
+) -> Result<Rules> {
+    let mut control = Rules {
         flows: Vec::new(),
         single: Vec::new(),
         qps,
         wqs,
         pd: pd.clone(),
+        port,
     };
     for (i, rule) in rules.iter().enumerate() {
-        let (mut bytes, target) = compile_rule(rule, i, port)?;
-        control.install(&mut bytes, target, rule)?;
+        let (mut bytes, target) = compile_rule(rule, i as u64, port)?;
+        let f = control.install(&mut bytes, target, rule)?;
+        control.flows.push((i as u64, f));
     }
-    Ok(Box::new(control))
+    Ok(control)
 }
 
 /// What an RSS rule hashes on: the addresses of its IP version and the ports of its transport.
@@ -201,10 +271,7 @@ pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -
 }
 
 /// Opens a verbs port (see [`crate::Port::builder`]).
-pub(crate) fn open(
-    cfg: &PortConfig,
-    pool: &Mempool,
-) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
     let Backend::Verbs { device, port } = &cfg.backend else {
         return Err(Error::Config("not a verbs backend".into()));
     };
@@ -277,7 +344,7 @@ pub(crate) fn open(
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }
-    let control = install_rules(&pd, qps, wqs, &cfg.rules, port)?;
+    let control = Box::new(install_rules(&pd, qps, wqs, &cfg.rules, port)?);
     let info = PortInfo {
         backend: "verbs",
         device: format!("{device} port {port}"),

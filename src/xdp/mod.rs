@@ -11,7 +11,12 @@
 //!    with a BPF link. The link is a file descriptor: the program goes away when the port is
 //!    dropped **and** when the process dies, however it dies. With no rules, no program is
 //!    attached (the queues can still transmit).
-//! 4. If the interface already has an XDP program, opening fails with
+//! 4. Rules added or removed while the port runs ([`Port::add_rule`](crate::Port::add_rule))
+//!    recompile the program and swap it in on the link in one step (`BPF_LINK_UPDATE`); each
+//!    rule counts the frames it takes in a per-CPU map ([`Port::rule_hits`](crate::Port::rule_hits)).
+//!    The first rule of a port opened without rules attaches the program, removing the last
+//!    detaches it (`steer.rs`).
+//! 5. If the interface already has an XDP program, opening fails with
 //!    [`Error::XdpAlreadyAttached`] naming it; rawq never replaces a program.
 //!
 //! Zero-copy is tried first and copy mode is the fallback; [`PortInfo::mode`] says which one
@@ -66,9 +71,8 @@
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
-//! used from any thread.
+//! used from any thread, and rules added from any thread (the port remembers its namespace).
 
-use std::any::Any;
 use std::ffi::CString;
 
 use crate::config::{Backend, PortConfig, PortInfo, RxTimestamps};
@@ -84,13 +88,14 @@ pub mod phc;
 mod ring;
 mod rx;
 mod socket;
+mod steer;
 mod tx;
 pub mod umem;
 
 pub use netlink::{link_info, LinkInfo};
 pub use socket::Mode;
 
-use bpf::{Program, Stamp, Variant, XdpLink, XskMap};
+use bpf::{Stamp, XskMap};
 use socket::{RingSizes, XdpStatistics, Xsk};
 use umem::Umem;
 
@@ -176,14 +181,6 @@ pub fn link_holder(prog_id: u32) -> Option<String> {
         }
     }
     None
-}
-
-/// Control-path objects of an XDP port, dropped with the port: the link first (detaching the
-/// program), then the program and the map.
-struct Steering {
-    _link: Option<XdpLink>,
-    _prog: Option<Program>,
-    _map: XskMap,
 }
 
 /// Buffers the kernel holds for one queue (in the fill, rx, tx or completion ring, or in between),
@@ -382,10 +379,7 @@ fn busy_error(e: Error, ifname: &str, q: u16) -> Error {
 }
 
 /// Opens an AF_XDP port (see the module docs).
-pub(crate) fn open(
-    cfg: &PortConfig,
-    pool: &Mempool,
-) -> Result<(Vec<Queue>, PortInfo, Box<dyn Any + Send>)> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
     let Backend::Xdp { ifname } = &cfg.backend else {
         return Err(Error::Config("xdp::open called for another backend".into()));
     };
@@ -428,32 +422,8 @@ pub(crate) fn open(
             )?,
         },
     };
-    let prog = if will_attach {
-        let insns = bpf::compile_stamped(
-            &cfg.rules,
-            Variant::Steer {
-                xskmap_fd: map.as_raw_fd(),
-            },
-            stamp,
-        )?;
-        Some(match stamp {
-            // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
-            Stamp::Hardware { .. } => Program::load_for_device(&insns, "rawq_steer", ifindex)
-                .map_err(|e| match e.raw_os_error() {
-                    // The kernel binds a program only to a netdev whose driver has native XDP.
-                    Some(libc::EOPNOTSUPP) => Error::Unsupported(format!(
-                        "{ifname} cannot take the device-bound XDP program of \
-                         RxTimestamps::Hardware (EOPNOTSUPP from BPF_PROG_LOAD with \
-                         BPF_F_XDP_DEV_BOUND_ONLY): its driver has no native XDP. Use \
-                         RxTimestamps::Kernel"
-                    )),
-                    _ => e,
-                })?,
-            _ => Program::load(&insns, "rawq_steer")?,
-        })
-    } else {
-        None
-    };
+    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp)?;
+    let map = steering.map();
 
     let sizes = RingSizes {
         rx: cfg.rx_ring,
@@ -531,45 +501,7 @@ pub(crate) fn open(
         queues.push(Queue::new(q, Box::new(xq)));
     }
 
-    let link = match &prog {
-        Some(p) => match XdpLink::attach(p, ifindex) {
-            Ok(l) => Some(l),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
-                // Someone attached a program since we looked.
-                let prog_id = link_info(ifindex)?.xdp_prog_id.unwrap_or(0);
-                return Err(Error::XdpAlreadyAttached {
-                    ifname: ifname.clone(),
-                    prog_id,
-                    held_by: link_holder(prog_id),
-                });
-            }
-            // The driver refuses an XDP program for this MTU: without multi-buffer support a
-            // frame must fit one page (veth_xdp_set and most drivers return ERANGE).
-            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
-                let mtu = mtu.map_or("its".to_string(), |m| m.to_string());
-                return Err(Error::Unsupported(format!(
-                    "{ifname} refuses the XDP steering program at MTU {mtu} (ERANGE from \
-                     BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
-                     kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
-                     MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
-                )));
-            }
-            // A device-bound program only runs in the driver's own (native) XDP hook.
-            Err(e)
-                if e.raw_os_error() == Some(libc::EINVAL)
-                    && matches!(stamp, Stamp::Hardware { .. }) =>
-            {
-                return Err(Error::Unsupported(format!(
-                    "{ifname} refuses the device-bound XDP program of RxTimestamps::Hardware \
-                     (EINVAL from BPF_LINK_CREATE): such a program needs the driver's native \
-                     XDP, which {ifname}'s driver lacks (generic XDP cannot run it). Use \
-                     RxTimestamps::Kernel"
-                )));
-            }
-            Err(e) => return Err(Error::os("bpf(BPF_LINK_CREATE, BPF_XDP)", e)),
-        },
-        None => None,
-    };
+    steering.attach(mtu)?;
 
     let info = PortInfo {
         backend: "xdp",
@@ -577,12 +509,7 @@ pub(crate) fn open(
         mode: mode.name().into(),
         queues: cfg.queues,
     };
-    let control = Steering {
-        _link: link,
-        _prog: prog,
-        _map: map,
-    };
-    Ok((queues, info, Box::new(control)))
+    Ok((queues, info, Box::new(steering)))
 }
 
 #[cfg(test)]

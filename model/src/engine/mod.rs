@@ -169,6 +169,11 @@ impl<T> Table<T> {
         self.base..self.base + self.v.len() as u32
     }
 
+    /// How many objects are live.
+    pub(crate) fn live(&self) -> usize {
+        self.v.iter().filter(|t| t.is_some()).count()
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         self.v
             .iter()

@@ -17,7 +17,7 @@ use crate::ibverbs::wq::Wq;
 /// real hardware.
 pub struct ControlPort {
     // Dropped first: flows reference the QPs and WQs below.
-    rules: Option<Box<dyn std::any::Any + Send>>,
+    rules: Option<crate::ibverbs::Rules>,
     qps: Vec<Arc<RawQp>>,
     wqs: Vec<Arc<Wq>>,
     queues: Vec<(QueueRings, KeepAlive)>,
@@ -186,5 +186,38 @@ impl ControlPort {
             self.port,
         )?);
         Ok(())
+    }
+}
+
+/// Rules at run time on a DV port: one `ibv_create_flow` / `ibv_destroy_flow` each, on the
+/// port's receive WQs (see `crate::ibverbs::Rules`; no per-rule counters).
+impl crate::port::Control for ControlPort {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {
+        match &mut self.rules {
+            Some(r) => r.add(id, rule),
+            None => {
+                let mut r = crate::ibverbs::install_rules(
+                    &self.pd,
+                    self.qps.clone(),
+                    self.wqs.clone(),
+                    &[],
+                    self.port,
+                )?;
+                r.add(id, rule)?;
+                self.rules = Some(r);
+                Ok(())
+            }
+        }
+    }
+
+    fn remove_rule(&mut self, id: u64) -> Result<()> {
+        match &mut self.rules {
+            Some(r) => r.remove(id),
+            None => Err(Error::RuleHandle(format!("no rule {id} is installed"))),
+        }
     }
 }

@@ -178,11 +178,7 @@ pub(crate) fn open(
     cfg: &crate::port::PortConfig,
     opts: &ModelOptions,
     pool: &Mempool,
-) -> Result<(
-    Vec<crate::Queue>,
-    crate::PortInfo,
-    Box<dyn std::any::Any + Send>,
-)> {
+) -> Result<crate::port::Opened> {
     let mut o = opts.clone();
     o.queues = cfg.queues;
     o.sq_wqebbs = cfg.tx_ring;
@@ -207,7 +203,43 @@ pub(crate) fn open(
         mode: "software device".into(),
         queues: cfg.queues,
     };
-    Ok((queues, info, Box::new((thread, port))))
+    Ok((
+        queues,
+        info,
+        Box::new(ModelControl {
+            _thread: thread,
+            port,
+        }),
+    ))
+}
+
+/// The control objects of a [`Backend::Model`](crate::Backend) port: the model's thread
+/// (stopped first when the port is dropped) and the port.
+pub(crate) struct ModelControl {
+    // Dropped first: the thread stops before the port's objects go.
+    _thread: ModelThread,
+    port: ModelPort,
+}
+
+impl ModelControl {
+    /// The model port.
+    pub(crate) fn port(&self) -> &ModelPort {
+        &self.port
+    }
+}
+
+impl crate::port::Control for ModelControl {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {
+        self.port.add_rule(id, rule)
+    }
+
+    fn remove_rule(&mut self, id: u64) -> Result<()> {
+        self.port.remove_rule(id)
+    }
 }
 
 pub(crate) fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {

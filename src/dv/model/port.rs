@@ -32,6 +32,10 @@ struct PortQ {
 struct PortInner {
     opts: ModelOptions,
     qs: Vec<PortQ>,
+    /// The device flow and TIR of each installed rule, by rule number, in installation order.
+    rule_flows: Vec<(u64, u32, u32)>,
+    /// The flow and TIR that spread every frame by RSS while the port has no rules.
+    catch_all: Option<(u32, u32)>,
 }
 
 /// One modelled NIC port. Cheap to clone (a handle); `Send + Sync`.
@@ -163,35 +167,71 @@ impl ModelPort {
             qs.push(q);
         }
         let rqns: Vec<u32> = qs.iter().map(|q| q.rqn).collect();
-        if opts.rules.is_empty() {
-            // No rules: every frame is taken, spread by RSS over all queues.
-            let tirn = hw.create_tir_any(TirDesc {
-                rqns: rqns.clone(),
-                hash: rss_all(),
-            })?;
-            hw.create_flow(FlowDesc {
-                tirn,
-                priority: 0,
-                dont_trap: false,
-                specs: Vec::new(),
-            })?;
-        }
+        let catch_all = if opts.rules.is_empty() {
+            Some(create_catch_all(&hw, &rqns)?)
+        } else {
+            None
+        };
+        let mut rule_flows = Vec::new();
         for (k, r) in opts.rules.iter().enumerate() {
-            let table: Vec<u32> = match &r.action {
-                Action::Queue(q) => vec![rqns[*q as usize]],
-                Action::Rss(set) => set.iter().map(|&q| rqns[q as usize]).collect(),
-                Action::Drop => vec![rqns[0]],
-            };
-            let tirn = hw.create_tir_any(TirDesc {
-                rqns: table,
-                hash: rss_all(),
-            })?;
-            hw.create_flow(rule_to_flow(r, tirn, k as u32 + 1))?;
+            let (flow, tir) = create_rule_flow(&hw, &rqns, r, k as u64)?;
+            rule_flows.push((k as u64, flow, tir));
         }
         Ok(ModelPort {
             hw,
-            inner: Arc::new(Mutex::new(PortInner { opts, qs })),
+            inner: Arc::new(Mutex::new(PortInner {
+                opts,
+                qs,
+                rule_flows,
+                catch_all,
+            })),
         })
+    }
+
+    /// Installs `rule` as rule number `id` while the port runs: a TIR and a flow on the device,
+    /// created after every flow there (among equal priorities the device tries flows in the
+    /// order of their numbers, which it reuses: an added rule overlapping an installed one of
+    /// the same priority may be tried before it). Its frames carry the flow tag `id + 1`
+    /// (modulo the 24-bit tag). On a port without rules, whose frames the catch-all RSS flow
+    /// takes, the first rule replaces that flow: from then on frames no rule takes go to the
+    /// kernel, as if the port had been opened with the rule.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a rule naming a queue the port lacks, or when the device refuses.
+    pub fn add_rule(&self, id: u64, rule: &Rule) -> Result<()> {
+        let mut inner = self.lock();
+        rule.validate(inner.qs.len() as u16)?;
+        let rqns: Vec<u32> = inner.qs.iter().map(|q| q.rqn).collect();
+        let (flow, tir) = create_rule_flow(&self.hw, &rqns, rule, id)?;
+        inner.rule_flows.push((id, flow, tir));
+        if let Some((flow, tir)) = inner.catch_all.take() {
+            self.hw.destroy_flow(flow)?;
+            self.hw.destroy_tir(tir)?;
+        }
+        Ok(())
+    }
+
+    /// Removes rule number `id` (its flow, then its TIR). Removing the last rule brings back
+    /// the catch-all RSS flow of a port without rules.
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] for a number not installed; [`Error::Config`] when the device
+    /// refuses.
+    pub fn remove_rule(&self, id: u64) -> Result<()> {
+        let mut inner = self.lock();
+        let Some(at) = inner.rule_flows.iter().position(|(r, _, _)| *r == id) else {
+            return Err(Error::RuleHandle(format!(
+                "the model port has no rule {id}"
+            )));
+        };
+        if inner.rule_flows.len() == 1 {
+            let rqns: Vec<u32> = inner.qs.iter().map(|q| q.rqn).collect();
+            inner.catch_all = Some(create_catch_all(&self.hw, &rqns)?);
+        }
+        let (_, flow, tir) = inner.rule_flows.remove(at);
+        self.hw.destroy_flow(flow)?;
+        self.hw.destroy_tir(tir)?;
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, PortInner> {
@@ -409,6 +449,47 @@ impl Recover for ModelRecover {
     }
     fn quiesce(&mut self) {
         self.port.close_queue(self.q);
+    }
+}
+
+/// The flow that takes every frame, spread by RSS over all queues (a port without rules).
+fn create_catch_all(hw: &Hw, rqns: &[u32]) -> Result<(u32, u32)> {
+    let tirn = hw.create_tir_any(TirDesc {
+        rqns: rqns.to_vec(),
+        hash: rss_all(),
+    })?;
+    let flow = hw.create_flow(FlowDesc {
+        tirn,
+        priority: 0,
+        dont_trap: false,
+        specs: Vec::new(),
+    })?;
+    Ok((flow, tirn))
+}
+
+/// The TIR and flow of rule number `id` (flow tag `id + 1`, wrapped to 24 bits).
+fn create_rule_flow(hw: &Hw, rqns: &[u32], r: &Rule, id: u64) -> Result<(u32, u32)> {
+    let rq = |q: u16| {
+        rqns.get(q as usize)
+            .copied()
+            .ok_or_else(|| Error::Config(format!("rule names queue {q}, which does not exist")))
+    };
+    let table: Vec<u32> = match &r.action {
+        Action::Queue(q) => vec![rq(*q)?],
+        Action::Rss(set) => set.iter().map(|&q| rq(q)).collect::<Result<_>>()?,
+        Action::Drop => vec![rq(0)?],
+    };
+    let tirn = hw.create_tir_any(TirDesc {
+        rqns: table,
+        hash: rss_all(),
+    })?;
+    let tag = (id % crate::flow::verbs::MAX_FLOW_TAG as u64) as u32 + 1;
+    match hw.create_flow(rule_to_flow(r, tirn, tag)) {
+        Ok(flow) => Ok((flow, tirn)),
+        Err(e) => {
+            let _ = hw.destroy_tir(tirn);
+            Err(e.into())
+        }
     }
 }
 

@@ -56,7 +56,10 @@
 use std::os::fd::RawFd;
 
 use super::insn::{AluOp, Asm, AsmError, Insn, JmpOp, Label, Reg};
-use super::sys::{action, HELPER_KTIME_GET_NS, HELPER_REDIRECT_MAP, HELPER_XDP_ADJUST_META};
+use super::sys::{
+    action, HELPER_KTIME_GET_NS, HELPER_MAP_LOOKUP_ELEM, HELPER_REDIRECT_MAP,
+    HELPER_XDP_ADJUST_META,
+};
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, MacMatch, Rule};
 
@@ -125,6 +128,7 @@ const SLOT_SPORT: i16 = -32; // L4 source port, or NONE16
 const SLOT_DPORT: i16 = -40; // L4 destination port, or NONE16
 const SLOT_CTX: i16 = -48; // the context pointer (stamping programs)
 const SLOT_HWTS: i16 = -56; // the kfunc's output (Stamp::Hardware)
+const SLOT_COUNT_KEY: i16 = -64; // the per-rule counter's key (Counting)
 const NONE8: i32 = 0x100;
 const NONE16: i32 = 0x1_0000;
 
@@ -155,6 +159,38 @@ pub fn compile(rules: &[Rule], variant: Variant) -> Result<Vec<Insn>> {
 /// # Errors
 /// As [`compile`].
 pub fn compile_stamped(rules: &[Rule], variant: Variant, stamp: Stamp) -> Result<Vec<Insn>> {
+    compile_counted(rules, variant, stamp, None)
+}
+
+/// Per-rule hit counters of a steering program: a `BPF_MAP_TYPE_PERCPU_ARRAY` of `u64`
+/// ([`super::sys::PerCpuCounters`]) and, for each rule (in the order of the slice compiled), the
+/// key of its counter.
+#[derive(Clone, Copy, Debug)]
+pub struct Counting<'a> {
+    /// File descriptor of the per-CPU array.
+    pub map_fd: RawFd,
+    /// `slots[i]`: the counter key of rule `i`.
+    pub slots: &'a [u32],
+}
+
+/// As [`compile_stamped`]; with `count`, a [`Variant::Steer`] program adds 1 to rule `i`'s
+/// counter (this CPU's copy of key `count.slots[i]`) whenever rule `i` takes a frame (is the
+/// rule [`flow::classify`](crate::flow::classify) picks), before its action: a frame a rule
+/// drops or leaves to the kernel (a `Queue(q)` rule on another netdev queue) is counted too.
+///
+/// # Errors
+/// As [`compile`]; [`Error::Config`] when `count.slots` is shorter than `rules`.
+pub fn compile_counted(
+    rules: &[Rule],
+    variant: Variant,
+    stamp: Stamp,
+    count: Option<Counting<'_>>,
+) -> Result<Vec<Insn>> {
+    if count.is_some_and(|c| c.slots.len() < rules.len()) {
+        return Err(Error::Config(
+            "compile_counted: fewer counter slots than rules".into(),
+        ));
+    }
     let mut a = Asm::new();
     let stamp = match variant {
         Variant::Steer { .. } => stamp,
@@ -185,7 +221,12 @@ pub fn compile_stamped(rules: &[Rule], variant: Variant, stamp: Stamp) -> Result
                 a.emit(Insn::mov64_imm(Reg::R0, (VERDICT_BASE + i as u32) as i32));
                 a.emit(Insn::exit());
             }
-            Variant::Steer { .. } => emit_action(&mut a, &rules[i].action, pass, redirect),
+            Variant::Steer { .. } => {
+                if let Some(c) = count {
+                    emit_count(&mut a, c.map_fd, c.slots[i]);
+                }
+                emit_action(&mut a, &rules[i].action, pass, redirect)
+            }
         }
         redirects |= matches!(rules[i].action, Action::Queue(_) | Action::Rss(_));
         a.bind(next);
@@ -268,6 +309,24 @@ fn emit_stamp(a: &mut Asm, stamp: Stamp) {
             a.emit(Insn::st_dw(R2, meta::HW_NS_AT as i16, 0));
         }
     }
+    a.bind(done);
+}
+
+/// `(*bpf_map_lookup_elem(map, &slot))++` when the lookup finds the slot. Clobbers R0-R5 (the
+/// helper call); the parse results (stack, R6-R9) survive. A per-CPU value needs no atomic add:
+/// XDP runs with migration disabled, and only this CPU writes its copy.
+fn emit_count(a: &mut Asm, map_fd: RawFd, slot: u32) {
+    use Reg::*;
+    let done = a.label();
+    a.emit(Insn::st_w(R10, SLOT_COUNT_KEY, slot as i32));
+    a.emit_all(&Insn::ld_map_fd(R1, map_fd));
+    a.emit(Insn::mov64_reg(R2, R10));
+    a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_COUNT_KEY as i32));
+    a.emit(Insn::call(HELPER_MAP_LOOKUP_ELEM));
+    a.jmp_imm(JmpOp::Jeq, R0, 0, done);
+    a.emit(Insn::ldx_dw(R1, R0, 0));
+    a.emit(Insn::alu64_imm(AluOp::Add, R1, 1));
+    a.emit(Insn::stx_dw(R0, 0, R1));
     a.bind(done);
 }
 

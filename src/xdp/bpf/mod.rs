@@ -7,6 +7,9 @@ pub mod compile;
 pub mod insn;
 pub mod sys;
 
-pub use compile::{compile, compile_stamped, meta, Stamp, Variant, VERDICT_BASE, VERDICT_NONE};
+pub use compile::{
+    compile, compile_counted, compile_stamped, meta, Counting, Stamp, Variant, VERDICT_BASE,
+    VERDICT_NONE,
+};
 pub use insn::{Asm, Insn, Label, Reg};
-pub use sys::{action, Program, XdpLink, XskMap};
+pub use sys::{action, PerCpuCounters, Program, XdpLink, XskMap};

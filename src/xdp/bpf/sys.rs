@@ -22,6 +22,9 @@ const BPF_PROG_LOAD: i32 = 5;
 const BPF_PROG_TEST_RUN: i32 = 10;
 const BPF_OBJ_GET_INFO_BY_FD: i32 = 15;
 const BPF_LINK_CREATE: i32 = 28;
+const BPF_LINK_UPDATE: i32 = 29;
+/// `BPF_F_REPLACE`: `BPF_LINK_UPDATE` swaps only if the link still runs `old_prog_fd`'s program.
+const BPF_F_REPLACE: u32 = 1 << 2;
 
 /// `BPF_MAP_TYPE_XSKMAP`.
 const MAP_TYPE_XSKMAP: u32 = 17;
@@ -131,6 +134,16 @@ struct LinkCreateAttr {
     target_ifindex: u32,
     attach_type: u32,
     flags: u32,
+}
+
+/// `link_update` of `union bpf_attr` (`include/uapi/linux/bpf.h`, kernel 5.7).
+#[repr(C)]
+#[derive(Default)]
+struct LinkUpdateAttr {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
 }
 
 /// Calls `bpf(cmd, attr, sizeof attr)`.
@@ -412,6 +425,26 @@ impl XdpLink {
             fd: fd_from(fd),
             ifindex,
         })
+    }
+
+    /// Replaces the link's program `old` by `new` in one step (`BPF_LINK_UPDATE` with
+    /// `BPF_F_REPLACE`, kernel 5.9 for XDP links). The kernel swaps the interface's program
+    /// pointer (net/core/dev.c `bpf_xdp_link_update` → `dev_xdp_install`); a driver reads that
+    /// pointer once per frame (or per NAPI poll) under RCU, so every frame runs entirely under
+    /// the old program or entirely under the new one, and none is seen by no program.
+    ///
+    /// # Errors
+    /// The raw OS error: EPERM when the link no longer runs `old` (someone else updated it),
+    /// EINVAL for a program of another type or device binding, ENOLINK when the interface is
+    /// gone.
+    pub fn update(&self, new: &Program, old: &Program) -> io::Result<()> {
+        let mut a = LinkUpdateAttr {
+            link_fd: self.fd.as_raw_fd() as u32,
+            new_prog_fd: new.as_raw_fd() as u32,
+            flags: BPF_F_REPLACE,
+            old_prog_fd: old.as_raw_fd() as u32,
+        };
+        bpf(BPF_LINK_UPDATE, &mut a).map(|_| ())
     }
 
     /// The interface it is attached to.
