@@ -413,12 +413,16 @@ impl Port {
     /// * loopback: [`Error::Unsupported`] (it has no steering).
     ///
     /// # Errors
-    /// [`Error::Rule`] for a rule that fails validation (as at open); what the backend reports
+    /// [`Error::Rule`] for a rule that fails validation or would share a flow-table entry with
+    /// an installed rule ([`flow::validate_rules`](crate::flow::validate_rules), as at open);
+    /// what the backend reports
     /// when it cannot install the rule (then nothing changed): on verbs and DV an RSS rule on a
     /// port opened without one is [`Error::Unsupported`] (its queues receive on their QPs, not
     /// on WQs an RSS table can spread over; open the port with an RSS rule).
     pub fn add_rule(&mut self, rule: Rule) -> Result<RuleHandle> {
-        rule.validate(self.queue_count)?;
+        let mut all: Vec<Rule> = self.rules.iter().map(|(_, r)| r.clone()).collect();
+        all.push(rule.clone());
+        crate::flow::validate_rules(&all, self.queue_count)?;
         let id = self.next_rule;
         self._control.add_rule(id, &rule)?;
         self.next_rule += 1;

@@ -224,6 +224,13 @@ fn bad_handles_and_bad_rules_are_errors() {
         .add_rule(rule("udp dst-port 9000 -> queue 5"))
         .expect_err("queue 5 of 2");
     assert!(matches!(e, Error::Rule(_)), "{e:?}");
+    // As at open: a rule that would share a flow-table entry with an installed one (the kernel
+    // answers the second ibv_create_flow with EEXIST: rawq::flow::order::check_collisions).
+    let e = a
+        .add_rule(rule("udp dst-port 7777 -> queue 1"))
+        .expect_err("the same match at the same priority as the rule given at open");
+    assert!(matches!(e, Error::Rule(_)), "{e:?}");
+    assert_eq!(a.rules().len(), 1, "the refused rule is not installed");
     let (open_handle, _) = a.rules()[0];
     a.remove_rule(open_handle)
         .expect("a rule given at open can go too");
