@@ -97,16 +97,31 @@ pub mod port {
     pub const SPEED_EDR: u8 = 32;
 }
 
-/// Striding RQ limits (`mlx5_ib_striding_rq_caps`), those of a ConnectX-5.
+/// Striding RQ limits (`mlx5_ib_striding_rq_caps`), as the kernel sets them (Linux
+/// drivers/infiniband/hw/mlx5/main.c, `mlx5_ib_query_device`; mlx5_ib.h
+/// `MLX5_{MIN,MAX}_SINGLE_STRIDE_LOG_NUM_BYTES`, `MLX5_{EXT_MIN,MIN,MAX}_SINGLE_WQE_LOG_NUM_STRIDES`).
 pub mod striding {
     /// Smallest stride, log2 bytes.
     pub const MIN_STRIDE_LOG: u32 = 6;
     /// Largest stride, log2 bytes.
     pub const MAX_STRIDE_LOG: u32 = 13;
-    /// Fewest strides per WQE, log2.
-    pub const MIN_STRIDES_LOG: u32 = 3;
+    /// Fewest strides per WQE, log2, on a device with the `ext_stride_num_range` capability.
+    pub const EXT_MIN_STRIDES_LOG: u32 = 3;
+    /// Fewest strides per WQE, log2, on a device without it.
+    pub const BASE_MIN_STRIDES_LOG: u32 = 9;
     /// Most strides per WQE, log2.
     pub const MAX_STRIDES_LOG: u32 = 16;
+
+    /// Fewest strides per WQE (log2) the kernel advertises and accepts: 2^3 only with
+    /// `ext_stride_num_range` (main.c `mlx5_ib_query_device`; qp.c `prepare_user_rq` refuses
+    /// fewer with EINVAL).
+    pub fn min_strides_log(ext_stride_num_range: bool) -> u32 {
+        if ext_stride_num_range {
+            EXT_MIN_STRIDES_LOG
+        } else {
+            BASE_MIN_STRIDES_LOG
+        }
+    }
 }
 
 /// The device clock (`device_frequency_khz`; a ConnectX-5 core clock runs at 156.25 MHz).

@@ -211,11 +211,12 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     r.rss_caps.max_rwq_indirection_table_size = 1 << caps::LOG_MAX_RWQ_IND_TBL;
     r.response_length = std::mem::size_of_val(&r).min(a.core_out.1) as u32;
     a.response(&r)?;
-    a.udata_response(&mlx5_query_device())
+    a.udata_response(&mlx5_query_device(c.dev.cfg.ext_stride_range))
 }
 
-/// The mlx5 part of EX_QUERY_DEVICE: what rawq's model implements.
-fn mlx5_query_device() -> mlx5_ib_query_device_resp {
+/// The mlx5 part of EX_QUERY_DEVICE: what rawq's model implements (the striding minimum per
+/// `ext_stride_range`, [`striding::min_strides_log`]).
+fn mlx5_query_device(ext_stride_range: bool) -> mlx5_ib_query_device_resp {
     let mut d = mlx5_ib_query_device_resp {
         comp_mask: 0,
         response_length: std::mem::size_of::<mlx5_ib_query_device_resp>() as u32,
@@ -243,7 +244,8 @@ fn mlx5_query_device() -> mlx5_ib_query_device_resp {
     // Packet pacing: off (packet_pacing_caps all zero).
     d.striding_rq_caps.min_single_stride_log_num_of_bytes = striding::MIN_STRIDE_LOG;
     d.striding_rq_caps.max_single_stride_log_num_of_bytes = striding::MAX_STRIDE_LOG;
-    d.striding_rq_caps.min_single_wqe_log_num_of_strides = striding::MIN_STRIDES_LOG;
+    d.striding_rq_caps.min_single_wqe_log_num_of_strides =
+        striding::min_strides_log(ext_stride_range);
     d.striding_rq_caps.max_single_wqe_log_num_of_strides = striding::MAX_STRIDES_LOG;
     d.striding_rq_caps.supported_qpts = 1 << IB_UVERBS_QPT_RAW_PACKET;
     d

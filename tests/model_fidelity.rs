@@ -1,0 +1,106 @@
+//! Device-model fidelity on the emulated ConnectX (issue 18, audit items 4 and 5): behaviours
+//! the model and the emulator must take from the vendor sources, each checked through the
+//! unmodified libibverbs + libmlx5 (a C probe under `scripts/emu.sh`) or through rawq.
+//! Needs the examples built (`cargo build --all-features --examples`) and the rdma-core
+//! headers (libibverbs-dev) for the probe.
+#![cfg(feature = "mlx5")]
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use support::emu::{emu_sh, serial, tempdir, text};
+
+/// Runs `cmd` under `scripts/emu.sh OPTS`; its output and whether it succeeded.
+fn on_emu(opts: &[&str], cmd: &[&str], dir: &Path) -> (bool, String) {
+    let out = emu_sh(None, Some(120), opts, cmd, &dir.join("model.stats"))
+        .output()
+        .expect("run scripts/emu.sh");
+    (out.status.success(), text(&out))
+}
+
+/// Builds tests/c/stride_caps.c and runs it on the emulated NIC with `opts`: its `name value`
+/// lines.
+fn stride_probe(opts: &[&str]) -> HashMap<String, i64> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempdir("fidelity-strides");
+    let exe = dir.join("stride_caps");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/c/stride_caps.c"))
+        .args(["-libverbs", "-lmlx5"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run the C compiler `{cc}` ({e}): install build-essential")
+        });
+    assert!(
+        built.status.success(),
+        "building the stride probe (needs libibverbs-dev):\n{}",
+        text(&built)
+    );
+    let (ok, out) = on_emu(opts, &[exe.to_str().unwrap()], &dir);
+    assert!(ok, "stride probe with {opts:?} failed:\n{out}");
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// The kernel advertises 2^3 strides per WQE as the minimum only when the device has
+/// `ext_stride_num_range`, 2^9 otherwise (Linux drivers/infiniband/hw/mlx5/main.c,
+/// `mlx5_ib_query_device`, striding_rq_caps), and refuses a WQ below the minimum with EINVAL
+/// (qp.c, `prepare_user_rq`). The emulator models both devices (`--ext-stride-range on|off`).
+#[test]
+fn striding_caps_follow_ext_stride_num_range() {
+    let _one = serial();
+    let ext = stride_probe(&[]);
+    assert_eq!(ext.get("min_log_strides"), Some(&3), "{ext:?}");
+    assert_eq!(ext.get("max_log_strides"), Some(&16), "{ext:?}");
+    assert_eq!(ext.get("create_3"), Some(&0), "{ext:?}");
+    assert_eq!(ext.get("create_9"), Some(&0), "{ext:?}");
+    let base = stride_probe(&["--ext-stride-range", "off"]);
+    assert_eq!(base.get("min_log_strides"), Some(&9), "{base:?}");
+    assert_eq!(base.get("max_log_strides"), Some(&16), "{base:?}");
+    assert_eq!(
+        base.get("create_3"),
+        Some(&(libc::EINVAL as i64)),
+        "{base:?}"
+    );
+    assert_eq!(base.get("create_9"), Some(&0), "{base:?}");
+}
+
+/// rawq's striding RQ (one pool buffer per stride, at most 16 strides) is valid on a device
+/// with `ext_stride_num_range`; on one without it (at least 512 strides per WQE) rawq refuses
+/// it before creating anything, saying why and what to use instead.
+#[test]
+fn rawq_striding_rq_on_a_device_without_ext_stride_range_is_refused_clearly() {
+    let _one = serial();
+    let dir = tempdir("fidelity-rawq-strides");
+    let pktgen = support::example("pktgen");
+    let args = [
+        pktgen.to_str().unwrap(),
+        "-b",
+        "dv",
+        "-d",
+        "mlx5_0",
+        "--txrx",
+        "-n",
+        "100",
+        "--rq",
+        "striding",
+    ];
+    let (ok, out) = on_emu(&[], &args, &dir);
+    assert!(ok, "striding RQ with ext_stride_num_range:\n{out}");
+    let (ok, out) = on_emu(&["--ext-stride-range", "off"], &args, &dir);
+    assert!(
+        !ok,
+        "a 2^3-stride RQ was created on a 2^9-minimum device:\n{out}"
+    );
+    assert!(
+        out.contains("2^9") && out.contains("ext_stride_num_range") && out.contains("--rq cyclic"),
+        "{out}"
+    );
+}
