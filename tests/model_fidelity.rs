@@ -104,3 +104,47 @@ fn rawq_striding_rq_on_a_device_without_ext_stride_range_is_refused_clearly() {
         "{out}"
     );
 }
+
+/// The minimum inline mode is the device's, independent of the part it claims
+/// (`--min-inline l2 --part cx5`: a ConnectX-5 id in a mode demanding the L2 header, as some VF
+/// / e-switch setups do; the kernel reports it in `eth_min_inline`, mlx5_ib main.c
+/// `mlx5_ib_alloc_ucontext`, which mlx5dv does not expose). rawq guesses "none" from the
+/// ConnectX-5 id; the device refuses those sends (`MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR`), and
+/// rawq says so, naming RAWQ_DV_MIN_INLINE=18; with it set, the same run passes.
+#[test]
+fn wrong_min_inline_guess_is_reported_and_the_override_fixes_it() {
+    let _one = serial();
+    let dir = tempdir("fidelity-inline");
+    let pktgen = support::example("pktgen");
+    let args = [
+        pktgen.to_str().unwrap(),
+        "-b",
+        "dv",
+        "-d",
+        "mlx5_0",
+        "--txrx",
+        "-n",
+        "100",
+    ];
+    let opts = ["--min-inline", "l2", "--part", "cx5"];
+    let (_, out) = on_emu(&opts, &args, &dir);
+    assert!(
+        out.contains("0 packets"),
+        "sends without the inline header went out:\n{out}"
+    );
+    assert!(
+        out.contains("RAWQ_DV_MIN_INLINE=18") && out.contains("inline L2 header"),
+        "{out}"
+    );
+    let out = emu_sh(None, Some(120), &opts, &args, &dir.join("model.stats"))
+        .env("RAWQ_DV_MIN_INLINE", "18")
+        .output()
+        .expect("run scripts/emu.sh");
+    let all = text(&out);
+    assert!(out.status.success(), "with the override:\n{all}");
+    assert!(
+        all.contains("min inline 18 (set by RAWQ_DV_MIN_INLINE)")
+            && all.contains("tx: 100 packets"),
+        "{all}"
+    );
+}

@@ -19,14 +19,22 @@ pub const MLX5_ABI: u32 = 1;
 pub const PCI_VENDOR: u16 = 0x15b3;
 /// IEEE OUI reported as `vendor_id` (0x02c9, Mellanox).
 pub const VENDOR_ID: u32 = 0x02c9;
-/// The part the device claims to be, from the inline mode it emulates: a ConnectX-5 (PCI
-/// 0x1017, `vendor_part_id` 4119) needs no inline header; a ConnectX-4 Lx (0x1015, 4117) needs
-/// the L2 header inline. Both are in `mlx5.c: mlx5_hca_table`; drivers that have no DevX pick
-/// the inline mode by this id (DPDK's mlx5 PMD, rawq's DV backend), libmlx5 by `eth_min_inline`.
-pub fn part(min_inline: crate::config::MinInline) -> (u16, u32) {
-    match min_inline {
-        crate::config::MinInline::None => (0x1017, 4119),
-        crate::config::MinInline::L2 => (0x1015, 4117),
+/// The part the device claims to be (PCI device id, `vendor_part_id`): a ConnectX-5 (0x1017,
+/// 4119) or a ConnectX-4 Lx (0x1015, 4117), both in `mlx5.c: mlx5_hca_table`. By default the
+/// part follows the inline mode (ConnectX-5 needs no inline header, ConnectX-4 Lx the L2 one);
+/// `RAWQ_EMU_PART` sets it on its own, since the mode is the device's configuration, not its
+/// part's (a ConnectX-5 VF can demand the L2 header: the kernel reports the mode in
+/// `eth_min_inline`, mlx5_ib main.c `mlx5_ib_alloc_ucontext`). Drivers without DevX guess the
+/// mode from this id (DPDK's mlx5 PMD, rawq's DV backend); libmlx5 reads `eth_min_inline`.
+pub fn part(cfg: &crate::config::Config) -> (u16, u32) {
+    use crate::config::{MinInline, Part};
+    let p = cfg.part.unwrap_or(match cfg.min_inline {
+        MinInline::None => Part::Cx5,
+        MinInline::L2 => Part::Cx4Lx,
+    });
+    match p {
+        Part::Cx5 => (0x1017, 4119),
+        Part::Cx4Lx => (0x1015, 4117),
     }
 }
 /// Firmware version: mlx5 prints `fw_ver` bits 32/16/0 as major.minor.sub

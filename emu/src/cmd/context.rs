@@ -130,7 +130,7 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
 }
 
 /// The base device attributes (`copy_query_dev_fields`).
-fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device_resp {
+fn device_attr(id: caps::Ident, cfg: &crate::config::Config) -> ib_uverbs_query_device_resp {
     let guid = id.node_guid().to_be();
     ib_uverbs_query_device_resp {
         fw_ver: caps::fw_ver(),
@@ -139,7 +139,7 @@ fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device
         max_mr_size: u64::MAX,
         page_size_cap: !0xfff,
         vendor_id: caps::VENDOR_ID,
-        vendor_part_id: caps::part(min_inline).1,
+        vendor_part_id: caps::part(cfg).1,
         hw_ver: 0,
         max_qp: 1 << 18,
         max_qp_wr: caps::MAX_QP_WR,
@@ -171,7 +171,7 @@ fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device
 
 pub(super) fn query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let _req: ib_uverbs_query_device = a.request()?;
-    a.response(&device_attr(c.dev.ident, c.dev.cfg.min_inline))
+    a.response(&device_attr(c.dev.ident, &c.dev.cfg))
 }
 
 /// `IB_UVERBS_RAW_PACKET_CAP_*`: CVLAN stripping and IP checksum offload (the model has no FCS
@@ -191,7 +191,7 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if a.drv_out.1 != 0 && a.drv_out.1 < 8 {
         return Err(EINVAL);
     }
-    let base = device_attr(c.dev.ident, c.dev.cfg.min_inline);
+    let base = device_attr(c.dev.ident, &c.dev.cfg);
     let mut r = ib_uverbs_ex_query_device_resp {
         base,
         device_cap_flags_ex: u64::from(base.device_cap_flags),
