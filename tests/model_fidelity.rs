@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashMap;
 use std::path::Path;
 
-use support::emu::{emu_sh, serial, tempdir, text};
+use support::emu::{emu_sh, last_counter, serial, tempdir, text};
 
 /// Runs `cmd` under `scripts/emu.sh OPTS`; its output and whether it succeeded.
 fn on_emu(opts: &[&str], cmd: &[&str], dir: &Path) -> (bool, String) {
@@ -20,17 +20,15 @@ fn on_emu(opts: &[&str], cmd: &[&str], dir: &Path) -> (bool, String) {
     (out.status.success(), text(&out))
 }
 
-/// Builds tests/c/stride_caps.c and runs it on the emulated NIC with `opts`: its `name value`
-/// lines.
-fn stride_probe(opts: &[&str]) -> HashMap<String, i64> {
+/// Builds tests/c/NAME.c (linked with libibverbs and libmlx5) into `dir`.
+fn probe(name: &str, dir: &Path) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempdir("fidelity-strides");
-    let exe = dir.join("stride_caps");
+    let exe = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = std::process::Command::new(&cc)
         .args(["-O1", "-Wall", "-o"])
         .arg(&exe)
-        .arg(root.join("tests/c/stride_caps.c"))
+        .arg(root.join(format!("tests/c/{name}.c")))
         .args(["-libverbs", "-lmlx5"])
         .output()
         .unwrap_or_else(|e| {
@@ -38,9 +36,17 @@ fn stride_probe(opts: &[&str]) -> HashMap<String, i64> {
         });
     assert!(
         built.status.success(),
-        "building the stride probe (needs libibverbs-dev):\n{}",
+        "building the {name} probe (needs libibverbs-dev):\n{}",
         text(&built)
     );
+    exe
+}
+
+/// Builds tests/c/stride_caps.c and runs it on the emulated NIC with `opts`: its `name value`
+/// lines.
+fn stride_probe(opts: &[&str]) -> HashMap<String, i64> {
+    let dir = tempdir("fidelity-strides");
+    let exe = probe("stride_caps", &dir);
     let (ok, out) = on_emu(opts, &[exe.to_str().unwrap()], &dir);
     assert!(ok, "stride probe with {opts:?} failed:\n{out}");
     out.lines()
@@ -147,4 +153,32 @@ fn wrong_min_inline_guess_is_reported_and_the_override_fixes_it() {
             && all.contains("tx: 100 packets"),
         "{all}"
     );
+}
+
+/// A CQ created with `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` does not overrun (the kernel sets the
+/// CQ context's `oi` bit: Linux drivers/infiniband/hw/mlx5/cq.c `mlx5_ib_create_cq`): four
+/// send completions into a 2-entry CQ nobody polls are all written and no CQ error is raised;
+/// without the flag the same CQ overruns at the third.
+#[test]
+fn ignore_overrun_cq_takes_every_completion() {
+    let _one = serial();
+    let dir = tempdir("fidelity-overrun");
+    let exe = probe("cq_overrun", &dir);
+    for (flag, overruns, cqes) in [("0", 1, 2), ("1", 0, 4)] {
+        let stats = dir.join(format!("model-{flag}.stats"));
+        let out = emu_sh(None, Some(120), &[], &[exe.to_str().unwrap(), flag], &stats)
+            .output()
+            .expect("run scripts/emu.sh");
+        let all = text(&out);
+        assert!(out.status.success(), "flag {flag}:\n{all}");
+        assert_eq!(
+            (
+                last_counter(&stats, "cq_overruns"),
+                last_counter(&stats, "tx_cqes")
+            ),
+            (Some(overruns), Some(cqes)),
+            "IGNORE_OVERRUN {flag}:\n{all}\n{}",
+            std::fs::read_to_string(&stats).unwrap_or_default()
+        );
+    }
 }

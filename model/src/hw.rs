@@ -379,6 +379,18 @@ impl Hw {
         Ok(())
     }
 
+    /// Makes CQ `cqn` ignore overrun (or check it again): the CQ context's `oi` bit, which the
+    /// kernel sets for a CQ created with `IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN` (Linux
+    /// drivers/infiniband/hw/mlx5/cq.c, `mlx5_ib_create_cq`). The device then writes every
+    /// CQE due, over unread ones when the CQ is full, and raises no CQ error.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown CQ.
+    pub fn set_cq_ignore_overrun(&self, cqn: u32, on: bool) -> Result<()> {
+        self.lock().cq_mut(cqn)?.ignore_overrun = on;
+        Ok(())
+    }
+
     /// Creates a TIR over existing RQs; returns the tirn.
     ///
     /// # Errors
