@@ -26,9 +26,14 @@
 //!   word there before [`Hw::create_cq`], after libmlx5 zeroed it; the device never writes
 //!   the record); the UAR doorbell is not polled. One [`HwEvent::Completion`] per arm.
 //! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
-//!   The kernel also sets `rx_hash_symmetric` on such TIRs; the model hashes plain Toeplitz
-//!   (the symmetric variant's exact input order is not in the sources read), so hash values
-//!   may differ from a real NIC while the spreading behaves the same.
+//!   The TIR hashes plain Toeplitz over the key the application gave, as the model does: the
+//!   kernel set `rx_hash_symmetric` on RSS QP TIRs until 2019 and no longer does ("IB/mlx5:
+//!   Fix RSS Toeplitz setup to be aligned with the HW specification", Yishai Hadas, mainline
+//!   in 2019, also in the 4.14 / 4.19 / 5.2 stable trees: forcing the symmetric variant gave the wrong
+//!   distribution; an application wanting symmetry uses a symmetric key). Linux
+//!   drivers/infiniband/hw/mlx5/qp.c `create_rss_raw_qp_tir` sets only `rx_hash_fn` Toeplitz
+//!   and the key; the model's hash values are the Microsoft RSS verification suite's
+//!   (`flow/toeplitz.rs` tests).
 //! * `IBV_WQ_FLAGS_CVLAN_STRIPPING`: [`Hw::set_rq_vlan_strip`].
 //! * Nothing happens unless [`Hw::process`] runs (or a thread from [`Hw::spawn`]).
 
