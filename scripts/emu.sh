@@ -3,7 +3,7 @@
 # an emulated uverbs kernel (librawq_emu.so, LD_PRELOAD) whose hardware is rawq's device model.
 #
 # Usage: bash scripts/emu.sh [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2]
-#                            [--debug | --release] -- COMMAND [ARGS...]
+#                            [--part cx5|cx4lx] [--ext-stride-range on|off] [--debug | --release] -- COMMAND [ARGS...]
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
 #   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
@@ -11,6 +11,10 @@
 #                      --pair, TAP0,TAP1 gives each device its own (a TAP takes one device).
 #                      The TAP gets its port's MAC (what DPDK's mlx5 PMD reads as the port's)
 #   --min-inline MODE  none (ConnectX-5, default) or l2 (ConnectX-4 Lx: the L2 header inline)
+#   --part cx5|cx4lx   the part the device claims (PCI id); default: the one --min-inline implies
+#                      (none: cx5, l2: cx4lx). cx5 with l2 is a ConnectX-5 demanding the L2 header
+#   --ext-stride-range on|off  the ext_stride_num_range capability (default on): striding RQ
+#                      WQEs of 2^3 strides and up; off: 2^9 and up, as the kernel allows then
 #   --release          the release build of the emulator (the default)
 #   --debug            the debug build of the emulator (slower; for debugging the emulator)
 #   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
@@ -24,9 +28,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-WIRE='' NETDEV='' MIN_INLINE=none PROFILE=release PAIR=0
+WIRE='' NETDEV='' MIN_INLINE=none PART='' EXT_STRIDE=1 PROFILE=release PAIR=0
 usage() {
-  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--debug | --release] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--part cx5|cx4lx] [--ext-stride-range on|off] [--debug | --release] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 # Option $1's value $2 (empty when missing) must be there and not another option; $3 says
@@ -45,6 +49,15 @@ while (($#)); do
       value "$1" "${2-}" "a mode: none or l2 (--min-inline none|l2)"
       MIN_INLINE=$2
       [[ $MIN_INLINE == none || $MIN_INLINE == l2 ]] || { echo "emu: --min-inline is none or l2" >&2; exit 2; }
+      shift 2 ;;
+    --part)
+      value "$1" "${2-}" "a part: cx5 or cx4lx (--part cx5|cx4lx)"
+      PART=$2
+      [[ $PART == cx5 || $PART == cx4lx ]] || { echo "emu: --part is cx5 or cx4lx" >&2; exit 2; }
+      shift 2 ;;
+    --ext-stride-range)
+      value "$1" "${2-}" "on or off (--ext-stride-range on|off)"
+      case $2 in on) EXT_STRIDE=1 ;; off) EXT_STRIDE=0 ;; *) echo "emu: --ext-stride-range is on or off" >&2; exit 2 ;; esac
       shift 2 ;;
     --release) PROFILE=release; shift ;;
     --debug) PROFILE=debug; shift ;;
@@ -127,6 +140,7 @@ for t in "${TAPS[@]}"; do
 done
 
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
+export RAWQ_EMU_EXT_STRIDE_RANGE=$EXT_STRIDE RAWQ_EMU_PART=$PART
 "$SYSFS_GEN" "$TMP/sys"
 # Each TAP takes its port's MAC, which the tree lists with the PCI function's netdev.
 for f in "$TMP"/sys/class/infiniband/mlx5_*/device/net/*/address; do

@@ -19,14 +19,22 @@ pub const MLX5_ABI: u32 = 1;
 pub const PCI_VENDOR: u16 = 0x15b3;
 /// IEEE OUI reported as `vendor_id` (0x02c9, Mellanox).
 pub const VENDOR_ID: u32 = 0x02c9;
-/// The part the device claims to be, from the inline mode it emulates: a ConnectX-5 (PCI
-/// 0x1017, `vendor_part_id` 4119) needs no inline header; a ConnectX-4 Lx (0x1015, 4117) needs
-/// the L2 header inline. Both are in `mlx5.c: mlx5_hca_table`; drivers that have no DevX pick
-/// the inline mode by this id (DPDK's mlx5 PMD, rawq's DV backend), libmlx5 by `eth_min_inline`.
-pub fn part(min_inline: crate::config::MinInline) -> (u16, u32) {
-    match min_inline {
-        crate::config::MinInline::None => (0x1017, 4119),
-        crate::config::MinInline::L2 => (0x1015, 4117),
+/// The part the device claims to be (PCI device id, `vendor_part_id`): a ConnectX-5 (0x1017,
+/// 4119) or a ConnectX-4 Lx (0x1015, 4117), both in `mlx5.c: mlx5_hca_table`. By default the
+/// part follows the inline mode (ConnectX-5 needs no inline header, ConnectX-4 Lx the L2 one);
+/// `RAWQ_EMU_PART` sets it on its own, since the mode is the device's configuration, not its
+/// part's (a ConnectX-5 VF can demand the L2 header: the kernel reports the mode in
+/// `eth_min_inline`, mlx5_ib main.c `mlx5_ib_alloc_ucontext`). Drivers without DevX guess the
+/// mode from this id (DPDK's mlx5 PMD, rawq's DV backend); libmlx5 reads `eth_min_inline`.
+pub fn part(cfg: &crate::config::Config) -> (u16, u32) {
+    use crate::config::{MinInline, Part};
+    let p = cfg.part.unwrap_or(match cfg.min_inline {
+        MinInline::None => Part::Cx5,
+        MinInline::L2 => Part::Cx4Lx,
+    });
+    match p {
+        Part::Cx5 => (0x1017, 4119),
+        Part::Cx4Lx => (0x1015, 4117),
     }
 }
 /// Firmware version: mlx5 prints `fw_ver` bits 32/16/0 as major.minor.sub
@@ -97,16 +105,31 @@ pub mod port {
     pub const SPEED_EDR: u8 = 32;
 }
 
-/// Striding RQ limits (`mlx5_ib_striding_rq_caps`), those of a ConnectX-5.
+/// Striding RQ limits (`mlx5_ib_striding_rq_caps`), as the kernel sets them (Linux
+/// drivers/infiniband/hw/mlx5/main.c, `mlx5_ib_query_device`; mlx5_ib.h
+/// `MLX5_{MIN,MAX}_SINGLE_STRIDE_LOG_NUM_BYTES`, `MLX5_{EXT_MIN,MIN,MAX}_SINGLE_WQE_LOG_NUM_STRIDES`).
 pub mod striding {
     /// Smallest stride, log2 bytes.
     pub const MIN_STRIDE_LOG: u32 = 6;
     /// Largest stride, log2 bytes.
     pub const MAX_STRIDE_LOG: u32 = 13;
-    /// Fewest strides per WQE, log2.
-    pub const MIN_STRIDES_LOG: u32 = 3;
+    /// Fewest strides per WQE, log2, on a device with the `ext_stride_num_range` capability.
+    pub const EXT_MIN_STRIDES_LOG: u32 = 3;
+    /// Fewest strides per WQE, log2, on a device without it.
+    pub const BASE_MIN_STRIDES_LOG: u32 = 9;
     /// Most strides per WQE, log2.
     pub const MAX_STRIDES_LOG: u32 = 16;
+
+    /// Fewest strides per WQE (log2) the kernel advertises and accepts: 2^3 only with
+    /// `ext_stride_num_range` (main.c `mlx5_ib_query_device`; qp.c `prepare_user_rq` refuses
+    /// fewer with EINVAL).
+    pub fn min_strides_log(ext_stride_num_range: bool) -> u32 {
+        if ext_stride_num_range {
+            EXT_MIN_STRIDES_LOG
+        } else {
+            BASE_MIN_STRIDES_LOG
+        }
+    }
 }
 
 /// The device clock (`device_frequency_khz`; a ConnectX-5 core clock runs at 156.25 MHz).

@@ -7,6 +7,10 @@
 //!   a second `TUNSETIFF` on it fails with EBUSY).
 //! * `RAWQ_EMU_MIN_INLINE=none|l2`: `eth_min_inline` (none: ConnectX-5; l2: ConnectX-4 Lx,
 //!   every send carries the 18-byte L2 header inline).
+//! * `RAWQ_EMU_PART=cx5|cx4lx`: the part the device claims (PCI id, `vendor_part_id`);
+//!   default: the one its inline mode implies ([`crate::caps::part`]).
+//! * `RAWQ_EMU_EXT_STRIDE_RANGE=0|1`: the device has the `ext_stride_num_range` capability
+//!   (default 1): striding RQ WQEs of 2^3 strides and up; without it, 2^9 and up.
 //! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
 //! * `RAWQ_EMU_CQE_TIMESTAMPS=0|1`: CQEs carry the device clock (default
 //!   [`crate::caps::CQE_TIMESTAMPS`]).
@@ -50,6 +54,26 @@ impl MinInline {
     }
 }
 
+/// The part the device claims ([`crate::caps::part`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// ConnectX-5 (PCI 0x1017).
+    Cx5,
+    /// ConnectX-4 Lx (PCI 0x1015).
+    Cx4Lx,
+}
+
+impl Part {
+    /// Parses `cx5` / `cx4lx`.
+    pub fn parse(s: &str) -> Option<Part> {
+        match s {
+            "cx5" => Some(Part::Cx5),
+            "cx4lx" => Some(Part::Cx4Lx),
+            _ => None,
+        }
+    }
+}
+
 /// The emulator's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -61,6 +85,10 @@ pub struct Config {
     pub netdev1: Option<String>,
     /// `eth_min_inline`.
     pub min_inline: MinInline,
+    /// The part claimed; `None`: the one `min_inline` implies.
+    pub part: Option<Part>,
+    /// The `ext_stride_num_range` capability (striding RQs of fewer than 2^9 strides).
+    pub ext_stride_range: bool,
     /// Log commands.
     pub debug: bool,
     /// Where to append the model's counters when a command fd closes.
@@ -100,6 +128,8 @@ impl Default for Config {
             netdev: None,
             netdev1: None,
             min_inline: MinInline::None,
+            part: None,
+            ext_stride_range: true,
             debug: false,
             stats: None,
             tx_error: None,
@@ -128,6 +158,14 @@ impl Config {
             netdev,
             netdev1,
             min_inline,
+            part: get("RAWQ_EMU_PART").and_then(|v| {
+                let p = Part::parse(&v);
+                if p.is_none() {
+                    eprintln!("rawq-emu: RAWQ_EMU_PART={v:?} is not cx5|cx4lx; ignored");
+                }
+                p
+            }),
+            ext_stride_range: get("RAWQ_EMU_EXT_STRIDE_RANGE").is_none_or(|v| v != "0"),
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
             pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),

@@ -601,6 +601,11 @@ fn tx_loop(
         Duration::from_millis(20)
     };
     settle(&mut q, sent, linger, qm, &mut receive);
+    // Errors completed while settling (a send refused by the device is only seen when its
+    // error CQE is polled, often after the loop) are said too.
+    if out.failure.is_none() {
+        out.check(&mut q, end);
+    }
     if stamps {
         out.stamped_sent = sent;
     }

@@ -26,9 +26,14 @@
 //!   word there before [`Hw::create_cq`], after libmlx5 zeroed it; the device never writes
 //!   the record); the UAR doorbell is not polled. One [`HwEvent::Completion`] per arm.
 //! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
-//!   The kernel also sets `rx_hash_symmetric` on such TIRs; the model hashes plain Toeplitz
-//!   (the symmetric variant's exact input order is not in the sources read), so hash values
-//!   may differ from a real NIC while the spreading behaves the same.
+//!   The TIR hashes plain Toeplitz over the key the application gave, as the model does: the
+//!   kernel set `rx_hash_symmetric` on RSS QP TIRs until 2019 and no longer does ("IB/mlx5:
+//!   Fix RSS Toeplitz setup to be aligned with the HW specification", Yishai Hadas, mainline
+//!   in 2019, also in the 4.14 / 4.19 / 5.2 stable trees: forcing the symmetric variant gave the wrong
+//!   distribution; an application wanting symmetry uses a symmetric key). Linux
+//!   drivers/infiniband/hw/mlx5/qp.c `create_rss_raw_qp_tir` sets only `rx_hash_fn` Toeplitz
+//!   and the key; the model's hash values are the Microsoft RSS verification suite's
+//!   (`flow/toeplitz.rs` tests).
 //! * `IBV_WQ_FLAGS_CVLAN_STRIPPING`: [`Hw::set_rq_vlan_strip`].
 //! * Nothing happens unless [`Hw::process`] runs (or a thread from [`Hw::spawn`]).
 
@@ -376,6 +381,18 @@ impl Hw {
     /// [`Error::Config`] for an unknown RQ.
     pub fn set_rq_vlan_strip(&self, rqn: u32, on: bool) -> Result<()> {
         self.lock().rq_mut(rqn)?.vlan_strip = on;
+        Ok(())
+    }
+
+    /// Makes CQ `cqn` ignore overrun (or check it again): the CQ context's `oi` bit, which the
+    /// kernel sets for a CQ created with `IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN` (Linux
+    /// drivers/infiniband/hw/mlx5/cq.c, `mlx5_ib_create_cq`). The device then writes every
+    /// CQE due, over unread ones when the CQ is full, and raises no CQ error.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown CQ.
+    pub fn set_cq_ignore_overrun(&self, cqn: u32, on: bool) -> Result<()> {
+        self.lock().cq_mut(cqn)?.ignore_overrun = on;
         Ok(())
     }
 

@@ -130,7 +130,7 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
 }
 
 /// The base device attributes (`copy_query_dev_fields`).
-fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device_resp {
+fn device_attr(id: caps::Ident, cfg: &crate::config::Config) -> ib_uverbs_query_device_resp {
     let guid = id.node_guid().to_be();
     ib_uverbs_query_device_resp {
         fw_ver: caps::fw_ver(),
@@ -139,7 +139,7 @@ fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device
         max_mr_size: u64::MAX,
         page_size_cap: !0xfff,
         vendor_id: caps::VENDOR_ID,
-        vendor_part_id: caps::part(min_inline).1,
+        vendor_part_id: caps::part(cfg).1,
         hw_ver: 0,
         max_qp: 1 << 18,
         max_qp_wr: caps::MAX_QP_WR,
@@ -171,7 +171,7 @@ fn device_attr(id: caps::Ident, min_inline: MinInline) -> ib_uverbs_query_device
 
 pub(super) fn query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let _req: ib_uverbs_query_device = a.request()?;
-    a.response(&device_attr(c.dev.ident, c.dev.cfg.min_inline))
+    a.response(&device_attr(c.dev.ident, &c.dev.cfg))
 }
 
 /// `IB_UVERBS_RAW_PACKET_CAP_*`: CVLAN stripping and IP checksum offload (the model has no FCS
@@ -191,7 +191,7 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if a.drv_out.1 != 0 && a.drv_out.1 < 8 {
         return Err(EINVAL);
     }
-    let base = device_attr(c.dev.ident, c.dev.cfg.min_inline);
+    let base = device_attr(c.dev.ident, &c.dev.cfg);
     let mut r = ib_uverbs_ex_query_device_resp {
         base,
         device_cap_flags_ex: u64::from(base.device_cap_flags),
@@ -211,11 +211,12 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     r.rss_caps.max_rwq_indirection_table_size = 1 << caps::LOG_MAX_RWQ_IND_TBL;
     r.response_length = std::mem::size_of_val(&r).min(a.core_out.1) as u32;
     a.response(&r)?;
-    a.udata_response(&mlx5_query_device())
+    a.udata_response(&mlx5_query_device(c.dev.cfg.ext_stride_range))
 }
 
-/// The mlx5 part of EX_QUERY_DEVICE: what rawq's model implements.
-fn mlx5_query_device() -> mlx5_ib_query_device_resp {
+/// The mlx5 part of EX_QUERY_DEVICE: what rawq's model implements (the striding minimum per
+/// `ext_stride_range`, [`striding::min_strides_log`]).
+fn mlx5_query_device(ext_stride_range: bool) -> mlx5_ib_query_device_resp {
     let mut d = mlx5_ib_query_device_resp {
         comp_mask: 0,
         response_length: std::mem::size_of::<mlx5_ib_query_device_resp>() as u32,
@@ -243,7 +244,8 @@ fn mlx5_query_device() -> mlx5_ib_query_device_resp {
     // Packet pacing: off (packet_pacing_caps all zero).
     d.striding_rq_caps.min_single_stride_log_num_of_bytes = striding::MIN_STRIDE_LOG;
     d.striding_rq_caps.max_single_stride_log_num_of_bytes = striding::MAX_STRIDE_LOG;
-    d.striding_rq_caps.min_single_wqe_log_num_of_strides = striding::MIN_STRIDES_LOG;
+    d.striding_rq_caps.min_single_wqe_log_num_of_strides =
+        striding::min_strides_log(ext_stride_range);
     d.striding_rq_caps.max_single_wqe_log_num_of_strides = striding::MAX_STRIDES_LOG;
     d.striding_rq_caps.supported_qpts = 1 << IB_UVERBS_QPT_RAW_PACKET;
     d

@@ -17,6 +17,7 @@ use super::{Attrs, CmdResult, Ctx};
 use crate::caps;
 use crate::objects::{Cq, Obj};
 use crate::pin::Pinned;
+use crate::rings::hw_errno;
 use crate::uapi::*;
 use crate::umem::Access;
 use crate::{offsetofend, sys, umem};
@@ -44,7 +45,9 @@ struct CoreCq {
 }
 
 /// `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION | IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN`.
-const CQ_FLAGS_SUPPORTED: u32 = 1 | 2;
+const CQ_FLAGS_SUPPORTED: u32 = 1 | CQ_FLAG_IGNORE_OVERRUN;
+/// `IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN`.
+const CQ_FLAG_IGNORE_OVERRUN: u32 = 2;
 
 fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i32> {
     // create_cq(): one completion vector; a channel must be one of ours (EBADF).
@@ -104,6 +107,13 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
                 compression,
             };
             let cqn = crate::rings::adopt_cq(hw, desc)?;
+            // mlx5_ib_create_cq: IGNORE_OVERRUN sets the CQ context's `oi` bit.
+            if core.flags & CQ_FLAG_IGNORE_OVERRUN != 0 {
+                if let Err(e) = hw.set_cq_ignore_overrun(cqn, true) {
+                    let _ = hw.destroy_cq(cqn);
+                    return Err(hw_errno(&e));
+                }
+            }
             (cqn, true)
         }
         None => (c.dev.next_num(), false),

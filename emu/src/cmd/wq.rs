@@ -60,11 +60,14 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if d.comp_mask & !MLX5_IB_CREATE_WQ_STRIDING_RQ != 0 {
         return Err(EOPNOTSUPP);
     }
+    // prepare_user_rq(): stride size and count within the limits, the minimum count 2^3 only
+    // with `ext_stride_num_range` (else 2^9); EINVAL otherwise.
     let stride = if d.comp_mask & MLX5_IB_CREATE_WQ_STRIDING_RQ != 0 {
         let b = d.single_stride_log_num_of_bytes;
         let n = d.single_wqe_log_num_of_strides;
         if !(striding::MIN_STRIDE_LOG..=striding::MAX_STRIDE_LOG).contains(&b)
-            || !(striding::MIN_STRIDES_LOG..=striding::MAX_STRIDES_LOG).contains(&n)
+            || !(striding::min_strides_log(c.dev.cfg.ext_stride_range)..=striding::MAX_STRIDES_LOG)
+                .contains(&n)
         {
             return Err(EINVAL);
         }

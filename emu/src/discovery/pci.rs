@@ -28,10 +28,10 @@ pub fn slot(id: caps::Ident) -> String {
     format!("0000:00:{:02x}.0", 5 + id.0)
 }
 
-/// The PCI device id: ConnectX-5 (0x1017) or, with the L2 inline minimum, ConnectX-4 Lx
-/// (0x1015), as the verbs device's modalias says ([`caps::part`]).
+/// The PCI device id: ConnectX-5 (0x1017) or ConnectX-4 Lx (0x1015), as the verbs device's
+/// modalias says ([`caps::part`]).
 fn device_id(cfg: &Config) -> u16 {
-    caps::part(cfg.min_inline).0
+    caps::part(cfg).0
 }
 
 /// Subsystem device id (the board's; the verbs `modalias` carries the same).

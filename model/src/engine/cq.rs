@@ -21,6 +21,8 @@ pub(crate) struct Cq {
     saw_error: bool,
     /// Overrun: the CQ is in error and takes no more CQEs.
     pub(crate) err: bool,
+    /// The CQ context's `oi` (overrun ignore) bit: [`crate::hw::Hw::set_cq_ignore_overrun`].
+    pub(crate) ignore_overrun: bool,
     /// SQs and RQs reporting here.
     pub(crate) users: u32,
 }
@@ -43,6 +45,7 @@ impl Cq {
             armed: None,
             saw_error: false,
             err: false,
+            ignore_overrun: false,
             users: 0,
         }
     }
@@ -61,6 +64,10 @@ impl Cq {
     /// created without IGNORE_OVERRUN (linux/mlx5_verbs.c `mlx5_txq_ibv_obj_new`), and runs
     /// past 2^16 completions on every ConnectX.
     pub(crate) fn space(&self) -> u32 {
+        // Overrun ignored: every CQE due is written (over unread ones on a full CQ).
+        if self.ignore_overrun {
+            return self.d.cqe_cnt;
+        }
         let used = self.pi.wrapping_sub(self.ci()) & self.counter_mask();
         self.d.cqe_cnt.saturating_sub(used)
     }

@@ -541,6 +541,12 @@ impl HwState {
             .ok_or_else(|| Error::Config(format!("model: unknown SQ {sqn:#x}")))
     }
 
+    pub(crate) fn cq_mut(&mut self, cqn: u32) -> Result<&mut cq::Cq> {
+        self.cqs
+            .get_mut(cqn)
+            .ok_or_else(|| Error::Config(format!("model: unknown CQ {cqn:#x}")))
+    }
+
     pub(crate) fn rq_mut(&mut self, rqn: u32) -> Result<&mut rq::Rq> {
         self.rqs
             .get_mut(rqn)

@@ -291,7 +291,7 @@ impl HwState {
             Link::Peer(ib) => {
                 let mut q = ib.lock();
                 for f in frames.iter() {
-                    if !q.push_with(ib, f.len as usize, |out| write_frame(wqe, pieces, f, out)) {
+                    if !q.push_with(ib, on_wire(f.len), |out| write_frame(wqe, pieces, f, out)) {
                         drops += 1;
                     }
                 }
@@ -299,7 +299,7 @@ impl HwState {
             Link::Bridge(sock) => {
                 for f in frames.iter() {
                     bytes.clear();
-                    bytes.resize(f.len as usize, 0);
+                    bytes.resize(on_wire(f.len), 0);
                     write_frame(wqe, pieces, f, bytes);
                     if !sock.send(bytes) {
                         drops += 1;
@@ -583,6 +583,18 @@ impl MrCache {
 
 /// Writes frame `f` (its pieces, from the WQE copy `wqe` or registered memory) into `out`
 /// (`f.len` bytes), then fills the checksums its WQE asked for.
+/// The Ethernet minimum frame without FCS (ETH_ZLEN).
+const ETH_ZLEN: usize = 60;
+
+/// Bytes a frame of `len` takes on the wire: the MAC pads a shorter one with zeros to 60 bytes
+/// (64 with the FCS). Linux mlx5e relies on it: drivers/net/ethernet/mellanox/mlx5/core/
+/// en_rx.c `mlx5e_handle_csum` treats received frames of at most ETH_ZLEN + ETH_FCS_LEN bytes
+/// as padded ones, whose checksum does not cover the pad.
+fn on_wire(len: u32) -> usize {
+    (len as usize).max(ETH_ZLEN)
+}
+
+/// Writes frame `f` into `out` (`on_wire(f.len)` bytes: the pad after the frame is zeros).
 fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
     let mut o = 0;
     let first = f.first as usize;
@@ -599,7 +611,12 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
             }
         }
     }
+    out[o..].fill(0);
     if f.cs != 0 {
-        net::fill_checksums(out, f.cs & eth::CS_L3 != 0, f.cs & eth::CS_L4 != 0);
+        net::fill_checksums(
+            &mut out[..o],
+            f.cs & eth::CS_L3 != 0,
+            f.cs & eth::CS_L4 != 0,
+        );
     }
 }

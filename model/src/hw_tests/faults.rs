@@ -524,3 +524,35 @@ fn a_striding_rq_fills_a_cq_of_one_slot_per_stride_without_overrun() {
     assert_eq!((k.rx_frames, k.cq_overruns, k.fillers), (8, 0, 0));
     assert_eq!(r.hw.rq_state(rq).unwrap(), QueueState::Ready);
 }
+
+/// A CQ created with IGNORE_OVERRUN (the kernel sets the CQ context's `oi` bit for
+/// `IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN`: Linux drivers/infiniband/hw/mlx5/cq.c
+/// `mlx5_ib_create_cq`) does not check for overrun: a CQE due on a full CQ is written over the
+/// oldest unread one, no CQ error is raised and its queues keep working.
+#[test]
+fn a_cq_that_ignores_overrun_is_written_past_the_consumer() {
+    let r = Rig::new(opts(0));
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    let txcq = r.cq(0, 2, 64, None);
+    r.hw.set_cq_ignore_overrun(txcq, true).unwrap();
+    assert!(r.hw.set_cq_ignore_overrun(txcq + 100, true).is_err());
+    let sqn = r.sq(txcq, 0);
+    for i in 0..3u16 {
+        let w = SQ + 64 * i as usize;
+        r.be32(w, (i as u32) << 8);
+        r.be32(w + 4, sqn << 8 | 1);
+        r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
+    }
+    r.be32(DB + 0x800, 3);
+    r.hw.process();
+    assert!(ev.lock().unwrap().is_empty(), "{:?}", ev.lock().unwrap());
+    assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Ready);
+    let k = r.hw.counters();
+    assert_eq!((k.cq_overruns, k.tx_cqes), (0, 3));
+    // The third CQE (WQE counter 2) went into slot 0, in the second pass (owner bit 1).
+    let c = r.cqe(0, 64, 0);
+    assert_eq!(u16::from_be_bytes([c[60], c[61]]), 2);
+    assert_eq!(c[63] & 1, 1);
+}

@@ -293,6 +293,40 @@ fn libmlx5_inline_data_segment_without_l2_header() {
     assert_eq!(r.bytes(DATA + 0x8000, 70), &f[..]);
 }
 
+/// A frame shorter than the Ethernet minimum goes on the wire padded with zeros to 60 bytes
+/// (64 with the FCS), as the MAC pads it: the receiver's CQE counts 60 bytes (Linux mlx5e
+/// relies on it: drivers/net/ethernet/mellanox/mlx5/core/en_rx.c `mlx5e_handle_csum` treats
+/// frames of at most ETH_ZLEN + ETH_FCS_LEN bytes as padded, whose checksum does not cover the
+/// pad). The send side counts the bytes the WQE gave.
+#[test]
+fn a_short_frame_is_padded_to_60_bytes_on_the_wire() {
+    let r = Rig::new(opts(0));
+    let txcq = r.cq(0, 8, 64, None);
+    let rxcq = r.cq(1, 8, 64, None);
+    let sqn = r.sq(txcq, 1);
+    let rqn = r.rq(0, rxcq, 16, 2);
+    catch_all(&r.hw, rqn);
+    r.post_recv(0, 16, 0, &[(256, DATA + 0x8000)]);
+    r.bytes(DATA + 0x8000, 256).fill(0xee);
+    let f = udp([10, 0, 0, 2], 1, 2, 42);
+    // One inline segment of 42 bytes: DS = 1 + 1 + 3.
+    r.ctrl(SQ, 0, sqn, 5);
+    r.bytes(SQ + 16, 16).fill(0);
+    r.be32(SQ + 32, 42 | 0x8000_0000);
+    r.bytes(SQ + 36, 42).copy_from_slice(&f);
+    // The doorbell record counts WQEBBs: 5 DS take two.
+    r.be32(DB + 0x800, 2);
+    r.hw.process();
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    assert_eq!((op(&c), c[55]), (0, 0), "send CQE (opcode, syndrome)");
+    assert_eq!(byte_cnt(&r.cqe(1, 64, 0)), 60);
+    assert_eq!(r.bytes(DATA + 0x8000, 42), &f[..]);
+    assert!(r.bytes(DATA + 0x8000 + 42, 18).iter().all(|&b| b == 0));
+    let k = r.hw.counters();
+    assert_eq!((k.tx_bytes, k.rx_bytes), (42, 60));
+}
+
 #[test]
 fn a_bad_lkey_is_a_protection_error_then_flushes_until_reset() {
     let r = Rig::new(opts(0));

@@ -93,19 +93,42 @@ impl DvDevice {
         self.stride_log_num.1 > 0
     }
 
-    /// Checks `s` against the striding RQ limits.
+    /// Checks `s` against the striding RQ limits the device advertises. The fewest strides
+    /// per WQE depend on the device: the kernel advertises (and accepts) 2^3 only with the
+    /// `ext_stride_num_range` capability, 2^9 otherwise (Linux drivers/infiniband/hw/mlx5/
+    /// main.c, `mlx5_ib_query_device`; qp.c, `prepare_user_rq`). rawq's striding WQEs hold at
+    /// most [`MAX_STRIDES`](super::MAX_STRIDES) strides (one pool buffer each), so on a device
+    /// without that capability only the cyclic RQ is possible.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] saying which limit `s` breaks.
+    /// [`Error::Unsupported`] saying which limit `s` breaks and what to use instead.
     pub fn check_striding(&self, s: &Striding) -> Result<()> {
         if !self.striding() {
             return Err(Error::Unsupported(
-                "this device has no striding (multi-packet) RQ".into(),
+                "this device has no striding (multi-packet) RQ: use --rq cyclic (RqType::Cyclic)"
+                    .into(),
             ));
         }
         let (b, n) = (s.log_stride_size as u32, s.log_num_strides as u32);
         let (bl, bh) = self.stride_log_bytes;
         let (nl, nh) = self.stride_log_num;
+        let rawq_max = super::MAX_STRIDES.trailing_zeros();
+        if n < nl && nl > rawq_max {
+            return Err(Error::Unsupported(format!(
+                "striding RQ of 2^{n} strides: this device takes at least 2^{nl} strides per WQE \
+                 (it lacks the ext_stride_num_range capability, which allows 2^3), and rawq's \
+                 striding RQ has one pool buffer per stride, at most {} per WQE; use --rq cyclic \
+                 (RqType::Cyclic)",
+                super::MAX_STRIDES
+            )));
+        }
+        if n < nl && nl <= rawq_max {
+            return Err(Error::Unsupported(format!(
+                "striding RQ of 2^{n} strides: this device takes at least 2^{nl} strides per WQE; \
+                 use --rq striding:{} (RqType::Striding {{ log_num_strides: {nl} }})",
+                1u32 << nl
+            )));
+        }
         if !(bl..=bh).contains(&b) || !(nl..=nh).contains(&n) {
             return Err(Error::Unsupported(format!(
                 "striding RQ of 2^{n} strides of 2^{b} bytes: the device allows 2^{nl}..2^{nh} \
@@ -254,7 +277,29 @@ mod tests {
             ..ok
         };
         let e = d.check_striding(&too_few).unwrap_err().to_string();
-        assert!(e.contains("2^9..2^16"), "{e}");
+        // A device without ext_stride_num_range (at least 2^9 strides) cannot hold rawq's
+        // striding WQEs (at most 16 strides): the cyclic RQ is the answer.
+        assert!(
+            e.contains("2^9") && e.contains("ext_stride_num_range") && e.contains("--rq cyclic"),
+            "{e}"
+        );
+        let min16 = DvDevice {
+            stride_log_num: (4, 16),
+            ..d
+        };
+        let e = min16.check_striding(&too_few).unwrap_err().to_string();
+        assert!(e.contains("striding:16"), "{e}");
+        let big = Striding {
+            log_stride_size: 14,
+            ..too_few
+        };
+        let ext = DvDevice {
+            stride_log_num: (3, 16),
+            ..d
+        };
+        assert!(ext.check_striding(&too_few).is_ok());
+        let e = ext.check_striding(&big).unwrap_err().to_string();
+        assert!(e.contains("2^6..2^13 bytes"), "{e}");
         let none = DvDevice::default();
         assert!(!none.empw());
         assert!(!none.supports_compression(MiniCqeFormat::Hash));

@@ -14,6 +14,13 @@ const MAX_SQ_WQEBBS: u32 = 32768;
 /// more than the device's largest RQ descriptor (`max_rq_desc_sz`, 512 bytes on ConnectX
 /// parts; rdma-core providers/mlx5/verbs.c, `mlx5_calc_rwq_size`): 16 strides take 272 bytes,
 /// 32 would take 528.
+///
+/// So rawq's striding WQEs span 8 or 16 pool buffers (8 or 16 KiB with 2 KiB buffers), which a
+/// device takes only with the `ext_stride_num_range` capability (2^3 strides and up; 2^9
+/// without it: [`DvDevice::check_striding`](super::DvDevice::check_striding) refuses with the
+/// reason). DPDK's mlx5 PMD, whose striding WQE is one contiguous buffer, makes it at least
+/// 16 KiB (drivers/common/mlx5/mlx5_prm.h `MLX5_MPRQ_LOG_MIN_STRIDE_WQE_SIZE`); that is its
+/// own sizing choice, not a device limit.
 pub const MAX_STRIDES: u32 = 16;
 
 /// How the control path asks libmlx5 for one queue's receive side.
