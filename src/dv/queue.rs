@@ -297,7 +297,7 @@ const DRAIN_ON_DROP: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Drop for DvQueue {
     /// Sends were counted when posted: the queue first gives the device up to
-    /// [`DRAIN_ON_DROP`] to complete them (asking for a completion on the tail), then counts
+    /// `DRAIN_ON_DROP` to complete them (asking for a completion on the tail), then counts
     /// whatever it did not complete as `tx_drops`, out of `tx_packets`, so that nothing the
     /// device never sent stays counted as sent.
     fn drop(&mut self) {

@@ -103,7 +103,7 @@ impl std::str::FromStr for FieldRange {
     }
 }
 
-/// The command-line form, `FIELD=LO-HI[:rand]` (what [`FieldRange::from_str`] reads).
+/// The command-line form, `FIELD=LO-HI[:rand]` (what `FieldRange`'s `FromStr` reads).
 impl std::fmt::Display for FieldRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let field = match self.field {
