@@ -128,7 +128,7 @@ fn parse_core(c: &str) -> Result<usize, String> {
 ///
 /// Sends template UDP frames (or a pcap) at a set rate, or receives and counts them (--rx), or
 /// both through a reflector (--txrx); prints live rates and a final summary (--json).
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(name = "pktgen", version)]
 pub struct Args {
     /// Backend.
@@ -246,6 +246,14 @@ pub struct Args {
     /// Measurement options: latency, capture, streamed stats, richer templates.
     #[command(flatten)]
     pub measure: crate::measure::MeasureArgs,
+
+    /// RFC 2544 benchmark options.
+    #[command(flatten)]
+    pub bench: crate::rfc2544::BenchArgs,
+
+    /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
+    #[arg(skip)]
+    pub silent: bool,
 }
 
 impl Args {

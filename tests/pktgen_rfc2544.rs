@@ -1,0 +1,205 @@
+//! `pktgen --rfc2544 throughput` (issue 24): the search ends with a result, every trial is in
+//! the JSON with its counts, the rate found carries latency percentiles, and Ctrl-C keeps what
+//! was measured. On the software device (`-b model --txrx`, its loopback as the device under
+//! test): no root needed. Every run is bounded.
+#![cfg(feature = "mlx5")]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs pktgen with `args`, killing it after `secs` (a hang fails the test).
+fn pktgen(args: &[&str], secs: u64) -> Output {
+    let mut child = Command::new(support::example("pktgen"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "pktgen {args:?} still running after {secs} s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "pktgen failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bad JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every trial's counts add up: what was sent came back or is counted lost.
+fn check_trials(size: &serde_json::Value) {
+    let trials = size["trials"].as_array().expect("trials");
+    assert!(!trials.is_empty(), "{size}");
+    for t in trials {
+        let (sent, back, lost) = (
+            t["sent"].as_u64().unwrap(),
+            t["received"].as_u64().unwrap(),
+            t["lost"].as_u64().unwrap(),
+        );
+        assert!(sent > 0, "{t}");
+        assert_eq!(sent, back + lost, "{t}");
+        let ratio = t["loss_ratio"].as_f64().unwrap();
+        assert!((ratio - lost as f64 / sent as f64).abs() < 1e-12, "{t}");
+    }
+}
+
+#[test]
+fn model_throughput_search_ends_with_latency_at_the_rate_found() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "throughput",
+            "--sizes",
+            "64,128",
+            "--trial",
+            "300ms",
+            "--json",
+            "--quiet",
+        ],
+        120,
+    );
+    let v = json(&out);
+    assert_eq!(v["test"], "throughput", "{v}");
+    assert_eq!(v["interrupted"], false, "{v}");
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{v}");
+    for (s, want) in sizes.iter().zip([64, 128]) {
+        assert_eq!(s["frame_size"], want, "{s}");
+        assert_eq!(s["complete"], true, "{s}");
+        check_trials(s);
+        let ndr = s["ndr_pps"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no NDR: {s}"));
+        let (lo, hi) = (
+            s["rate_lo_pps"].as_f64().unwrap(),
+            s["rate_hi_pps"].as_f64().unwrap(),
+        );
+        assert!(lo <= ndr && ndr <= hi, "{s}");
+        // The NDR is a rate a trial passed at, and the PDR no lower.
+        assert!(s["pdr_pps"].as_f64().unwrap() >= ndr, "{s}");
+        let bps = s["ndr_bps_l1"].as_f64().unwrap();
+        assert!((bps - ndr * (want as f64 + 20.0) * 8.0).abs() < 1.0, "{s}");
+    }
+    // 64-byte frames have no room for a latency stamp (60 + FCS); 128-byte ones do, and the
+    // rate found carries their percentiles.
+    assert!(sizes[0]["latency_at_ndr"].is_null(), "{v}");
+    let l = &sizes[1]["latency_at_ndr"];
+    assert!(l["samples"].as_u64().unwrap() > 0, "{v}");
+    let (p50, p99) = (l["p50_ns"].as_u64().unwrap(), l["p99_ns"].as_u64().unwrap());
+    assert!(0 < p50 && p50 <= p99, "{l}");
+}
+
+/// With --rate-hi the first trial is at that rate (RFC 2544 starts at the top); the loopback
+/// takes 20 kpps without loss, so that is the NDR, found in one trial.
+#[test]
+fn first_trial_at_rate_hi() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "throughput",
+            "--sizes",
+            "256",
+            "--trial",
+            "300ms",
+            "--rate-hi",
+            "20kpps",
+            "--rate-lo",
+            "1kpps",
+            "--json",
+            "--quiet",
+        ],
+        60,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    assert_eq!(s["trials"][0]["rate_pps"], 20000.0, "{s}");
+    assert_eq!(s["trials"][0]["lost"], 0, "{s}");
+    assert_eq!(s["ndr_pps"], 20000.0, "{s}");
+    // 300 ms at 20 kpps: about 6000 frames.
+    let sent = s["trials"][0]["sent"].as_u64().unwrap();
+    assert!((5000..=6100).contains(&sent), "{s}");
+}
+
+/// Ctrl-C (SIGINT) during a trial ends the search and prints what was measured.
+#[test]
+fn interrupt_keeps_what_was_measured() {
+    let mut child = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "--txrx", "--rfc2544", "throughput"])
+        .args([
+            "--sizes",
+            "128,256",
+            "--trial",
+            "30s",
+            "--rate-hi",
+            "10kpps",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first trial to start, then interrupt it.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let t = Instant::now();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 || t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("no trial started: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("rfc2544: 128 B: a trial at") {
+            break;
+        }
+    }
+    // Let some frames go (the trial has 30 s; its port opens in well under one).
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: kill on the pid of a child this test started and has not reaped.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "slow to stop");
+    let v = json(&out);
+    assert_eq!(v["interrupted"], true, "{v}");
+    // The search stopped at the first size; its trial is kept, marked, with its counts.
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 1, "{v}");
+    assert_eq!(sizes[0]["complete"], false, "{v}");
+    let trials = sizes[0]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 1, "{v}");
+    assert_eq!(trials[0]["interrupted"], true, "{v}");
+    assert!(trials[0]["sent"].as_u64().unwrap() > 0, "{v}");
+}
