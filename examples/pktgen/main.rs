@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rawq::gen::{FrameSource, Pacer, SeqTracker, Stamper};
+use rawq::gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
 use rawq::{MempoolConfig, Port, Queue};
 
 use cli::Args;
@@ -162,6 +162,13 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
     if a.engine == live::Engine::Live {
+        if a.burst_gap.is_some() || a.pattern != Pattern::Constant {
+            return Err(rawq::Error::Config(
+                "--pattern / --burst-gap: the live engine paces in the kernel, at a constant \
+                 rate only; use --engine afxdp"
+                    .into(),
+            ));
+        }
         return live::run(a).map(|()| serde_json::Value::Null);
     }
     if a.burst > a.ring as usize {
@@ -285,6 +292,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let core = core_of(i);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             let drain = a.drain;
+            let pattern = a.pattern(q.index());
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
             let m = m.clone();
@@ -300,7 +308,9 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 let out = if rx {
                     rx_loop(q, &end, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &end, burst, limit, pps, txrx, drain, &mut qm)
+                    tx_loop(
+                        q, &src, &end, burst, limit, pps, pattern, txrx, drain, &mut qm,
+                    )
                 };
                 m.deposit(qm);
                 out
@@ -355,14 +365,22 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         first: all.first,
         last: all.last,
     };
-    let extras =
-        measure::Extras::collect(&m, &mon, &port.stats(), window, a.rate.pps(src.mean_len()));
+    let extras = measure::Extras::collect(&m, &mon, &port.stats(), window, target_pps(a, &src, nq));
     let v = report(a, &port, &info, elapsed, &all, link_drops, &extras);
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),
         None => Ok(v),
     }
+}
+
+/// The mean rate the options ask for over all queues (None: unlimited): --rate, or with
+/// --burst-gap what its bursts and gaps average to.
+fn target_pps(a: &Args, src: &FrameSource, nq: u64) -> Option<f64> {
+    let pps = a.rate.pps(src.mean_len())?;
+    a.pattern(0)
+        .mean_pps(Some(pps / nq as f64))
+        .map(|p| p * nq as f64)
 }
 
 /// Buffers a DV send queue (the device model's too) can hold per WQEBB: an eMPW session packs
@@ -491,13 +509,14 @@ fn tx_loop(
     burst: usize,
     limit: Option<u64>,
     pps: Option<f64>,
+    pattern: Pattern,
     txrx: bool,
     drain: Duration,
     qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
     let begin = Instant::now();
-    let mut pacer = Pacer::starting_at(pps, begin);
+    let mut pacer = Pacer::starting_at(pps, begin).with_pattern(pattern);
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
     let mut out = Outcome {
         first: Some(begin),
@@ -526,7 +545,7 @@ fn tx_loop(
     };
     let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
-    let paced = pps.is_some();
+    let paced = pacer.is_paced();
     // Bursts since the last clock read; whether packets went since then (the window's end).
     let (mut tick, mut unmarked) = (0u32, false);
     let mut now = begin;

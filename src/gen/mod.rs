@@ -30,7 +30,7 @@ pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
 pub use capture::{realtime_ns, CaptureLimits, PcapWriter};
 pub use flowstats::{FlowCount, FlowTracker};
 pub use latency::{bucket_bounds, bucket_of, fmt_ns, monotonic_ns, LatencyHistogram, PERCENTILES};
-pub use pace::{parse_duration, Pacer, Rate, MAX_DURATION_S};
+pub use pace::{parse_duration, Pacer, Pattern, Rate, MAX_DURATION_S};
 pub use search::{RateSearch, TrialCount};
 pub use source::FrameSource;
 pub use template::{
