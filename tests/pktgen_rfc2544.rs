@@ -203,3 +203,130 @@ fn interrupt_keeps_what_was_measured() {
     assert_eq!(trials[0]["interrupted"], true, "{v}");
     assert!(trials[0]["sent"].as_u64().unwrap() > 0, "{v}");
 }
+
+/// `--rfc2544 latency`: the search, then a trial at the NDR whose percentiles are the result.
+#[test]
+fn latency_is_measured_at_the_ndr() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "latency",
+            "--sizes",
+            "128",
+            "--trial",
+            "300ms",
+            "--rate-hi",
+            "20kpps",
+            "--json",
+            "--quiet",
+        ],
+        60,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    let trials = s["trials"].as_array().unwrap();
+    let last = trials.last().unwrap();
+    assert_eq!(last["kind"], "latency", "{s}");
+    assert_eq!(last["rate_pps"], s["ndr_pps"], "{s}");
+    assert!(last["latency"]["samples"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["latency_at_ndr"], last["latency"], "{s}");
+    // Frames with no room for a stamp: said, not a table of blanks.
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "latency",
+            "--sizes",
+            "64",
+            "--trial",
+            "200ms",
+            "--rate-hi",
+            "20kpps",
+            "--quiet",
+        ],
+        60,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no room for the latency stamp"), "{err}");
+}
+
+/// `--rfc2544 loss`: from --rate-hi down in steps of 10% until two trials in a row lose
+/// nothing (the loopback loses nothing at 20 kpps: 100% and 90%).
+#[test]
+fn loss_curve_steps_down_until_two_clean_trials() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "loss",
+            "--sizes",
+            "128",
+            "--trial",
+            "300ms",
+            "--rate-hi",
+            "20kpps",
+            "--json",
+            "--quiet",
+        ],
+        60,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    let steps: Vec<(f64, f64)> = s["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["kind"], "loss", "{t}");
+            (
+                t["percent_of_hi"].as_f64().unwrap(),
+                t["rate_pps"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(steps, [(100.0, 20_000.0), (90.0, 18_000.0)], "{s}");
+    assert_eq!(s["complete"], true, "{s}");
+}
+
+/// `--rfc2544 back-to-back`: the longest burst at full speed that comes back whole; the
+/// loopback returns all of --trial's worth at --rate-hi (300 ms × 20 kpps = 6000 frames).
+#[test]
+fn back_to_back_finds_the_longest_whole_burst() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "back-to-back",
+            "--sizes",
+            "128",
+            "--trial",
+            "300ms",
+            "--rate-hi",
+            "20kpps",
+            "--json",
+            "--quiet",
+        ],
+        60,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    let t = &s["trials"][0];
+    assert_eq!(t["kind"], "back-to-back", "{s}");
+    assert_eq!(t["burst"], 6000, "{s}");
+    assert_eq!(t["sent"], 6000, "{s}");
+    assert_eq!(s["back_to_back_frames"], 6000, "{s}");
+    assert_eq!(s["complete"], true, "{s}");
+}

@@ -34,6 +34,15 @@ const L1_GAP: f64 = 20.0;
 pub enum Test {
     /// The highest rate with no loss (section 26.1), by binary search; with the NDR and PDR.
     Throughput,
+    /// The throughput search, then one trial at the NDR with every frame stamped (section
+    /// 26.2): its latency percentiles.
+    Latency,
+    /// The frame-loss-rate curve (section 26.3): trials from --rate-hi down in steps of 10% of
+    /// it, until two in a row lose nothing.
+    Loss,
+    /// The longest burst at the port's full rate that comes back whole (section 26.4), by
+    /// binary search on the burst length up to --trial's worth of frames.
+    BackToBack,
 }
 
 /// A search resolution: a share of the upper rate or a rate.
@@ -86,7 +95,7 @@ fn parse_frame_size(s: &str) -> Result<u16, String> {
 /// The options of `--rfc2544`.
 #[derive(Clone, Debug, ClapArgs)]
 pub struct BenchArgs {
-    /// Run an RFC 2544 test through the device under test (needs --txrx): throughput.
+    /// Run an RFC 2544 test through the device under test (needs --txrx).
     #[arg(long, value_enum, requires = "txrx", conflicts_with_all = [
         "rx", "size", "rate", "count", "duration", "pcap", "json_lines",
     ])]
@@ -152,6 +161,13 @@ impl Latency {
 /// One trial.
 #[derive(Clone, Debug, Serialize)]
 struct Trial {
+    /// What the trial was for: search (throughput), latency, loss (a step of the curve) or
+    /// back-to-back.
+    kind: &'static str,
+    /// Loss curve: the trial's rate in percent of --rate-hi.
+    percent_of_hi: Option<f64>,
+    /// Back-to-back: the burst length sent.
+    burst: Option<u64>,
     /// The rate asked for (null: unpaced, the trial that finds --rate-hi).
     rate_pps: Option<f64>,
     /// The rate the frames went at, over the active window.
@@ -183,7 +199,9 @@ struct SizeResult {
     pdr_bps_l1: Option<f64>,
     /// The latency of the passing trial at the NDR (when its frames had room for a stamp).
     latency_at_ndr: Option<Latency>,
-    /// The search ran to its end.
+    /// Back-to-back: the longest burst that came back whole (null: not even one frame).
+    back_to_back_frames: Option<u64>,
+    /// The test ran to its end.
     complete: bool,
     trials: Vec<Trial>,
 }
@@ -223,6 +241,13 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
             "--sizes: {s} bytes (FCS included) is below the {bare_min} the template needs"
         )));
     }
+    if let Some(s) = b
+        .sizes
+        .iter()
+        .find(|&&s| s < stamped_min && test == Test::Latency)
+    {
+        return Err(no_stamp(*s, stamped_min));
+    }
     let mut report = Report {
         test,
         backend: a.backend.name(),
@@ -245,10 +270,18 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
             pdr_pps: None,
             pdr_bps_l1: None,
             latency_at_ndr: None,
+            back_to_back_frames: None,
             complete: false,
             trials: Vec::new(),
         };
-        let res = throughput(a, size, size >= stamped_min, &mut r);
+        let stamped = size >= stamped_min;
+        let res = match test {
+            Test::Throughput => throughput(a, size, stamped, &mut r),
+            Test::Latency => throughput(a, size, stamped, &mut r)
+                .and_then(|()| latency(a, size, stamped, &mut r)),
+            Test::Loss => loss_curve(a, size, stamped, &mut r),
+            Test::BackToBack => back_to_back(a, size, &mut r),
+        };
         report.interrupted = crate::signalled().is_ok_and(|s| s.load(Relaxed));
         report.sizes.push(r);
         if let Err(e) = res {
@@ -275,7 +308,16 @@ fn min_size(a: &Args, stamped: bool) -> rawq::Result<u16> {
 }
 
 /// One trial of `secs` seconds at `rate`.
-fn trial(a: &Args, size: u16, rate: Rate, stamped: bool, tol: (f64, f64)) -> rawq::Result<Trial> {
+/// One trial of --trial seconds at `rate`, or of `burst` frames (as fast as the port takes
+/// them, within --trial).
+fn trial(
+    a: &Args,
+    size: u16,
+    rate: Rate,
+    burst: Option<u64>,
+    stamped: bool,
+    tol: (f64, f64),
+) -> rawq::Result<Trial> {
     let mut t = a.clone();
     t.bench.rfc2544 = None;
     t.silent = true;
@@ -284,8 +326,13 @@ fn trial(a: &Args, size: u16, rate: Rate, stamped: bool, tol: (f64, f64)) -> raw
     t.measure.json_lines = false;
     t.size = Some(SizeSpec::Fixed(size - FCS));
     t.rate = rate;
-    t.duration = Some(a.bench.trial);
-    t.count = 0;
+    // A burst's trial ends when the burst has gone (it is --trial's worth at most, at the
+    // rate the port reached unpaced); the time limit only bounds a port that slows down.
+    t.duration = Some(match burst {
+        Some(_) => a.bench.trial * 4.0 + 1.0,
+        None => a.bench.trial,
+    });
+    t.count = burst.unwrap_or(0);
     if stamped {
         t.measure.latency.get_or_insert(1);
     }
@@ -293,7 +340,10 @@ fn trial(a: &Args, size: u16, rate: Rate, stamped: bool, tol: (f64, f64)) -> raw
         let r = rate
             .pps(len_of(size))
             .map_or("unpaced".to_string(), |p| format!("{p:.0} pps"));
-        eprintln!("rfc2544: {size} B: a trial at {r} for {} s", a.bench.trial);
+        let what = burst.map_or(format!("for {} s", a.bench.trial), |n| {
+            format!("of {n} frames")
+        });
+        eprintln!("rfc2544: {size} B: a trial at {r} {what}");
     }
     let v = crate::run(&t)?;
     let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -304,6 +354,9 @@ fn trial(a: &Args, size: u16, rate: Rate, stamped: bool, tol: (f64, f64)) -> raw
     };
     let loss = c.loss_ratio();
     Ok(Trial {
+        kind: "search",
+        percent_of_hi: None,
+        burst,
         rate_pps: rate.pps(len_of(size)),
         achieved_pps: v.get("pps").and_then(Value::as_f64),
         sent: c.sent,
@@ -327,7 +380,7 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         Some(hi) => hi,
         None => {
             // What the port sends unpaced: the top of the search, and its first trial.
-            let t = trial(a, size, Rate::Unlimited, stamped, tol)?;
+            let t = trial(a, size, Rate::Unlimited, None, stamped, tol)?;
             progress(a, size, &t);
             let hi = t.achieved_pps;
             r.trials.push(t.clone());
@@ -351,8 +404,7 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
     r.rate_lo_pps = Some(lo);
     r.rate_hi_pps = Some(hi);
     r.resolution_pps = Some(res);
-    let mut search =
-        RateSearch::new(lo, hi, res, tol.0, tol.1).map_err(|e| rawq::Error::Config(e))?;
+    let mut search = RateSearch::new(lo, hi, res, tol.0, tol.1).map_err(rawq::Error::Config)?;
     if let Some(t) = first {
         search.record(&TrialCount {
             rate_pps: hi,
@@ -361,7 +413,7 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         });
     }
     while let Some(rate) = search.next_rate() {
-        let t = trial(a, size, Rate::Pps(rate), stamped, tol)?;
+        let t = trial(a, size, Rate::Pps(rate), None, stamped, tol)?;
         progress(a, size, &t);
         r.trials.push(t.clone());
         if t.interrupted {
@@ -385,6 +437,134 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         .filter(|t| t.ndr_pass && !t.interrupted)
         .find(|t| t.rate_pps.unwrap_or(hi) == r.ndr_pps.unwrap_or(f64::NAN))
         .and_then(|t| t.latency.clone());
+    Ok(())
+}
+
+/// RFC 2544 latency: a trial at the NDR just found, every frame stamped.
+fn latency(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::Result<()> {
+    if crate::signalled()?.load(Relaxed) {
+        return Ok(());
+    }
+    let Some(ndr) = r.ndr_pps else {
+        // No rate passed: no rate to measure the latency at.
+        return Ok(());
+    };
+    if !stamped {
+        return Err(no_stamp(size, size + 1));
+    }
+    let tol = (
+        a.bench.loss_tolerance / 100.0,
+        a.bench.pdr_tolerance / 100.0,
+    );
+    let mut t = trial(a, size, Rate::Pps(ndr), None, true, tol)?;
+    t.kind = "latency";
+    progress(a, size, &t);
+    r.latency_at_ndr = t.latency.clone().filter(|_| !t.interrupted);
+    r.complete &= !t.interrupted;
+    r.trials.push(t);
+    Ok(())
+}
+
+fn no_stamp(size: u16, least: u16) -> rawq::Error {
+    rawq::Error::Config(format!(
+        "--rfc2544 latency: {size}-byte frames have no room for the latency stamp (the \
+         template's headers, 24 bytes of stamp and the FCS): give --sizes of {least} or more"
+    ))
+}
+
+/// The top rate of a curve: --rate-hi, or what an unpaced trial (kept in `r`) reaches.
+fn top_rate(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::Result<Option<f64>> {
+    if let Some(hi) = a.bench.rate_hi.and_then(|x| x.pps(len_of(size))) {
+        return Ok(Some(hi));
+    }
+    let tol = (
+        a.bench.loss_tolerance / 100.0,
+        a.bench.pdr_tolerance / 100.0,
+    );
+    let mut t = trial(a, size, Rate::Unlimited, None, stamped, tol)?;
+    progress(a, size, &t);
+    let hi = t.achieved_pps.filter(|_| !t.interrupted);
+    t.kind = if a.bench.rfc2544 == Some(Test::Loss) {
+        t.percent_of_hi = Some(100.0);
+        "loss"
+    } else {
+        "search"
+    };
+    r.trials.push(t);
+    Ok(hi)
+}
+
+/// RFC 2544's frame-loss-rate curve: from the top rate down in steps of 10%, until two
+/// trials in a row lose nothing.
+fn loss_curve(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::Result<()> {
+    let tol = (
+        a.bench.loss_tolerance / 100.0,
+        a.bench.pdr_tolerance / 100.0,
+    );
+    let measured_top = a.bench.rate_hi.is_none();
+    let Some(hi) = top_rate(a, size, stamped, r)? else {
+        return Ok(());
+    };
+    r.rate_hi_pps = Some(hi);
+    let mut clean = u32::from(r.trials.last().is_some_and(|t| t.lost == 0));
+    let first = if measured_top { 9 } else { 10 };
+    for step in (1..=first).rev() {
+        if clean >= 2 || crate::signalled()?.load(Relaxed) {
+            break;
+        }
+        let pct = step as f64 * 10.0;
+        let mut t = trial(a, size, Rate::Pps(hi * pct / 100.0), None, stamped, tol)?;
+        t.kind = "loss";
+        t.percent_of_hi = Some(pct);
+        progress(a, size, &t);
+        let (lost, cut) = (t.lost, t.interrupted);
+        r.trials.push(t);
+        if cut {
+            return Ok(());
+        }
+        clean = if lost == 0 { clean + 1 } else { 0 };
+    }
+    r.complete = clean >= 2 || r.trials.iter().any(|t| t.percent_of_hi == Some(10.0));
+    Ok(())
+}
+
+/// RFC 2544 back-to-back: a binary search on the burst length, between 1 frame and --trial's
+/// worth at the top rate, for the longest burst sent at full speed that comes back whole.
+fn back_to_back(a: &Args, size: u16, r: &mut SizeResult) -> rawq::Result<()> {
+    let Some(hi) = top_rate(a, size, false, r)? else {
+        return Ok(());
+    };
+    r.rate_hi_pps = Some(hi);
+    let most = (hi * a.bench.trial).max(1.0).round();
+    let res = match a.bench.resolution {
+        Resolution::Share(s) => (s * most).max(1.0),
+        Resolution::Rate(_) => (most / 100.0).max(1.0),
+    };
+    let tol = (
+        a.bench.loss_tolerance / 100.0,
+        a.bench.loss_tolerance / 100.0,
+    );
+    let mut search = RateSearch::new(1.0, most, res, tol.0, tol.1).map_err(rawq::Error::Config)?;
+    while let Some(n) = search.next_rate() {
+        let n = n.round().max(1.0);
+        let mut t = trial(a, size, Rate::Unlimited, Some(n as u64), false, tol)?;
+        t.kind = "back-to-back";
+        progress(a, size, &t);
+        let (cut, sent, received) = (t.interrupted, t.sent, t.received);
+        r.trials.push(t);
+        if cut {
+            return Ok(());
+        }
+        // Frames of the burst the port did not take in time were not sent back to back: they
+        // count against it.
+        search.record(&TrialCount {
+            rate_pps: n,
+            sent: sent.max(n as u64),
+            received,
+        });
+    }
+    r.back_to_back_frames = search.ndr().map(|n| n as u64);
+    r.complete = true;
     Ok(())
 }
 
@@ -423,7 +603,8 @@ fn print(a: &Args, r: &Report) {
         return;
     }
     println!(
-        "RFC 2544 throughput on {} {} (trials of {} s; NDR: loss at most {}%, PDR: at most {}%){}",
+        "RFC 2544 {} on {} {} (trials of {} s; NDR: loss at most {}%, PDR: at most {}%){}",
+        test_name(r.test),
         r.backend,
         r.device,
         r.trial_s,
@@ -435,6 +616,96 @@ fn print(a: &Args, r: &Report) {
             ""
         }
     );
+    match r.test {
+        Test::Throughput | Test::Latency => print_rates(r),
+        Test::Loss => print_loss(r),
+        Test::BackToBack => print_back_to_back(r),
+    }
+    println!(
+        "trials (frame size, kind, rate asked, sent, received, lost, loss, latency p50/p99 µs):"
+    );
+    for s in &r.sizes {
+        for t in &s.trials {
+            let l = t.latency.as_ref();
+            let kind = match (t.percent_of_hi, t.burst) {
+                (Some(p), _) => format!("loss {p:.0}%"),
+                (_, Some(n)) => format!("burst {n}"),
+                _ => t.kind.to_string(),
+            };
+            println!(
+                "  {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9.4}% {:>8}/{:<8}{}",
+                s.frame_size,
+                kind,
+                t.rate_pps
+                    .map_or("unpaced".into(), |p| format!("{p:.0} pps")),
+                t.sent,
+                t.received,
+                t.lost,
+                t.loss_ratio * 100.0,
+                us(l.and_then(|l| l.p50_ns)),
+                us(l.and_then(|l| l.p99_ns)),
+                if t.interrupted { " interrupted" } else { "" }
+            );
+        }
+    }
+}
+
+fn test_name(t: Test) -> &'static str {
+    match t {
+        Test::Throughput => "throughput",
+        Test::Latency => "latency",
+        Test::Loss => "frame loss rate",
+        Test::BackToBack => "back-to-back",
+    }
+}
+
+fn incomplete(s: &SizeResult) -> &'static str {
+    if s.complete {
+        ""
+    } else {
+        "  (incomplete)"
+    }
+}
+
+/// The loss curve: loss in percent at each step.
+fn print_loss(r: &Report) {
+    println!(
+        "{:>6} {:>9} {:>14} {:>10}",
+        "frame", "% of max", "rate pps", "loss %"
+    );
+    for s in &r.sizes {
+        for t in s.trials.iter().filter(|t| t.percent_of_hi.is_some()) {
+            println!(
+                "{:>6} {:>9.0} {:>14.0} {:>10.4}{}",
+                s.frame_size,
+                t.percent_of_hi.unwrap_or(0.0),
+                t.rate_pps.or(t.achieved_pps).unwrap_or(0.0),
+                t.loss_ratio * 100.0,
+                if t.interrupted { "  (interrupted)" } else { "" }
+            );
+        }
+    }
+}
+
+fn print_back_to_back(r: &Report) {
+    println!(
+        "{:>6} {:>14} {:>14} {:>7}",
+        "frame", "longest burst", "at pps", "trials"
+    );
+    for s in &r.sizes {
+        println!(
+            "{:>6} {:>14} {:>14} {:>7}{}",
+            s.frame_size,
+            s.back_to_back_frames.map_or("-".into(), |n| n.to_string()),
+            s.rate_hi_pps.map_or("-".into(), |p| format!("{p:.0}")),
+            s.trials.len(),
+            incomplete(s)
+        );
+    }
+}
+
+/// Throughput (and latency): NDR and PDR per size, latency at the NDR.
+fn print_rates(r: &Report) {
     println!(
         "{:>6} {:>10} {:>11} {:>10} {:>11} {:>7} {:>9} {:>9} {:>9}",
         "frame",
@@ -460,26 +731,7 @@ fn print(a: &Args, r: &Report) {
             us(l.and_then(|l| l.p50_ns)),
             us(l.and_then(|l| l.p99_ns)),
             us(l.and_then(|l| l.max_ns)),
-            if s.complete { "" } else { "  (incomplete)" }
+            incomplete(s)
         );
-    }
-    println!("trials (frame size, rate asked, sent, received, lost, loss, latency p50/p99 µs):");
-    for s in &r.sizes {
-        for t in &s.trials {
-            let l = t.latency.as_ref();
-            println!(
-                "  {:>5} {:>12} {:>12} {:>12} {:>10} {:>9.4}% {:>8}/{:<8}{}",
-                s.frame_size,
-                t.rate_pps
-                    .map_or("unpaced".into(), |p| format!("{p:.0} pps")),
-                t.sent,
-                t.received,
-                t.lost,
-                t.loss_ratio * 100.0,
-                us(l.and_then(|l| l.p50_ns)),
-                us(l.and_then(|l| l.p99_ns)),
-                if t.interrupted { " interrupted" } else { "" }
-            );
-        }
     }
 }
