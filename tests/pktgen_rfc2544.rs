@@ -330,3 +330,43 @@ fn back_to_back_finds_the_longest_whole_burst() {
     assert_eq!(s["back_to_back_frames"], 6000, "{s}");
     assert_eq!(s["complete"], true, "{s}");
 }
+
+/// A rate the sender cannot offer proves nothing about the device: such a trial is marked
+/// short of its rate and fails, so the NDR is a rate that was really offered (here the
+/// search's floor: 50 Mpps is far above what the model's sender reaches).
+#[test]
+fn a_rate_the_sender_cannot_offer_is_not_a_pass() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "throughput",
+            "--sizes",
+            "128",
+            "--trial",
+            "200ms",
+            "--rate-hi",
+            "50Mpps",
+            "--rate-lo",
+            "10kpps",
+            "--resolution",
+            "10%",
+            "--json",
+            "--quiet",
+        ],
+        120,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    let trials = s["trials"].as_array().unwrap();
+    assert_eq!(trials[0]["rate_pps"], 50e6, "{s}");
+    assert_eq!(trials[0]["short_of_rate"], true, "{s}");
+    assert_eq!(trials[0]["ndr_pass"], false, "{s}");
+    assert_eq!(s["ndr_pps"], 10_000.0, "{s}");
+    for t in trials.iter().filter(|t| t["ndr_pass"] == true) {
+        assert_eq!(t["short_of_rate"], false, "{t}");
+    }
+}

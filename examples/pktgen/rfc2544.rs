@@ -182,6 +182,28 @@ struct Trial {
     latency: Option<Latency>,
     /// Cut short by Ctrl-C: not used by the search.
     interrupted: bool,
+    /// The sender offered less than 99% of the frames the rate asks for over the trial (its
+    /// core was too slow or shared): the trial proves nothing about the device under test at
+    /// that rate, and counts as failed, the frames it did not offer as lost.
+    short_of_rate: bool,
+    /// The frames the rate asks for over the trial (paced trials).
+    expected: Option<u64>,
+}
+
+impl Trial {
+    /// The counts the search goes by: a trial short of its rate failed (the frames it did not
+    /// offer count as lost).
+    fn count(&self, rate_pps: f64) -> TrialCount {
+        TrialCount {
+            rate_pps,
+            sent: if self.short_of_rate {
+                self.expected.unwrap_or(self.sent).max(self.sent)
+            } else {
+                self.sent
+            },
+            received: self.received,
+        }
+    }
 }
 
 /// The results of one frame size.
@@ -353,7 +375,23 @@ fn trial(
         received: n("rx_packets"),
     };
     let loss = c.loss_ratio();
+    let interrupted = crate::signalled().is_ok_and(|s| s.load(Relaxed));
+    let expected = match burst {
+        Some(_) => None,
+        None => rate.pps(len_of(size)).map(|p| (p * a.bench.trial) as u64),
+    };
+    let short = !interrupted && expected.is_some_and(|e| (c.sent as f64) < 0.99 * e as f64);
+    if short && !a.quiet {
+        eprintln!(
+            "rfc2544: {size} B: the sender offered {} of the {} frames the rate asks for: \
+             counted as a failed trial (free the sender's core, or lower --rate-hi)",
+            c.sent,
+            expected.unwrap_or(0)
+        );
+    }
     Ok(Trial {
+        short_of_rate: short,
+        expected,
         kind: "search",
         percent_of_hi: None,
         burst,
@@ -363,10 +401,10 @@ fn trial(
         received: c.received,
         lost: c.lost(),
         loss_ratio: loss,
-        ndr_pass: loss <= tol.0,
-        pdr_pass: loss <= tol.1,
+        ndr_pass: !short && loss <= tol.0,
+        pdr_pass: !short && loss <= tol.1,
         latency: Latency::from_summary(&v),
-        interrupted: crate::signalled().is_ok_and(|s| s.load(Relaxed)),
+        interrupted,
     })
 }
 
@@ -406,11 +444,7 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
     r.resolution_pps = Some(res);
     let mut search = RateSearch::new(lo, hi, res, tol.0, tol.1).map_err(rawq::Error::Config)?;
     if let Some(t) = first {
-        search.record(&TrialCount {
-            rate_pps: hi,
-            sent: t.sent,
-            received: t.received,
-        });
+        search.record(&t.count(hi));
     }
     while let Some(rate) = search.next_rate() {
         let t = trial(a, size, Rate::Pps(rate), None, stamped, tol)?;
@@ -419,11 +453,7 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         if t.interrupted {
             break;
         }
-        search.record(&TrialCount {
-            rate_pps: rate,
-            sent: t.sent,
-            received: t.received,
-        });
+        search.record(&t.count(rate));
     }
     r.complete = search.done() && !r.trials.iter().any(|t| t.interrupted);
     r.ndr_pps = search.ndr();
@@ -517,7 +547,7 @@ fn loss_curve(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         t.kind = "loss";
         t.percent_of_hi = Some(pct);
         progress(a, size, &t);
-        let (lost, cut) = (t.lost, t.interrupted);
+        let (lost, cut) = (t.count(0.0).lost(), t.interrupted);
         r.trials.push(t);
         if cut {
             return Ok(());
