@@ -370,3 +370,102 @@ fn a_rate_the_sender_cannot_offer_is_not_a_pass() {
         assert_eq!(t["short_of_rate"], false, "{t}");
     }
 }
+
+fn in_ns(ns: &str, bin: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(support::example(bin));
+    c
+}
+
+/// Against fwd (macswap) on the far end of a veth pair, over AF_XDP: the search ends with a
+/// rate that lost nothing whose next step up (within the resolution) lost, or with the top
+/// rate; every trial is in the JSON with counts that add up.
+#[test]
+fn throughput_through_fwd_on_a_veth() {
+    let Some(p) = support::NetnsPair::new("r2544") else {
+        return;
+    };
+    let rule = "udp dst-port 9000 -> queue 0";
+    let mut fwd = in_ns(&p.b, "fwd")
+        .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "120", "--quiet"])
+        .args(["--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for fwd's port: its banner on stderr.
+    let mut err = BufReader::new(fwd.stderr.take().unwrap());
+    let mut seen = String::new();
+    let t = Instant::now();
+    while !seen.contains("fwd:") {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 || t.elapsed() > Duration::from_secs(30) {
+            let _ = fwd.kill();
+            panic!("fwd did not start: {seen}");
+        }
+        seen.push_str(&line);
+    }
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
+    let out = in_ns(&p.a, "pktgen")
+        .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
+        .args([
+            "--src-ip", &p.ip_a, "--dst-ip", &p.ip_b, "--txrx", "--rule", rule,
+        ])
+        .args([
+            "--rfc2544",
+            "throughput",
+            "--sizes",
+            "64,256",
+            "--trial",
+            "300ms",
+        ])
+        .args([
+            "--rate-lo",
+            "1kpps",
+            "--rate-hi",
+            "1Mpps",
+            "--resolution",
+            "5%",
+        ])
+        .args(["--drain", "200ms", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    // SAFETY: kill on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(fwd.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = fwd.wait();
+    let v = json(&out);
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{v}");
+    for s in sizes {
+        check_trials(s);
+        assert_eq!(s["complete"], true, "{s}");
+        let ndr = s["ndr_pps"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("even 1 kpps lost: {s}"));
+        let (hi, res) = (
+            s["rate_hi_pps"].as_f64().unwrap(),
+            s["resolution_pps"].as_f64().unwrap(),
+        );
+        let trials = s["trials"].as_array().unwrap();
+        let rate = |t: &serde_json::Value| t["rate_pps"].as_f64().unwrap();
+        // The NDR is the best passing trial ...
+        let best = trials
+            .iter()
+            .filter(|t| t["ndr_pass"] == true)
+            .map(rate)
+            .fold(0.0, f64::max);
+        assert_eq!(best, ndr, "{s}");
+        // ... and the next step up lost (or the top passed).
+        if ndr < hi {
+            let up = trials
+                .iter()
+                .filter(|t| t["ndr_pass"] == false && rate(t) > ndr)
+                .map(rate)
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                up - ndr <= res,
+                "ndr {ndr}, next failing {up}, resolution {res}: {s}"
+            );
+        }
+    }
+}

@@ -182,9 +182,10 @@ struct Trial {
     latency: Option<Latency>,
     /// Cut short by Ctrl-C: not used by the search.
     interrupted: bool,
-    /// The sender offered less than 99% of the frames the rate asks for over the trial (its
-    /// core was too slow or shared): the trial proves nothing about the device under test at
-    /// that rate, and counts as failed, the frames it did not offer as lost.
+    /// The sender's rate over its active window was under 99% of the rate asked for (its core
+    /// was too slow or shared): the trial proves nothing about the device under test at that
+    /// rate, and counts as failed, the frames the rate asks for over the trial and the sender
+    /// did not offer as lost.
     short_of_rate: bool,
     /// The frames the rate asks for over the trial (paced trials).
     expected: Option<u64>,
@@ -380,13 +381,21 @@ fn trial(
         Some(_) => None,
         None => rate.pps(len_of(size)).map(|p| (p * a.bench.trial) as u64),
     };
-    let short = !interrupted && expected.is_some_and(|e| (c.sent as f64) < 0.99 * e as f64);
+    // The rate the sender kept over its active window (start-up excluded): a trial with no
+    // rate (too few frames) is short too.
+    let achieved = v.get("pps").and_then(Value::as_f64);
+    let asked = if burst.is_some() {
+        None
+    } else {
+        rate.pps(len_of(size))
+    };
+    let short = !interrupted && asked.is_some_and(|r| achieved.is_none_or(|p| p < 0.99 * r));
     if short && !a.quiet {
         eprintln!(
-            "rfc2544: {size} B: the sender offered {} of the {} frames the rate asks for: \
-             counted as a failed trial (free the sender's core, or lower --rate-hi)",
-            c.sent,
-            expected.unwrap_or(0)
+            "rfc2544: {size} B: the sender kept {} pps of the {} asked for: counted as a \
+             failed trial (free the sender's core, or lower --rate-hi)",
+            achieved.map_or("no rate".into(), |p| format!("{p:.0}")),
+            asked.unwrap_or(0.0)
         );
     }
     Ok(Trial {
@@ -396,7 +405,7 @@ fn trial(
         percent_of_hi: None,
         burst,
         rate_pps: rate.pps(len_of(size)),
-        achieved_pps: v.get("pps").and_then(Value::as_f64),
+        achieved_pps: achieved,
         sent: c.sent,
         received: c.received,
         lost: c.lost(),
