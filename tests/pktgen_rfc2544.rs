@@ -469,3 +469,34 @@ fn throughput_through_fwd_on_a_veth() {
         }
     }
 }
+
+/// A search range upside down is refused before any trial, with no empty table.
+#[test]
+fn an_upside_down_range_is_refused_before_any_trial() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "throughput",
+            "--sizes",
+            "128",
+            "--trial",
+            "100ms",
+            "--rate-lo",
+            "2Mpps",
+            "--rate-hi",
+            "1Mpps",
+        ],
+        30,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rate-lo is above --rate-hi"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -264,6 +264,16 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
             "--sizes: {s} bytes (FCS included) is below the {bare_min} the template needs"
         )));
     }
+    for &s in &b.sizes {
+        let pps = |r: Option<Rate>| r.and_then(|r| r.pps(len_of(s)));
+        if let (Some(lo), Some(hi)) = (pps(b.rate_lo), pps(b.rate_hi)) {
+            if lo > hi {
+                return Err(rawq::Error::Config(format!(
+                    "--rate-lo is above --rate-hi for {s}-byte frames ({lo:.0} > {hi:.0} pps)"
+                )));
+            }
+        }
+    }
     if let Some(s) = b
         .sizes
         .iter()
@@ -642,10 +652,14 @@ fn print(a: &Args, r: &Report) {
         return;
     }
     println!(
-        "RFC 2544 {} on {} {} (trials of {} s; NDR: loss at most {}%, PDR: at most {}%){}",
+        "RFC 2544 {} on {}{} (trials of {} s; NDR: loss at most {}%, PDR: at most {}%){}",
         test_name(r.test),
         r.backend,
-        r.device,
+        if r.device.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", r.device)
+        },
         r.trial_s,
         r.ndr_loss_tolerance_pct,
         r.pdr_loss_tolerance_pct,
