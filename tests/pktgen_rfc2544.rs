@@ -500,3 +500,104 @@ fn an_upside_down_range_is_refused_before_any_trial() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A reflector of known capacity, for the search to find: on its own thread, over AF_XDP on
+/// `dev` (opened in namespace `ns`), it sends back (MACs swapped) at most `pps` frames a second
+/// from a token bucket `depth` frames deep, and drops the rest, until `stop`.
+fn limited_reflector(
+    p: &support::NetnsPair,
+    ns: &str,
+    dev: &str,
+    pps: f64,
+    depth: f64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dev = dev.to_string();
+    let mut port = p
+        .run_in(ns, move || {
+            rawq::Port::builder(rawq::Backend::Xdp { ifname: dev })
+                .rule("udp dst-port 9000 -> queue 0".parse().unwrap())
+                .open()
+        })
+        .expect("the reflector's port");
+    let mut q = port.take_queues().pop().unwrap();
+    std::thread::spawn(move || {
+        let _port = port;
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        let (mut tokens, mut last, mut dropped) = (depth, Instant::now(), 0u64);
+        while !stop.load(Relaxed) {
+            q.reclaim();
+            if q.rx_burst(&mut rx, 32) == 0 {
+                std::thread::sleep(Duration::from_micros(50));
+                continue;
+            }
+            let now = Instant::now();
+            tokens = (tokens + now.duration_since(last).as_secs_f64() * pps).min(depth);
+            last = now;
+            for mut f in rx.drain(..) {
+                if tokens >= 1.0 {
+                    tokens -= 1.0;
+                    let d = f.data_mut();
+                    let (dst, src) = d.split_at_mut(6);
+                    dst.swap_with_slice(&mut src[..6]);
+                    tx.push(f);
+                } else {
+                    dropped += 1;
+                }
+            }
+            q.tx_burst(&mut tx);
+            dropped += tx.len() as u64;
+            tx.clear();
+        }
+        dropped
+    })
+}
+
+/// Against a reflector whose capacity is set (20 kpps), the search finds that capacity within
+/// its resolution (plus what the reflector's bucket lets through above it in a trial).
+#[test]
+fn throughput_finds_a_set_capacity_within_the_resolution() {
+    const CAPACITY: f64 = 20_000.0;
+    const DEPTH: f64 = 400.0;
+    const TRIAL_S: f64 = 2.0;
+    const RES: f64 = 1_000.0;
+    let Some(p) = support::NetnsPair::new("r2cap") else {
+        return;
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refl = limited_reflector(&p, &p.b, &p.veth_b, CAPACITY, DEPTH, stop.clone());
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
+    let out = in_ns(&p.a, "pktgen")
+        .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
+        .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b, "--txrx"])
+        .args(["--rule", "udp dst-port 9000 -> queue 0"])
+        .args(["--rfc2544", "throughput", "--sizes", "128", "--trial", "2s"])
+        .args([
+            "--rate-lo",
+            "5kpps",
+            "--rate-hi",
+            "30kpps",
+            "--resolution",
+            "1kpps",
+        ])
+        .args(["--drain", "200ms", "--json", "--quiet"])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let dropped = refl.join().unwrap();
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    assert_eq!(s["complete"], true, "{s}");
+    let ndr = s["ndr_pps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no NDR: {s}"));
+    let slack = DEPTH / TRIAL_S;
+    assert!(
+        (CAPACITY - RES - slack..=CAPACITY + slack).contains(&ndr),
+        "capacity {CAPACITY} pps, NDR {ndr} (resolution {RES}, bucket slack {slack}): {s}"
+    );
+    // The trials above the capacity lost at the reflector.
+    assert!(dropped > 0, "{s}");
+}
