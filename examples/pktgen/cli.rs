@@ -109,6 +109,10 @@ fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
     rawq::gen::parse_duration(s)
 }
 
+fn parse_pattern(s: &str) -> Result<rawq::gen::Pattern, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
 fn parse_rq(s: &str) -> Result<rawq::RqType, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
@@ -128,7 +132,7 @@ fn parse_core(c: &str) -> Result<usize, String> {
 ///
 /// Sends template UDP frames (or a pcap) at a set rate, or receives and counts them (--rx), or
 /// both through a reflector (--txrx); prints live rates and a final summary (--json).
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(name = "pktgen", version)]
 pub struct Args {
     /// Backend.
@@ -205,6 +209,15 @@ pub struct Args {
     /// Rate over all queues: 1000, 2.5Mpps, 10Gbps (L1), max; 0 = unlimited (like max).
     #[arg(short, long, default_value = "max")]
     pub rate: Rate,
+    /// Inter-arrival pattern at --rate: constant, poisson (exponential gaps, a Poisson process;
+    /// poisson:SEED for another schedule; each queue draws its own) or, with --burst-gap,
+    /// bursts.
+    #[arg(long, default_value = "constant", value_parser = parse_pattern, conflicts_with = "burst_gap")]
+    pub pattern: rawq::gen::Pattern,
+    /// Bursts of N frames, each followed by GAP of silence (e.g. 32,1ms; 8,50us), per queue:
+    /// within a burst frames go at --rate (back to back with max).
+    #[arg(long, value_name = "N,GAP", value_parser = rawq::gen::Pattern::burst_gap)]
+    pub burst_gap: Option<rawq::gen::Pattern>,
     /// Packets to send (over all queues); 0 = no limit.
     #[arg(short = 'n', long, default_value_t = 0)]
     pub count: u64,
@@ -246,9 +259,30 @@ pub struct Args {
     /// Measurement options: latency, capture, streamed stats, richer templates.
     #[command(flatten)]
     pub measure: crate::measure::MeasureArgs,
+
+    /// RFC 2544 benchmark options.
+    #[command(flatten)]
+    pub bench: crate::rfc2544::BenchArgs,
+
+    /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
+    #[arg(skip)]
+    pub silent: bool,
 }
 
 impl Args {
+    /// The inter-arrival pattern of queue `q` (each queue its own Poisson seed: the sum of
+    /// independent Poisson processes is one).
+    pub fn pattern(&self, q: u16) -> rawq::gen::Pattern {
+        use rawq::gen::Pattern;
+        match (self.burst_gap, self.pattern) {
+            (Some(b), _) => b,
+            (None, Pattern::Poisson { seed }) => Pattern::Poisson {
+                seed: seed.wrapping_add(q as u64),
+            },
+            (None, p) => p,
+        }
+    }
+
     /// The backend the options name. On the software device a tx-only run uses a sink wire
     /// (what is measured is the driver's cost); --txrx / --rx use its loopback.
     ///

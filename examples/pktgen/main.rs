@@ -15,15 +15,16 @@ mod cli;
 mod live;
 mod measure;
 mod monitor;
+mod rfc2544;
 mod window;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rawq::gen::{FrameSource, Pacer, SeqTracker, Stamper};
+use rawq::gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
 use rawq::{MempoolConfig, Port, Queue};
 
 use cli::Args;
@@ -126,7 +127,12 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
+    let a = Args::parse();
+    let r = match a.bench.rfc2544 {
+        Some(test) => rfc2544::run(&a, test),
+        None => run(&a).map(|_| ()),
+    };
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pktgen: {e}");
@@ -135,11 +141,35 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(a: &Args) -> rawq::Result<()> {
+/// Set by SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature): every run ends with a
+/// summary, and an RFC 2544 search with what it measured. The handler is installed once, by the
+/// first run that needs it (the live engine installs its own).
+fn signalled() -> rawq::Result<&'static AtomicBool> {
+    static FLAG: AtomicBool = AtomicBool::new(false);
+    static INSTALLED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| ctrlc::set_handler(|| FLAG.store(true, Relaxed)).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| {
+            rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
+        })?;
+    Ok(&FLAG)
+}
+
+/// One run: sends (or receives) as the options say, prints the summary (unless `a.silent`) and
+/// returns it as JSON.
+fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
     if a.engine == live::Engine::Live {
-        return live::run(a);
+        if a.burst_gap.is_some() || a.pattern != Pattern::Constant {
+            return Err(rawq::Error::Config(
+                "--pattern / --burst-gap: the live engine paces in the kernel, at a constant \
+                 rate only; use --engine afxdp"
+                    .into(),
+            ));
+        }
+        return live::run(a).map(|()| serde_json::Value::Null);
     }
     if a.burst > a.ring as usize {
         return Err(rawq::Error::Config(format!(
@@ -227,14 +257,16 @@ fn run(a: &Args) -> rawq::Result<()> {
             );
         }
     }
-    eprintln!(
-        "pktgen: {} on {} ({}), {} queue(s), pool on {}",
-        info.backend,
-        info.device,
-        info.mode,
-        info.queues,
-        port.pool().memory_kind()
-    );
+    if !a.silent {
+        eprintln!(
+            "pktgen: {} on {} ({}), {} queue(s), pool on {}",
+            info.backend,
+            info.device,
+            info.mode,
+            info.queues,
+            port.pool().memory_kind()
+        );
+    }
     if link.is_some_and(|l| !l.up) {
         eprintln!(
             "pktgen: warning: {} is down: nothing can be sent or received until `ip link set dev \
@@ -243,12 +275,9 @@ fn run(a: &Args) -> rawq::Result<()> {
         );
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    // SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature) all end the run with a summary.
-    ctrlc::set_handler(move || s.store(true, Relaxed)).map_err(|e| {
-        rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
-    })?;
+    // The run's own stop flag (the deadline sets it too), raised by a signal.
+    let signal = signalled()?;
+    let stop = Arc::new(AtomicBool::new(signal.load(Relaxed)));
 
     let nq = info.queues as u64;
     let pps = a.rate.pps(src.mean_len()).map(|p| p / nq as f64);
@@ -263,6 +292,7 @@ fn run(a: &Args) -> rawq::Result<()> {
             let core = core_of(i);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             let drain = a.drain;
+            let pattern = a.pattern(q.index());
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
             let m = m.clone();
@@ -278,7 +308,9 @@ fn run(a: &Args) -> rawq::Result<()> {
                 let out = if rx {
                     rx_loop(q, &end, burst, &mut qm)
                 } else {
-                    tx_loop(q, &src, &end, burst, limit, pps, txrx, drain, &mut qm)
+                    tx_loop(
+                        q, &src, &end, burst, limit, pps, pattern, txrx, drain, &mut qm,
+                    )
                 };
                 m.deposit(qm);
                 out
@@ -292,7 +324,7 @@ fn run(a: &Args) -> rawq::Result<()> {
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
+        if signal.load(Relaxed) || deadline.is_some_and(|d| now >= d) {
             stop.store(true, Relaxed);
         }
         // A receiver sees no error when its interface vanishes: look for it.
@@ -333,14 +365,22 @@ fn run(a: &Args) -> rawq::Result<()> {
         first: all.first,
         last: all.last,
     };
-    let extras =
-        measure::Extras::collect(&m, &mon, &port.stats(), window, a.rate.pps(src.mean_len()));
-    report(a, &port, &info, elapsed, &all, link_drops, &extras);
+    let extras = measure::Extras::collect(&m, &mon, &port.stats(), window, target_pps(a, &src, nq));
+    let v = report(a, &port, &info, elapsed, &all, link_drops, &extras);
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(v),
     }
+}
+
+/// The mean rate the options ask for over all queues (None: unlimited): --rate, or with
+/// --burst-gap what its bursts and gaps average to.
+fn target_pps(a: &Args, src: &FrameSource, nq: u64) -> Option<f64> {
+    let pps = a.rate.pps(src.mean_len())?;
+    a.pattern(0)
+        .mean_pps(Some(pps / nq as f64))
+        .map(|p| p * nq as f64)
 }
 
 /// Buffers a DV send queue (the device model's too) can hold per WQEBB: an eMPW session packs
@@ -469,13 +509,14 @@ fn tx_loop(
     burst: usize,
     limit: Option<u64>,
     pps: Option<f64>,
+    pattern: Pattern,
     txrx: bool,
     drain: Duration,
     qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
     let begin = Instant::now();
-    let mut pacer = Pacer::starting_at(pps, begin);
+    let mut pacer = Pacer::starting_at(pps, begin).with_pattern(pattern);
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
     let mut out = Outcome {
         first: Some(begin),
@@ -504,7 +545,7 @@ fn tx_loop(
     };
     let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
-    let paced = pps.is_some();
+    let paced = pacer.is_paced();
     // Bursts since the last clock read; whether packets went since then (the window's end).
     let (mut tick, mut unmarked) = (0u32, false);
     let mut now = begin;
@@ -716,7 +757,7 @@ fn report(
     o: &Outcome,
     link_drops: Option<u64>,
     extras: &measure::Extras,
-) {
+) -> serde_json::Value {
     let seq = &o.seq;
     let s = port.stats();
     let device = device_drops(port);
@@ -768,8 +809,9 @@ fn report(
         model_idle_polls,
         model_work_ns,
     };
-    // Losses outside the queues' counters go to stderr in any case (JSON has them as fields).
-    if let Some((n, text)) = device.filter(|d| d.0 > 0) {
+    // Losses outside the queues' counters go to stderr in any case (JSON has them as fields),
+    // but for the trials of an RFC 2544 search, where loss is what is looked for.
+    if let Some((n, text)) = device.filter(|d| d.0 > 0 && !a.silent) {
         eprintln!("pktgen: the software device lost {n} frames: {text}");
     }
     if let Some(n) = link_drops.filter(|&n| n > 0) {
@@ -780,11 +822,14 @@ fn report(
         );
     }
     // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
+    let mut v = serde_json::to_value(&sum).unwrap_or_default();
+    extras.extend(&mut v);
+    if a.silent {
+        return v;
+    }
     if a.json || a.measure.json_lines {
-        let mut v = serde_json::to_value(&sum).unwrap_or_default();
-        extras.extend(&mut v);
         println!("{v}");
-        return;
+        return v;
     }
     let seq_text = if a.txrx && o.stamped_sent > 0 {
         format!(
@@ -853,4 +898,5 @@ fn report(
             window::fmt_secs(sum.model_work_ns as f64 / 1e9)
         );
     }
+    v
 }

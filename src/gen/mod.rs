@@ -11,6 +11,8 @@
 //! * [`SizeSpec`] (fixed, range, IMIX), [`Rate`] and [`Pacer`] (a cumulative schedule that holds
 //!   a rate without drifting), and [`SeqTracker`] for the receive side.
 //!
+//! * [`RateSearch`]: RFC 2544's binary search for the throughput, with FD.io CSIT's NDR and PDR.
+//!
 //! Sizes are frame lengths as handed to the NIC, **without** the 4-byte FCS (what tcpdump shows).
 //! Bit rates are layer-1 rates: frame + FCS + preamble + inter-frame gap = frame + 24 bytes.
 
@@ -19,6 +21,7 @@ mod capture;
 mod flowstats;
 mod latency;
 mod pace;
+mod search;
 mod source;
 mod template;
 
@@ -27,7 +30,8 @@ pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
 pub use capture::{realtime_ns, CaptureLimits, PcapWriter};
 pub use flowstats::{FlowCount, FlowTracker};
 pub use latency::{bucket_bounds, bucket_of, fmt_ns, monotonic_ns, LatencyHistogram, PERCENTILES};
-pub use pace::{parse_duration, Pacer, Rate, MAX_DURATION_S};
+pub use pace::{parse_duration, Pacer, Pattern, Rate, MAX_DURATION_S};
+pub use search::{RateSearch, TrialCount};
 pub use source::FrameSource;
 pub use template::{
     checksum, csum_fold, csum_update16, FieldRange, FlowVary, FrameSpec, L4Kind, Payload,

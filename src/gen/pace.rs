@@ -117,16 +117,135 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// How packets are spread in time at a rate (the inter-arrival pattern, as MoonGen and TRex
+/// offer them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// One every 1/rate seconds.
+    Constant,
+    /// Gaps drawn from the exponential distribution of mean 1/rate (a Poisson process), from a
+    /// generator seeded with `seed` (the same seed, the same schedule). Unpaced, as unlimited.
+    Poisson {
+        /// The generator's seed.
+        seed: u64,
+    },
+    /// Bursts of `n` packets, each followed by `gap` of silence: within a burst packets go at
+    /// the rate (back to back when unlimited), so packet *k* is due at
+    /// ⌊k / n⌋ × gap + k / rate.
+    BurstGap {
+        /// Packets in a burst (at least 1).
+        n: u32,
+        /// Silence after each burst.
+        gap: Duration,
+    },
+}
+
+impl std::str::FromStr for Pattern {
+    type Err = Error;
+    /// `constant`, `poisson` (seed 1) or `poisson:SEED`.
+    fn from_str(s: &str) -> Result<Pattern> {
+        let t = s.trim().to_ascii_lowercase();
+        if t == "constant" {
+            return Ok(Pattern::Constant);
+        }
+        if t == "poisson" {
+            return Ok(Pattern::Poisson { seed: 1 });
+        }
+        if let Some(seed) = t.strip_prefix("poisson:") {
+            if let Ok(seed) = seed.trim().parse() {
+                return Ok(Pattern::Poisson { seed });
+            }
+        }
+        Err(Error::Config(format!(
+            "pattern {s:?}: expected constant, poisson or poisson:SEED (bursts: --burst-gap)"
+        )))
+    }
+}
+
+impl Pattern {
+    /// `N,GAP`: bursts of N packets, each followed by GAP (a time: 10ms, 1s, 100us).
+    ///
+    /// # Errors
+    /// A message naming the value and what is expected.
+    pub fn burst_gap(s: &str) -> std::result::Result<Pattern, String> {
+        let bad = || format!("{s:?}: expected N,GAP: bursts of N packets, GAP apart (e.g. 32,1ms)");
+        let (n, gap) = s.split_once(',').ok_or_else(bad)?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        let g = gap.trim();
+        let gap = match g.strip_suffix("us") {
+            Some(us) => us
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .map(|v| Duration::from_secs_f64(v * 1e-6))
+                .ok_or_else(bad)?,
+            None => parse_duration(g)?,
+        };
+        Ok(Pattern::BurstGap { n, gap })
+    }
+}
+
+impl Pattern {
+    /// The long-run rate of a pacer at `pps` with this pattern (None: unlimited, or bursts
+    /// back to back whose rate within is the port's).
+    pub fn mean_pps(&self, pps: Option<f64>) -> Option<f64> {
+        let pps = pps.filter(|p| *p > 0.0)?;
+        Some(match *self {
+            Pattern::Constant | Pattern::Poisson { .. } => pps,
+            Pattern::BurstGap { n, gap } => n as f64 / (gap.as_secs_f64() + n as f64 / pps),
+        })
+    }
+}
+
+/// A SplitMix64 step: a small, well-mixed generator for the Poisson schedule (Steele, Lea and
+/// Flood, "Fast splittable pseudorandom number generators", 2014).
+#[inline]
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An exponential draw of mean 1 (inverse transform of a uniform in (0, 1]).
+#[inline]
+fn exp1(state: &mut u64) -> f64 {
+    let u = ((splitmix64(state) >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    -u.ln()
+}
+
+/// `secs` rounded to whole nanoseconds (Duration::MAX when out of range).
+fn whole_ns(secs: f64) -> Duration {
+    let ns = (secs * 1e9).round();
+    if ns < u64::MAX as f64 {
+        Duration::from_nanos(ns as u64)
+    } else {
+        Duration::MAX
+    }
+}
+
 /// Holds a packet rate with a cumulative schedule: the first packet is due at the start, and by
 /// time *t* after it at most `1 + ⌊rate × t⌋` packets may have gone (as pktgen-dpdk and
 /// testpmd's txonly send: a run of *d* seconds at *r* packets per second sends `r × d`, the
 /// last one interval before the end). Falling behind is made up at once (bounded by the burst
 /// size per call), so the long-run rate does not drift with scheduling noise.
+///
+/// Other [`Pattern`]s keep the same rule (at most the packets due by time *t*), with their own
+/// due times.
 #[derive(Clone, Debug)]
 pub struct Pacer {
     pps: Option<f64>,
     start: Instant,
     sent: u64,
+    pattern: Pattern,
+    /// Poisson: the generator's state, and when packet `sent` is due (seconds after `start`).
+    rng: u64,
+    next_due: f64,
 }
 
 impl Pacer {
@@ -141,15 +260,73 @@ impl Pacer {
             pps: pps.filter(|p| *p > 0.0),
             start,
             sent: 0,
+            pattern: Pattern::Constant,
+            rng: 0,
+            next_due: 0.0,
         }
+    }
+
+    /// The same pacer with `pattern`'s due times.
+    pub fn with_pattern(mut self, pattern: Pattern) -> Pacer {
+        self.pattern = pattern;
+        if let Pattern::Poisson { seed } = pattern {
+            self.rng = seed;
+        }
+        self
+    }
+
+    /// Whether packets wait for a schedule (false: each goes as soon as the port takes it).
+    pub fn is_paced(&self) -> bool {
+        match self.pattern {
+            Pattern::Constant | Pattern::Poisson { .. } => self.pps.is_some(),
+            Pattern::BurstGap { .. } => true,
+        }
+    }
+
+    /// When packet `k` is due (seconds after the start), for the closed-form patterns.
+    #[inline]
+    fn due_at(&self, k: u64) -> f64 {
+        let at_rate = self.pps.map_or(0.0, |p| k as f64 / p);
+        match self.pattern {
+            Pattern::BurstGap { n, gap } => (k / n as u64) as f64 * gap.as_secs_f64() + at_rate,
+            _ => at_rate,
+        }
+    }
+
+    /// How many packets from `sent` on are due by `t` ns (at most `burst`), walking the
+    /// schedule; `next(k)` gives the due time (s) of the packet k after `first`. Due times are
+    /// compared in whole nanoseconds, as [`Pacer::wait_hint`] gives them.
+    #[inline]
+    fn count_due(t: u128, burst: usize, first: f64, mut next: impl FnMut(u64) -> f64) -> usize {
+        let due = |s: f64| (s * 1e9).round() <= t as f64;
+        if !due(first) {
+            return 0;
+        }
+        let mut k = 1;
+        while k < burst && due(next(k as u64)) {
+            k += 1;
+        }
+        k
     }
 
     /// How many packets (at most `burst`) may go at time `now`.
     #[inline]
     pub fn allowance(&self, now: Instant, burst: usize) -> usize {
-        match self.pps {
-            None => burst,
-            Some(pps) => {
+        let t = || now.saturating_duration_since(self.start).as_nanos();
+        match (self.pattern, self.pps) {
+            (Pattern::Poisson { .. }, Some(pps)) => {
+                let (mut rng, mut due) = (self.rng, self.next_due);
+                Pacer::count_due(t(), burst, due, |_| {
+                    due += exp1(&mut rng) / pps;
+                    due
+                })
+            }
+            (Pattern::BurstGap { .. }, _) => {
+                let s = self.sent;
+                Pacer::count_due(t(), burst, self.due_at(s), |k| self.due_at(s + k))
+            }
+            (_, None) => burst,
+            (_, Some(pps)) => {
                 let due = ((now.saturating_duration_since(self.start).as_secs_f64() * pps) as u64)
                     .saturating_add(1);
                 due.saturating_sub(self.sent).min(burst as u64) as usize
@@ -161,21 +338,30 @@ impl Pacer {
     #[inline]
     pub fn sent(&mut self, n: usize) {
         self.sent += n as u64;
+        if let (Pattern::Poisson { .. }, Some(pps)) = (self.pattern, self.pps) {
+            for _ in 0..n {
+                self.next_due += exp1(&mut self.rng) / pps;
+            }
+        }
     }
 
     /// How long until at least one more packet is due (zero if one is due now).
     pub fn wait_hint(&self, now: Instant) -> Duration {
-        match self.pps {
-            None => Duration::ZERO,
-            Some(pps) => {
-                // A rate so low that the next packet is centuries away waits "forever".
-                let next =
-                    Duration::try_from_secs_f64(self.sent as f64 / pps).unwrap_or(Duration::MAX);
-                self.start
-                    .checked_add(next)
-                    .map_or(Duration::MAX, |t| t.saturating_duration_since(now))
-            }
+        if !self.is_paced() {
+            return Duration::ZERO;
         }
+        let next = match self.pattern {
+            // A rate so low that the next packet is centuries away waits "forever".
+            Pattern::Constant => {
+                Duration::try_from_secs_f64(self.due_at(self.sent)).unwrap_or(Duration::MAX)
+            }
+            // In whole nanoseconds, as the allowance compares them.
+            Pattern::Poisson { .. } => whole_ns(self.next_due),
+            Pattern::BurstGap { .. } => whole_ns(self.due_at(self.sent)),
+        };
+        self.start
+            .checked_add(next)
+            .map_or(Duration::MAX, |t| t.saturating_duration_since(now))
     }
 }
 
@@ -271,5 +457,159 @@ mod tests {
         assert_eq!(fast.allowance(t0 + Duration::from_secs(1), 32), 32);
         let un = Pacer::new(None);
         assert_eq!(un.allowance(Instant::now(), 7), 7);
+    }
+
+    /// The due times of the first `n` packets of `p` (offsets from `t0`, seconds), read from
+    /// the pacer itself: the wait hint at the start is when the next packet is due, and the
+    /// allowance agrees (nothing just before, one at that time; `exact`: the constant
+    /// pattern's closed form can be a nanosecond late on the hint, so it is not held to it).
+    fn schedule(mut p: Pacer, t0: Instant, n: usize) -> Vec<f64> {
+        let exact = p.pattern != Pattern::Constant;
+        let mut due = Vec::with_capacity(n);
+        for _ in 0..n {
+            let d = p.wait_hint(t0);
+            if !exact {
+                due.push(d.as_secs_f64());
+                p.sent(1);
+                continue;
+            }
+            if d > Duration::from_micros(1) {
+                assert_eq!(p.allowance(t0 + d - Duration::from_micros(1), 1), 0);
+            }
+            assert_eq!(p.allowance(t0 + d, 1), 1, "due at {d:?}");
+            due.push(d.as_secs_f64());
+            p.sent(1);
+        }
+        due
+    }
+
+    /// Kolmogorov–Smirnov statistic of `x` against the exponential distribution of `rate`.
+    fn ks_exponential(mut x: Vec<f64>, rate: f64) -> f64 {
+        x.sort_by(f64::total_cmp);
+        let n = x.len() as f64;
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let f = 1.0 - (-rate * v).exp();
+                (f - i as f64 / n).abs().max((f - (i + 1) as f64 / n).abs())
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// Issue 24: Poisson gaps pass a Kolmogorov–Smirnov test against the exponential at the 1%
+    /// level over 10^5 gaps; constant gaps do not.
+    #[test]
+    fn poisson_gaps_are_exponential() {
+        const N: usize = 100_000;
+        let rate = 10_000.0;
+        // The critical value of the one-sample KS test at the 1% level, large n.
+        let critical = 1.6276 / (N as f64).sqrt();
+        let t0 = Instant::now();
+        let gaps = |p: Pacer| -> Vec<f64> {
+            schedule(p, t0, N + 1)
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .collect()
+        };
+        for seed in [1, 42, 0xdead_beef] {
+            let p = Pacer::starting_at(Some(rate), t0).with_pattern(Pattern::Poisson { seed });
+            let g = gaps(p);
+            let mean = g.iter().sum::<f64>() / N as f64;
+            assert!((mean * rate - 1.0).abs() < 0.02, "mean gap {mean}");
+            let d = ks_exponential(g, rate);
+            assert!(d < critical, "seed {seed}: D = {d}, critical {critical}");
+        }
+        let d = ks_exponential(gaps(Pacer::starting_at(Some(rate), t0)), rate);
+        assert!(d > critical, "constant gaps pass as exponential: D = {d}");
+        // The same seed, the same schedule.
+        let a = Pacer::starting_at(Some(rate), t0).with_pattern(Pattern::Poisson { seed: 7 });
+        assert_eq!(schedule(a.clone(), t0, 100), schedule(a, t0, 100));
+    }
+
+    #[test]
+    fn poisson_allowance_makes_up_and_caps_at_the_burst() {
+        let t0 = Instant::now();
+        let mut p = Pacer::starting_at(Some(1000.0), t0).with_pattern(Pattern::Poisson { seed: 3 });
+        // One second late: about a thousand due, a burst at a time.
+        let late = t0 + Duration::from_secs(1);
+        assert_eq!(p.allowance(late, 32), 32);
+        let mut total = 0;
+        loop {
+            let n = p.allowance(late, 32);
+            if n == 0 {
+                break;
+            }
+            p.sent(n);
+            total += n;
+        }
+        assert!((900..1100).contains(&total), "{total}");
+        // Unpaced Poisson is unlimited.
+        let un = Pacer::starting_at(None, t0).with_pattern(Pattern::Poisson { seed: 3 });
+        assert!(!un.is_paced());
+        assert_eq!(un.allowance(t0, 9), 9);
+    }
+
+    #[test]
+    fn bursts_with_gaps() {
+        let t0 = Instant::now();
+        let gap = Duration::from_millis(10);
+        // Bursts of 4 back to back (unlimited), 10 ms apart.
+        let p = Pacer::starting_at(None, t0).with_pattern(Pattern::BurstGap { n: 4, gap });
+        assert!(p.is_paced());
+        let due = schedule(p.clone(), t0, 12);
+        assert_eq!(
+            due,
+            [0.0, 0.0, 0.0, 0.0, 0.01, 0.01, 0.01, 0.01, 0.02, 0.02, 0.02, 0.02]
+        );
+        // All four of a burst at once, then nothing until the gap is over.
+        let mut q = p;
+        assert_eq!(q.allowance(t0, 32), 4);
+        q.sent(4);
+        assert_eq!(q.allowance(t0 + Duration::from_millis(9), 32), 0);
+        assert_eq!(q.allowance(t0 + gap, 32), 4);
+        // At 1000 pps within the burst: packet k at ⌊k/2⌋ × 10 ms + k ms.
+        let pattern = Pattern::BurstGap { n: 2, gap };
+        // 2 frames every 12 ms.
+        let mean = pattern.mean_pps(Some(1000.0)).unwrap();
+        assert!((mean - 2.0 / 0.012).abs() < 1e-9, "{mean}");
+        assert_eq!(pattern.mean_pps(None), None);
+        let r = Pacer::starting_at(Some(1000.0), t0).with_pattern(pattern);
+        let due = schedule(r, t0, 4);
+        for (d, want) in due.iter().zip([0.0, 0.001, 0.012, 0.013]) {
+            assert!((d - want).abs() < 1e-6, "{due:?}");
+        }
+    }
+
+    #[test]
+    fn patterns_parse() {
+        assert_eq!("constant".parse::<Pattern>().unwrap(), Pattern::Constant);
+        assert_eq!(
+            "poisson".parse::<Pattern>().unwrap(),
+            Pattern::Poisson { seed: 1 }
+        );
+        assert_eq!(
+            "Poisson:9".parse::<Pattern>().unwrap(),
+            Pattern::Poisson { seed: 9 }
+        );
+        for bad in ["", "burst", "poisson:x"] {
+            assert!(bad.parse::<Pattern>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            Pattern::burst_gap("32,1ms").unwrap(),
+            Pattern::BurstGap {
+                n: 32,
+                gap: Duration::from_millis(1)
+            }
+        );
+        assert_eq!(
+            Pattern::burst_gap("8, 50us").unwrap(),
+            Pattern::BurstGap {
+                n: 8,
+                gap: Duration::from_micros(50)
+            }
+        );
+        for bad in ["", "32", "0,1ms", "x,1ms", "4,0", "4,-1ms", "4,nanus"] {
+            assert!(Pattern::burst_gap(bad).is_err(), "{bad}");
+        }
     }
 }
