@@ -12,25 +12,7 @@ use std::time::{Duration, Instant};
 
 /// Runs pktgen with `args`, killing it after `secs` (a hang fails the test).
 fn pktgen(args: &[&str], secs: u64) -> Output {
-    let mut child = Command::new(support::example("pktgen"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(secs) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "pktgen {args:?} still running after {secs} s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    support::run_example("pktgen", args, secs)
 }
 
 fn json(out: &Output) -> serde_json::Value {
