@@ -1,0 +1,235 @@
+//! The queue threads' loops: sending (with --txrx also receiving) and receiving.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use rawq::gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
+use rawq::Queue;
+
+use crate::{measure, Outcome, Until};
+
+/// Bursts between two clock reads of an unpaced send loop (the deadline and the end of the
+/// active window are checked then; the stop flag every burst). At 32 packets a burst that is
+/// about 2000 packets: well under a millisecond at the rates a queue reaches.
+const CLOCK_EVERY: u32 = 64;
+
+/// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
+/// `txrx`, also counts what arrives on the queue (and keeps receiving for `drain` after the
+/// last send, for stragglers).
+///
+/// Unpaced, the loop reads the clock every [`CLOCK_EVERY`] bursts only, so the active window's
+/// end is known to within that many bursts; paced, every burst (the pacer needs it).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)] // the loop's knobs, plus the measurement half
+pub(crate) fn tx_loop(
+    mut q: Queue,
+    src: &FrameSource,
+    end: &Until,
+    burst: usize,
+    limit: Option<u64>,
+    pps: Option<f64>,
+    pattern: Pattern,
+    txrx: bool,
+    drain: Duration,
+    qm: &mut measure::QueueMeasure,
+) -> Outcome {
+    // The window opens where the schedule starts and closes at the last packet taken.
+    let begin = Instant::now();
+    let mut pacer = Pacer::starting_at(pps, begin).with_pattern(pattern);
+    let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
+    let mut out = Outcome {
+        first: Some(begin),
+        ..Outcome::default()
+    };
+    let mut seq = SeqTracker::default();
+    // Start of the current stretch of full-ring bursts.
+    let mut full_since: Option<Instant> = None;
+    let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
+        // Drain what is there (a few bursts at most per pass), so that returning frames do not
+        // queue in the ring while this loop paces or sleeps: that wait would be measured as
+        // latency.
+        for _ in 0..16 {
+            if !txrx || q.rx_burst(&mut back, burst) == 0 {
+                break;
+            }
+            qm.on_rx(&back);
+            let full = back.len() == burst;
+            back.drain(..)
+                .filter_map(|p| Stamper::read_stamp(p.data()))
+                .for_each(|s| seq.record(s));
+            if !full {
+                break;
+            }
+        }
+    };
+    let stamps = src.stamps();
+    let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
+    let paced = pacer.is_paced();
+    // Bursts since the last clock read; whether packets went since then (the window's end).
+    let (mut tick, mut unmarked) = (0u32, false);
+    let mut now = begin;
+    loop {
+        tick += 1;
+        if paced || tick >= CLOCK_EVERY {
+            tick = 0;
+            now = Instant::now();
+            if unmarked {
+                out.active(now);
+                unmarked = false;
+            }
+            if end.reached(now) || out.check(&mut q, end) {
+                break;
+            }
+        } else if end.stop.load(Relaxed) {
+            break;
+        }
+        if limit.is_some_and(|l| sent >= l) {
+            break;
+        }
+        receive(&mut q, qm);
+        let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
+        let want = pacer.allowance(now, room as usize);
+        if want == 0 {
+            q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
+            if pacer.wait_hint(Instant::now()) > Duration::from_micros(200) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            continue;
+        }
+        // Packets left over from a full ring go first; top up with fresh ones from the queue's
+        // own cache (the one its completions refill).
+        let start = pkts.len();
+        if want > start && q.alloc_burst(&mut pkts, want - start).is_err() {
+            out.tx_pool_empty += 1;
+            q.reclaim();
+            if out.check(&mut q, end) {
+                break;
+            }
+            continue;
+        }
+        let burst_ns = qm.burst_clock();
+        for p in &mut pkts[start..] {
+            if let Err(e) = measure::fill(src, p, i, stream, qm.stamp(i, burst_ns)) {
+                eprintln!("pktgen: queue {stream}: {e}");
+                end.stop.store(true, Relaxed);
+                pkts.clear();
+                out.seq = seq;
+                return out;
+            }
+            i += 1;
+        }
+        let n = q.tx_burst(&mut pkts);
+        qm.on_tx(n);
+        pacer.sent(n);
+        sent += n as u64;
+        unmarked |= n > 0;
+        out.tx_bursts += 1;
+        // A full ring (or a failing queue): look at the queue's error now, not bursts later.
+        // The clock is read only where a full stretch starts and ends.
+        if !pkts.is_empty() {
+            out.tx_ring_full_bursts += 1;
+            if full_since.is_none() {
+                full_since = Some(Instant::now());
+                out.tx_ring_full_stretches += 1;
+            }
+            if out.check(&mut q, end) {
+                break;
+            }
+        } else if let Some(t) = full_since.take() {
+            out.tx_ring_full_ns += t.elapsed().as_nanos() as u64;
+        }
+    }
+    if let Some(t) = full_since.take() {
+        out.tx_ring_full_ns += t.elapsed().as_nanos() as u64;
+    }
+    if unmarked {
+        out.active(Instant::now());
+    }
+    // The queue's last word: the loop looks at errors only every CLOCK_EVERY bursts and at a
+    // full ring, so one raised by the last bursts (a failed kick on a down link) is taken here.
+    if out.failure.is_none() {
+        out.check(&mut q, end);
+    }
+    // Frames not taken by the device are not sent: their stamps are reused by nobody.
+    pkts.clear();
+    let linger = if txrx {
+        drain
+    } else {
+        Duration::from_millis(20)
+    };
+    settle(&mut q, sent, linger, qm, &mut receive);
+    // Errors completed while settling (a send refused by the device is only seen when its
+    // error CQE is polled, often after the loop) are said too.
+    if out.failure.is_none() {
+        out.check(&mut q, end);
+    }
+    if stamps {
+        out.stamped_sent = sent;
+    }
+    out.seq = seq;
+    out
+}
+
+/// After the send loop: lets the device finish what it has (backends that count at completion
+/// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
+/// back; bounded at `linger` + one second. (A function of its own: callgrind tells the loop's
+/// instructions from these.)
+#[inline(never)]
+fn settle(
+    q: &mut Queue,
+    sent: u64,
+    linger: Duration,
+    qm: &mut measure::QueueMeasure,
+    receive: &mut impl FnMut(&mut Queue, &mut measure::QueueMeasure),
+) {
+    let t = Instant::now();
+    let settled = |q: &Queue| {
+        let s = q.stats();
+        s.tx_packets + s.tx_errors + s.tx_drops >= sent
+    };
+    while t.elapsed() < linger + Duration::from_secs(1) {
+        let busy = q.reclaim() > 0;
+        receive(q, qm);
+        if !busy && t.elapsed() >= linger && settled(q) {
+            break;
+        }
+    }
+}
+
+/// Receives and counts until stopped; tracks sequence stamps.
+pub(crate) fn rx_loop(
+    mut q: Queue,
+    end: &Until,
+    burst: usize,
+    qm: &mut measure::QueueMeasure,
+) -> Outcome {
+    let mut pkts = Vec::with_capacity(burst);
+    let mut out = Outcome::default();
+    let mut idle = 0u32;
+    loop {
+        if idle % 64 == 0 && (end.reached(Instant::now()) || out.check(&mut q, end)) {
+            break;
+        }
+        if q.rx_burst(&mut pkts, burst) == 0 {
+            // Busy-poll while traffic flows; after a quiet spell, nap so that an idle receiver
+            // leaves its core to others (a ring of 8192 covers 100 µs up to 80 Mpps).
+            idle += 1;
+            if idle > 10_000 {
+                std::thread::sleep(Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        idle = 0;
+        out.active(Instant::now());
+        qm.on_rx(&pkts);
+        pkts.drain(..)
+            .filter_map(|p| Stamper::read_stamp(p.data()))
+            .for_each(|s| out.seq.record(s));
+    }
+    out
+}

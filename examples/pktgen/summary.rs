@@ -1,0 +1,251 @@
+//! The final report: the summary of a run (text, or JSON with --json), from the queues'
+//! outcomes and the port's counters.
+
+use rawq::Port;
+
+use crate::cli::Args;
+use crate::{measure, window, Outcome};
+
+/// The final report (`--json`).
+#[derive(serde::Serialize)]
+struct Summary {
+    backend: &'static str,
+    device: String,
+    mode: String,
+    direction: &'static str,
+    queues: u16,
+    /// The active window: first to last packet (sent, or received with --rx).
+    duration_s: f64,
+    /// The whole run, start-up and linger included.
+    elapsed_s: f64,
+    packets: u64,
+    bytes: u64,
+    /// Over the active window; null when it has no rate (fewer than two packets, or all
+    /// within a burst: see `window.rs`).
+    pps: Option<f64>,
+    bps_l1: Option<f64>,
+    errors: u64,
+    drops: u64,
+    rx_packets: u64,
+    seq_stamped: u64,
+    seq_gaps: u64,
+    seq_out_of_order: u64,
+    /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
+    seq_lost: u64,
+    /// Frames the (software) device dropped or found no rule for, beyond the queue counters.
+    device_drops: u64,
+    /// Frames the interface under an xdp port dropped on transmit during the run (e.g. above
+    /// its MTU), from its `tx_dropped` counter.
+    link_tx_dropped: u64,
+    /// `tx_burst` calls of the send loops, and how many of them found the ring full (took
+    /// fewer packets than offered): their ratio says whether the device or the sender limits.
+    tx_bursts: u64,
+    tx_ring_full_bursts: u64,
+    /// Time the send loops spent with packets left over from a full ring (ns, summed over the
+    /// queues), from the first full burst of a stretch to the next burst the device took whole,
+    /// and how many such stretches there were. A sender that spins on a full ring makes many
+    /// cheap bursts, so this says more than the burst count: its share of the active window is
+    /// how long the device held the sender back.
+    tx_ring_full_ns: u64,
+    tx_ring_full_stretches: u64,
+    /// Times a send loop found the pool without a burst's worth of free buffers (the pool is
+    /// too small for what the rings hold).
+    tx_pool_empty: u64,
+    /// The software device's thread (-b model; 0 otherwise): its polls, those that found
+    /// nothing to do, and the time it spent in polls that found work (ns). Idle polls and
+    /// little work time say the device kept up with the sender.
+    model_polls: u64,
+    model_idle_polls: u64,
+    model_work_ns: u64,
+}
+
+/// Frames the software device dropped or could not deliver (its wire, its receive queues, no
+/// matching rule), which its queues' counters do not show.
+#[cfg(feature = "mlx5")]
+fn device_drops(port: &Port) -> Option<(u64, String)> {
+    let c = port.model_counters()?;
+    let parts = [
+        ("wire full", c.wire_drops),
+        ("no rx buffer", c.rx_no_buffer),
+        ("runt", c.rx_runt),
+        ("oversize", c.rx_oversize),
+        ("no rule matched", c.rx_to_kernel),
+        ("drop rule", c.rx_rule_drop),
+        ("rq in error", c.rx_in_error),
+    ];
+    let total = parts.iter().map(|p| p.1).sum();
+    let text = parts
+        .iter()
+        .filter(|p| p.1 > 0)
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some((total, text))
+}
+#[cfg(not(feature = "mlx5"))]
+fn device_drops(_: &Port) -> Option<(u64, String)> {
+    None
+}
+
+/// The software device thread's polls, idle polls and work time (ns); zeros on other backends.
+#[cfg(feature = "mlx5")]
+fn model_polls(port: &Port) -> (u64, u64, u64) {
+    port.model_counters()
+        .map_or((0, 0, 0), |c| (c.polls, c.idle_polls, c.work_ns))
+}
+#[cfg(not(feature = "mlx5"))]
+fn model_polls(_: &Port) -> (u64, u64, u64) {
+    (0, 0, 0)
+}
+
+pub(crate) fn report(
+    a: &Args,
+    port: &Port,
+    info: &rawq::PortInfo,
+    elapsed: f64,
+    o: &Outcome,
+    link_drops: Option<u64>,
+    extras: &measure::Extras,
+) -> serde_json::Value {
+    let seq = &o.seq;
+    let s = port.stats();
+    let device = device_drops(port);
+    let (model_polls, model_idle_polls, model_work_ns) = model_polls(port);
+    // The active window; a run that moved one packet or none has no rate to speak of.
+    let w = window::Window {
+        first: o.first,
+        last: o.last,
+    };
+    let secs = w.secs();
+    let lost = if a.txrx {
+        o.stamped_sent.saturating_sub(seq.stamped)
+    } else {
+        0
+    };
+    let (packets, bytes, errors, drops) = if a.rx {
+        (s.rx_packets, s.rx_bytes, s.rx_errors, s.rx_drops)
+    } else {
+        (s.tx_packets, s.tx_bytes, s.tx_errors, s.tx_drops)
+    };
+    let r = w.rate(packets, bytes);
+    let sum = Summary {
+        backend: info.backend,
+        device: info.device.clone(),
+        mode: info.mode.clone(),
+        direction: if a.rx { "rx" } else { "tx" },
+        queues: info.queues,
+        duration_s: secs,
+        elapsed_s: elapsed,
+        packets,
+        bytes,
+        pps: r.map(|r| r.0),
+        bps_l1: r.map(|r| r.1),
+        errors,
+        drops,
+        rx_packets: s.rx_packets,
+        seq_stamped: seq.stamped,
+        seq_gaps: seq.gaps,
+        seq_out_of_order: seq.out_of_order,
+        seq_lost: lost,
+        device_drops: device.as_ref().map_or(0, |d| d.0),
+        link_tx_dropped: link_drops.unwrap_or(0),
+        tx_bursts: o.tx_bursts,
+        tx_ring_full_bursts: o.tx_ring_full_bursts,
+        tx_ring_full_ns: o.tx_ring_full_ns,
+        tx_ring_full_stretches: o.tx_ring_full_stretches,
+        tx_pool_empty: o.tx_pool_empty,
+        model_polls,
+        model_idle_polls,
+        model_work_ns,
+    };
+    // Losses outside the queues' counters go to stderr in any case (JSON has them as fields),
+    // but for the trials of an RFC 2544 search, where loss is what is looked for.
+    if let Some((n, text)) = device.filter(|d| d.0 > 0 && !a.silent) {
+        eprintln!("pktgen: the software device lost {n} frames: {text}");
+    }
+    if let Some(n) = link_drops.filter(|&n| n > 0) {
+        eprintln!(
+            "pktgen: {} dropped {n} frames on transmit (its tx_dropped counter; e.g. frames \
+             above its MTU)",
+            a.dev
+        );
+    }
+    // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
+    let mut v = serde_json::to_value(&sum).unwrap_or_default();
+    extras.extend(&mut v);
+    if a.silent {
+        return v;
+    }
+    if a.json || a.measure.json_lines {
+        println!("{v}");
+        return v;
+    }
+    let seq_text = if a.txrx && o.stamped_sent > 0 {
+        format!(
+            ", seq: {} sent, {} back, {lost} lost, {} out of order",
+            o.stamped_sent, seq.stamped, seq.out_of_order
+        )
+    } else if seq.stamped > 0 {
+        format!(
+            ", seq: {} stamped, {} missing between them, {} out of order",
+            seq.stamped, seq.gaps, seq.out_of_order
+        )
+    } else {
+        String::new()
+    };
+    let rate = match r {
+        Some((pps, bps)) => format!(
+            "in {}: {:.3} Mpps, {:.3} Gbit/s (L1)",
+            window::fmt_secs(secs),
+            pps / 1e6,
+            bps / 1e9
+        ),
+        None => w.no_rate(packets),
+    };
+    println!(
+        "pktgen {}: {} packets, {} bytes {rate}, {} errors, {} drops{seq_text}",
+        sum.direction, sum.packets, sum.bytes, sum.errors, sum.drops
+    );
+    extras.print();
+    // The rest of the JSON's fields, so that the text says everything the JSON has.
+    println!(
+        "run: {} in all (start-up and drain included), active window {}; {} on {} ({}), {} \
+         queue(s)",
+        window::fmt_secs(sum.elapsed_s),
+        window::fmt_secs(sum.duration_s),
+        sum.backend,
+        sum.device,
+        sum.mode,
+        sum.queues
+    );
+    if !a.rx {
+        println!(
+            "sender: {} tx bursts, {} of them found the ring full ({} in {} stretches), pool \
+             empty {} times",
+            sum.tx_bursts,
+            sum.tx_ring_full_bursts,
+            window::fmt_secs(sum.tx_ring_full_ns as f64 / 1e9),
+            sum.tx_ring_full_stretches,
+            sum.tx_pool_empty
+        );
+    }
+    println!(
+        "losses outside the queues: {} by the software device, {} by the interface on \
+         transmit; seq: {} stamped received, {} gaps, {} out of order, {} lost",
+        sum.device_drops,
+        sum.link_tx_dropped,
+        sum.seq_stamped,
+        sum.seq_gaps,
+        sum.seq_out_of_order,
+        sum.seq_lost
+    );
+    if sum.model_polls > 0 {
+        println!(
+            "software device: {} polls, {} idle, {} of work",
+            sum.model_polls,
+            sum.model_idle_polls,
+            window::fmt_secs(sum.model_work_ns as f64 / 1e9)
+        );
+    }
+    v
+}
