@@ -45,7 +45,10 @@ fn u(v: &Value) -> u64 {
 
 /// `--tx-first 256 --queues 2` on a looped-back port: the 256 frames go round through both
 /// queue pairs (RSS over their 256 flows) until the end; every frame received was forwarded,
-/// nothing was lost anywhere, and what was sent but not received is at most the 256 in flight.
+/// nothing was lost on the way, and what was sent but not received is at most the 256 in flight.
+/// At the end some of the 256 may still sit in a send queue the device has not served (a
+/// loaded machine starves the model's thread): closing the queue counts those as `tx_drops`,
+/// so every frame received was either sent on or dropped at close, never both, never neither.
 #[test]
 fn tx_first_goes_round_two_queues_and_every_count_adds_up() {
     let o = fwd(&[
@@ -64,7 +67,16 @@ fn tx_first_goes_round_two_queues_and_every_count_adds_up() {
     assert_eq!(u(&p["tx"]["tx_first"]), 256, "{v}");
     let fwd = u(&p["tx"]["forwarded"]);
     assert!(fwd > 256, "the frames went round more than once: {v}");
-    assert_eq!(rx, fwd, "io: every frame received is forwarded: {v}");
+    let closed = u(&p["drops"]["tx_drops"]);
+    assert!(
+        closed <= 256,
+        "only frames in flight can be dropped at close: {v}"
+    );
+    assert_eq!(
+        rx,
+        fwd + closed,
+        "io: every frame received is forwarded (sent, or dropped at close): {v}"
+    );
     assert_eq!(tx, fwd + 256, "{v}");
     assert!(tx - rx <= 256, "at most the 256 frames in flight: {v}");
     for q in p["rx"]["per_queue"].as_array().unwrap() {
@@ -78,7 +90,6 @@ fn tx_first_goes_round_two_queues_and_every_count_adds_up() {
         "rx_ring_or_fill",
         "rx_errors",
         "tx_ring_full",
-        "tx_drops",
         "tx_errors",
         "tx_not_sent",
     ] {

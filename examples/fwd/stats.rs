@@ -130,7 +130,10 @@ impl PortSnap {
     /// Frames the tx ring took that the device has not (yet) sent, nor dropped: at the end of a
     /// run, frames stuck in the ring of a link that went down.
     pub fn not_sent(&self) -> u64 {
-        self.fwd.tx_taken.saturating_sub(self.total.tx_packets)
+        let t = &self.total;
+        self.fwd
+            .tx_taken
+            .saturating_sub(t.tx_packets + t.tx_drops + t.tx_errors)
     }
 
     /// The device's loss counters as `, device: name n, name n` (empty when none).
