@@ -12,7 +12,8 @@ pub struct DeviceCounters {
     pub rx_no_buffer: Option<u64>,
     /// Frames the physical port discarded (mlx5's `rx_discards_phy`, where the device has it).
     pub rx_discards_phy: Option<u64>,
-    /// Frames the interface under an AF_XDP port dropped on receive (its netdev `rx_dropped`).
+    /// Frames the interface under an AF_XDP port dropped on receive (its netdev `rx_dropped`;
+    /// the socket's own `XDP_STATISTICS` drops are in the queues' `rx_drops` already).
     pub rx_dropped: Option<u64>,
     /// Frames the interface under an AF_XDP port missed (its netdev `rx_missed_errors`).
     pub rx_missed: Option<u64>,
