@@ -73,9 +73,10 @@ impl Source {
     pub(crate) fn read(&self) -> DeviceCounters {
         match self {
             Source::None => DeviceCounters::default(),
-            // As DPDK's mlx5 PMD reads them: drivers/net/mlx5/linux/mlx5_ethdev_os.c,
-            // `mlx5_os_read_dev_stat` reads `<ibdev_path>/ports/<port>/hw_counters/<name>`, and
-            // `out_of_buffer` is what it reports as `imissed` (mlx5_stats.c, `mlx5_stats_get`).
+            // As DPDK's mlx5 PMD reads them: drivers/net/mlx5/linux/mlx5_os.c,
+            // `mlx5_os_read_dev_stat` reads `<ibdev_path>/ports/<port>/hw_counters/<name>` (or,
+            // for `out_of_buffer`, a DevX queue counter when it made one), and `out_of_buffer`
+            // is what it reports as `imissed` (mlx5_stats.c, `mlx5_stats_get`).
             Source::Rdma { device, port } => {
                 let dir = sysfs()
                     .join("class/infiniband")
