@@ -47,6 +47,7 @@
 #[path = "../tests/support/cc.rs"]
 pub(crate) mod cc_oracle;
 pub mod config;
+pub mod counters;
 pub mod error;
 pub mod flow;
 pub mod gen;

@@ -155,6 +155,19 @@ impl PortBuilder {
         };
         let readers = queues.iter().map(|q| q.stats_reader()).collect();
         let n = cfg.rules.len() as u64;
+        let counters = match &cfg.backend {
+            Backend::Verbs { device, port } | Backend::Dv { device, port } => {
+                crate::counters::Source::Rdma {
+                    device: device.clone(),
+                    port: *port,
+                }
+            }
+            Backend::Xdp { ifname } => crate::counters::Source::Netdev {
+                ifname: ifname.clone(),
+            },
+            _ => crate::counters::Source::None,
+        };
+        let counters_base = counters.read();
         Ok(Port {
             queues,
             readers,
@@ -169,6 +182,8 @@ impl PortBuilder {
                 .map(|(i, r)| (i as u64, r))
                 .collect(),
             next_rule: n,
+            counters,
+            counters_base,
             _control: control,
         })
     }
@@ -298,6 +313,9 @@ pub struct Port {
     /// The installed rules by number, in the order they were installed.
     rules: Vec<(u64, Rule)>,
     next_rule: u64,
+    /// Where [`Port::device_counters`] reads, and what it read at open.
+    counters: crate::counters::Source,
+    counters_base: crate::counters::DeviceCounters,
     // Dropped last: flow rules, XDP program link, verbs objects.
     _control: Box<dyn Control>,
 }
@@ -353,6 +371,22 @@ impl Port {
     /// Counter readers of all queues, in queue order (valid after `take_queues`).
     pub fn stats_readers(&self) -> &[StatsReader] {
         &self.readers
+    }
+
+    /// Frames the device dropped outside the queues' counters since the port was opened, read
+    /// now (control path: sysfs reads; never call it from a send or receive loop). `dv` and
+    /// `verbs` read the RDMA port's `hw_counters` (`out_of_buffer`, `rx_discards_phy`), `xdp`
+    /// the interface's `rx_dropped` and `rx_missed_errors`, `model` the software device's
+    /// `rx_no_buffer`; a counter the backend does not have is `None`.
+    pub fn device_counters(&self) -> crate::counters::DeviceCounters {
+        #[cfg(feature = "mlx5")]
+        if let Some(c) = self.model_counters() {
+            return crate::counters::DeviceCounters {
+                rx_no_buffer: Some(c.rx_no_buffer),
+                ..Default::default()
+            };
+        }
+        self.counters.read().since(&self.counters_base)
     }
 
     /// The software device's own counters (frames its wire or receive queues dropped, frames no

@@ -113,6 +113,18 @@ impl PortSnap {
             device.push(("rx_no_buffer", c.rx_no_buffer));
             device.push(("rx_unmatched", c.rx_to_kernel));
         }
+        // Other backends: the port's device counters (mlx5 hw_counters, the interface's
+        // receive drops), since the port was opened; a sysfs read or two per snapshot.
+        if port.info().backend != "model" {
+            let c = port.device_counters();
+            let named = [
+                ("out_of_buffer", c.rx_no_buffer),
+                ("rx_discards_phy", c.rx_discards_phy),
+                ("netdev_rx_dropped", c.rx_dropped),
+                ("netdev_rx_missed", c.rx_missed),
+            ];
+            device.extend(named.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+        }
         PortSnap {
             total,
             queues,

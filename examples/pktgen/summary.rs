@@ -32,8 +32,12 @@ struct Summary {
     seq_out_of_order: u64,
     /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
     seq_lost: u64,
-    /// Frames the (software) device dropped or found no rule for, beyond the queue counters.
+    /// Frames the device dropped or found no rule for, beyond the queue counters: the software
+    /// device's own counters, or the port's device counters (see `device_drops()`).
     device_drops: u64,
+    /// Of those, frames dropped for want of a receive buffer (mlx5 `out_of_buffer`, the
+    /// software device's `rx_no_buffer`); null where the device does not count them.
+    device_rx_no_buffer: Option<u64>,
     /// Frames the interface under an xdp port dropped on transmit during the run (e.g. above
     /// its MTU), from its `tx_dropped` counter.
     link_tx_dropped: u64,
@@ -59,20 +63,13 @@ struct Summary {
     model_work_ns: u64,
 }
 
-/// Frames the software device dropped or could not deliver (its wire, its receive queues, no
-/// matching rule), which its queues' counters do not show.
-#[cfg(feature = "mlx5")]
-fn device_drops(port: &Port) -> Option<(u64, String)> {
-    let c = port.model_counters()?;
-    let parts = [
-        ("wire full", c.wire_drops),
-        ("no rx buffer", c.rx_no_buffer),
-        ("runt", c.rx_runt),
-        ("oversize", c.rx_oversize),
-        ("no rule matched", c.rx_to_kernel),
-        ("drop rule", c.rx_rule_drop),
-        ("rq in error", c.rx_in_error),
-    ];
+/// Frames the device dropped or could not deliver, which its queues' counters do not show: on
+/// the software device its own counters (its wire, its receive queues, no matching rule); on
+/// the other backends the port's device counters (`Port::device_counters`: mlx5's
+/// `out_of_buffer` and `rx_discards_phy`, an interface's `rx_dropped` and `rx_missed_errors`),
+/// since the port was opened.
+fn device_drops(port: &Port) -> (u64, String) {
+    let parts = loss_parts(port);
     let total = parts.iter().map(|p| p.1).sum();
     let text = parts
         .iter()
@@ -80,11 +77,39 @@ fn device_drops(port: &Port) -> Option<(u64, String)> {
         .map(|(k, v)| format!("{v} {k}"))
         .collect::<Vec<_>>()
         .join(", ");
-    Some((total, text))
+    (total, text)
+}
+
+#[cfg(feature = "mlx5")]
+fn loss_parts(port: &Port) -> Vec<(&'static str, u64)> {
+    match port.model_counters() {
+        Some(c) => vec![
+            ("wire full", c.wire_drops),
+            ("no rx buffer", c.rx_no_buffer),
+            ("runt", c.rx_runt),
+            ("oversize", c.rx_oversize),
+            ("no rule matched", c.rx_to_kernel),
+            ("drop rule", c.rx_rule_drop),
+            ("rq in error", c.rx_in_error),
+        ],
+        None => counter_parts(&port.device_counters()),
+    }
 }
 #[cfg(not(feature = "mlx5"))]
-fn device_drops(_: &Port) -> Option<(u64, String)> {
-    None
+fn loss_parts(port: &Port) -> Vec<(&'static str, u64)> {
+    counter_parts(&port.device_counters())
+}
+
+fn counter_parts(c: &rawq::counters::DeviceCounters) -> Vec<(&'static str, u64)> {
+    [
+        ("no rx buffer (out_of_buffer)", c.rx_no_buffer),
+        ("discarded by the port (rx_discards_phy)", c.rx_discards_phy),
+        ("dropped by the interface (rx_dropped)", c.rx_dropped),
+        ("missed by the interface (rx_missed_errors)", c.rx_missed),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect()
 }
 
 /// The software device thread's polls, idle polls and work time (ns); zeros on other backends.
@@ -147,7 +172,8 @@ pub(crate) fn report(
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
         seq_lost: lost,
-        device_drops: device.as_ref().map_or(0, |d| d.0),
+        device_drops: device.0,
+        device_rx_no_buffer: port.device_counters().rx_no_buffer,
         link_tx_dropped: link_drops.unwrap_or(0),
         tx_bursts: o.tx_bursts,
         tx_ring_full_bursts: o.tx_ring_full_bursts,
@@ -160,8 +186,8 @@ pub(crate) fn report(
     };
     // Losses outside the queues' counters go to stderr in any case (JSON has them as fields),
     // but for the trials of an RFC 2544 search, where loss is what is looked for.
-    if let Some((n, text)) = device.filter(|d| d.0 > 0 && !a.silent) {
-        eprintln!("pktgen: the software device lost {n} frames: {text}");
+    if device.0 > 0 && !a.silent {
+        eprintln!("pktgen: the device lost {} frames: {}", device.0, device.1);
     }
     if let Some(n) = link_drops.filter(|&n| n > 0) {
         eprintln!(
@@ -230,9 +256,17 @@ pub(crate) fn report(
         );
     }
     println!(
-        "losses outside the queues: {} by the software device, {} by the interface on \
-         transmit; seq: {} stamped received, {} gaps, {} out of order, {} lost",
+        "losses outside the queues: {} by the {}{}, {} by the interface on transmit; seq: {} \
+         stamped received, {} gaps, {} out of order, {} lost",
         sum.device_drops,
+        if sum.model_polls > 0 || info.backend == "model" {
+            "software device"
+        } else {
+            "device"
+        },
+        sum.device_rx_no_buffer.map_or(String::new(), |n| format!(
+            " ({n} for want of an rx buffer)"
+        )),
         sum.link_tx_dropped,
         sum.seq_stamped,
         sum.seq_gaps,
