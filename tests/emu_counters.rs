@@ -65,14 +65,10 @@ fn losses_add_up(backend: &str) {
     assert!(o.status.success(), "{}", text(&o));
     let v = summary(&o);
     let model = |k: &str| counter(&stats, k).unwrap_or_else(|| panic!("{k} not in {stats:?}"));
-    // The model's wire (its loopback inbox) has no counter on a real port; a run that filled
-    // it loses frames no device counter shows, and says nothing about this test's claim.
-    assert_eq!(
-        model("wire_drops"),
-        0,
-        "the emulated wire dropped frames (machine too loaded for the rate?): {}",
-        text(&o)
-    );
+    // The model's wire (its loopback inbox, full when the sender outruns the device thread on
+    // a loaded machine) has no counter a real port would show: what it lost is taken from the
+    // model's own counters, so that the claim below stays exact however loaded the machine is.
+    let wire = model("wire_drops");
     let no_buffer = model("rx_no_buffer");
     assert!(
         no_buffer > 0,
@@ -89,7 +85,11 @@ fn losses_add_up(backend: &str) {
         + num(&v["rx"], "errors")
         + num(&v["tx"], "drops")
         + num(&v["tx"], "errors");
-    assert_eq!(num(&v, "seq_lost"), reported, "{v}");
+    assert_eq!(
+        num(&v, "seq_lost"),
+        reported + wire,
+        "{v}\n(the emulated wire dropped {wire})"
+    );
     // The text says it too.
     let err = String::from_utf8_lossy(&o.stderr);
     let line = format!("the device lost {} frames", num(&v, "device_drops"));
