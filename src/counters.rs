@@ -56,12 +56,16 @@ pub(crate) enum Source {
     Netdev { ifname: String },
 }
 
-/// The sysfs root: `$SYSFS_PATH` as libibverbs takes it (rdma-core libibverbs/sysfs.c,
-/// `ibv_get_sysfs_path`), else `/sys`.
-fn sysfs() -> PathBuf {
-    std::env::var_os("SYSFS_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/sys"))
+/// The sysfs root libibverbs reads devices from: `$SYSFS_PATH` (trailing slashes dropped) when
+/// set and not empty, else `/sys` (rdma-core libibverbs/sysfs.c, `ibv_get_sysfs_path`).
+pub(crate) fn sysfs() -> PathBuf {
+    std::env::var("SYSFS_PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || PathBuf::from("/sys"),
+            |p| PathBuf::from(p.trim_end_matches('/')),
+        )
 }
 
 fn read_u64(p: PathBuf) -> Option<u64> {

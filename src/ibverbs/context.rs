@@ -279,21 +279,12 @@ impl Context {
     }
 }
 
-/// The sysfs root libibverbs reads devices from: `$SYSFS_PATH` or `/sys` (rdma-core
-/// `libibverbs/sysfs.c`, `ibv_get_sysfs_path`).
-fn sysfs_root() -> String {
-    std::env::var("SYSFS_PATH")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .map_or_else(|| "/sys".into(), |p| p.trim_end_matches('/').to_owned())
-}
-
 /// The netdev bound to `dev`'s `port`, from `<sysfs>/class/infiniband/<dev>/ports/<port>/
 /// gid_attrs/ndevs/0` (`<sysfs>` as libibverbs finds it: `$SYSFS_PATH` or `/sys`).
 pub fn port_netdev(dev: &str, port: u8) -> Option<String> {
     let p = format!(
         "{}/class/infiniband/{dev}/ports/{port}/gid_attrs/ndevs/0",
-        sysfs_root()
+        crate::counters::sysfs().display()
     );
     let s = std::fs::read_to_string(p).ok()?;
     let s = s.trim();
