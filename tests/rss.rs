@@ -571,3 +571,69 @@ fn dv_emulated_nic_symmetric_option_keeps_both_directions_together() {
 fn verbs_emulated_nic_symmetric_option_keeps_both_directions_together() {
     on_emulated_nic("verbs", true);
 }
+
+// ---- The emulated NIC's RSS QP checks against the kernel's.
+
+/// Each RSS QP attribute case of tests/c/rss_qp_checks.c is answered as the kernel answers it:
+/// created, or EINVAL from Linux drivers/infiniband/core/uverbs_cmd.c `create_qp` (receive
+/// work requests on a QP with an indirection table), drivers/infiniband/hw/mlx5/qp.c
+/// `check_qp_attr` (an RSS QP with a send side: `max_send_wr` makes uverbs look up its send
+/// CQ, which mlx5 then refuses), `process_create_flags` (any create flag on an RSS QP) and
+/// `create_rss_raw_qp_tir` (IPv4 with IPv6 fields, two L4 protocols, no fields over a table
+/// of more than one entry, a key that is not 40 bytes).
+#[test]
+fn rss_qp_attribute_checks_match_the_kernel() {
+    let _one = support::emu::serial();
+    let dir = support::emu::tempdir("rss-qp-checks");
+    let exe = dir.join("rss_qp_checks");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new(&cc)
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/c/rss_qp_checks.c"))
+        .arg("-libverbs")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run the C compiler `{cc}` ({e}): install build-essential")
+        });
+    assert!(
+        built.status.success(),
+        "building the probe (needs libibverbs-dev):\n{}",
+        support::emu::text(&built)
+    );
+    let out = support::emu::emu_sh(
+        None,
+        Some(120),
+        &[],
+        &[exe.to_str().unwrap()],
+        &dir.join("model.stats"),
+    )
+    .output()
+    .expect("run scripts/emu.sh");
+    let all = support::emu::text(&out);
+    assert!(out.status.success(), "{all}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let got: std::collections::BTreeMap<&str, i32> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k, v.trim().parse().ok()?))
+        })
+        .collect();
+    let einval = libc::EINVAL;
+    let want = [
+        ("ok_v4_udp", 0),
+        ("ok_v6_tcp", 0),
+        ("v4_and_v6", einval),
+        ("tcp_and_udp", einval),
+        ("no_fields_two_entries", einval),
+        ("key_of_39_bytes", einval),
+        ("recv_wr", einval),
+        ("send_wr", einval),
+        ("cvlan_stripping", einval),
+    ];
+    for (case, errno) in want {
+        assert_eq!(got.get(case), Some(&errno), "{case}:\n{all}");
+    }
+}

@@ -47,7 +47,6 @@ struct CoreQp {
     pd: u32,
     send_cq: u32,
     recv_cq: u32,
-    srq: u32,
     max_send_wr: u32,
     max_recv_wr: u32,
     max_send_sge: u32,
@@ -65,7 +64,6 @@ fn legacy_core(r: &ib_uverbs_create_qp) -> CoreQp {
         pd: r.pd_handle,
         send_cq: r.send_cq_handle,
         recv_cq: r.recv_cq_handle,
-        srq: r.srq_handle,
         max_send_wr: r.max_send_wr,
         max_recv_wr: r.max_recv_wr,
         max_send_sge: r.max_send_sge,
@@ -97,14 +95,15 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
     if !crate::sys::has_net_raw() {
         return Err(EPERM);
     }
+    if let Some(t) = q.ind_tbl {
+        c.file.objs.pd(q.pd)?;
+        return create_rss(c, a, q, t);
+    }
     // Of the create flags, the device does CVLAN stripping (on the QP's RQ).
     if q.create_flags & !IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 || q.is_srq != 0 {
         return Err(EOPNOTSUPP);
     }
     c.file.objs.pd(q.pd)?;
-    if let Some(t) = q.ind_tbl {
-        return create_rss(c, a, q, t);
-    }
     let send_cq = c.file.objs.cq(q.send_cq)?.cqn;
     let recv_cq = c.file.objs.cq(q.recv_cq)?.cqn;
     if q.max_send_wr > caps::MAX_QP_WR
@@ -248,8 +247,16 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
 
 fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created, Errno> {
     let table = c.file.objs.ind_tbl(t)?.clone();
-    // create_qp(): an RSS QP has no receive side of its own.
-    if q.recv_cq != 0 || q.srq != 0 || q.max_recv_wr != 0 || q.max_recv_sge != 0 {
+    // uverbs_cmd.c create_qp(): an RSS QP has no receive side of its own (receive work
+    // requests or an SRQ: EINVAL; the receive CQ handle is not looked at). A send side
+    // (`max_send_wr`) makes uverbs look up the send CQ (EINVAL without one), and mlx5 refuses
+    // an RSS QP with a send CQ (qp.c `check_qp_attr`): EINVAL either way.
+    if q.max_recv_wr != 0 || q.max_recv_sge != 0 || q.is_srq != 0 || q.max_send_wr != 0 {
+        return Err(EINVAL);
+    }
+    // qp.c `process_create_flags`: no create flag on an RSS QP (uverbs refuses unknown ones
+    // with EINVAL too).
+    if q.create_flags != 0 {
         return Err(EINVAL);
     }
     // create_rss_raw_qp_tir().
@@ -405,7 +412,6 @@ pub(super) fn ex_create_qp(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         pd: req.pd_handle,
         send_cq: req.send_cq_handle,
         recv_cq: req.recv_cq_handle,
-        srq: req.srq_handle,
         max_send_wr: req.max_send_wr,
         max_recv_wr: req.max_recv_wr,
         max_send_sge: req.max_send_sge,
