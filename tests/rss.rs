@@ -637,3 +637,55 @@ fn rss_qp_attribute_checks_match_the_kernel() {
         assert_eq!(got.get(case), Some(&errno), "{case}:\n{all}");
     }
 }
+
+// ---- Command lines.
+
+/// pktgen and fwd take `--rss-key HEX`, `--rss-fields ip|ip-port`, `--rss-symmetric`, and refuse
+/// a bad key or field name, or a key with the symmetric option, saying what to give.
+#[test]
+fn pktgen_and_fwd_rss_options() {
+    let key = "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa";
+    for tool in ["pktgen", "fwd"] {
+        let run = |args: &[&str]| {
+            std::process::Command::new(support::example(tool))
+                .args(["-b", "model"])
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        for (args, says) in [
+            (&["--rss-key", "6d5a"][..], "80 hex digits"),
+            (&["--rss-key", &key.replace('d', "x")][..], "80 hex digits"),
+            (&["--rss-fields", "ports"][..], "ip-port"),
+            (
+                &["--rss-key", key, "--rss-symmetric"][..],
+                "cannot be used with",
+            ),
+        ] {
+            let out = run(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{tool} {args:?} should fail");
+            assert!(err.contains(says), "{tool} {args:?}: {err}");
+        }
+    }
+    // Accepted, and the port opens with them (the model spreads by the configured hash).
+    let out = std::process::Command::new(support::example("pktgen"))
+        .args([
+            "-b", "model", "--txrx", "-q", "4", "-f", "16", "-n", "1600", "--seq",
+        ])
+        .args([
+            "-t",
+            "20",
+            "--json",
+            "--quiet",
+            "--rss-symmetric",
+            "--rss-fields",
+            "ip",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pktgen: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    assert_eq!(v["rx"]["packets"].as_u64(), Some(1600), "{v}\n{err}");
+}
