@@ -689,3 +689,22 @@ fn pktgen_and_fwd_rss_options() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
     assert_eq!(v["rx"]["packets"].as_u64(), Some(1600), "{v}\n{err}");
 }
+
+// ---- AF_XDP: the NIC's own RSS decides.
+
+/// An RSS configuration on an AF_XDP port is refused, not ignored: the netdev's own RSS (set
+/// with ethtool) picks the queue a frame arrives on, which an XDP socket cannot change.
+#[test]
+fn xdp_refuses_an_rss_configuration_it_cannot_apply() {
+    let e = Port::builder(Backend::Xdp {
+        ifname: "lo".into(),
+    })
+    .rss(RssConfig::default().symmetric())
+    .open()
+    .expect_err("an AF_XDP port with a symmetric RSS key");
+    let m = e.to_string();
+    assert!(
+        matches!(e, rawq::Error::Unsupported(_)) && m.contains("ethtool -X lo"),
+        "{m}"
+    );
+}
