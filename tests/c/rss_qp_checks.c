@@ -1,11 +1,12 @@
 /* RSS QP attribute probe for tests/rss.rs, run on the emulated NIC: creates a 2-entry
  * indirection table of receive WQs, then one RSS (hashing) QP per case through libmlx5, and
- * prints "case errno" (0: created). Only the public libibverbs API. */
+ * prints "case errno" (0: created). Only the public libibverbs and mlx5dv API. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <infiniband/verbs.h>
+#include <infiniband/mlx5dv.h>
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -14,8 +15,9 @@ static struct ibv_rwq_ind_table *tbl;
 static unsigned char key[40] = { 0x6d, 0x5a };
 
 static void try_qp(const char *name, unsigned long long fields, int key_len, int send_wr,
-		   int recv_wr, int cvlan)
+		   int recv_wr, int cvlan, unsigned long long dv_flags)
 {
+	struct mlx5dv_qp_init_attr dv;
 	struct ibv_qp_init_attr_ex a;
 	struct ibv_qp *qp;
 
@@ -39,7 +41,14 @@ static void try_qp(const char *name, unsigned long long fields, int key_len, int
 		a.create_flags = IBV_QP_CREATE_CVLAN_STRIPPING;
 	}
 	errno = 0;
-	qp = ibv_create_qp_ex(ctx, &a);
+	if (dv_flags) {
+		memset(&dv, 0, sizeof(dv));
+		dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+		dv.create_flags = dv_flags;
+		qp = mlx5dv_create_qp(ctx, &a, &dv);
+	} else {
+		qp = ibv_create_qp_ex(ctx, &a);
+	}
 	if (qp) {
 		printf("%s 0\n", name);
 		ibv_destroy_qp(qp);
@@ -91,15 +100,18 @@ int main(void)
 		perror("ind table");
 		return 1;
 	}
-	try_qp("ok_v4_udp", v4 | udp, 40, 0, 0, 0);
-	try_qp("ok_v6_tcp", v6 | tcp, 40, 0, 0, 0);
-	try_qp("v4_and_v6", v4 | v6, 40, 0, 0, 0);
-	try_qp("tcp_and_udp", v4 | tcp | udp, 40, 0, 0, 0);
-	try_qp("no_fields_two_entries", 0, 40, 0, 0, 0);
-	try_qp("key_of_39_bytes", v4, 39, 0, 0, 0);
-	try_qp("recv_wr", v4, 40, 0, 1, 0);
-	try_qp("send_wr", v4, 40, 1, 0, 0);
-	try_qp("cvlan_stripping", v4, 40, 0, 0, 1);
+	try_qp("ok_v4_udp", v4 | udp, 40, 0, 0, 0, 0);
+	try_qp("ok_v6_tcp", v6 | tcp, 40, 0, 0, 0, 0);
+	try_qp("v4_and_v6", v4 | v6, 40, 0, 0, 0, 0);
+	try_qp("tcp_and_udp", v4 | tcp | udp, 40, 0, 0, 0, 0);
+	try_qp("no_fields_two_entries", 0, 40, 0, 0, 0, 0);
+	try_qp("key_of_39_bytes", v4, 39, 0, 0, 0, 0);
+	try_qp("recv_wr", v4, 40, 0, 1, 0, 0);
+	try_qp("send_wr", v4, 40, 1, 0, 0, 0);
+	try_qp("cvlan_stripping", v4, 40, 0, 0, 1, 0);
+	try_qp("dv_tunnel_offloads", v4 | udp, 40, 0, 0, 0, MLX5DV_QP_CREATE_TUNNEL_OFFLOADS);
+	try_qp("dv_self_loopback_uc", v4 | udp, 40, 0, 0, 0,
+	       MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC);
 	ibv_destroy_rwq_ind_table(tbl);
 	for (i = 0; i < 2; i++)
 		ibv_destroy_wq(wqs[i]);

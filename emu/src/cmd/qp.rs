@@ -263,15 +263,29 @@ fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created,
     if a.drv_in.len() < offsetofend!(mlx5_ib_create_qp_rss, flags) {
         return Err(EINVAL);
     }
+    // process_udata_size(): bytes past the struct must be zero.
     if a.drv_in.len() > std::mem::size_of::<mlx5_ib_create_qp_rss>()
         && a.drv_in[std::mem::size_of::<mlx5_ib_create_qp_rss>()..]
             .iter()
             .any(|&b| b != 0)
     {
-        return Err(EOPNOTSUPP);
+        return Err(EINVAL);
     }
     let d: mlx5_ib_create_qp_rss = a.udata();
-    if d.comp_mask != 0 || d.flags != 0 {
+    // process_vendor_flags(): an RSS QP may carry only TUNNEL_OFFLOADS (if the device has
+    // stateless tunnel offloads, which the emulated one does not) and the two TIR
+    // self-loopback flags; any other flag is EINVAL. The kernel takes the self-loopback flags
+    // (the TIR's `self_lb_block`); the model does not block self-loopback, so they are refused
+    // as not supported rather than ignored.
+    let self_lb = u32::from(MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC | MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC);
+    if d.flags & !self_lb != 0 {
+        return Err(EINVAL);
+    }
+    if d.flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    // create_rss_raw_qp_tir().
+    if d.comp_mask != 0 {
         return Err(EOPNOTSUPP);
     }
     if u32::from(d.rx_hash_function) != MLX5_RX_HASH_FUNC_TOEPLITZ {
