@@ -277,7 +277,7 @@ fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created,
     // self-loopback flags; any other flag is EINVAL. The kernel takes the self-loopback flags
     // (the TIR's `self_lb_block`); the model does not block self-loopback, so they are refused
     // as not supported rather than ignored.
-    let self_lb = u32::from(MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC | MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC);
+    let self_lb = MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC | MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC;
     if d.flags & !self_lb != 0 {
         return Err(EINVAL);
     }
