@@ -71,6 +71,13 @@ impl PortBuilder {
         self
     }
 
+    /// Receive-side scaling of `rss` rules: key, hashed fields, IP versions (default:
+    /// Microsoft's key, addresses and ports, IPv4 and IPv6; see [`crate::config::RssConfig`]).
+    pub fn rss(mut self, rss: crate::config::RssConfig) -> Self {
+        self.cfg.rss = rss;
+        self
+    }
+
     /// Adds several flow rules.
     pub fn rules(mut self, rules: impl IntoIterator<Item = Rule>) -> Self {
         self.cfg.rules.extend(rules);
@@ -341,6 +348,7 @@ impl Port {
                 rules: Vec::new(),
                 dv_rx: Default::default(),
                 rx_timestamps: Default::default(),
+                rss: Default::default(),
             },
             pool: None,
             pool_cfg: MempoolConfig::default(),

@@ -58,6 +58,16 @@ pub struct Args {
     /// does not).
     #[arg(long, value_parser = parse_cqe_comp)]
     pub cqe_comp: Option<rawq::CqeComp>,
+    /// RSS key of `rss` rules on verbs, dv and model: 40 bytes as 80 hex digits (default:
+    /// Microsoft's key, 6d5a56da...).
+    #[arg(long, value_parser = parse_rss_key, conflicts_with = "rss_symmetric")]
+    pub rss_key: Option<[u8; 40]>,
+    /// What RSS hashes: ip (addresses) or ip-port (addresses and TCP/UDP ports; the default).
+    #[arg(long, default_value = "ip-port", value_parser = parse_rss_fields)]
+    pub rss_fields: rawq::RssFields,
+    /// RSS with the symmetric key (0x6d5a repeated): both directions of a flow on one queue.
+    #[arg(long)]
+    pub rss_symmetric: bool,
     /// Flow rules steering the frames to forward (on every port). Repeatable.
     #[arg(long = "rule", required = true)]
     pub rules: Vec<String>,
@@ -311,5 +321,32 @@ fn parse_rq(s: &str) -> Result<rawq::RqType, String> {
 }
 
 fn parse_cqe_comp(s: &str) -> Result<rawq::CqeComp, String> {
+    s.parse().map_err(|e: rawq::Error| e.to_string())
+}
+
+/// The RSS configuration of `--rss-key` / `--rss-fields` / `--rss-symmetric`.
+pub fn rss_config(
+    key: Option<[u8; 40]>,
+    fields: rawq::RssFields,
+    symmetric: bool,
+) -> rawq::RssConfig {
+    let mut c = rawq::RssConfig {
+        fields,
+        ..Default::default()
+    };
+    if let Some(k) = key {
+        c.key = k;
+    }
+    if symmetric {
+        c = c.symmetric();
+    }
+    c
+}
+
+fn parse_rss_key(s: &str) -> Result<[u8; 40], String> {
+    rawq::RssConfig::parse_key(s).map_err(|e| e.to_string())
+}
+
+fn parse_rss_fields(s: &str) -> Result<rawq::RssFields, String> {
     s.parse().map_err(|e: rawq::Error| e.to_string())
 }

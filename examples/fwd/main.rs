@@ -240,6 +240,7 @@ fn open_ports(a: &Args, set: &Settings) -> rawq::Result<Vec<Port>> {
     for d in &a.devs {
         let mut b = Port::builder(backend(a, d, &rx, ports.len())?)
             .dv_rx(rx)
+            .rss(cli::rss_config(a.rss_key, a.rss_fields, a.rss_symmetric))
             .queues(a.queues)
             .rules(set.rules.clone())
             .rx_ring(a.ring)

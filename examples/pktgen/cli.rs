@@ -245,6 +245,16 @@ pub struct Args {
     /// cyclic RQ and csum on a striding one; model does not compress).
     #[arg(long, value_parser = parse_cqe_comp)]
     pub cqe_comp: Option<rawq::CqeComp>,
+    /// RSS key of `rss` rules on verbs, dv and model: 40 bytes as 80 hex digits (default:
+    /// Microsoft's key, 6d5a56da...).
+    #[arg(long, value_parser = parse_rss_key, conflicts_with = "rss_symmetric")]
+    pub rss_key: Option<[u8; 40]>,
+    /// What RSS hashes: ip (addresses) or ip-port (addresses and TCP/UDP ports; the default).
+    #[arg(long, default_value = "ip-port", value_parser = parse_rss_fields)]
+    pub rss_fields: rawq::RssFields,
+    /// RSS with the symmetric key (0x6d5a repeated): both directions of a flow on one queue.
+    #[arg(long)]
+    pub rss_symmetric: bool,
 
     /// Per-queue figures in the live stats.
     #[arg(short, long)]
@@ -489,4 +499,31 @@ pub fn model_rx(o: &mut rawq::dv::model::ModelOptions, rx: rawq::DvRxOptions, bu
             rawq::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
         };
     }
+}
+
+/// The RSS configuration of `--rss-key` / `--rss-fields` / `--rss-symmetric`.
+pub fn rss_config(
+    key: Option<[u8; 40]>,
+    fields: rawq::RssFields,
+    symmetric: bool,
+) -> rawq::RssConfig {
+    let mut c = rawq::RssConfig {
+        fields,
+        ..Default::default()
+    };
+    if let Some(k) = key {
+        c.key = k;
+    }
+    if symmetric {
+        c = c.symmetric();
+    }
+    c
+}
+
+fn parse_rss_key(s: &str) -> Result<[u8; 40], String> {
+    rawq::RssConfig::parse_key(s).map_err(|e| e.to_string())
+}
+
+fn parse_rss_fields(s: &str) -> Result<rawq::RssFields, String> {
+    s.parse().map_err(|e: Error| e.to_string())
 }

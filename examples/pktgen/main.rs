@@ -177,6 +177,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx)?;
     let mut b = Port::builder(backend)
         .dv_rx(a.dv_rx()?)
+        .rss(cli::rss_config(a.rss_key, a.rss_fields, a.rss_symmetric))
         .queues(a.queues)
         .rx_ring(a.ring)
         .tx_ring(a.ring)

@@ -21,6 +21,26 @@ pub const DEFAULT_KEY: [u8; 40] = [
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
+/// A symmetric key: `0x6d5a` repeated over the 40 bytes (Woo and Park, "Scalable TCP Session
+/// Monitoring with Symmetric Receive-side Scaling", KAIST technical report, 2012, which
+/// proposes this key for exactly this purpose).
+///
+/// Why it is symmetric: input bit `k` contributes key bits `[k, k + 32)`. A key that repeats
+/// every 16 bits gives bit `k` and bit `k + 16n` the same 32-bit window. Swapping source and
+/// destination moves every address bit by 32 (IPv4) or 128 (IPv6) positions and every port bit
+/// by 16, all multiples of 16, so the XOR of the windows, the hash, does not change: both
+/// directions of a flow hash alike and land on one queue. The price is a weaker spread (the key
+/// has 16 bits of entropy), which is why it is an option and not the default.
+pub const SYMMETRIC_KEY: [u8; 40] = {
+    let mut k = [0u8; 40];
+    let mut i = 0;
+    while i < 40 {
+        k[i] = if i % 2 == 0 { 0x6d } else { 0x5a };
+        i += 1;
+    }
+    k
+};
+
 /// The Toeplitz hash of `input` under `key`.
 ///
 /// The key needs `input.len() + 4` bytes to cover every input bit; key bits past its end count

@@ -48,13 +48,14 @@ use std::sync::Arc;
 
 use crate::config::{Backend, PortConfig, PortInfo};
 use crate::error::{Error, Result};
-use crate::flow::{Action, IpMatch, Rule};
+use crate::flow::{Action, Rule};
 use crate::mempool::Mempool;
 use crate::queue::Queue;
 
 pub use context::Context;
 pub use device::{describe_all, DeviceList};
 
+use crate::config::RssConfig;
 use crate::flow::toeplitz::DEFAULT_KEY as DEFAULT_TOEPLITZ_KEY;
 use crate::flow::verbs::FlowTarget;
 use cq::Cq;
@@ -95,6 +96,7 @@ fn compile_rule(rule: &Rule, id: u64, port: u8) -> Result<(Vec<u8>, FlowTarget)>
 /// the emulated NIC does not serve. rawq creates no such object, so `Port::rule_hits` is `None`
 /// on verbs and DV.
 pub(crate) struct Rules {
+    /// The flows of each rule by number (an RSS rule may have several: [`rss::rss_parts`]).
     flows: Vec<(u64, flow::Flow)>,
     single: Vec<Option<Arc<RssQp>>>,
     qps: Vec<Arc<RawQp>>,
@@ -102,6 +104,8 @@ pub(crate) struct Rules {
     pd: Pd,
     /// The device port the rules match on.
     port: u8,
+    /// Key and fields of the hashing QPs of RSS rules.
+    rss: RssConfig,
 }
 
 impl Rules {
@@ -127,10 +131,33 @@ impl Rules {
                     .into(),
             ));
         }
-        let (mut bytes, target) = compile_rule(rule, id, self.port)?;
-        let f = self.install(&mut bytes, target, rule)?;
-        self.flows.push((id, f));
+        for f in self.install_rule(id, rule)? {
+            self.flows.push((id, f));
+        }
         Ok(())
+    }
+
+    /// The flows of rule number `id`: one, or for an RSS rule one per hashing QP
+    /// ([`rss::rss_parts`]), created in order. On an error the ones made are destroyed (dropped).
+    fn install_rule(&mut self, id: u64, rule: &Rule) -> Result<Vec<flow::Flow>> {
+        if !matches!(rule.action, Action::Rss(_)) {
+            let (mut bytes, target) = compile_rule(rule, id, self.port)?;
+            return Ok(vec![self.install(&mut bytes, target, HashFields::NONE)?]);
+        }
+        let mut made = Vec::new();
+        for part in rss::rss_parts(rule, &self.rss) {
+            let (mut bytes, target) = compile_rule(&part.rule, id, self.port)?;
+            let target = match target {
+                // Nothing to hash: the first queue alone (as the hardware puts a frame whose
+                // fields are absent, hash 0, on the table's first entry).
+                FlowTarget::Rss(qs) if part.fields == HashFields::NONE => {
+                    FlowTarget::Queue(qs.first().copied().unwrap_or(0))
+                }
+                t => t,
+            };
+            made.push(self.install(&mut bytes, target, part.fields)?);
+        }
+        Ok(made)
     }
 
     /// Detaches rule number `id`.
@@ -140,16 +167,31 @@ impl Rules {
     /// `ibv_destroy_flow` (the rule is then forgotten all the same: libibverbs frees the
     /// handle).
     pub(crate) fn remove(&mut self, id: u64) -> Result<()> {
-        let at = self
-            .flows
-            .iter()
-            .position(|(r, _)| *r == id)
-            .ok_or_else(|| Error::RuleHandle(format!("no rule {id} is installed")))?;
-        self.flows.remove(at).1.destroy()
+        if !self.flows.iter().any(|(r, _)| *r == id) {
+            return Err(Error::RuleHandle(format!("no rule {id} is installed")));
+        }
+        let mut first_err = Ok(());
+        let mut i = 0;
+        while i < self.flows.len() {
+            if self.flows[i].0 == id {
+                let r = self.flows.remove(i).1.destroy();
+                if first_err.is_ok() {
+                    first_err = r;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        first_err
     }
 
     /// Attaches one compiled rule.
-    fn install(&mut self, bytes: &mut [u8], target: FlowTarget, rule: &Rule) -> Result<flow::Flow> {
+    fn install(
+        &mut self,
+        bytes: &mut [u8],
+        target: FlowTarget,
+        fields: HashFields,
+    ) -> Result<flow::Flow> {
         let qp: Arc<dyn QueuePair> = match target {
             FlowTarget::Queue(q) if self.wqs.is_empty() => {
                 self.qps.get(q as usize).cloned().ok_or_else(|| {
@@ -177,12 +219,7 @@ impl Rules {
             FlowTarget::Rss(qs) => {
                 let wqs = qs.iter().map(|&q| self.wq(q)).collect::<Result<Vec<_>>>()?;
                 let t = Arc::new(IndTable::new(self.pd.context(), &wqs)?);
-                Arc::new(RssQp::create(
-                    &self.pd,
-                    t,
-                    &DEFAULT_TOEPLITZ_KEY,
-                    hash_fields(rule),
-                )?)
+                Arc::new(RssQp::create(&self.pd, t, &self.rss.key, fields)?)
             }
             FlowTarget::Drop => self
                 .qps
@@ -222,6 +259,7 @@ pub(crate) fn install_rules(
     wqs: Vec<Arc<Wq>>,
     rules: &[Rule],
     port: u8,
+    rss: &RssConfig,
 ) -> Result<Rules> {
     let mut control = Rules {
         flows: Vec::new(),
@@ -230,26 +268,14 @@ pub(crate) fn install_rules(
         wqs,
         pd: pd.clone(),
         port,
+        rss: *rss,
     };
     for (i, rule) in rules.iter().enumerate() {
-        let (mut bytes, target) = compile_rule(rule, i as u64, port)?;
-        let f = control.install(&mut bytes, target, rule)?;
-        control.flows.push((i as u64, f));
+        for f in control.install_rule(i as u64, rule)? {
+            control.flows.push((i as u64, f));
+        }
     }
     Ok(control)
-}
-
-/// What an RSS rule hashes on: the addresses of its IP version and the ports of its transport.
-/// A rule that names no IP version hashes IPv4: the kernel refuses an RSS QP without hash fields
-/// over a table of more than one WQ, and one with IPv4 and IPv6 fields together (EINVAL, Linux
-/// `drivers/infiniband/hw/mlx5/qp.c` `create_rss_raw_qp_tir`).
-fn hash_fields(rule: &Rule) -> HashFields {
-    let l4 = rule.pattern.l4.map(|l| l.proto);
-    match rule.pattern.ip {
-        Some(IpMatch::V4 { .. }) => HashFields::for_ip(false, l4),
-        Some(IpMatch::V6 { .. }) => HashFields::for_ip(true, l4),
-        None => HashFields::for_ip(rule.pattern.ethertype == Some(0x86dd), l4),
-    }
 }
 
 pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
@@ -344,7 +370,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }
-    let control = Box::new(install_rules(&pd, qps, wqs, &cfg.rules, port)?);
+    let control = Box::new(install_rules(&pd, qps, wqs, &cfg.rules, port, &cfg.rss)?);
     let info = PortInfo {
         backend: "verbs",
         device: format!("{device} port {port}"),
@@ -356,59 +382,4 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         queues: cfg.queues,
     };
     Ok((queues, info, control))
-}
-
-#[cfg(test)]
-mod rule_tests {
-    use super::*;
-    use crate::flow::{Ipv4Net, L4Match, L4Proto, Pattern};
-
-    #[test]
-    fn rss_hashes_on_what_the_rule_matches() {
-        let mut p = Pattern {
-            ip: Some(IpMatch::V4 {
-                src: None,
-                dst: Some(Ipv4Net {
-                    addr: [10, 0, 0, 1].into(),
-                    prefix: 32,
-                }),
-            }),
-            l4: Some(L4Match {
-                proto: L4Proto::Udp,
-                src_port: None,
-                dst_port: Some(4789),
-            }),
-            ..Pattern::default()
-        };
-        let r = |p: &Pattern| Rule {
-            pattern: p.clone(),
-            priority: 0,
-            action: Action::Rss(vec![0, 1]),
-        };
-        assert_eq!(
-            hash_fields(&r(&p)),
-            HashFields::for_ip(false, Some(L4Proto::Udp))
-        );
-        p.l4 = None;
-        assert_eq!(hash_fields(&r(&p)), HashFields::for_ip(false, None));
-        p.ip = None;
-        p.ethertype = Some(0x86dd);
-        assert_eq!(hash_fields(&r(&p)), HashFields::for_ip(true, None));
-        // No IP version in the rule (pktgen's default "udp dst-port N -> rss"): the kernel
-        // refuses an RSS QP without hash fields over more than one WQ (EINVAL), and one with
-        // IPv4 and IPv6 fields together; hash IPv4 with the rule's ports.
-        p.ethertype = None;
-        p.l4 = Some(L4Match {
-            proto: L4Proto::Udp,
-            src_port: None,
-            dst_port: Some(9000),
-        });
-        assert_eq!(
-            hash_fields(&r(&p)),
-            HashFields::for_ip(false, Some(L4Proto::Udp))
-        );
-        p.l4 = None;
-        p.ethertype = Some(0x0806);
-        assert_eq!(hash_fields(&r(&p)), HashFields::for_ip(false, None));
-    }
 }

@@ -13,8 +13,9 @@ use super::context::Context;
 use super::pd::Pd;
 use super::qp::QueuePair;
 use super::wq::Wq;
+use crate::config::{RssConfig, RssFields};
 use crate::error::{Error, Result};
-use crate::flow::L4Proto;
+use crate::flow::{IpMatch, L4Match, L4Proto, Rule};
 
 /// Which header fields feed the hash (`IBV_RX_HASH_*` bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +44,103 @@ impl HashFields {
         }
         HashFields(m as u64)
     }
+}
+
+/// One hashing QP of an RSS rule: the rule narrowed to the traffic this QP takes, and what it
+/// hashes ([`HashFields::NONE`]: nothing to spread, the rule's first queue alone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RssPart {
+    /// The rule, narrowed (an IP version, a transport) where the rule left it open.
+    pub rule: Rule,
+    /// Fields hashed.
+    pub fields: HashFields,
+}
+
+/// The hashing QPs an RSS rule needs under `cfg`, in the order their flows must be created.
+///
+/// The kernel refuses an RSS QP hashing IPv4 and IPv6 fields together, or TCP and UDP ports
+/// together (EINVAL, Linux drivers/infiniband/hw/mlx5/qp.c `create_rss_raw_qp_tir`), so a rule
+/// that leaves the IP version open gets one part per version spread (its pattern narrowed to
+/// that version's ethertype), and with [`RssFields::IpPort`] a rule that leaves the transport
+/// open one part per TCP, UDP and the rest of that version. When the rule was narrowed, a last
+/// part takes what is left (other ethertypes, versions not spread) to the first queue. All
+/// parts have the rule's priority and multicast-ness, so they share one kernel flow table, where
+/// the first created rule that matches a frame takes it (`crate::flow::order`): the narrow parts
+/// come first.
+pub(crate) fn rss_parts(rule: &Rule, cfg: &RssConfig) -> Vec<RssPart> {
+    let p = &rule.pattern;
+    let named = match (p.ip, p.ethertype) {
+        (Some(IpMatch::V4 { .. }), _) | (None, Some(0x0800)) => Some(false),
+        (Some(IpMatch::V6 { .. }), _) | (None, Some(0x86dd)) => Some(true),
+        // Not IP: nothing to hash.
+        (None, Some(_)) => {
+            return vec![RssPart {
+                rule: rule.clone(),
+                fields: HashFields::NONE,
+            }]
+        }
+        (None, None) => None,
+    };
+    // The transport the rule names, if any (its ports can be hashed).
+    let l4 = p.l4.map(|l| Some(l.proto)).or(match p.ip_proto {
+        Some(6) => Some(Some(L4Proto::Tcp)),
+        Some(17) => Some(Some(L4Proto::Udp)),
+        Some(_) => Some(None),
+        None => None,
+    });
+    let ports = cfg.fields == RssFields::IpPort;
+    let mut parts = Vec::new();
+    let versions: &[bool] = match named {
+        Some(false) => &[false],
+        Some(true) => &[true],
+        None => &[false, true],
+    };
+    for &v6 in versions {
+        if !cfg.versions.spreads(v6) {
+            continue;
+        }
+        let mut r = rule.clone();
+        if named.is_none() {
+            r.pattern.ethertype = Some(if v6 { 0x86dd } else { 0x0800 });
+        }
+        match l4 {
+            Some(proto) => parts.push(RssPart {
+                fields: HashFields::for_ip(v6, proto.filter(|_| ports)),
+                rule: r,
+            }),
+            None if ports => {
+                for proto in [L4Proto::Tcp, L4Proto::Udp] {
+                    let mut t = r.clone();
+                    t.pattern.l4 = Some(L4Match {
+                        proto,
+                        src_port: None,
+                        dst_port: None,
+                    });
+                    parts.push(RssPart {
+                        rule: t,
+                        fields: HashFields::for_ip(v6, Some(proto)),
+                    });
+                }
+                parts.push(RssPart {
+                    rule: r,
+                    fields: HashFields::for_ip(v6, None),
+                });
+            }
+            None => parts.push(RssPart {
+                rule: r,
+                fields: HashFields::for_ip(v6, None),
+            }),
+        }
+    }
+    // What no part took: the rule as it is, unhashed. Not needed when one unnarrowed part
+    // already is the whole rule.
+    if parts.last().is_none_or(|last| last.rule != *rule) {
+        parts.push(RssPart {
+            rule: rule.clone(),
+            fields: HashFields::NONE,
+        });
+    }
+    parts
 }
 
 /// The table size for `n` queues: the next power of two (entries repeat the queues in order).
@@ -204,6 +302,7 @@ impl RssQp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::IpVersions;
 
     #[test]
     fn tables_round_up_to_powers_of_two() {
@@ -212,6 +311,89 @@ mod tests {
         assert_eq!(table_size(3), Some(4));
         assert_eq!(table_size(4), Some(4));
         assert_eq!(table_size(5), Some(8));
+    }
+
+    fn parts(text: &str, cfg: &RssConfig) -> Vec<(String, u64)> {
+        let rule: Rule = text.parse().unwrap();
+        rss_parts(&rule, cfg)
+            .into_iter()
+            .map(|p| {
+                assert!(p.rule.validate(4).is_ok(), "{}", p.rule);
+                assert_eq!(
+                    (p.rule.priority, &p.rule.action),
+                    (rule.priority, &rule.action)
+                );
+                let text = p.rule.to_string();
+                let pattern = text.split(" -> ").next().unwrap_or_default().trim();
+                (pattern.to_string(), p.fields.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rss_rules_get_one_qp_per_ip_version_and_transport() {
+        let both = RssConfig::default();
+        let ip_only = RssConfig {
+            fields: RssFields::Ip,
+            ..both
+        };
+        // No IP version named: IPv4 and IPv6 each get a QP (VPP-1939), then the rest.
+        assert_eq!(
+            parts("udp dst-port 9000 -> rss 0,1,2,3", &both),
+            [
+                ("ethertype 0x0800 udp dst-port 9000".to_string(), 0x3 | 0xc0),
+                ("ethertype 0x86dd udp dst-port 9000".to_string(), 0xc | 0xc0),
+                ("udp dst-port 9000".to_string(), 0),
+            ]
+        );
+        assert_eq!(
+            parts("udp dst-port 9000 -> rss 0,1", &ip_only),
+            [
+                ("ethertype 0x0800 udp dst-port 9000".to_string(), 0x3),
+                ("ethertype 0x86dd udp dst-port 9000".to_string(), 0xc),
+                ("udp dst-port 9000".to_string(), 0),
+            ]
+        );
+        // No transport named, ports asked for: TCP, UDP and the rest of each version.
+        let p = parts("promiscuous -> rss 0,1", &both);
+        let fields: Vec<u64> = p.iter().map(|x| x.1).collect();
+        assert_eq!(fields, [0x33, 0xc3, 0x3, 0x3c, 0xcc, 0xc, 0]);
+        assert!(p[0].0.contains("0x0800") && p[0].0.contains("tcp"), "{p:?}");
+        assert!(p[4].0.contains("0x86dd") && p[4].0.contains("udp"), "{p:?}");
+        // A named version: one QP, the rule as it is.
+        assert_eq!(
+            parts("ipv6 dst ::1 tcp -> rss 0,1", &both),
+            [("ipv6 dst ::1 tcp".to_string(), 0xc | 0x30)]
+        );
+        // IPv4 only spread: IPv6 (and everything else) to the first queue.
+        let v4 = RssConfig {
+            versions: IpVersions::V4,
+            ..both
+        };
+        assert_eq!(
+            parts("udp -> rss 0,1", &v4),
+            [
+                ("ethertype 0x0800 udp".to_string(), 0x3 | 0xc0),
+                ("udp".to_string(), 0),
+            ]
+        );
+        assert_eq!(
+            parts("ipv6 udp -> rss 0,1", &v4),
+            [("ipv6 udp".to_string(), 0)]
+        );
+        // Not IP: nothing to hash.
+        assert_eq!(parts("ethertype 0x88f7 -> rss 0,1", &both).len(), 1);
+        // No part ever hashes both versions or both transports (the kernel's EINVAL).
+        for text in [
+            "promiscuous -> rss 0,1",
+            "udp -> rss 0,1",
+            "proto 6 -> rss 0,1",
+        ] {
+            for (_, f) in parts(text, &both) {
+                assert!(f & 0x3 == 0 || f & 0xc == 0, "{text}: {f:#x}");
+                assert!(f & 0x30 == 0 || f & 0xc0 == 0, "{text}: {f:#x}");
+            }
+        }
     }
 
     #[test]

@@ -28,6 +28,9 @@
 //! goes to the kernel. On a single-queue interface such as a veth, use queue 0. `Rss(qs)` keeps
 //! a frame on the netdev queue the NIC's RSS chose, if that queue is in `qs`. See
 //! [`bpf::compile()`] for the exact semantics.
+//! The NIC's RSS is its own (key, fields, indirection table: `ethtool -X`, `ethtool -N
+//! rx-flow-hash`); a port opened with an [`RssConfig`](crate::RssConfig) other than the default
+//! is refused rather than have it ignored.
 //!
 //! # Data path
 //! `rx.rs`: descriptors from the rx ring become [`Packet`](crate::Packet)s in place (no copy); the fill ring is
@@ -383,6 +386,16 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     let Backend::Xdp { ifname } = &cfg.backend else {
         return Err(Error::Config("xdp::open called for another backend".into()));
     };
+    // The NIC's own RSS (its key, hashed fields and indirection table: `ethtool -X` / `-N
+    // rx-flow-hash`) picks the netdev queue a frame arrives on, which an XDP socket cannot
+    // change: refuse a configuration that would otherwise be ignored.
+    if cfg.rss != crate::config::RssConfig::default() {
+        return Err(Error::Unsupported(format!(
+            "an RSS configuration (key, fields, IP versions) on an AF_XDP port: {ifname}'s own \
+             RSS spreads frames over its queues; set it with `ethtool -X {ifname} hkey ...` and \
+             `ethtool -N {ifname} rx-flow-hash ...`, and open the port without one"
+        )));
+    }
     let umem = Umem::of(pool)?;
     let ifindex = ifindex(ifname)?;
     let link = link_info(ifindex)?;

@@ -47,7 +47,6 @@ struct CoreQp {
     pd: u32,
     send_cq: u32,
     recv_cq: u32,
-    srq: u32,
     max_send_wr: u32,
     max_recv_wr: u32,
     max_send_sge: u32,
@@ -65,7 +64,6 @@ fn legacy_core(r: &ib_uverbs_create_qp) -> CoreQp {
         pd: r.pd_handle,
         send_cq: r.send_cq_handle,
         recv_cq: r.recv_cq_handle,
-        srq: r.srq_handle,
         max_send_wr: r.max_send_wr,
         max_recv_wr: r.max_recv_wr,
         max_send_sge: r.max_send_sge,
@@ -97,14 +95,15 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
     if !crate::sys::has_net_raw() {
         return Err(EPERM);
     }
+    if let Some(t) = q.ind_tbl {
+        c.file.objs.pd(q.pd)?;
+        return create_rss(c, a, q, t);
+    }
     // Of the create flags, the device does CVLAN stripping (on the QP's RQ).
     if q.create_flags & !IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 || q.is_srq != 0 {
         return Err(EOPNOTSUPP);
     }
     c.file.objs.pd(q.pd)?;
-    if let Some(t) = q.ind_tbl {
-        return create_rss(c, a, q, t);
-    }
     let send_cq = c.file.objs.cq(q.send_cq)?.cqn;
     let recv_cq = c.file.objs.cq(q.recv_cq)?.cqn;
     if q.max_send_wr > caps::MAX_QP_WR
@@ -248,23 +247,45 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
 
 fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created, Errno> {
     let table = c.file.objs.ind_tbl(t)?.clone();
-    // create_qp(): an RSS QP has no receive side of its own.
-    if q.recv_cq != 0 || q.srq != 0 || q.max_recv_wr != 0 || q.max_recv_sge != 0 {
+    // uverbs_cmd.c create_qp(): an RSS QP has no receive side of its own (receive work
+    // requests or an SRQ: EINVAL; the receive CQ handle is not looked at). A send side
+    // (`max_send_wr`) makes uverbs look up the send CQ (EINVAL without one), and mlx5 refuses
+    // an RSS QP with a send CQ (qp.c `check_qp_attr`): EINVAL either way.
+    if q.max_recv_wr != 0 || q.max_recv_sge != 0 || q.is_srq != 0 || q.max_send_wr != 0 {
+        return Err(EINVAL);
+    }
+    // qp.c `process_create_flags`: no create flag on an RSS QP (uverbs refuses unknown ones
+    // with EINVAL too).
+    if q.create_flags != 0 {
         return Err(EINVAL);
     }
     // create_rss_raw_qp_tir().
     if a.drv_in.len() < offsetofend!(mlx5_ib_create_qp_rss, flags) {
         return Err(EINVAL);
     }
+    // process_udata_size(): bytes past the struct must be zero.
     if a.drv_in.len() > std::mem::size_of::<mlx5_ib_create_qp_rss>()
         && a.drv_in[std::mem::size_of::<mlx5_ib_create_qp_rss>()..]
             .iter()
             .any(|&b| b != 0)
     {
-        return Err(EOPNOTSUPP);
+        return Err(EINVAL);
     }
     let d: mlx5_ib_create_qp_rss = a.udata();
-    if d.comp_mask != 0 || d.flags != 0 {
+    // process_vendor_flags(): an RSS QP may carry only TUNNEL_OFFLOADS (if the device has
+    // stateless tunnel offloads, which the emulated one does not) and the two TIR
+    // self-loopback flags; any other flag is EINVAL. The kernel takes the self-loopback flags
+    // (the TIR's `self_lb_block`); the model does not block self-loopback, so they are refused
+    // as not supported rather than ignored.
+    let self_lb = MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC | MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC;
+    if d.flags & !self_lb != 0 {
+        return Err(EINVAL);
+    }
+    if d.flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    // create_rss_raw_qp_tir().
+    if d.comp_mask != 0 {
         return Err(EOPNOTSUPP);
     }
     if u32::from(d.rx_hash_function) != MLX5_RX_HASH_FUNC_TOEPLITZ {
@@ -405,7 +426,6 @@ pub(super) fn ex_create_qp(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         pd: req.pd_handle,
         send_cq: req.send_cq_handle,
         recv_cq: req.recv_cq_handle,
-        srq: req.srq_handle,
         max_send_wr: req.max_send_wr,
         max_recv_wr: req.max_recv_wr,
         max_send_sge: req.max_send_sge,

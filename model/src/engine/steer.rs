@@ -592,6 +592,20 @@ pub(crate) fn rss_hash(
         input[*n..*n + b.len()].copy_from_slice(b);
         *n += b.len();
     };
+    // The TIR's field selector names one L3 protocol type, the one whose address fields it
+    // hashes (Linux drivers/infiniband/hw/mlx5/qp.c `create_rss_raw_qp_tir` sets
+    // `rx_hash_field_select.l3_prot_type` from the IPv4 or IPv6 address bits, and ignores it
+    // when neither is set): a frame of the other IP version has none of the selected fields,
+    // its ports included, and hashes to 0.
+    let (v4, v6) = (SRC_IPV4 | DST_IPV4, SRC_IPV6 | DST_IPV6);
+    let other_version = match p.ethertype {
+        0x0800 => fields & v4 == 0 && fields & v6 != 0,
+        0x86dd => fields & v6 == 0 && fields & v4 != 0,
+        _ => false,
+    };
+    if other_version {
+        return (0, 0);
+    }
     match (p.ethertype, p.ip_proto) {
         (0x0800, Some(_)) => {
             if fields & SRC_IPV4 != 0 {

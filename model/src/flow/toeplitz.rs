@@ -123,6 +123,80 @@ mod tests {
         s.parse().unwrap()
     }
 
+    // The IPv4 table of the same page: destination, destination port, source, source port,
+    // hash of the addresses, hash with the TCP ports.
+    const V4: [(&str, u16, &str, u16, u32, u32); 5] = [
+        (
+            "161.142.100.80",
+            1766,
+            "66.9.149.187",
+            2794,
+            0x323e8fc2,
+            0x51ccc178,
+        ),
+        (
+            "65.69.140.83",
+            4739,
+            "199.92.111.2",
+            14230,
+            0xd718262a,
+            0xc626b0ea,
+        ),
+        (
+            "12.22.207.184",
+            38024,
+            "24.19.198.95",
+            12898,
+            0xd2d0a5de,
+            0x5c2b394a,
+        ),
+        (
+            "209.142.163.6",
+            2217,
+            "38.27.205.30",
+            48228,
+            0x82989176,
+            0xafc7327f,
+        ),
+        (
+            "202.188.127.2",
+            1303,
+            "153.39.163.191",
+            44251,
+            0x5d1809c5,
+            0x10e828a2,
+        ),
+    ];
+
+    /// Every vector of both tables, addresses alone and with ports, by the bitwise hash and by
+    /// the lookup tables the TIRs use.
+    #[test]
+    fn microsoft_vectors() {
+        let t = ToeplitzTable::new(&DEFAULT_KEY);
+        let mut cases: Vec<(Vec<u8>, u32, u32)> = Vec::new();
+        for (dst, dp, src, sp, ip_only, with_tcp) in V4 {
+            let (s, d): (std::net::Ipv4Addr, std::net::Ipv4Addr) =
+                (src.parse().unwrap(), dst.parse().unwrap());
+            let mut i = [s.octets(), d.octets()].concat();
+            i.extend_from_slice(&sp.to_be_bytes());
+            i.extend_from_slice(&dp.to_be_bytes());
+            cases.push((i, ip_only, with_tcp));
+        }
+        for (dst, dp, src, sp, ip_only, with_tcp) in V6 {
+            let mut i = [ip6(src).octets(), ip6(dst).octets()].concat();
+            i.extend_from_slice(&sp.to_be_bytes());
+            i.extend_from_slice(&dp.to_be_bytes());
+            cases.push((i, ip_only, with_tcp));
+        }
+        for (i, ip_only, with_tcp) in cases {
+            let addrs = &i[..i.len() - 4];
+            assert_eq!(hash(&DEFAULT_KEY, addrs), ip_only, "{i:?}");
+            assert_eq!(t.hash(addrs), ip_only, "{i:?}");
+            assert_eq!(hash(&DEFAULT_KEY, &i), with_tcp, "{i:?}");
+            assert_eq!(t.hash(&i), with_tcp, "{i:?}");
+        }
+    }
+
     #[test]
     fn short_key_counts_as_zero_bits() {
         let input = [0xffu8; 12];

@@ -25,6 +25,8 @@ pub struct ControlPort {
     port: u8,
     pd: Pd,
     _mr: Arc<Mr>,
+    /// Key and fields of RSS rules' hashing QPs.
+    rss: crate::config::RssConfig,
 }
 
 impl std::fmt::Debug for ControlPort {
@@ -110,6 +112,7 @@ impl ControlPort {
             port: spec.port,
             pd,
             _mr: mr,
+            rss: Default::default(),
         })
     }
 
@@ -147,7 +150,9 @@ impl ControlPort {
             crate::config::CqeComp::Hash => Some(MiniCqeFormat::Hash),
             crate::config::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
         });
-        ControlPort::open_with(device, pool, &spec, cfg.queues, format)
+        let mut port = ControlPort::open_with(device, pool, &spec, cfg.queues, format)?;
+        port.rss = cfg.rss;
+        Ok(port)
     }
 
     /// Takes each queue's rings and objects out, in queue order, to hand them to the data path
@@ -184,6 +189,7 @@ impl ControlPort {
             self.wqs.clone(),
             rules,
             self.port,
+            &self.rss,
         )?);
         Ok(())
     }
@@ -206,6 +212,7 @@ impl crate::port::Control for ControlPort {
                     self.wqs.clone(),
                     &[],
                     self.port,
+                    &self.rss,
                 )?;
                 r.add(id, rule)?;
                 self.rules = Some(r);

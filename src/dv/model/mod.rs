@@ -191,6 +191,9 @@ pub(crate) fn open(
     if !cfg.rules.is_empty() {
         o.rules = cfg.rules.clone();
     }
+    if cfg.rss != crate::config::RssConfig::default() {
+        o.rss = cfg.rss;
+    }
     let port = ModelPort::new(o)?;
     let mut queues = Vec::new();
     for i in 0..cfg.queues {

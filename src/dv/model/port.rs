@@ -11,7 +11,7 @@ use rawq_model::mem::{self, Geometry, QueueMem};
 use rawq_model::HwTuning;
 
 use super::{
-    mini_cqe_of, net, netdev_of, ring_ptr, striding_of, wire_of, CqRing, DvCaps, ModelCounters,
+    mini_cqe_of, netdev_of, ring_ptr, striding_of, wire_of, CqRing, DvCaps, ModelCounters,
     ModelOptions, ModelThread, ModelWire, QueueRings, RqRing, RxKind, SqRing,
 };
 use crate::dv::queue::{DvQueue, Recover};
@@ -53,13 +53,25 @@ impl std::fmt::Debug for ModelPort {
     }
 }
 
-/// Every `IBV_RX_HASH_*` field the model hashes (addresses and ports, IPv4 and IPv6).
-const ALL_FIELDS: u64 = 0xff;
-
-fn rss_all() -> Option<RssHash> {
+/// The TIR hash of `rss`: its key, and the `IBV_RX_HASH_*` fields (rdma-core libibverbs/verbs.h
+/// `enum ibv_rx_hash_fields`) of the versions it spreads (addresses: IPv4 0x3, IPv6 0xc) and,
+/// for addresses and ports, TCP (0x30) and UDP (0xc0) ports. One TIR hashes them all here, as a
+/// driver's per-traffic-type TIRs with one key would; a frame of a version not spread hashes
+/// to 0, the table's first entry, as on verbs and dv.
+fn rss_hash_of(rss: &crate::config::RssConfig) -> Option<RssHash> {
+    let mut fields = 0u64;
+    if rss.versions.spreads(false) {
+        fields |= 0x3;
+    }
+    if rss.versions.spreads(true) {
+        fields |= 0xc;
+    }
+    if rss.fields == crate::config::RssFields::IpPort {
+        fields |= 0xf0;
+    }
     Some(RssHash {
-        key: net::RSS_KEY.to_vec(),
-        fields: ALL_FIELDS,
+        key: rss.key.to_vec(),
+        fields,
     })
 }
 
@@ -168,13 +180,13 @@ impl ModelPort {
         }
         let rqns: Vec<u32> = qs.iter().map(|q| q.rqn).collect();
         let catch_all = if opts.rules.is_empty() {
-            Some(create_catch_all(&hw, &rqns)?)
+            Some(create_catch_all(&hw, &rqns, &opts.rss)?)
         } else {
             None
         };
         let mut rule_flows = Vec::new();
         for (k, r) in opts.rules.iter().enumerate() {
-            let (flow, tir) = create_rule_flow(&hw, &rqns, r, k as u64)?;
+            let (flow, tir) = create_rule_flow(&hw, &rqns, r, k as u64, &opts.rss)?;
             rule_flows.push((k as u64, flow, tir));
         }
         Ok(ModelPort {
@@ -202,7 +214,8 @@ impl ModelPort {
         let mut inner = self.lock();
         rule.validate(inner.qs.len() as u16)?;
         let rqns: Vec<u32> = inner.qs.iter().map(|q| q.rqn).collect();
-        let (flow, tir) = create_rule_flow(&self.hw, &rqns, rule, id)?;
+        let rss = inner.opts.rss;
+        let (flow, tir) = create_rule_flow(&self.hw, &rqns, rule, id, &rss)?;
         inner.rule_flows.push((id, flow, tir));
         if let Some((flow, tir)) = inner.catch_all.take() {
             self.hw.destroy_flow(flow)?;
@@ -226,7 +239,8 @@ impl ModelPort {
         };
         if inner.rule_flows.len() == 1 {
             let rqns: Vec<u32> = inner.qs.iter().map(|q| q.rqn).collect();
-            inner.catch_all = Some(create_catch_all(&self.hw, &rqns)?);
+            let rss = inner.opts.rss;
+            inner.catch_all = Some(create_catch_all(&self.hw, &rqns, &rss)?);
         }
         let (_, flow, tir) = inner.rule_flows.remove(at);
         self.hw.destroy_flow(flow)?;
@@ -453,10 +467,10 @@ impl Recover for ModelRecover {
 }
 
 /// The flow that takes every frame, spread by RSS over all queues (a port without rules).
-fn create_catch_all(hw: &Hw, rqns: &[u32]) -> Result<(u32, u32)> {
+fn create_catch_all(hw: &Hw, rqns: &[u32], rss: &crate::config::RssConfig) -> Result<(u32, u32)> {
     let tirn = hw.create_tir_any(TirDesc {
         rqns: rqns.to_vec(),
-        hash: rss_all(),
+        hash: rss_hash_of(rss),
     })?;
     let flow = hw.create_flow(FlowDesc {
         tirn,
@@ -468,7 +482,13 @@ fn create_catch_all(hw: &Hw, rqns: &[u32]) -> Result<(u32, u32)> {
 }
 
 /// The TIR and flow of rule number `id` (flow tag `id + 1`, wrapped to 24 bits).
-fn create_rule_flow(hw: &Hw, rqns: &[u32], r: &Rule, id: u64) -> Result<(u32, u32)> {
+fn create_rule_flow(
+    hw: &Hw,
+    rqns: &[u32],
+    r: &Rule,
+    id: u64,
+    rss: &crate::config::RssConfig,
+) -> Result<(u32, u32)> {
     let rq = |q: u16| {
         rqns.get(q as usize)
             .copied()
@@ -481,7 +501,7 @@ fn create_rule_flow(hw: &Hw, rqns: &[u32], r: &Rule, id: u64) -> Result<(u32, u3
     };
     let tirn = hw.create_tir_any(TirDesc {
         rqns: table,
-        hash: rss_all(),
+        hash: rss_hash_of(rss),
     })?;
     let tag = (id % crate::flow::verbs::MAX_FLOW_TAG as u64) as u32 + 1;
     match hw.create_flow(rule_to_flow(r, tirn, tag)) {
