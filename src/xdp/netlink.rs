@@ -8,6 +8,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
+use crate::link::{attrs, u32_of};
 
 const NETLINK_ROUTE: libc::c_int = 0;
 const RTM_NEWLINK: u16 = 16;
@@ -26,8 +27,6 @@ const IFLA_XDP_PROG_ID: u16 = 4;
 const IFLA_XDP_DRV_PROG_ID: u16 = 5;
 const IFLA_XDP_SKB_PROG_ID: u16 = 6;
 const IFLA_XDP_HW_PROG_ID: u16 = 7;
-/// Attribute type bits (the top two are the nested / byte-order flags).
-const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// What rtnetlink says about an interface.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,27 +39,6 @@ pub struct LinkInfo {
     pub mtu: Option<u32>,
     /// Whether the interface is administratively up (`IFF_UP` in `ifinfomsg.ifi_flags`).
     pub up: Option<bool>,
-}
-
-/// Iterates the attributes in `b`: (type, payload).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let payload = &b[4..len];
-        b = b.get((len + 3) & !3usize..).unwrap_or(&[]);
-        Some((ty, payload))
-    })
-}
-
-fn u32_of(p: &[u8]) -> Option<u32> {
-    Some(u32::from_ne_bytes(p.get(..4)?.try_into().ok()?))
 }
 
 /// Parses the attributes of an `RTM_NEWLINK` message (after the `ifinfomsg`).
