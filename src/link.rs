@@ -160,8 +160,11 @@ fn sysfs_net(ifname: &str, f: &str) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-/// The state of network interface `ifname` (in the calling thread's network namespace), from
-/// sysfs.
+/// The state of network interface `ifname` in the calling thread's network namespace: from
+/// rtnetlink (`RTM_GETLINK`: flags, `IFLA_OPERSTATE`, `IFLA_MTU`, `IFLA_ADDRESS`), which
+/// answers in the caller's namespace, and the speed from sysfs when sysfs shows the same
+/// interface (a thread that entered another namespace still sees the sysfs of the one it was
+/// mounted in).
 ///
 /// # Errors
 /// [`Error::Link`] when there is no such interface.
@@ -171,28 +174,67 @@ pub fn netdev(ifname: &str) -> Result<Link> {
             "{ifname:?} is not an interface name"
         )));
     }
-    let Some(oper) = sysfs_net(ifname, "operstate") else {
-        return Err(Error::Link {
-            ifname: ifname.to_owned(),
-            detail: "no such interface in this network namespace (`ip link` lists them)".into(),
-        });
+    let gone = || Error::Link {
+        ifname: ifname.to_owned(),
+        detail: "no such interface in this network namespace (`ip link` lists them)".into(),
     };
-    let flags = sysfs_net(ifname, "flags")
-        .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
-    let admin_up = flags.map(|f| f & libc::IFF_UP as u32 != 0);
-    Ok(Link {
-        ifname: Some(ifname.to_owned()),
-        carrier: oper_up(&oper, admin_up.unwrap_or(true)),
-        admin_up,
-        // `speed` is -1 or unreadable (EINVAL) while the link is down or unknown.
-        speed_mbps: sysfs_net(ifname, "speed")
-            .and_then(|s| s.parse::<i64>().ok())
-            .filter(|&s| s > 0)
-            .and_then(|s| u32::try_from(s).ok()),
-        mtu: sysfs_net(ifname, "mtu").and_then(|s| s.parse().ok()),
-        mac: sysfs_net(ifname, "address").and_then(|s| parse_mac(&s)),
-        oper_state: oper,
-    })
+    let index = ifindex(ifname).ok_or_else(gone)?;
+    let same_in_sysfs =
+        sysfs_net(ifname, "ifindex").and_then(|s| s.parse::<u32>().ok()) == Some(index);
+    // `speed` is -1 or unreadable (EINVAL) while the link is down or unknown.
+    let speed_mbps = same_in_sysfs
+        .then(|| sysfs_net(ifname, "speed"))
+        .flatten()
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|&s| s > 0)
+        .and_then(|s| u32::try_from(s).ok());
+    #[cfg(feature = "xdp")]
+    {
+        let i = crate::xdp::link_info(index).map_err(|e| match e {
+            Error::Os { .. } => gone(),
+            e => e,
+        })?;
+        let oper = oper_name(i.oper_state.unwrap_or(IF_OPER_UNKNOWN));
+        Ok(Link {
+            ifname: Some(ifname.to_owned()),
+            carrier: oper_up(oper, i.up.unwrap_or(true)),
+            oper_state: oper.to_owned(),
+            admin_up: i.up,
+            speed_mbps,
+            mtu: i.mtu,
+            mac: i.mac,
+        })
+    }
+    #[cfg(not(feature = "xdp"))]
+    {
+        let oper = sysfs_net(ifname, "operstate").ok_or_else(gone)?;
+        let flags = sysfs_net(ifname, "flags")
+            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+        let admin_up = flags.map(|f| f & libc::IFF_UP as u32 != 0);
+        Ok(Link {
+            ifname: Some(ifname.to_owned()),
+            carrier: oper_up(&oper, admin_up.unwrap_or(true)),
+            admin_up,
+            speed_mbps,
+            mtu: sysfs_net(ifname, "mtu").and_then(|s| s.parse().ok()),
+            mac: sysfs_net(ifname, "address").and_then(|s| parse_mac(&s)),
+            oper_state: oper,
+        })
+    }
+}
+
+/// The sysfs spelling of an `IF_OPER_*` value (net/core/net-sysfs.c `operstates`).
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
+fn oper_name(v: u8) -> &'static str {
+    match v {
+        1 => "notpresent",
+        2 => "down",
+        3 => "lowerlayerdown",
+        4 => "testing",
+        5 => "dormant",
+        6 => "up",
+        _ => "unknown",
+    }
 }
 
 /// `netif_oper_up()`: `up`, or `unknown` (a driver that reports none), and administratively
@@ -201,6 +243,7 @@ fn oper_up(oper: &str, admin_up: bool) -> bool {
     admin_up && matches!(oper, "up" | "unknown")
 }
 
+#[cfg_attr(feature = "xdp", allow(dead_code))]
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut mac = [0u8; 6];
     let mut parts = s.split(':');

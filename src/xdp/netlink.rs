@@ -19,7 +19,9 @@ const NLM_F_REQUEST: u16 = 1;
 const NLMSG_HDR_LEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 
+const IFLA_ADDRESS: u16 = 1;
 const IFLA_MTU: u16 = 4;
+const IFLA_OPERSTATE: u16 = 16;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_ATTACHED: u16 = 2;
@@ -39,6 +41,10 @@ pub struct LinkInfo {
     pub mtu: Option<u32>,
     /// Whether the interface is administratively up (`IFF_UP` in `ifinfomsg.ifi_flags`).
     pub up: Option<bool>,
+    /// RFC 2863 operational state (`IFLA_OPERSTATE`: `IF_OPER_*` of linux/if.h, 6 = up).
+    pub oper_state: Option<u8>,
+    /// The hardware address (`IFLA_ADDRESS`) when it is a MAC.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// Parses the attributes of an `RTM_NEWLINK` message (after the `ifinfomsg`).
@@ -48,6 +54,8 @@ pub(crate) fn parse_link(attr_bytes: &[u8]) -> LinkInfo {
         match ty {
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(p),
             IFLA_MTU => info.mtu = u32_of(p),
+            IFLA_OPERSTATE => info.oper_state = p.first().copied(),
+            IFLA_ADDRESS => info.mac = p.try_into().ok(),
             IFLA_XDP => {
                 let mut attached = 0u8;
                 let mut ids = [None; 4];
@@ -188,7 +196,7 @@ mod tests {
                 xdp_prog_id: Some(77),
                 rx_queues: Some(4),
                 mtu: Some(1500),
-                up: None,
+                ..Default::default()
             }
         );
         let none = attr(IFLA_XDP, &attr(IFLA_XDP_ATTACHED, &[0]));
