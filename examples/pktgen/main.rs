@@ -12,6 +12,7 @@
 //! is over that one window (see `window.rs`).
 
 mod cli;
+mod linkwatch;
 mod live;
 mod loops;
 mod measure;
@@ -226,6 +227,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         );
     }
 
+    let mut watch = linkwatch::LinkWatch::new(a.on_link_down, &[(a.dev.as_str(), &port)], "pktgen");
+
     // The run's own stop flag (the deadline sets it too), raised by a signal.
     let signal = signalled()?;
     let stop = Arc::new(AtomicBool::new(signal.load(Relaxed)));
@@ -283,8 +286,15 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
+        if gone.is_none() {
+            if let Some(e) = watch.poll("pktgen") {
+                stop.store(true, Relaxed);
+                gone = Some(e);
+            }
+        }
         mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
+    watch.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
     for w in workers {
