@@ -267,3 +267,165 @@ fn emu_dv_pktgen_on_link_down_wait_resumes_and_counts_add_up() {
 fn emu_verbs_pktgen_on_link_down_wait_resumes_and_counts_add_up() {
     pktgen_waits_for_the_link("verbs");
 }
+
+/// fwd on the emulated NIC (`backend`), its wire the A end of a veth: the far end goes down,
+/// fwd (default: exit) ends, non-zero, naming the link.
+#[cfg(feature = "mlx5")]
+fn fwd_exits_when_the_wire_goes_down(backend: &str) {
+    let _one = serial();
+    let Some(p) = NetnsPair::new("lfe") else {
+        return;
+    };
+    let dir = tempdir(&format!("lfe-{backend}"));
+    let err = dir.join("stderr");
+    let exe = support::example("fwd");
+    let mut child = support::emu::emu_sh(
+        Some((&p.a, &p.veth_a)),
+        Some(120),
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            "-b",
+            backend,
+            "-d",
+            "mlx5_0",
+            "--rule",
+            "udp dst-port 9000 -> queue 0",
+            "-t",
+            "60",
+            "--quiet",
+        ],
+        &dir.join("stats"),
+    )
+    .stdout(Stdio::piped())
+    .stderr(std::fs::File::create(&err).unwrap())
+    .spawn()
+    .unwrap();
+    let started = wait_until(&mut child, Duration::from_secs(60), || {
+        std::fs::read_to_string(&err).is_ok_and(|t| t.contains("fwd: mlx5_0 ("))
+    });
+    if started {
+        p.ip_in(&p.b, &["link", "set", &p.veth_b, "down"]).unwrap();
+    }
+    let t = Instant::now();
+    let out = wait_for(child, Duration::from_secs(30));
+    let all = format!(
+        "{}{}",
+        text(&out),
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    assert!(started, "fwd never started:\n{all}");
+    assert!(t.elapsed() < Duration::from_secs(25), "{all}");
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("mlx5_0") && all.contains("link went down"),
+        "the cause, naming the link: {all}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn emu_dv_fwd_exits_naming_the_link_when_the_wire_goes_down() {
+    fwd_exits_when_the_wire_goes_down("dv");
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn emu_verbs_fwd_exits_naming_the_link_when_the_wire_goes_down() {
+    fwd_exits_when_the_wire_goes_down("verbs");
+}
+
+/// fwd bridging two AF_XDP ports with `--on-link-down wait`; the output link goes down while
+/// frames flow, then comes back: fwd goes on, counts what it could not send meanwhile, and
+/// every frame received is accounted for; frames get through again after the link is back.
+///
+/// x.a (pktgen) --veth--> [x.b: fwd -d x.veth_b -d y.veth_b] --veth--> y.a
+#[test]
+fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
+    let _one = serial();
+    let (Some(x), Some(y)) = (NetnsPair::new("lfwx"), NetnsPair::new("lfwy")) else {
+        return;
+    };
+    y.move_b_into(&x.b).expect("move y's B end next to x's");
+    let dir = tempdir("lfw");
+    let err = dir.join("stderr");
+    let rule = "udp dst-port 9000 -> queue 0";
+    let mut fwd = ns_cmd(&x.b, "fwd")
+        .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "12"])
+        .args(["--ring", "4096"])
+        .args([
+            "--on-link-down",
+            "wait",
+            "--json",
+            "--quiet",
+            "--rule",
+            rule,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let started = wait_until(&mut fwd, Duration::from_secs(30), || {
+        std::fs::read_to_string(&err).is_ok_and(|t| t.contains(&format!("fwd: {} (", y.veth_b)))
+    });
+    assert!(started, "fwd did not start");
+    const N: u64 = 60_000;
+    let tx = ns_cmd(&x.a, "pktgen")
+        .args(["-b", "xdp", "-d", &x.veth_a, "-n", &N.to_string()])
+        .args(["-r", "20kpps", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let through = wait_until(&mut fwd, Duration::from_secs(30), || {
+        rx_packets(&y, &y.a, &y.veth_a) > 100
+    });
+    let mut paused = false;
+    let mut before_up = 0;
+    if through {
+        y.ip_in(&y.a, &["link", "set", &y.veth_a, "down"]).unwrap();
+        paused = wait_until(&mut fwd, Duration::from_secs(20), || {
+            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("paused"))
+        });
+        before_up = rx_packets(&y, &y.a, &y.veth_a);
+        y.ip_in(&y.a, &["link", "set", &y.veth_a, "up"]).unwrap();
+    }
+    let tx = wait_for(tx, Duration::from_secs(60));
+    let after = rx_packets(&y, &y.a, &y.veth_a);
+    let out = wait_for(fwd, Duration::from_secs(30));
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let all = format!("{}{stderr}", text(&out));
+    assert!(tx.status.success(), "pktgen: {}", text(&tx));
+    assert!(
+        through && paused,
+        "no frames through, or fwd never paused:\n{all}"
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(stderr.contains("sending resumes"), "{all}");
+    assert!(
+        after > before_up,
+        "nothing got through after the link came back: {all}"
+    );
+    let v = summary(&out);
+    let not_sent = num(&v, "link_down.not_sent");
+    assert_eq!(num(&v, "link_down.downs"), 1, "{v}");
+    assert!(not_sent > 0, "{v}");
+    let p0 = &v["ports"][0];
+    let p1 = &v["ports"][1];
+    // What port 0 received or dropped (fill ring empty on a loaded machine) is what was sent.
+    let rx0 = num(p0, "rx.packets");
+    assert_eq!(rx0 + num(&p0["drops"], "rx_ring_or_fill"), N, "{v}");
+    let d = &p1["drops"];
+    let taken_or_counted = num(p1, "tx.forwarded")
+        + not_sent
+        + num(d, "tx_ring_full")
+        + num(d, "tx_drops")
+        + num(d, "tx_errors")
+        + num(d, "tx_not_sent");
+    assert_eq!(
+        taken_or_counted, rx0,
+        "every frame received is accounted for: {v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
