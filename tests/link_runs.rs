@@ -429,3 +429,129 @@ fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// fwd `--on-link-down wait` on the emulated NIC (`backend`), reflecting (macswap) what pktgen
+/// sends from the far end of its wire; the wire is set down, then up: fwd pauses and resumes,
+/// exits 0, and every frame it received is forwarded or counted; pktgen (waiting too) sent +
+/// not sent = --count, and frames come back after the link returns.
+#[cfg(feature = "mlx5")]
+fn fwd_waits_for_the_wire(backend: &str) {
+    let _one = serial();
+    let Some(p) = NetnsPair::new("lfm") else {
+        return;
+    };
+    let dir = tempdir(&format!("lfm-{backend}"));
+    let err = dir.join("stderr");
+    let exe = support::example("fwd");
+    let mut fwd = support::emu::emu_sh(
+        Some((&p.a, &p.veth_a)),
+        Some(120),
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            "-b",
+            backend,
+            "-d",
+            "mlx5_0",
+            "--mode",
+            "macswap",
+            "--rule",
+            "udp dst-port 9000 -> queue 0",
+            "--on-link-down",
+            "wait",
+            "-t",
+            "20",
+            "--json",
+            "--quiet",
+        ],
+        &dir.join("stats"),
+    )
+    .stdout(Stdio::piped())
+    .stderr(std::fs::File::create(&err).unwrap())
+    .spawn()
+    .unwrap();
+    let started = wait_until(&mut fwd, Duration::from_secs(60), || {
+        std::fs::read_to_string(&err).is_ok_and(|t| t.contains("fwd: mlx5_0 ("))
+    });
+    assert!(started, "fwd did not start");
+    const N: u64 = 60_000;
+    let mac_a = p.mac_text(&p.a, &p.veth_a);
+    let tx = ns_cmd(&p.b, "pktgen")
+        .args(["-b", "xdp", "-d", &p.veth_b, "-n", &N.to_string()])
+        .args([
+            "--dst-mac",
+            &mac_a,
+            "-r",
+            "20kpps",
+            "--on-link-down",
+            "wait",
+        ])
+        .args(["--json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let back = wait_until(&mut fwd, Duration::from_secs(30), || {
+        rx_packets(&p, &p.b, &p.veth_b) > 100
+    });
+    let mut paused = false;
+    let mut before_up = 0;
+    if back {
+        p.ip_in(&p.a, &["link", "set", &p.veth_a, "down"]).unwrap();
+        paused = wait_until(&mut fwd, Duration::from_secs(20), || {
+            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("paused"))
+        });
+        before_up = rx_packets(&p, &p.b, &p.veth_b);
+        p.ip_in(&p.a, &["link", "set", &p.veth_a, "up"]).unwrap();
+    }
+    let tx = wait_for(tx, Duration::from_secs(60));
+    let after = rx_packets(&p, &p.b, &p.veth_b);
+    let out = wait_for(fwd, Duration::from_secs(40));
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let all = format!("{}{stderr}", text(&out));
+    assert!(
+        back && paused,
+        "nothing came back, or fwd never paused:\n{all}"
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(stderr.contains("sending resumes"), "{all}");
+    assert!(tx.status.success(), "pktgen: {}", text(&tx));
+    let t = summary(&tx);
+    assert_eq!(
+        num(&t, "packets") + num(&t, "link_down.not_sent"),
+        N,
+        "pktgen: {t}"
+    );
+    assert!(
+        after > before_up,
+        "nothing came back after the link returned: {all}"
+    );
+    let v = summary(&out);
+    assert_eq!(num(&v, "link_down.downs"), 1, "{v}");
+    let p0 = &v["ports"][0];
+    let d = &p0["drops"];
+    let accounted = num(p0, "tx.forwarded")
+        + num(&v, "link_down.not_sent")
+        + num(d, "tx_ring_full")
+        + num(d, "tx_drops")
+        + num(d, "tx_errors")
+        + num(d, "tx_not_sent");
+    assert_eq!(
+        accounted,
+        num(p0, "rx.packets"),
+        "every frame received is accounted for: {v}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn emu_dv_fwd_on_link_down_wait_resumes_and_counts_add_up() {
+    fwd_waits_for_the_wire("dv");
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn emu_verbs_fwd_on_link_down_wait_resumes_and_counts_add_up() {
+    fwd_waits_for_the_wire("verbs");
+}

@@ -437,6 +437,8 @@ fn check_errors(qs: &mut [Queue], run: &Run) {
     for q in qs {
         match q.take_error() {
             None => {}
+            // --on-link-down wait: the link's events decide (see linkwatch).
+            Some(rawq::Error::Link { .. }) if linkwatch::waits() => {}
             Some(e @ rawq::Error::Link { .. }) => run.fail(e),
             Some(e) => eprintln!("fwd: queue {}: {e}", q.index()),
         }

@@ -8,7 +8,7 @@
 //!   ([`not_sent`]); when the link is back the run resumes. A device failure or an interface
 //!   that goes away still ends the run: neither comes back.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
@@ -31,6 +31,16 @@ static NOT_SENT: AtomicU64 = AtomicU64::new(0);
 /// Link-down events seen, and the time links were down (ns, summed over the ports).
 static DOWNS: AtomicU64 = AtomicU64::new(0);
 static DOWN_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The run waits for links that go down (`--on-link-down wait`).
+static WAIT: AtomicBool = AtomicBool::new(false);
+
+/// The run waits for links that go down: a queue's link error (a send refused on a down
+/// interface, ENETDOWN) does not end it; the link's events decide (an interface gone or a
+/// device failure still ends it).
+pub fn waits() -> bool {
+    WAIT.load(Relaxed)
+}
 
 /// Port `p`'s link is down in a `wait` run: send nothing out of it.
 #[inline]
@@ -70,6 +80,7 @@ impl LinkWatch {
         for c in [&PAUSED, &NOT_SENT, &DOWNS, &DOWN_NS] {
             c.store(0, Relaxed);
         }
+        WAIT.store(mode == OnLinkDown::Wait, Relaxed);
         let ports = ports
             .iter()
             .enumerate()

@@ -65,6 +65,8 @@ impl Outcome {
     fn check(&mut self, q: &mut Queue, end: &Until) -> bool {
         match q.take_error() {
             None => false,
+            // --on-link-down wait: the link's events decide (see linkwatch).
+            Some(rawq::Error::Link { .. }) if linkwatch::waits() => false,
             Some(e @ rawq::Error::Link { .. }) => {
                 end.stop.store(true, Relaxed);
                 self.failure = Some(e);
