@@ -51,6 +51,8 @@ pub mod counters;
 pub mod error;
 pub mod flow;
 pub mod gen;
+#[allow(unsafe_code)]
+pub mod link;
 mod loopback;
 pub mod mempool;
 pub mod packet;
@@ -75,6 +77,7 @@ struct ReadmeDoctests;
 
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use error::{Error, Result, CAPS};
+pub use link::{Link, LinkEvent, LinkEvents};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
 pub use port::{

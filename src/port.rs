@@ -175,6 +175,7 @@ impl PortBuilder {
             _ => crate::counters::Source::None,
         };
         let counters_base = counters.read();
+        let link = link_source(&cfg.backend);
         Ok(Port {
             queues,
             readers,
@@ -191,8 +192,33 @@ impl PortBuilder {
             next_rule: n,
             counters,
             counters_base,
+            link,
             _control: control,
         })
+    }
+}
+
+/// Where a port on `backend` finds its link (see [`crate::link`]).
+fn link_source(backend: &Backend) -> crate::link::Source {
+    use crate::link::Source;
+    match backend {
+        Backend::Xdp { ifname } => Source::Netdev {
+            ifname: ifname.clone(),
+        },
+        Backend::Verbs { device, port } | Backend::Dv { device, port } => Source::Rdma {
+            device: device.clone(),
+            port: *port,
+        },
+        #[cfg(feature = "mlx5")]
+        Backend::Model(o) => match &o.wire {
+            crate::config::ModelWire::Bridge { ifname } => Source::Netdev {
+                ifname: ifname.clone(),
+            },
+            _ => Source::Always {
+                mtu: Some(o.max_frame.saturating_sub(14)),
+            },
+        },
+        _ => Source::Always { mtu: None },
     }
 }
 
@@ -323,6 +349,8 @@ pub struct Port {
     /// Where [`Port::device_counters`] reads, and what it read at open.
     counters: crate::counters::Source,
     counters_base: crate::counters::DeviceCounters,
+    /// Where [`Port::link`] and [`Port::link_events`] look.
+    link: crate::link::Source,
     // Dropped last: flow rules, XDP program link, verbs objects.
     _control: Box<dyn Control>,
 }
@@ -533,6 +561,30 @@ impl Port {
                     format!("{h} was never installed on this port")
                 })
             })
+    }
+
+    /// The link's state now: carrier, speed, MTU, MAC (control path: sysfs reads, and on dv
+    /// and verbs an `ibv_query_port` on a context of its own; never call it from a send or
+    /// receive loop). See [`crate::link`] for where each backend reads it.
+    ///
+    /// # Errors
+    /// [`Error::Link`] when the interface is gone; what the device reports when it cannot be
+    /// queried.
+    pub fn link(&self) -> Result<crate::Link> {
+        self.link.link()
+    }
+
+    /// A stream of this port's link events ([`crate::LinkEvent`]): link down and up, device
+    /// fatal, interface gone; read with [`LinkEvents::next_event`](crate::LinkEvents::next_event)
+    /// or waited on through its fd. Each call makes a new stream that sees what happens from
+    /// then on (it can be moved to another thread). On xdp (and a model bridged to an
+    /// interface) make it in the network namespace the port was opened in.
+    ///
+    /// # Errors
+    /// [`Error::Link`] when the interface is already gone; what the event source reports
+    /// when it cannot be made.
+    pub fn link_events(&self) -> Result<crate::LinkEvents> {
+        self.link.events()
     }
 
     /// Counters summed over all queues.

@@ -55,6 +55,8 @@ pub struct Device {
     thread: Mutex<Option<ModelThread>>,
     /// Completion-channel and async event delivery.
     pub events: Arc<Events>,
+    /// The port's link state (follows the wire) and the contexts its events go to.
+    pub link: Arc<crate::link::PortLink>,
     next_num: AtomicU32,
     files: Mutex<HashMap<i32, Arc<Mutex<UFile>>>>,
 }
@@ -73,6 +75,7 @@ impl Device {
             hw: OnceLock::new(),
             thread: Mutex::new(None),
             events: Arc::new(Events::default()),
+            link: Arc::default(),
             next_num: AtomicU32::new(0x100),
             files: Mutex::new(HashMap::new()),
         }
@@ -109,6 +112,9 @@ impl Device {
     }
 
     fn start_hw(&self) -> Option<Hw> {
+        if let Some(ifname) = &self.cfg.wire {
+            crate::link::watch(ifname.clone(), Arc::clone(&self.link));
+        }
         let wire = match &self.cfg.wire {
             Some(ifname) => ModelWire::Bridge {
                 ifname: ifname.clone(),
@@ -273,6 +279,7 @@ impl Device {
             }
         }
         if let Some(ctx) = f.ctx.take() {
+            self.link.remove_context(ctx.async_tx);
             sys::close(ctx.async_tx);
         }
         self.log(format_args!(

@@ -30,6 +30,7 @@ pub mod device;
 pub mod discovery;
 pub mod events;
 pub mod interpose;
+pub mod link;
 pub mod mmap;
 pub mod objects;
 pub mod pin;

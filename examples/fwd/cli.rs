@@ -100,6 +100,12 @@ pub struct Args {
     /// or the receive side runs out of buffers (counted as rx drops).
     #[arg(long, value_parser = parse_delay)]
     pub delay: Option<Duration>,
+    /// What a link that goes down does to the run: exit (end it with the cause, non-zero
+    /// status) or wait (frames that would go out of that port are dropped and counted as not
+    /// sent until the link is back). A device failure or an interface that goes away always
+    /// ends the run.
+    #[arg(long, value_enum, default_value = "exit")]
+    pub on_link_down: crate::linkwatch::OnLinkDown,
 }
 
 /// What the checks of [`Args::check`] settle.

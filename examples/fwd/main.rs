@@ -17,6 +17,8 @@
 //! `--tx-first` frames), `stats.rs` (fwd's counters, live lines, summaries).
 
 mod cli;
+#[path = "../pktgen/linkwatch.rs"]
+mod linkwatch;
 mod modes;
 mod stats;
 
@@ -134,6 +136,8 @@ fn run(a: &Args) -> Result<(), Failure> {
             src: port_mac(a, p),
         })
         .collect();
+    let names: Vec<(&str, &Port)> = a.devs.iter().map(|d| d.as_str()).zip(&ports).collect();
+    let mut watch = linkwatch::LinkWatch::new(a.on_link_down, &names, "fwd");
     let workers = workers(a, &mut ports, &macs)?;
     let t0 = Instant::now();
     let deadline = a.duration.map(|d| t0 + d);
@@ -168,11 +172,9 @@ fn run(a: &Args) -> Result<(), Failure> {
         if deadline.is_some_and(|d| now >= d) {
             run.stop.store(true, Relaxed);
         }
-        // A receive-only direction sees no error when its link goes: look at the links.
-        for f in facts.iter().filter(|f| f.backend == "xdp") {
-            if let Some(e) = link_failure(&f.name) {
-                run.fail(e);
-            }
+        // A receive-only direction sees no error when its link goes: the links' events.
+        if let Some(e) = watch.poll("fwd") {
+            run.fail(e);
         }
         if now - last >= a.stats_period && (!a.quiet || a.json_lines) {
             let secs = (now - last).as_secs_f64();
@@ -194,6 +196,7 @@ fn run(a: &Args) -> Result<(), Failure> {
             last = now;
         }
     }
+    watch.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     for t in threads {
         t.join()
@@ -213,10 +216,14 @@ fn run(a: &Args) -> Result<(), Failure> {
     let mode = Mode::to_possible_value(&a.mode).map_or("?".into(), |v| v.get_name().to_string());
     // With --json-lines the summary is the last line, as JSON (as pktgen's).
     if a.json || a.json_lines {
-        let v = stats::summary_json(&facts, &snaps, elapsed, &mode, a.queues, failure.as_ref());
+        let mut v = stats::summary_json(&facts, &snaps, elapsed, &mode, a.queues, failure.as_ref());
+        linkwatch::extend(&mut v);
         println!("{v}");
     } else {
         println!("{}", stats::summary_text(&facts, &snaps, elapsed));
+        if let Some(t) = linkwatch::text() {
+            println!("{t}");
+        }
     }
     // The summary first (what was done), then the failure that ended the run.
     match failure {
@@ -371,6 +378,12 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
                 burst.clear();
                 continue;
             }
+            // --on-link-down wait: the out port's link is down: not sent, counted.
+            if linkwatch::paused(out) {
+                linkwatch::not_sent(burst.len() as u64);
+                burst.clear();
+                continue;
+            }
             modes::apply(cfg.mode, &w.macs[out], &mut burst);
             let n = w.qs[out].tx_burst(&mut burst);
             Cells::add(&cells[out].tx_taken, n as u64);
@@ -425,6 +438,8 @@ fn check_errors(qs: &mut [Queue], run: &Run) {
     for q in qs {
         match q.take_error() {
             None => {}
+            // --on-link-down wait: the link's events decide (see linkwatch).
+            Some(rawq::Error::Link { .. }) if linkwatch::waits() => {}
             Some(e @ rawq::Error::Link { .. }) => run.fail(e),
             Some(e) => eprintln!("fwd: queue {}: {e}", q.index()),
         }

@@ -277,6 +277,11 @@ pub struct Args {
     /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
     #[arg(skip)]
     pub silent: bool,
+    /// What a link that goes down does to the run: exit (end it with the cause, non-zero
+    /// status) or wait (pause sending until it is back; frames due meanwhile are counted as
+    /// not sent). A device failure or an interface that goes away always ends the run.
+    #[arg(long, value_enum, default_value = "exit")]
+    pub on_link_down: crate::linkwatch::OnLinkDown,
 }
 
 impl Args {

@@ -64,6 +64,7 @@ pub(crate) fn tx_loop(
     };
     let stamps = src.stamps();
     let (stream, mut i, mut sent) = (q.index(), 0u64, 0u64);
+    let mut not_sent = 0u64;
     let paced = pacer.is_paced();
     // Bursts since the last clock read; whether packets went since then (the window's end).
     let (mut tick, mut unmarked) = (0u32, false);
@@ -83,12 +84,24 @@ pub(crate) fn tx_loop(
         } else if end.stop.load(Relaxed) {
             break;
         }
-        if limit.is_some_and(|l| sent >= l) {
+        if limit.is_some_and(|l| sent + not_sent >= l) {
             break;
         }
         receive(&mut q, qm);
-        let room = limit.map_or(burst as u64, |l| (l - sent).min(burst as u64));
+        let room = limit.map_or(burst as u64, |l| (l - sent - not_sent).min(burst as u64));
         let want = pacer.allowance(now, room as usize);
+        // --on-link-down wait, the link down: a paced run keeps its schedule and counts the
+        // frames due as not sent (they count against --count); an unpaced one naps.
+        if want > 0 && crate::linkwatch::paused(0) {
+            if paced {
+                pacer.sent(want);
+                not_sent += want as u64;
+                crate::linkwatch::not_sent(want as u64);
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            continue;
+        }
         if want == 0 {
             q.reclaim();
             if out.check(&mut q, end) {

@@ -12,6 +12,7 @@
 //! is over that one window (see `window.rs`).
 
 mod cli;
+mod linkwatch;
 mod live;
 mod loops;
 mod measure;
@@ -64,6 +65,8 @@ impl Outcome {
     fn check(&mut self, q: &mut Queue, end: &Until) -> bool {
         match q.take_error() {
             None => false,
+            // --on-link-down wait: the link's events decide (see linkwatch).
+            Some(rawq::Error::Link { .. }) if linkwatch::waits() => false,
             Some(e @ rawq::Error::Link { .. }) => {
                 end.stop.store(true, Relaxed);
                 self.failure = Some(e);
@@ -227,6 +230,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         );
     }
 
+    let mut watch = linkwatch::LinkWatch::new(a.on_link_down, &[(a.dev.as_str(), &port)], "pktgen");
+
     // The run's own stop flag (the deadline sets it too), raised by a signal.
     let signal = signalled()?;
     let stop = Arc::new(AtomicBool::new(signal.load(Relaxed)));
@@ -284,8 +289,15 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
+        if gone.is_none() {
+            if let Some(e) = watch.poll("pktgen") {
+                stop.store(true, Relaxed);
+                gone = Some(e);
+            }
+        }
         mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
+    watch.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
     for w in workers {

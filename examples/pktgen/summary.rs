@@ -199,6 +199,7 @@ pub(crate) fn report(
     // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
     let mut v = serde_json::to_value(&sum).unwrap_or_default();
     extras.extend(&mut v);
+    crate::linkwatch::extend(&mut v);
     if a.silent {
         return v;
     }
@@ -233,6 +234,9 @@ pub(crate) fn report(
         sum.direction, sum.packets, sum.bytes, sum.errors, sum.drops
     );
     extras.print();
+    if let Some(t) = crate::linkwatch::text() {
+        println!("{t}");
+    }
     // The rest of the JSON's fields, so that the text says everything the JSON has.
     println!(
         "run: {} in all (start-up and drain included), active window {}; {} on {} ({}), {} \

@@ -27,15 +27,10 @@ pub fn pin_to_core(core: usize) -> Result<()> {
     Ok(())
 }
 
-/// The MAC address of a network interface, from sysfs (in the caller's network namespace).
+/// The MAC address of a network interface (in the caller's network namespace; see
+/// [`crate::link::netdev`]).
 pub fn netdev_mac(ifname: &str) -> Option<Mac> {
-    let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/address")).ok()?;
-    let mut m = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in m.iter_mut() {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    Some(m)
+    crate::link::netdev(ifname).ok()?.mac
 }
 
 /// Facts about a network interface a generator watches (in the caller's network namespace).
@@ -49,24 +44,18 @@ pub struct NetdevState {
     pub tx_dropped: Option<u64>,
 }
 
-/// The state of interface `ifname`, or `None` when there is no such interface (any more).
-#[allow(unsafe_code)]
+/// The state of interface `ifname`, or `None` when there is no such interface (any more): the
+/// link's MTU and administrative state as [`crate::link::netdev`] reads them, and the
+/// interface's `tx_dropped` counter (sysfs).
 pub fn netdev_state(ifname: &str) -> Option<NetdevState> {
-    let c = std::ffi::CString::new(ifname).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    if unsafe { libc::if_nametoindex(c.as_ptr()) } == 0 {
-        return None;
-    }
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("/sys/class/net/{ifname}/{f}"))
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let flags =
-        read("flags").and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    let l = crate::link::netdev(ifname).ok()?;
     Some(NetdevState {
-        mtu: read("mtu").and_then(|s| s.parse().ok()),
-        up: flags.is_none_or(|f| f & libc::IFF_UP as u32 != 0),
-        tx_dropped: read("statistics/tx_dropped").and_then(|s| s.parse().ok()),
+        mtu: l.mtu,
+        up: l.admin_up.unwrap_or(true),
+        tx_dropped: std::fs::read_to_string(format!(
+            "/sys/class/net/{ifname}/statistics/tx_dropped"
+        ))
+        .ok()
+        .and_then(|s| s.trim().parse().ok()),
     })
 }

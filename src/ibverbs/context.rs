@@ -121,12 +121,29 @@ pub struct PortAttr {
     pub active_mtu: u32,
     /// Entries in the GID table.
     pub gid_tbl_len: i32,
+    /// Active speed per lane as an `IBV_SPEED_*` code (see [`crate::link`]).
+    pub active_speed: u8,
+    /// Active width as an `IBV_WIDTH_*` code.
+    pub active_width: u8,
 }
 
 impl PortAttr {
     /// The port is up (`IBV_PORT_ACTIVE`).
     pub fn is_active(&self) -> bool {
         self.state == ibv_port_state::IBV_PORT_ACTIVE
+    }
+
+    /// The state as a word (`ibv_port_state_str` spelling, lower case): `down`, `init`,
+    /// `armed`, `active`, `active_defer`, or `nop`.
+    pub fn state_name(&self) -> &'static str {
+        match self.state {
+            1 => "down",
+            2 => "init",
+            3 => "armed",
+            4 => "active",
+            5 => "active_defer",
+            _ => "nop",
+        }
     }
 
     /// `"Ethernet"`, `"InfiniBand"` or `"unspecified"`.
@@ -247,6 +264,58 @@ impl Context {
             link_layer: a.link_layer,
             active_mtu: a.active_mtu,
             gid_tbl_len: a.gid_tbl_len,
+            active_speed: a.active_speed,
+            active_width: a.active_width,
+        })
+    }
+
+    /// The context's asynchronous event fd (`ibv_context::async_fd`): readable when an event
+    /// waits for [`Context::get_async_event`].
+    pub fn async_fd(&self) -> std::os::fd::RawFd {
+        // SAFETY: the context is open; `async_fd` is set by ibv_open_device and never changes.
+        unsafe { (*self.as_raw()).async_fd }
+    }
+
+    /// Reads one asynchronous event (`ibv_get_async_event`, blocking until one comes: wait for
+    /// [`Context::async_fd`] first) and acknowledges it at once (`ibv_ack_async_event`: rawq
+    /// keeps no pointer the event names, so nothing waits on the acknowledgement).
+    ///
+    /// # Errors
+    /// [`Error::Os`] when the read fails (EAGAIN if the fd was made non-blocking and nothing
+    /// waits).
+    pub fn get_async_event(&self) -> Result<AsyncEvent> {
+        let mut e = mem::MaybeUninit::<ibv_async_event>::zeroed();
+        // SAFETY: the context is open and `e` is a valid output buffer.
+        let rc = unsafe { ibv_get_async_event(self.as_raw(), e.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(Error::last_os("ibv_get_async_event"));
+        }
+        let p = e.as_mut_ptr();
+        // SAFETY: ibv_get_async_event filled the event. `event_type` is read as the u32 it is
+        // in C (rdma-sys types it as a Rust enum, which a value it does not know would make
+        // invalid); `element` as its port number, meaningful for port events only.
+        let (ty, port) = unsafe {
+            (
+                std::ptr::addr_of!((*p).event_type).cast::<u32>().read(),
+                std::ptr::addr_of!((*p).element).cast::<i32>().read(),
+            )
+        };
+        // SAFETY: the event came from ibv_get_async_event on this context and is acknowledged
+        // once.
+        unsafe { ibv_ack_async_event(p) };
+        let port_event = [
+            ibv_event_type::IBV_EVENT_PORT_ACTIVE as u32,
+            ibv_event_type::IBV_EVENT_PORT_ERR as u32,
+            ibv_event_type::IBV_EVENT_LID_CHANGE as u32,
+            ibv_event_type::IBV_EVENT_PKEY_CHANGE as u32,
+            ibv_event_type::IBV_EVENT_SM_CHANGE as u32,
+            ibv_event_type::IBV_EVENT_CLIENT_REREGISTER as u32,
+            ibv_event_type::IBV_EVENT_GID_CHANGE as u32,
+        ]
+        .contains(&ty);
+        Ok(AsyncEvent {
+            event_type: ty,
+            port: port_event.then(|| u8::try_from(port).ok()).flatten(),
         })
     }
 
@@ -277,6 +346,15 @@ impl Context {
         }
         sysfs_mac(self.name(), port)
     }
+}
+
+/// One asynchronous event (`struct ibv_async_event`), already acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// `IBV_EVENT_*` (`enum ibv_event_type` in verbs.h).
+    pub event_type: u32,
+    /// The port a port event is about (`element.port_num`); `None` for other events.
+    pub port: Option<u8>,
 }
 
 /// The netdev bound to `dev`'s `port`, from `<sysfs>/class/infiniband/<dev>/ports/<port>/
@@ -376,6 +454,7 @@ mod tests {
             link_layer: LINK_LAYER_ETHERNET,
             active_mtu: ibv_mtu::IBV_MTU_1024,
             gid_tbl_len: 8,
+            ..Default::default()
         };
         assert!(p.is_active());
         assert_eq!(p.link_layer_name(), "Ethernet");

@@ -8,6 +8,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Result};
+use crate::link::{attrs, u32_of};
 
 const NETLINK_ROUTE: libc::c_int = 0;
 const RTM_NEWLINK: u16 = 16;
@@ -18,7 +19,9 @@ const NLM_F_REQUEST: u16 = 1;
 const NLMSG_HDR_LEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
 
+const IFLA_ADDRESS: u16 = 1;
 const IFLA_MTU: u16 = 4;
+const IFLA_OPERSTATE: u16 = 16;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_ATTACHED: u16 = 2;
@@ -26,8 +29,6 @@ const IFLA_XDP_PROG_ID: u16 = 4;
 const IFLA_XDP_DRV_PROG_ID: u16 = 5;
 const IFLA_XDP_SKB_PROG_ID: u16 = 6;
 const IFLA_XDP_HW_PROG_ID: u16 = 7;
-/// Attribute type bits (the top two are the nested / byte-order flags).
-const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// What rtnetlink says about an interface.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,27 +41,10 @@ pub struct LinkInfo {
     pub mtu: Option<u32>,
     /// Whether the interface is administratively up (`IFF_UP` in `ifinfomsg.ifi_flags`).
     pub up: Option<bool>,
-}
-
-/// Iterates the attributes in `b`: (type, payload).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let payload = &b[4..len];
-        b = b.get((len + 3) & !3usize..).unwrap_or(&[]);
-        Some((ty, payload))
-    })
-}
-
-fn u32_of(p: &[u8]) -> Option<u32> {
-    Some(u32::from_ne_bytes(p.get(..4)?.try_into().ok()?))
+    /// RFC 2863 operational state (`IFLA_OPERSTATE`: `IF_OPER_*` of linux/if.h, 6 = up).
+    pub oper_state: Option<u8>,
+    /// The hardware address (`IFLA_ADDRESS`) when it is a MAC.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// Parses the attributes of an `RTM_NEWLINK` message (after the `ifinfomsg`).
@@ -70,6 +54,8 @@ pub(crate) fn parse_link(attr_bytes: &[u8]) -> LinkInfo {
         match ty {
             IFLA_NUM_RX_QUEUES => info.rx_queues = u32_of(p),
             IFLA_MTU => info.mtu = u32_of(p),
+            IFLA_OPERSTATE => info.oper_state = p.first().copied(),
+            IFLA_ADDRESS => info.mac = p.try_into().ok(),
             IFLA_XDP => {
                 let mut attached = 0u8;
                 let mut ids = [None; 4];
@@ -210,7 +196,7 @@ mod tests {
                 xdp_prog_id: Some(77),
                 rx_queues: Some(4),
                 mtu: Some(1500),
-                up: None,
+                ..Default::default()
             }
         );
         let none = attr(IFLA_XDP, &attr(IFLA_XDP_ATTACHED, &[0]));

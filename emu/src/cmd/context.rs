@@ -122,6 +122,7 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         clock: None,
         has_clock: hw.is_some(),
     });
+    c.dev.link.add_context(async_tx);
     c.dev.log(format_args!(
         "GET_CONTEXT bfregs {tot_bfregs} cqe_version {} min_inline {:?}",
         d.cqe_version, c.dev.cfg.min_inline
@@ -251,7 +252,7 @@ fn mlx5_query_device(ext_stride_range: bool) -> mlx5_ib_query_device_resp {
     d
 }
 
-pub(super) fn query_port(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
+pub(super) fn query_port(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let req: ib_uverbs_query_port = a.request()?;
     // rdma_is_port_valid().
     if req.port_num != 1 {
@@ -272,6 +273,16 @@ pub(super) fn query_port(_c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         phys_state: port::PHYS_LINK_UP,
         link_layer: port::LINK_LAYER_ETHERNET,
         ..Default::default()
+    };
+    // Down while the wire is (mlx5_query_port_roce: IB_PORT_DOWN, physical state 3).
+    let r = if c.dev.link.is_up() {
+        r
+    } else {
+        ib_uverbs_query_port_resp {
+            state: crate::link::STATE_DOWN,
+            phys_state: crate::link::PHYS_DISABLED,
+            ..r
+        }
     };
     a.response(&r)
 }
