@@ -53,6 +53,7 @@ pub mod flow;
 pub mod gen;
 mod loopback;
 pub mod mempool;
+mod mtu;
 pub mod packet;
 pub mod port;
 pub mod queue;
