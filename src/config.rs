@@ -133,6 +133,11 @@ pub const MAX_MTU: u32 = 9216 - MTU_L2_OVERHEAD;
 /// (drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, which adds the FCS too).
 pub const MTU_L2_OVERHEAD: u32 = 18;
 
+/// Pool buffers a frame of `max_frame` bytes needs when each holds `room` bytes of data.
+pub fn scatter_segments(max_frame: u32, room: u32) -> u32 {
+    max_frame.div_ceil(room.max(1)).max(1)
+}
+
 impl PortConfig {
     /// The largest frame (bytes, Ethernet header included, no FCS) the port sends and receives,
     /// when an MTU was set: `mtu + 18`.

@@ -188,6 +188,9 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     if a.rx || a.txrx {
         b = b.rules(rules);
     }
+    if let Some(m) = a.mtu {
+        b = b.mtu(m);
+    }
     if a.backend == cli::BackendKind::Xdp {
         b = b.rx_timestamps(a.measure.xdp_rx_timestamps(&a.dev, a.rx, a.txrx));
     }
@@ -375,7 +378,8 @@ const L2_OVERHEAD: usize = 18;
 fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u32> {
     let tx = src.max_len() + TX_HEADROOM;
     let arriving = mtu.map_or(0, |m| m as usize + L2_OVERHEAD);
-    let rx = if a.rx || a.txrx {
+    // With --mtu the port scatters a large frame over several buffers: size them for sending.
+    let rx = if (a.rx || a.txrx) && a.mtu.is_none() {
         src.max_len().max(arriving) + RX_HEADROOM
     } else {
         0

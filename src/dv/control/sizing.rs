@@ -95,10 +95,7 @@ pub fn rq_sizing_scatter(rx_ring: u32, sges: u32) -> Result<RqSizing> {
     })
 }
 
-/// Pool buffers a frame of `max_frame` bytes needs when each holds `room` bytes of data.
-pub fn scatter_segments(max_frame: u32, room: u32) -> u32 {
-    max_frame.div_ceil(room.max(1)).max(1)
-}
+pub use crate::config::scatter_segments;
 
 /// Checks that the send ring for `tx_ring` WQEs fits the data path and the device: the control
 /// path asks libmlx5 for WQEs sized for the inline header only (one 64-byte WQEBB per WQE, see
