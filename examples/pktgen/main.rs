@@ -389,6 +389,11 @@ fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u3
     } else {
         (65536, "the largest buffers (64 KiB)")
     };
+    // With --mtu, a frame longer than the largest buffer is sent chained over several
+    // (FrameSource::fill; AF_XDP multi-buffer needs Linux 6.6): the buffers stay at the limit.
+    if tx > limit && a.mtu.is_some() {
+        return Ok(limit as u32);
+    }
     if tx > limit {
         return Err(rawq::Error::Config(format!(
             "frames of up to {} bytes (-s / --pcap) do not fit {what}: send frames of at most {} \
@@ -396,7 +401,8 @@ fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u3
             src.max_len(),
             limit - TX_HEADROOM,
             if limit == 4096 {
-                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB"
+                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB, or --mtu N \
+                 (multi-buffer frames, Linux 6.6 or later)"
             } else {
                 ""
             }
