@@ -125,7 +125,7 @@ fn xdp_mtu_9000_sends_chained_jumbo_frames_to_a_kernel_socket() {
     match kernel_at_least_6_6() {
         Some(true) => {}
         _ => {
-            let e = open_jumbo(&p, false).err().expect("refused before 6.6");
+            let e = open_jumbo(&p, false).expect_err("refused before 6.6");
             assert!(e.to_string().contains("6.6"), "{e}");
             println!("skipped: AF_XDP multi-buffer needs Linux 6.6 (refused with: {e})");
             return;
@@ -361,15 +361,15 @@ fn fwd_xdp_mtu_9000_forwards_jumbo_chains() {
             .unwrap();
         let mut seen = [false; N];
         let mut buf = vec![0u8; 65536];
-        for i in 0..N {
+        for (i, seen) in seen.iter_mut().enumerate() {
             s.send_to(&payload(i), (b.as_str(), 9000)).unwrap();
             // One in flight at a time: the socket's buffer never overflows.
             let end = Instant::now() + Duration::from_secs(2);
-            while !seen[i] && Instant::now() < end {
+            while !*seen && Instant::now() < end {
                 if let Ok((n, from)) = s.recv_from(&mut buf) {
                     assert_eq!(from.port(), 9000);
                     if n == PAYLOAD && buf[..n] == payload(i)[..] {
-                        seen[i] = true;
+                        *seen = true;
                     }
                 }
             }
