@@ -206,6 +206,11 @@ fn xdp_mtu_9000_receives_each_jumbo_frame_once_as_a_chain() {
         return;
     }
     let mut port = open_jumbo(&p, true).expect("open with a frags-aware program");
+    assert!(
+        port.info().mode.ends_with("multi-buffer"),
+        "{:?}",
+        port.info()
+    );
     let mut q = port.take_queues().remove(0);
     const N: usize = 20;
     let a = p.ip_a.clone();

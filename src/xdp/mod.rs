@@ -521,7 +521,11 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     let info = PortInfo {
         backend: "xdp",
         device: ifname.clone(),
-        mode: mode.name().into(),
+        mode: if sg {
+            format!("{}, multi-buffer", mode.name())
+        } else {
+            mode.name().into()
+        },
         queues: cfg.queues,
     };
     Ok((queues, info, Box::new(steering)))
