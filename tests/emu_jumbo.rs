@@ -178,6 +178,9 @@ fn rx_run(
     if let Some(m) = port_mtu {
         args.extend(["--mtu", m]);
     }
+    let pcap = dir.join("rx.pcap");
+    let pcap_s = pcap.to_str().unwrap().to_owned();
+    args.extend(["--write", &pcap_s]);
     let mut rx = emu_sh(
         Some((&ns.a, &ns.veth_a)),
         Some(120),
@@ -204,7 +207,7 @@ fn rx_run(
     let a: Ipv4Addr = ns.ip_a.parse().unwrap();
     ns.run_in(&ns.b, move || {
         let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
-        let big: Vec<u8> = (0..PAYLOAD).map(|i| (i * 7 + i / 251) as u8).collect();
+        let big = jumbo_payload();
         for i in 0..jumbo.max(small) {
             if i < jumbo {
                 s.send_to(&big, (a, 9000)).unwrap();
@@ -231,6 +234,30 @@ fn rx_run(
     (o, e, stats)
 }
 
+/// The UDP payload of every jumbo datagram B sends.
+fn jumbo_payload() -> Vec<u8> {
+    (0..PAYLOAD).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// The frames of a pcap file written by pktgen --write (native-endian records).
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let word = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as usize;
+        let (caplen, len) = (word(at + 8), word(at + 12));
+        at += 16;
+        if at + caplen > b.len() {
+            break;
+        }
+        assert_eq!(caplen, len, "a frame captured whole");
+        out.push(b[at..at + caplen].to_vec());
+        at += caplen;
+    }
+    out
+}
+
 fn pktgen_rx_counts_each_jumbo_once(backend: &str, tag: &str) {
     let _one = serial();
     const JUMBO: u64 = 300;
@@ -242,6 +269,14 @@ fn pktgen_rx_counts_each_jumbo_once(backend: &str, tag: &str) {
     assert_eq!(field(&o, "packets"), Some(JUMBO), "{o}\n{e}\n{model}");
     assert_eq!(field(&o, "bytes"), Some(JUMBO * 9000), "{o}\n{e}");
     assert_eq!(field(&o, "errors"), Some(0), "{o}\n{e}");
+    // Each frame, received over 2 KiB buffers as a chain, captured whole: its payload intact.
+    let frames = pcap_frames(&stats.with_file_name("rx.pcap"));
+    assert_eq!(frames.len() as u64, JUMBO);
+    let want = jumbo_payload();
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f.len(), 9000, "frame {i}");
+        assert!(f[42..] == want[..], "frame {i}: payload altered");
+    }
 }
 
 #[test]
