@@ -390,3 +390,79 @@ fn fwd_xdp_mtu_9000_forwards_jumbo_chains() {
         "every jumbo datagram reflected byte-exact\nfwd:\n{e}"
     );
 }
+
+/// `pktgen -b xdp --rx --mtu 9000 --write FILE`: each 9000-byte datagram from B's kernel is
+/// counted once, and captured whole (a chain over 2 KiB buffers) with its payload intact.
+#[test]
+fn pktgen_xdp_rx_mtu_9000_counts_each_jumbo_frame_once() {
+    let Some(p) = jumbo_pair("xjx") else {
+        return;
+    };
+    if kernel_at_least_6_6() != Some(true) {
+        println!("skipped: AF_XDP multi-buffer needs Linux 6.6");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rawq-xjx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (err, out, pcap) = (dir.join("rx.err"), dir.join("rx.json"), dir.join("rx.pcap"));
+    let pktgen = support::example("pktgen");
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.a])
+        .arg(&pktgen)
+        .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "--mtu", "9000"])
+        .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "6"])
+        .args(["--json", "--quiet", "--write", pcap.to_str().unwrap()])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("start pktgen --rx");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&err).is_ok_and(|t| t.contains("pktgen: xdp on")) {
+        let gone = child.try_wait().ok().flatten().is_some();
+        assert!(
+            !gone && Instant::now() < end,
+            "pktgen did not open its port:\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    const N: usize = 50;
+    let a = p.ip_a.clone();
+    p.run_in(&p.b, move || {
+        let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+        for i in 0..N {
+            s.send_to(&payload(i), (a.as_str(), 9000)).unwrap();
+            if i % 10 == 9 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    });
+    let status = child.wait().expect("wait pktgen");
+    let o = std::fs::read_to_string(&out).unwrap_or_default();
+    let e = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(status.success(), "pktgen:\n{o}\n{e}");
+    let num = |k: &str| {
+        o.split(&format!("\"{k}\":"))
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    assert_eq!(num("packets"), Some(N as u64), "{o}\n{e}");
+    assert_eq!(num("bytes"), Some(9000 * N as u64), "{o}\n{e}");
+    let b = std::fs::read(&pcap).unwrap();
+    let (mut at, mut i) = (24, 0);
+    while at + 16 <= b.len() {
+        let w = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as usize;
+        let (caplen, len) = (w(at + 8), w(at + 12));
+        at += 16;
+        assert_eq!((caplen, len), (9000, 9000), "frame {i} captured whole");
+        assert!(
+            b[at + 42..at + caplen] == payload(i)[..],
+            "frame {i} altered"
+        );
+        at += caplen;
+        i += 1;
+    }
+    assert_eq!(i, N);
+    let _ = std::fs::remove_dir_all(&dir);
+}
