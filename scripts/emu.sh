@@ -15,6 +15,8 @@
 #                      (none: cx5, l2: cx4lx). cx5 with l2 is a ConnectX-5 demanding the L2 header
 #   --ext-stride-range on|off  the ext_stride_num_range capability (default on): striding RQ
 #                      WQEs of 2^3 strides and up; off: 2^9 and up, as the kernel allows then
+#   --mtu N            the port MTU (68..9198): frames above N + 18 bytes are dropped and counted
+#                      (rx_oversize); default: 9216-byte frames
 #   --release          the release build of the emulator (the default)
 #   --debug            the debug build of the emulator (slower; for debugging the emulator)
 #   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
@@ -30,7 +32,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 WIRE='' NETDEV='' MIN_INLINE=none PART='' EXT_STRIDE=1 PROFILE=release PAIR=0
 usage() {
-  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--part cx5|cx4lx] [--ext-stride-range on|off] [--debug | --release] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--part cx5|cx4lx] [--ext-stride-range on|off] [--mtu N] [--debug | --release] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 # Option $1's value $2 (empty when missing) must be there and not another option; $3 says
@@ -58,6 +60,11 @@ while (($#)); do
     --ext-stride-range)
       value "$1" "${2-}" "on or off (--ext-stride-range on|off)"
       case $2 in on) EXT_STRIDE=1 ;; off) EXT_STRIDE=0 ;; *) echo "emu: --ext-stride-range is on or off" >&2; exit 2 ;; esac
+      shift 2 ;;
+    --mtu)
+      value "$1" "${2-}" "an MTU (--mtu N)"
+      [[ $2 =~ ^[0-9]+$ ]] && (($2 >= 68 && $2 <= 9198)) || { echo "emu: --mtu is 68..9198" >&2; exit 2; }
+      export RAWQ_EMU_MTU=$2
       shift 2 ;;
     --release) PROFILE=release; shift ;;
     --debug) PROFILE=debug; shift ;;

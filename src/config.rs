@@ -121,6 +121,32 @@ pub struct PortConfig {
     /// Receive-side scaling of `Action::Rss` rules on verbs, dv and the model (AF_XDP: the NIC's
     /// own RSS decides, see [`RssConfig`]).
     pub rss: RssConfig,
+    /// The port MTU ([`PortBuilder::mtu`](crate::PortBuilder::mtu)); `None`: the backend's
+    /// default (single-buffer receive, no transmit check).
+    pub mtu: Option<u32>,
+}
+
+/// Largest MTU a port takes: jumbo frames of up to 9216 bytes on the wire (9198 plus an
+/// Ethernet header and one VLAN tag).
+pub const MAX_MTU: u32 = 9216 - MTU_L2_OVERHEAD;
+
+/// Bytes a frame carries beyond its MTU: the Ethernet header and one 802.1Q tag (no FCS), as
+/// the Linux kernel forwards it (net/core/dev.c `is_skb_forwardable`: `dev->mtu +
+/// dev->hard_header_len + VLAN_HLEN`) and as mlx5e sizes the port's hardware MTU
+/// (drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, which adds the FCS too).
+pub const MTU_L2_OVERHEAD: u32 = 18;
+
+/// Pool buffers a frame of `max_frame` bytes needs when each holds `room` bytes of data.
+pub fn scatter_segments(max_frame: u32, room: u32) -> u32 {
+    max_frame.div_ceil(room.max(1)).max(1)
+}
+
+impl PortConfig {
+    /// The largest frame (bytes, Ethernet header included, no FCS) the port sends and receives,
+    /// when an MTU was set: `mtu + 18`.
+    pub fn max_frame(&self) -> Option<u32> {
+        self.mtu.map(|m| m + MTU_L2_OVERHEAD)
+    }
 }
 
 /// Receive timestamps an AF_XDP port's steering program writes into each steered frame's XDP

@@ -55,6 +55,7 @@ pub mod gen;
 pub mod link;
 mod loopback;
 pub mod mempool;
+mod mtu;
 pub mod packet;
 pub mod port;
 pub mod queue;

@@ -332,6 +332,12 @@ impl Packet {
         self.pool.buf_ptr(self.idx) as u64 + self.off as u64
     }
 
+    /// A fresh single-buffer packet of this packet's pool (from the calling thread's cache), to
+    /// [`Packet::chain`] onto it.
+    pub(crate) fn alloc_segment(&self) -> Result<Packet> {
+        crate::mempool::Mempool::alloc_in(self.pool)
+    }
+
     /// Appends `seg` (a single-buffer packet of the same pool) as the next segment.
     ///
     /// # Errors

@@ -78,6 +78,18 @@ impl PortBuilder {
         self
     }
 
+    /// The port MTU (68 to [`MAX_MTU`](crate::config::MAX_MTU), 9198): frames of up to
+    /// `mtu + 18` bytes (Ethernet header and one VLAN tag, no FCS) are received whole, over
+    /// several pool buffers when one is too small (a chained [`Packet`](crate::Packet):
+    /// scatter receive on dv, model and verbs), and a frame above that is refused on
+    /// transmit: dropped, counted in `tx_errors` and said by `Queue::take_error`, never
+    /// counted as sent. Default: the backend's (one buffer per received frame, no transmit
+    /// check).
+    pub fn mtu(mut self, mtu: u32) -> Self {
+        self.cfg.mtu = Some(mtu);
+        self
+    }
+
     /// Adds several flow rules.
     pub fn rules(mut self, rules: impl IntoIterator<Item = Rule>) -> Self {
         self.cfg.rules.extend(rules);
@@ -117,6 +129,14 @@ impl PortBuilder {
             }
         }
         crate::flow::validate_rules(&c.rules, c.queues)?;
+        if let Some(m) = c.mtu {
+            if !(68..=crate::config::MAX_MTU).contains(&m) {
+                return Err(Error::Config(format!(
+                    "mtu = {m}: must be 68..={} (frames of up to 9216 bytes)",
+                    crate::config::MAX_MTU
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -160,6 +180,7 @@ impl PortBuilder {
             #[cfg(feature = "mlx5")]
             Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool)?,
         };
+        let queues = crate::mtu::guard(queues, cfg.max_frame());
         let readers = queues.iter().map(|q| q.stats_reader()).collect();
         let n = cfg.rules.len() as u64;
         let counters = match &cfg.backend {
@@ -377,6 +398,7 @@ impl Port {
                 dv_rx: Default::default(),
                 rx_timestamps: Default::default(),
                 rss: Default::default(),
+                mtu: None,
             },
             pool: None,
             pool_cfg: MempoolConfig::default(),

@@ -65,6 +65,11 @@ impl Queue {
         Queue { index, ops }
     }
 
+    /// The backend queue behind this one, for wrapping it (see [`crate::mtu`]).
+    pub(crate) fn into_ops(self) -> (u16, Box<dyn QueueOps>) {
+        (self.index, self.ops)
+    }
+
     /// Index of this queue on its port.
     pub fn index(&self) -> u16 {
         self.index

@@ -44,6 +44,7 @@ fn dv_queues_expose_sane_rings() {
         tx_ring: 512,
         cqe_compression: true,
         striding: None,
+        scatter: 1,
     };
     let cp = ControlPort::open(&dev, &pool, &spec, 2).expect("open DV control port");
     let rings = cp.rings();
@@ -90,6 +91,7 @@ fn striding_rq_is_created_or_refused_by_the_caps() {
         tx_ring: 64,
         cqe_compression: false,
         striding: None,
+        scatter: 1,
     };
     let caps = *ControlPort::open(&dev, &pool, &probe, 1)
         .expect("open")
@@ -104,6 +106,7 @@ fn striding_rq_is_created_or_refused_by_the_caps() {
         };
         let spec = QueueSpec {
             striding: Some(striding),
+            scatter: 1,
             ..probe
         };
         match ControlPort::open(&dev, &pool, &spec, 1) {

@@ -14,6 +14,11 @@
 //! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
 //! * `RAWQ_EMU_CQE_TIMESTAMPS=0|1`: CQEs carry the device clock (default
 //!   [`crate::caps::CQE_TIMESTAMPS`]).
+//! * `RAWQ_EMU_MTU=N`: the port MTU (68..=9198): the device takes frames of up to N + 18 bytes
+//!   (Ethernet header and one VLAN tag, as mlx5e sizes the port's hardware MTU from the netdev's,
+//!   drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, less the FCS the model
+//!   does not carry) and drops larger ones, counted (`rx_oversize`, the mlx5e physical counter
+//!   `rx_oversize_pkts_phy`); unset: 9216-byte frames, the largest mlx5e jumbo.
 //! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
 //! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
 //!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
@@ -105,6 +110,26 @@ pub struct Config {
     pub pause: bool,
     /// Debug builds: the command that panics once (`RAWQ_EMU_PANIC_IN`).
     pub panic_in: Option<String>,
+    /// The port MTU (`RAWQ_EMU_MTU`); `None`: frames of up to 9216 bytes.
+    pub mtu: Option<u32>,
+}
+
+/// Largest frame without an MTU: 9216 bytes.
+pub const DEFAULT_MAX_FRAME: u32 = 9216;
+
+/// An MTU from `RAWQ_EMU_MTU`: 68 (the IPv4 minimum) up to 9198 (a 9216-byte frame).
+fn parse_mtu(v: &str) -> Option<u32> {
+    v.trim()
+        .parse()
+        .ok()
+        .filter(|m| (68..=DEFAULT_MAX_FRAME - 18).contains(m))
+}
+
+impl Config {
+    /// The largest frame the port sends and receives (bytes, no FCS): MTU + 18.
+    pub fn max_frame(&self) -> u32 {
+        self.mtu.map_or(DEFAULT_MAX_FRAME, |m| m + 18)
+    }
 }
 
 /// `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`.
@@ -137,6 +162,7 @@ impl Default for Config {
             cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
             pause: false,
             panic_in: None,
+            mtu: None,
         }
     }
 }
@@ -173,6 +199,15 @@ impl Config {
                 .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
             pause: get("RAWQ_EMU_PAUSE").is_some_and(|v| v != "0"),
             panic_in: get("RAWQ_EMU_PANIC_IN").filter(|_| cfg!(debug_assertions)),
+            mtu: get("RAWQ_EMU_MTU").and_then(|v| {
+                let m = parse_mtu(&v);
+                if m.is_none() {
+                    eprintln!(
+                        "rawq-emu: RAWQ_EMU_MTU={v:?} is not 68..=9198; using 9216-byte frames"
+                    );
+                }
+                m
+            }),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {
@@ -248,6 +283,20 @@ mod tests {
         // mlx5_1 without a netdev of its own does not share mlx5_0's.
         assert_eq!(lone.netdev_of(Ident(1)), None);
         assert_eq!(lone.gid_ndev(Ident(1)), "lo");
+    }
+
+    #[test]
+    fn mtu_sets_the_largest_frame() {
+        assert_eq!(Config::default().max_frame(), 9216);
+        let c = Config {
+            mtu: parse_mtu("9000"),
+            ..Config::default()
+        };
+        assert_eq!(c.max_frame(), 9018);
+        assert_eq!(parse_mtu("1500"), Some(1500));
+        assert_eq!(parse_mtu("67"), None);
+        assert_eq!(parse_mtu("9199"), None);
+        assert_eq!(parse_mtu("x"), None);
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Device {
         };
         let opts = HwOptions {
             min_inline: self.cfg.min_inline.bytes(),
-            max_frame: 9216,
+            max_frame: self.cfg.max_frame(),
             flow_control: self.cfg.pause,
             wire_capacity: 4096,
             wire,

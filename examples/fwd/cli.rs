@@ -53,6 +53,11 @@ pub struct Args {
     /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
     #[arg(long, default_value = "cyclic", value_parser = parse_rq)]
     pub rq: rawq::RqType,
+    /// Port MTU (68..9198; `PortBuilder::mtu`): frames of up to MTU + 18 bytes arrive as chains
+    /// of 4 KiB buffers (AF_XDP multi-buffer needs Linux 6.6) and are forwarded as they are,
+    /// instead of every buffer being sized for the interfaces' MTU.
+    #[arg(long)]
+    pub mtu: Option<u32>,
     /// Receive CQE compression of -b dv / -b model: off, hash (cyclic RQ only) or csum, as DPDK's
     /// mlx5 `rxq_cqe_comp_en` devarg (default: dv compresses where the device can, the model
     /// does not).

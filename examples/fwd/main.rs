@@ -252,6 +252,9 @@ fn open_ports(a: &Args, set: &Settings) -> rawq::Result<Vec<Port>> {
             .rules(set.rules.clone())
             .rx_ring(a.ring)
             .tx_ring(a.ring);
+        if let Some(m) = a.mtu {
+            b = b.mtu(m);
+        }
         // One pool for both ports, sized for both: a frame received on one can go out of the
         // other as it is.
         b = match ports.first() {
@@ -528,6 +531,11 @@ fn backend(a: &Args, dev: &str, rx: &rawq::DvRxOptions, _index: usize) -> rawq::
 /// with a VLAN tag on top of the MTU, and 256 bytes of receive headroom); AF_XDP buffers are at
 /// most 4096 bytes.
 fn buf_size(a: &Args) -> u32 {
+    // With --mtu the ports receive a large frame as a chain: 4 KiB buffers (a 9216-byte frame
+    // in three, within what a verbs send takes, tx::MAX_SGE = 4; and one page for AF_XDP).
+    if a.mtu.is_some() {
+        return 4096;
+    }
     let mtu = a
         .devs
         .iter()

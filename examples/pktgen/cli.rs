@@ -256,6 +256,12 @@ pub struct Args {
     #[arg(long)]
     pub rss_symmetric: bool,
 
+    /// Port MTU (68..9198; `PortBuilder::mtu`): received frames of up to MTU + 18 bytes are
+    /// scattered over several pool buffers (chained packets on -b dv / verbs / model) instead of
+    /// sizing every buffer for the largest, and a frame above it is refused on transmit.
+    #[arg(long)]
+    pub mtu: Option<u32>,
+
     /// Per-queue figures in the live stats.
     #[arg(short, long)]
     pub verbose: bool,

@@ -192,6 +192,9 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     if a.rx || a.txrx {
         b = b.rules(rules);
     }
+    if let Some(m) = a.mtu {
+        b = b.mtu(m);
+    }
     if a.backend == cli::BackendKind::Xdp {
         b = b.rx_timestamps(a.measure.xdp_rx_timestamps(&a.dev, a.rx, a.txrx));
     }
@@ -388,7 +391,8 @@ const L2_OVERHEAD: usize = 18;
 fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u32> {
     let tx = src.max_len() + TX_HEADROOM;
     let arriving = mtu.map_or(0, |m| m as usize + L2_OVERHEAD);
-    let rx = if a.rx || a.txrx {
+    // With --mtu the port scatters a large frame over several buffers: size them for sending.
+    let rx = if (a.rx || a.txrx) && a.mtu.is_none() {
         src.max_len().max(arriving) + RX_HEADROOM
     } else {
         0
@@ -398,6 +402,11 @@ fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u3
     } else {
         (65536, "the largest buffers (64 KiB)")
     };
+    // With --mtu, a frame longer than the largest buffer is sent chained over several
+    // (FrameSource::fill; AF_XDP multi-buffer needs Linux 6.6): the buffers stay at the limit.
+    if tx > limit && a.mtu.is_some() {
+        return Ok(limit as u32);
+    }
     if tx > limit {
         return Err(rawq::Error::Config(format!(
             "frames of up to {} bytes (-s / --pcap) do not fit {what}: send frames of at most {} \
@@ -405,7 +414,8 @@ fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u3
             src.max_len(),
             limit - TX_HEADROOM,
             if limit == 4096 {
-                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB"
+                ", or use -b verbs / -b dv, whose buffers go up to 64 KiB, or --mtu N \
+                 (multi-buffer frames, Linux 6.6 or later)"
             } else {
                 ""
             }

@@ -547,7 +547,7 @@ impl QueueMeasure {
                 if let Ok(mut w) = c.lock() {
                     let ts = realtime_ns();
                     for p in pkts {
-                        if !matches!(w.write(ts, p.data()), Ok(true)) {
+                        if !matches!(w.write_packet(ts, p), Ok(true)) {
                             self.m.capture_full.store(true, Relaxed);
                             break;
                         }

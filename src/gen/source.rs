@@ -48,16 +48,60 @@ impl FrameSource {
         match self {
             FrameSource::Template(st) => {
                 let len = st.spec().sizes.size(i) as usize;
+                if len > p.len() + p.tailroom() {
+                    return fill_chained(p, len, |b| st.write(b, len, i as u32, stream, i));
+                }
                 p.set_len(len)?;
                 st.write(p.data_mut(), len, i as u32, stream, i);
                 Ok(())
             }
             FrameSource::Frames(f) if !f.is_empty() => {
-                p.copy_from_slice(&f[(i % f.len() as u64) as usize])
+                let frame = &f[(i % f.len() as u64) as usize];
+                if frame.len() > p.len() + p.tailroom() {
+                    return fill_chained(p, frame.len(), |b| b.copy_from_slice(frame));
+                }
+                p.copy_from_slice(frame)
             }
             FrameSource::Frames(_) => p.set_len(0),
         }
     }
+}
+
+thread_local! {
+    /// Where a frame larger than one buffer is written before it is split over a chain.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A jumbo frame (longer than `p`'s buffer): written whole by `write` into a scratch area (so
+/// that a template's checksums cover all of it), then spread over `p` and as many further
+/// buffers of its pool as it needs, chained (sent as one frame by the backends that send
+/// chains: DV and the model as a gather list, verbs as SGEs, AF_XDP as a multi-buffer
+/// descriptor run). The slow path of [`FrameSource::fill`]: one copy per frame.
+#[cold]
+fn fill_chained(p: &mut Packet, len: usize, write: impl FnOnce(&mut [u8])) -> Result<()> {
+    if p.segment_count() != 1 {
+        return Err(crate::Error::Config(
+            "a generator fills a fresh single-buffer packet, not a chain".into(),
+        ));
+    }
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        s.clear();
+        s.resize(len, 0);
+        write(&mut s[..len]);
+        let first = p.len() + p.tailroom();
+        p.set_len(first)?;
+        p.data_mut().copy_from_slice(&s[..first]);
+        let mut at = first;
+        while at < len {
+            let mut seg = p.alloc_segment()?;
+            let k = (seg.tailroom()).min(len - at);
+            seg.copy_from_slice(&s[at..at + k])?;
+            p.chain(seg)?;
+            at += k;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -69,7 +113,7 @@ mod tests {
     #[test]
     fn fills_templates_and_cycles_frames() {
         let pool = Mempool::new(&MempoolConfig {
-            buffers: 8,
+            buffers: 32,
             huge_pages: HugePages::Never,
             ..Default::default()
         })
@@ -100,10 +144,33 @@ mod tests {
         assert_eq!(p.len(), 65);
         let s = Stamper::read_stamp(p.data()).unwrap();
         assert_eq!((s.stream, s.seq), (7, 1));
-        let big = FrameSource::Frames(vec![vec![0; 4000]]);
-        assert!(
-            big.fill(&mut p, 0, 0).is_err(),
-            "too long for a 2 KiB buffer"
+        // A jumbo frame spreads over a chain of the pool's buffers, byte-exact.
+        let jumbo: Vec<u8> = (0..9000u32).map(|k| (k * 7) as u8).collect();
+        let big = FrameSource::Frames(vec![jumbo.clone()]);
+        let mut q = pool.alloc().unwrap();
+        big.fill(&mut q, 0, 0).unwrap();
+        assert!(q.segment_count() >= 5);
+        assert_eq!(q.to_vec(), jumbo);
+        drop(q);
+        let t9 = FrameSource::Template(
+            Stamper::new(FrameSpec {
+                dst_mac: [2, 0, 0, 0, 0, 2],
+                src_mac: [2, 0, 0, 0, 0, 1],
+                src_ip: "10.0.0.1".parse().unwrap(),
+                dst_ip: "10.0.0.2".parse().unwrap(),
+                src_port: 1,
+                dst_port: 2,
+                flows: 1,
+                vary: FlowVary::SrcPort,
+                sizes: SizeSpec::Range(9000, 9001),
+                stamp: true,
+            })
+            .unwrap(),
         );
+        let mut r = pool.alloc().unwrap();
+        t9.fill(&mut r, 0, 3).unwrap();
+        assert_eq!(r.len(), 9000);
+        let s = Stamper::read_stamp(&r.to_vec()).unwrap();
+        assert_eq!((s.stream, s.seq), (3, 0));
     }
 }

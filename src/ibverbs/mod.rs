@@ -279,10 +279,21 @@ pub(crate) fn install_rules(
 }
 
 pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
-    match RawQp::create(pd, tx_cq.clone(), rx_cq.clone(), caps) {
+    create_qp_sg(pd, tx_cq, rx_cq, caps, 1)
+}
+
+/// As [`create_qp`], with receive WRs of up to `recv_sge` scatter entries.
+fn create_qp_sg(
+    pd: &Pd,
+    tx_cq: Arc<Cq>,
+    rx_cq: Arc<Cq>,
+    caps: QpCaps,
+    recv_sge: u32,
+) -> Result<RawQp> {
+    match RawQp::create_sg(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && caps.max_inline_data > 0 => {
             // Some devices refuse inline data on RAW_PACKET QPs: go without.
-            RawQp::create(
+            RawQp::create_sg(
                 pd,
                 tx_cq,
                 rx_cq,
@@ -290,6 +301,7 @@ pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -
                     max_inline_data: 0,
                     ..caps
                 },
+                recv_sge,
             )
         }
         r => r,
@@ -331,9 +343,24 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     }
     let pd = Pd::new(&ctx)?;
     let mr = Arc::new(Mr::register_pool(&pd, pool)?);
+    // A port MTU: each receive WR scatters a frame over as many pool buffers as the largest
+    // one needs (several SGEs, as DPDK's scattered Rx posts several segments per WQE), about
+    // `rx_ring` buffers posted in all.
+    let sges = cfg.max_frame().map_or(1, |f| {
+        crate::config::scatter_segments(f, pool.buf_size() - pool.headroom() as u32)
+    });
+    if sges > dev.max_sge.max(1) {
+        return Err(Error::Config(format!(
+            "MTU {}: a frame needs {sges} pool buffers, and {device} takes at most {} scatter \
+             entries per receive (max_sge): use larger pool buffers (MempoolConfig::buf_size)",
+            cfg.mtu.unwrap_or(0),
+            dev.max_sge
+        )));
+    }
+    let rx_wrs = (cfg.rx_ring / sges).max(1);
     let caps = QpCaps {
         max_send_wr: cfg.tx_ring,
-        max_recv_wr: if rss { 0 } else { cfg.rx_ring },
+        max_recv_wr: if rss { 0 } else { rx_wrs },
         max_send_sge: (tx::MAX_SGE as u32).min(dev.max_sge.max(1)),
         max_inline_data: INLINE_REQUEST,
     };
@@ -343,10 +370,17 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     for i in 0..cfg.queues {
         let tx_cq = Arc::new(Cq::new(&ctx, cfg.tx_ring)?);
         let rx_cq = Arc::new(Cq::new(&ctx, cfg.rx_ring)?);
-        let qp = Arc::new(create_qp(&pd, tx_cq.clone(), rx_cq.clone(), caps)?);
+        let recv_sge = if rss { 1 } else { sges };
+        let qp = Arc::new(create_qp_sg(
+            &pd,
+            tx_cq.clone(),
+            rx_cq.clone(),
+            caps,
+            recv_sge,
+        )?);
         qp.ready(port)?;
         let target = if rss {
-            let wq = Arc::new(Wq::create(&pd, rx_cq.clone(), cfg.rx_ring)?);
+            let wq = Arc::new(Wq::create_sg(&pd, rx_cq.clone(), rx_wrs, sges)?);
             wqs.push(wq.clone());
             RecvTarget::Wq(wq)
         } else {
@@ -361,7 +395,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             port,
         };
         let q = VerbsQueue::new(
-            Rx::new(i, target, rx_cq, mr.lkey(), cfg.rx_ring, pool),
+            Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges),
             Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
             Box::new(ctl),
             pool,

@@ -90,6 +90,21 @@ impl RawQp {
     /// [`Error::Permission`] (EPERM): RAW_PACKET QPs need CAP_NET_RAW. [`Error::Os`]: EINVAL when
     /// a size exceeds the device's limits, ENOMEM, EOPNOTSUPP on an InfiniBand-only port.
     pub fn create(pd: &Pd, send_cq: Arc<Cq>, recv_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
+        RawQp::create_sg(pd, send_cq, recv_cq, caps, 1)
+    }
+
+    /// As [`RawQp::create`], with receive WRs of up to `max_recv_sge` scatter entries (a frame
+    /// scattered over that many pool buffers).
+    ///
+    /// # Errors
+    /// As [`RawQp::create`]; EINVAL also when `max_recv_sge` exceeds the device's `max_sge`.
+    pub fn create_sg(
+        pd: &Pd,
+        send_cq: Arc<Cq>,
+        recv_cq: Arc<Cq>,
+        caps: QpCaps,
+        max_recv_sge: u32,
+    ) -> Result<RawQp> {
         // SAFETY: `ibv_qp_init_attr` is plain old data; all-zero is a valid start.
         let mut a: ibv_qp_init_attr = unsafe { mem::zeroed() };
         a.send_cq = send_cq.as_raw();
@@ -100,7 +115,7 @@ impl RawQp {
             max_send_wr: caps.max_send_wr,
             max_recv_wr: caps.max_recv_wr,
             max_send_sge: caps.max_send_sge,
-            max_recv_sge: 1,
+            max_recv_sge: max_recv_sge.max(1),
             max_inline_data: caps.max_inline_data,
         };
         // SAFETY: the PD and both CQs are alive and kept so by the returned value.

@@ -2,9 +2,16 @@
 //! (the QP's own, or a WQ under RSS), refilled in batches with one `ibv_post_recv`, completions
 //! polled in batches with `ibv_poll_cq`.
 //!
-//! `wr_id` is the buffer index. The RQ completes in posting order, so the posted buffers are
-//! also kept in a ring: it says which buffers the device still owns when a queue is torn down or
-//! recovered, and checks every completion against the order.
+//! `wr_id` is the (first) buffer index. The RQ completes in posting order, so the posted buffers
+//! are also kept in a ring: it says which buffers the device still owns when a queue is torn
+//! down or recovered, and checks every completion against the order.
+//!
+//! **Scatter** ([`Rx::with_scatter`], a port MTU larger than one buffer): each WR has `sges`
+//! entries, each a pool buffer (`ibv_wq_init_attr.max_sge` / `ibv_qp_cap.max_recv_sge`); the
+//! device writes a frame across them in order and reports its whole length in `byte_len`
+//! (libmlx5 posts one data segment per SGE, rdma-core providers/mlx5/qp.c `mlx5_post_wq_recv`).
+//! The buffers the frame filled become one chained [`Packet`]; the rest go back to the cache.
+//! One buffer per WR (the default) keeps the single-buffer path as it was.
 
 use std::sync::Arc;
 
@@ -61,12 +68,16 @@ pub(crate) struct Rx {
     lkey: u32,
     /// WRs the RQ holds.
     ring: u32,
+    /// Buffers (scatter entries) per WR.
+    sges: u32,
     refill_at: u32,
     headroom: u16,
     room: u32,
     posted: InFlight,
     wrs: Box<[ibv_recv_wr]>,
-    sges: Box<[ibv_sge]>,
+    sg: Box<[ibv_sge]>,
+    /// The buffer of each entry of `sg` (scatter WRs only).
+    sg_idx: Box<[u32]>,
     wc: Box<[ibv_wc]>,
 }
 
@@ -91,6 +102,7 @@ impl Rx {
             cq,
             lkey,
             ring,
+            sges: 1,
             refill_at: (ring / 2).clamp(1, 32),
             headroom,
             room: pool.buf_size() - headroom as u32,
@@ -103,7 +115,7 @@ impl Rx {
                     num_sge: 1,
                 })
                 .collect(),
-            sges: vec![
+            sg: vec![
                 ibv_sge {
                     addr: 0,
                     length: 0,
@@ -112,8 +124,30 @@ impl Rx {
                 REFILL_BATCH
             ]
             .into_boxed_slice(),
+            sg_idx: Box::new([]),
             wc: (0..RX_BURST).map(|_| empty_wc()).collect(),
         }
+    }
+
+    /// Makes each receive WR scatter over `sges` buffers (the RQ was created for that many
+    /// entries per WR, and `ring` counts WRs).
+    pub(crate) fn with_scatter(mut self, sges: u32) -> Rx {
+        let sges = sges.max(1);
+        if sges > 1 {
+            self.sges = sges;
+            self.posted = InFlight::new((self.ring * sges) as usize);
+            self.sg = vec![
+                ibv_sge {
+                    addr: 0,
+                    length: 0,
+                    lkey: self.lkey
+                };
+                REFILL_BATCH * sges as usize
+            ]
+            .into_boxed_slice();
+            self.sg_idx = vec![0; REFILL_BATCH * sges as usize].into_boxed_slice();
+        }
+        self
     }
 
     /// Buffers the device owns.
@@ -124,25 +158,28 @@ impl Rx {
     /// Tops the RQ up when it is at least `refill_at` short (or `force`), one `ibv_post_recv`
     /// per [`REFILL_BATCH`] buffers.
     pub(crate) fn refill(&mut self, cache: &mut PoolCache, force: bool) -> Option<Error> {
+        if self.sges > 1 {
+            return self.refill_scatter(cache, force);
+        }
         let mut short = self.ring - self.posted.len();
         if short == 0 || (!force && short < self.refill_at) {
             return None;
         }
-        let sge_base = self.sges.as_mut_ptr();
+        let sge_base = self.sg.as_mut_ptr();
         let wr_base = self.wrs.as_mut_ptr();
         while short > 0 {
             let mut k = 0;
             while k < REFILL_BATCH && (k as u32) < short {
                 let Some(idx) = cache.get() else { break };
                 let addr = cache.buf_ptr(idx) as u64 + self.headroom as u64;
-                self.sges[k] = ibv_sge {
+                self.sg[k] = ibv_sge {
                     addr,
                     length: self.room,
                     lkey: self.lkey,
                 };
                 let wr = &mut self.wrs[k];
                 wr.wr_id = idx as u64;
-                // SAFETY: `k < REFILL_BATCH`, inside `sges`.
+                // SAFETY: `k < REFILL_BATCH`, inside `sg`.
                 wr.sg_list = unsafe { sge_base.add(k) };
                 wr.num_sge = 1;
                 wr.next = std::ptr::null_mut();
@@ -173,6 +210,76 @@ impl Rx {
             if let Err((rc, _)) = res {
                 for wr in &self.wrs[posted..k] {
                     cache.put(wr.wr_id as u32);
+                }
+                return Some(Error::os(
+                    "ibv_post_recv",
+                    std::io::Error::from_raw_os_error(rc),
+                ));
+            }
+            short -= k as u32;
+        }
+        None
+    }
+
+    /// [`Rx::refill`] with `sges` buffers per WR: a WR is posted only whole (a short cache
+    /// leaves the RQ short until packets come back).
+    fn refill_scatter(&mut self, cache: &mut PoolCache, force: bool) -> Option<Error> {
+        let n = self.sges as usize;
+        let mut short = self.ring - self.posted.len() / self.sges;
+        if short == 0 || (!force && short < self.refill_at) {
+            return None;
+        }
+        let sge_base = self.sg.as_mut_ptr();
+        let wr_base = self.wrs.as_mut_ptr();
+        while short > 0 {
+            let mut k = 0;
+            'wrs: while k < REFILL_BATCH && (k as u32) < short {
+                for j in 0..n {
+                    let Some(idx) = cache.get() else {
+                        for &b in &self.sg_idx[k * n..k * n + j] {
+                            cache.put(b);
+                        }
+                        break 'wrs;
+                    };
+                    self.sg_idx[k * n + j] = idx;
+                    self.sg[k * n + j] = ibv_sge {
+                        addr: cache.buf_ptr(idx) as u64 + self.headroom as u64,
+                        length: self.room,
+                        lkey: self.lkey,
+                    };
+                }
+                let wr = &mut self.wrs[k];
+                wr.wr_id = self.sg_idx[k * n] as u64;
+                // SAFETY: `(k + 1) * n <= REFILL_BATCH * n`, inside `sg`.
+                wr.sg_list = unsafe { sge_base.add(k * n) };
+                wr.num_sge = n as i32;
+                wr.next = std::ptr::null_mut();
+                if k > 0 {
+                    // SAFETY: `k < REFILL_BATCH`, inside `wrs`.
+                    self.wrs[k - 1].next = unsafe { wr_base.add(k) };
+                }
+                k += 1;
+            }
+            if k == 0 {
+                return None;
+            }
+            // SAFETY: `wrs[..k]` is a terminated chain; each SGE names the data area of a free
+            // buffer we own (taken from the cache), inside the registered pool.
+            let res = unsafe { self.target.post(wr_base) };
+            let posted = match res {
+                Ok(()) => k,
+                Err((_, bad)) => {
+                    (bad as usize).wrapping_sub(wr_base as usize)
+                        / std::mem::size_of::<ibv_recv_wr>()
+                }
+            }
+            .min(k);
+            for &b in &self.sg_idx[..posted * n] {
+                self.posted.push(b);
+            }
+            if let Err((rc, _)) = res {
+                for &b in &self.sg_idx[posted * n..k * n] {
+                    cache.put(b);
                 }
                 return Some(Error::os(
                     "ibv_post_recv",
@@ -216,6 +323,9 @@ impl Rx {
         stats: &StatsWriter,
         done: &mut RxDone,
     ) {
+        if self.sges > 1 {
+            return self.deliver_scatter(got, out, cache, pool, stats, done);
+        }
         let shared = pool.shared();
         let mut bytes = 0u64;
         for i in 0..got {
@@ -267,11 +377,89 @@ impl Rx {
         stats.rx(done.got as u64, bytes);
     }
 
+    /// [`Rx::deliver`] for WRs of `sges` buffers: the buffers a frame filled become one
+    /// chained packet, the others go back to `cache`.
+    fn deliver_scatter(
+        &mut self,
+        got: usize,
+        out: &mut Vec<Packet>,
+        cache: &mut PoolCache,
+        pool: &Mempool,
+        stats: &StatsWriter,
+        done: &mut RxDone,
+    ) {
+        let shared = pool.shared();
+        let n = self.sges;
+        let mut bytes = 0u64;
+        for i in 0..got {
+            let wc = &self.wc[i];
+            let (status, byte_len, wr_id) = (wc.status, wc.byte_len, wc.wr_id as u32);
+            let (vendor, flags) = (wc.vendor_err, wc.wc_flags);
+            let first = self.posted.pop();
+            if first.is_some_and(|b| b != wr_id) {
+                done.error.get_or_insert(Error::Queue {
+                    queue: self.queue,
+                    detail: format!(
+                        "receive completion for buffer {wr_id}, expected {}",
+                        first.unwrap_or(0)
+                    ),
+                });
+            }
+            let ok = status == ibv_wc_status::IBV_WC_SUCCESS && byte_len <= self.room * n;
+            let mut left = if ok { byte_len } else { 0 };
+            let mut head: Option<Packet> = None;
+            for j in 0..n {
+                let b = if j == 0 { first } else { self.posted.pop() };
+                let Some(b) = b else { break };
+                if left == 0 {
+                    cache.put(b);
+                    continue;
+                }
+                let k = left.min(self.room);
+                left -= k;
+                let p = Packet::from_raw_parts(shared, b, self.headroom, k as u16);
+                match head.as_mut() {
+                    None => head = Some(p),
+                    // Same pool, single buffer: `chain` cannot refuse it.
+                    Some(h) => drop(h.chain(p)),
+                }
+            }
+            if let Some(mut p) = head.filter(|_| ok) {
+                let csum = flags & ibv_wc_flags::IBV_WC_IP_CSUM_OK.0 != 0;
+                p.meta = RxMeta::new(0, 0, None, csum, csum);
+                bytes += byte_len as u64;
+                out.push(p);
+                done.got += 1;
+                continue;
+            }
+            if status == ibv_wc_status::IBV_WC_WR_FLUSH_ERR {
+                continue;
+            }
+            stats.add(Counter::RxErrors, 1);
+            let detail = if status == ibv_wc_status::IBV_WC_SUCCESS {
+                format!(
+                    "received {byte_len} bytes into {n} buffers of {} bytes",
+                    self.room
+                )
+            } else {
+                format!(
+                    "receive completion error: {} (status {status}, vendor error 0x{vendor:x})",
+                    wc_status_str(status),
+                )
+            };
+            done.error.get_or_insert(Error::Queue {
+                queue: self.queue,
+                detail,
+            });
+        }
+        stats.rx(done.got as u64, bytes);
+    }
+
     /// Drains pending completions after the RQ was moved to the error state (every posted
     /// buffer completes with a flush); returns them to `cache`.
     pub(crate) fn drain(&mut self, cache: &mut PoolCache) {
         while let Ok(n) = self.cq.poll(&mut self.wc) {
-            for _ in 0..n {
+            for _ in 0..n as u32 * self.sges {
                 if let Some(b) = self.posted.pop() {
                     cache.put(b);
                 }

@@ -53,11 +53,21 @@ impl Wq {
     /// # Errors
     /// [`Error::Os`]: EOPNOTSUPP when the device has no WQs, EINVAL for sizes past its limits.
     pub fn create(pd: &Pd, cq: Arc<Cq>, max_wr: u32) -> Result<Wq> {
+        Wq::create_sg(pd, cq, max_wr, 1)
+    }
+
+    /// As [`Wq::create`], with work requests of up to `max_sge` scatter entries
+    /// (`ibv_wq_init_attr.max_sge`; libmlx5 sizes the WQE for them, rdma-core
+    /// providers/mlx5/verbs.c `mlx5_calc_rwq_size`, and refuses more than the device holds).
+    ///
+    /// # Errors
+    /// As [`Wq::create`].
+    pub fn create_sg(pd: &Pd, cq: Arc<Cq>, max_wr: u32, max_sge: u32) -> Result<Wq> {
         // SAFETY: plain old data; all-zero is a valid start.
         let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
         a.wq_type = ibv_wq_type::IBV_WQT_RQ;
         a.max_wr = max_wr;
-        a.max_sge = 1;
+        a.max_sge = max_sge.max(1);
         a.pd = pd.as_raw();
         a.cq = cq.as_raw();
         // SAFETY: context, PD and CQ are alive and kept so by the returned value.

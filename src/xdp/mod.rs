@@ -42,9 +42,12 @@
 //! pool is copied into one of this queue's buffers and counted in `tx_copies`; to forward between
 //! ports without copies, open them on one pool ([`PortBuilder::pool`](crate::PortBuilder::pool)):
 //! each port registers the same region as its UMEM, so a buffer received on one is a valid
-//! address on the other. Multi-buffer packets are not supported on transmit (they are dropped,
-//! counted in `tx_drops` and not reported as taken); receive frames are at most
-//! `buf_size - 256` bytes. A failed tx kick (ENETDOWN, ENXIO) is kept for
+//! address on the other. Without a port MTU, multi-buffer packets are not supported on transmit
+//! (they are dropped, counted in `tx_drops` and not reported as taken) and receive frames are at
+//! most `buf_size - 256` bytes; a port opened with
+//! [`PortBuilder::mtu`](crate::PortBuilder::mtu) whose frames do not fit one buffer uses
+//! multi-buffer sockets instead (Linux 6.6 or later), sending and receiving chained packets
+//! (see `sg.rs`). A failed tx kick (ENETDOWN, ENXIO) is kept for
 //! [`Queue::take_error`](crate::Queue::take_error) as [`Error::Link`].
 //!
 //! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
@@ -90,6 +93,7 @@ mod netlink;
 pub mod phc;
 mod ring;
 mod rx;
+mod sg;
 mod socket;
 mod steer;
 mod tx;
@@ -259,6 +263,8 @@ pub(crate) struct XdpQueue {
     error: Option<Error>,
     /// The steering program writes receive timestamps into the frames' metadata.
     stamps: bool,
+    /// Multi-buffer frames (`XDP_USE_SG`, see [`sg`]).
+    sg: bool,
 }
 
 impl XdpQueue {
@@ -305,10 +311,16 @@ impl Drop for XdpQueue {
 
 impl QueueOps for XdpQueue {
     fn rx_burst(&mut self, out: &mut Vec<crate::Packet>, max: usize) -> usize {
+        if self.sg {
+            return self.rx_sg(out, max);
+        }
         self.rx(out, max)
     }
 
     fn tx_burst(&mut self, pkts: &mut Vec<crate::Packet>) -> usize {
+        if self.sg {
+            return self.tx_sg(pkts);
+        }
         self.tx(pkts)
     }
 
@@ -435,7 +447,9 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             )?,
         },
     };
-    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp)?;
+    // A port MTU whose frames do not fit one chunk: multi-buffer sockets and program.
+    let sg = sg::needed(cfg, &umem, pool)?;
+    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp, sg)?;
     let map = steering.map();
 
     let sizes = RingSizes {
@@ -451,13 +465,13 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         let busy = |e: Error| busy_error(e, ifname, q);
         let xsk = match owner_fd {
             None => retry_busy(|| {
-                match Xsk::create(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes) {
+                match Xsk::create_sg(ifindex, q as u32, &umem, None, Mode::ZeroCopy, sizes, sg) {
                     Ok(x) => Ok((x, Mode::ZeroCopy)),
                     Err(e)
                         if e.raw_os_error()
                             .is_some_and(|c| c != libc::EPERM && c != libc::EBUSY) =>
                     {
-                        Xsk::create(ifindex, q as u32, &umem, None, Mode::Copy, sizes)
+                        Xsk::create_sg(ifindex, q as u32, &umem, None, Mode::Copy, sizes, sg)
                             .map(|x| (x, Mode::Copy))
                     }
                     Err(e) => Err(e),
@@ -509,6 +523,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             ifname: ifname.clone(),
             error: None,
             stamps: stamp != Stamp::None,
+            sg,
         };
         xq.refill();
         queues.push(Queue::new(q, Box::new(xq)));
@@ -519,7 +534,11 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     let info = PortInfo {
         backend: "xdp",
         device: ifname.clone(),
-        mode: mode.name().into(),
+        mode: if sg {
+            format!("{}, multi-buffer", mode.name())
+        } else {
+            mode.name().into()
+        },
         queues: cfg.queues,
     };
     Ok((queues, info, Box::new(steering)))

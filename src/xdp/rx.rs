@@ -59,7 +59,7 @@ impl XdpQueue {
     /// `idx` (the record of [`meta`], see `bpf::compile`), clearing its magic so that a later
     /// frame in this buffer that gets no record (no metadata room) is not given this one's.
     #[inline]
-    fn take_meta(&self, idx: u32, off: u32) -> RxMeta {
+    pub(super) fn take_meta(&self, idx: u32, off: u32) -> RxMeta {
         if (off as usize) < meta::LEN + BUF_HEADER {
             return RxMeta::default();
         }

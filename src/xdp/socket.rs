@@ -35,6 +35,10 @@ const XDP_SHARED_UMEM: u16 = 1 << 0;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// Multi-buffer frames (kernel 6.6, include/uapi/linux/if_xdp.h): a frame spans several
+/// descriptors, all but the last with `XDP_PKT_CONTD`. Only the socket that registers the UMEM
+/// sets it; sockets sharing the UMEM inherit it (net/xdp/xsk.c `xsk_bind` refuses it on them).
+const XDP_USE_SG: u16 = 1 << 4;
 
 /// `struct sockaddr_xdp`.
 #[repr(C)]
@@ -148,6 +152,19 @@ impl Xsk {
         mode: Mode,
         sizes: RingSizes,
     ) -> Result<Xsk> {
+        Xsk::create_sg(ifindex, queue, umem, share, mode, sizes, false)
+    }
+
+    /// As [`Xsk::create`], bound for multi-buffer frames ([`XDP_USE_SG`]) when `sg`.
+    pub(crate) fn create_sg(
+        ifindex: u32,
+        queue: u32,
+        umem: &Umem,
+        share: Option<RawFd>,
+        mode: Mode,
+        sizes: RingSizes,
+        sg: bool,
+    ) -> Result<Xsk> {
         // SAFETY: plain socket(2) call.
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -229,7 +246,8 @@ impl Xsk {
                     | match mode {
                         Mode::ZeroCopy => XDP_ZEROCOPY,
                         Mode::Copy => XDP_COPY,
-                    };
+                    }
+                    | if sg { XDP_USE_SG } else { 0 };
             }
         }
         // SAFETY: `sa` is a complete sockaddr_xdp and its size is passed.

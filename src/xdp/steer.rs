@@ -53,6 +53,9 @@ pub(super) struct Steering {
     /// program attached later (the first rule of a port without rules) is attached from there,
     /// whichever thread adds the rule.
     netns: std::fs::File,
+    /// The program handles multi-buffer frames (`BPF_F_XDP_HAS_FRAGS`): the sockets are bound
+    /// with `XDP_USE_SG`.
+    frags: bool,
 }
 
 impl Steering {
@@ -68,6 +71,7 @@ impl Steering {
         ifname: &str,
         ifindex: u32,
         stamp: Stamp,
+        frags: bool,
     ) -> Result<Steering> {
         if rules.len() > COUNTER_SLOTS as usize {
             return Err(too_many(ifname));
@@ -86,6 +90,7 @@ impl Steering {
             ifindex,
             stamp,
             netns,
+            frags,
         };
         for (i, r) in rules.iter().enumerate() {
             let slot = s.free.pop().ok_or_else(|| too_many(ifname))?;
@@ -172,21 +177,23 @@ impl Steering {
         match self.stamp {
             // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
             Stamp::Hardware { .. } => {
-                Program::load_for_device(&insns, "rawq_steer", self.ifindex).map_err(|e| {
-                    match e.raw_os_error() {
-                        // The kernel binds a program only to a netdev whose driver has native XDP.
-                        Some(libc::EOPNOTSUPP) => Error::Unsupported(format!(
-                            "{} cannot take the device-bound XDP program of \
+                Program::load_flags(&insns, "rawq_steer", Some(self.ifindex), self.frags).map_err(
+                    |e| {
+                        match e.raw_os_error() {
+                            // The kernel binds a program only to a netdev whose driver has native XDP.
+                            Some(libc::EOPNOTSUPP) => Error::Unsupported(format!(
+                                "{} cannot take the device-bound XDP program of \
                              RxTimestamps::Hardware (EOPNOTSUPP from BPF_PROG_LOAD with \
                              BPF_F_XDP_DEV_BOUND_ONLY): its driver has no native XDP. Use \
                              RxTimestamps::Kernel",
-                            self.ifname
-                        )),
-                        _ => e,
-                    }
-                })
+                                self.ifname
+                            )),
+                            _ => e,
+                        }
+                    },
+                )
             }
-            _ => Program::load(&insns, "rawq_steer"),
+            _ => Program::load_flags(&insns, "rawq_steer", None, self.frags),
         }
     }
 
@@ -309,7 +316,9 @@ pub(super) fn attach_error(
                 "{ifname} refuses the XDP steering program at MTU {mtu} (ERANGE from \
                  BPF_LINK_CREATE): AF_XDP frames must fit one 4 KiB page, which with the \
                  kernel's headroom allows an MTU of about 3500 (a veth checks its peer's \
-                 MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`"
+                 MTU too). Lower it on both ends, e.g. `ip link set dev {ifname} mtu 3000`, \
+                 or open the port with PortBuilder::mtu({mtu}) for multi-buffer frames \
+                 (Linux 6.6 or later)"
             ))
         }
         // A device-bound program only runs in the driver's own (native) XDP hook.

@@ -139,8 +139,10 @@ impl XdpQueue {
             let addr = self.xsk.comp.read(i);
             match self.umem.split(addr) {
                 Some((idx, _)) if self.home.release(idx) => {
-                    done += 1;
-                    bytes += self.tx_len[idx as usize] as u64;
+                    // A multi-buffer frame (super::sg) ends at its last buffer's completion.
+                    let len = self.tx_len[idx as usize];
+                    done += u64::from(len & super::sg::TX_CONTD == 0);
+                    bytes += (len & !super::sg::TX_CONTD) as u64;
                     self.home.cache.put(idx)
                 }
                 _ => self.stats.add(Counter::TxErrors, 1),

@@ -35,4 +35,7 @@ pub(crate) use device::describe_dv;
 pub use device::{is_mlx5, min_inline_for, query, DvDevice, MIN_INLINE_ENV};
 pub use port::ControlPort;
 pub use queue::{KeepAlive, QueueSpec};
-pub use sizing::{check_rx_cq, check_tx_ring, rq_sizing, RqSizing, MAX_STRIDES};
+pub use sizing::{
+    check_rx_cq, check_tx_ring, rq_sizing, rq_sizing_scatter, scatter_segments, RqSizing,
+    MAX_SCATTER, MAX_STRIDES,
+};

@@ -137,12 +137,31 @@ impl ControlPort {
                 two_byte_shift: false,
             }),
         };
+        // A striding WQE holds a frame of at most its strides (rawq chains the strides a frame
+        // covers, zero copy; DPDK's mprq copies one of up to mprq_max_memcpy_len bytes and
+        // chains larger ones onto the stride buffer, drivers/net/mlx5/mlx5_rx.c
+        // `mlx5_rx_burst_mprq`). A frame larger than the whole WQE could never arrive: DPDK
+        // then falls back to a cyclic RQ (mlx5_rxq.c `mlx5_mprq_prepare`); rawq says so.
+        if let (Some(s), Some(f)) = (striding, cfg.max_frame()) {
+            let wqe = (1u32 << s.log_num_strides) << s.log_stride_size;
+            if f > wqe {
+                return Err(Error::Config(format!(
+                    "MTU {}: frames of up to {f} bytes do not fit a striding RQ WQE of {}                      strides of {} bytes ({wqe} bytes): use --rq cyclic (scatter receive),                      striding:16, or larger pool buffers",
+                    f - crate::config::MTU_L2_OVERHEAD,
+                    1u32 << s.log_num_strides,
+                    1u32 << s.log_stride_size
+                )));
+            }
+        }
         let spec = QueueSpec {
             port: *port,
             rx_ring: cfg.rx_ring,
             tx_ring: cfg.tx_ring,
             cqe_compression: true,
             striding,
+            scatter: cfg.max_frame().map_or(1, |f| {
+                super::scatter_segments(f, pool.buf_size() - pool.headroom() as u32)
+            }),
         };
         // An explicit choice must be honoured (or refused); none: the device's best.
         let format = o.cqe_comp.map(|c| match c {

@@ -33,6 +33,9 @@ pub struct QueueSpec {
     pub cqe_compression: bool,
     /// Use a striding RQ with this geometry.
     pub striding: Option<Striding>,
+    /// Pool buffers a cyclic RQ WQE scatters a frame over (1: one buffer per frame; see
+    /// [`super::rq_sizing_scatter`]); ignored with `striding`.
+    pub scatter: u32,
 }
 
 /// The verbs objects behind one queue's rings. Keep it as long as the data path touches them;
@@ -204,7 +207,10 @@ pub(super) fn create_queue_rings_with(
     if let Some(s) = &spec.striding {
         dev.check_striding(s)?;
     }
-    let rq_size = rq_sizing(spec.rx_ring, spec.striding)?;
+    let rq_size = match spec.striding {
+        None if spec.scatter > 1 => super::rq_sizing_scatter(spec.rx_ring, spec.scatter)?,
+        _ => rq_sizing(spec.rx_ring, spec.striding)?,
+    };
     check_tx_ring(spec.tx_ring, dev.max_qp_wr)?;
     let ctx = pd.context();
     let tx_cq = Arc::new(create_cq(ctx, spec.tx_ring, None)?);

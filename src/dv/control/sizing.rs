@@ -66,6 +66,37 @@ pub fn rq_sizing(rx_ring: u32, striding: Option<Striding>) -> Result<RqSizing> {
     })
 }
 
+/// Most data segments of a cyclic (scatter) RQ WQE: libmlx5 sizes it as `16 × max_sge` bytes,
+/// rounded up to a power of two, and refuses more than the device's `max_rq_desc_sz` (512 bytes
+/// on ConnectX parts; rdma-core providers/mlx5/verbs.c `mlx5_calc_rwq_size`), so 32 segments.
+pub const MAX_SCATTER: u32 = 32;
+
+/// The receive sizing of a cyclic RQ whose WQEs scatter a frame over `sges` pool buffers
+/// (DPDK's scattered Rx: drivers/net/mlx5/mlx5_rxq.c `mlx5_rxq_new` sets `rxq->sges_n` to the
+/// log2 of the segments a frame of the port's largest size needs, and one WQE spans them).
+/// The WQE holds `sges` rounded up to a power of two segments (libmlx5's WQE size), every one a
+/// pool buffer, so the RQ gets `rx_ring / that` WQEs: about `rx_ring` buffers posted, as
+/// without scatter.
+///
+/// # Errors
+/// [`Error::Config`] for more than [`MAX_SCATTER`] segments, with the fix.
+pub fn rq_sizing_scatter(rx_ring: u32, sges: u32) -> Result<RqSizing> {
+    if sges > MAX_SCATTER {
+        return Err(Error::Config(format!(
+            "a frame of this MTU needs {sges} pool buffers per receive WQE; libmlx5 creates RQ              WQEs of at most {MAX_SCATTER} data segments (512 bytes, mlx5_calc_rwq_size against              max_rq_desc_sz): use larger pool buffers (MempoolConfig::buf_size) or a smaller MTU"
+        )));
+    }
+    let per_wqe = sges.max(1).next_power_of_two();
+    let max_wr = (rx_ring / per_wqe).max(1);
+    Ok(RqSizing {
+        max_wr,
+        max_sge: per_wqe,
+        cqe: max_wr,
+    })
+}
+
+pub use crate::config::scatter_segments;
+
 /// Checks that the send ring for `tx_ring` WQEs fits the data path and the device: the control
 /// path asks libmlx5 for WQEs sized for the inline header only (one 64-byte WQEBB per WQE, see
 /// `create_queue_rings`), so the SQ has `tx_ring` WQEBBs; libmlx5 refuses more than the
@@ -117,6 +148,18 @@ mod tests {
     /// Striding RQs are asked of libmlx5 the way VPP asks (one segment per stride, `max_wr`
     /// divided by the strides), with a CQ of one entry per stride (DPDK `mlx5_rxq_cqe_num`);
     /// more strides than a 512-byte RQ WQE holds are refused with the reason.
+    #[test]
+    fn scatter_sizing_keeps_the_buffers_posted_and_the_wqe_limit() {
+        // 9216-byte frames in 2 KiB buffers with 128 bytes of headroom: 5 buffers, a WQE of 8.
+        assert_eq!(scatter_segments(9216, 2048 - 128), 5);
+        assert_eq!(scatter_segments(1518, 2048 - 128), 1);
+        let s = rq_sizing_scatter(1024, 5).unwrap();
+        assert_eq!((s.max_wr, s.max_sge, s.cqe), (128, 8, 128));
+        assert!(16 * s.max_sge <= 512);
+        let e = rq_sizing_scatter(1024, 33).unwrap_err().to_string();
+        assert!(e.contains("buf_size"), "{e}");
+    }
+
     #[test]
     fn rq_sizing_follows_the_libmlx5_wqe_limits() {
         let cyc = rq_sizing(1024, None).unwrap();

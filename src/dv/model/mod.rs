@@ -182,6 +182,36 @@ pub(crate) fn open(
     let mut o = opts.clone();
     o.queues = cfg.queues;
     o.sq_wqebbs = cfg.tx_ring;
+    // A port MTU: the model's port drops (and counts) larger frames, and a cyclic RQ scatters
+    // a frame over as many pool buffers as the largest one needs (as the DV control path asks
+    // libmlx5 for, `control::rq_sizing_scatter`).
+    if let Some(f) = cfg.max_frame() {
+        o.max_frame = f;
+        match o.rx {
+            RxKind::Cyclic { sges } => {
+                let need = crate::dv::control::scatter_segments(
+                    f,
+                    pool.buf_size() - pool.headroom() as u32,
+                );
+                if need > crate::dv::control::MAX_SCATTER {
+                    crate::dv::control::rq_sizing_scatter(cfg.rx_ring, need)?;
+                }
+                o.rx = RxKind::Cyclic {
+                    sges: sges.max(need.next_power_of_two()),
+                };
+            }
+            RxKind::Striding(s) => {
+                let wqe = (1u32 << s.log_num_strides) << s.log_stride_size;
+                if f > wqe {
+                    return Err(crate::Error::Config(format!(
+                        "MTU {}: frames of up to {f} bytes do not fit a striding RQ WQE of \
+                         {wqe} bytes: use a cyclic RQ (scatter receive) or larger strides",
+                        f - crate::config::MTU_L2_OVERHEAD
+                    )));
+                }
+            }
+        }
+    }
     // About `rx_ring` buffers posted per queue, whatever the WQE shape.
     let per_wqe = match o.rx {
         RxKind::Cyclic { sges } => sges,

@@ -56,6 +56,12 @@ pub const HELPER_XDP_ADJUST_META: i32 = 54;
 /// `BPF_F_XDP_DEV_BOUND_ONLY` (`prog_flags` of `BPF_PROG_LOAD`, kernel 6.3): the program is
 /// bound to the device `prog_ifindex` names and may call its XDP metadata kfuncs.
 pub const PROG_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+/// `BPF_F_XDP_HAS_FRAGS` (`prog_flags` of `BPF_PROG_LOAD`, kernel 5.18): the program handles
+/// multi-buffer frames (it sees only their first buffer through `data`/`data_end`), so a
+/// driver may give it frames larger than a page, and a veth or NIC with an MTU above one
+/// buffer takes it (include/uapi/linux/bpf.h; veth.c `veth_xdp_set` refuses a program without
+/// it when the peer's MTU is too large).
+pub const PROG_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
 #[repr(C)]
 #[derive(Default)]
@@ -288,6 +294,20 @@ impl Program {
     }
 
     fn load_with(insns: &[Insn], name: &str, dev_bound: Option<u32>) -> Result<Program> {
+        Program::load_flags(insns, name, dev_bound, false)
+    }
+
+    /// As [`Program::load`] / [`Program::load_for_device`] (`dev_bound`), marked as handling
+    /// multi-buffer frames when `frags` ([`PROG_F_XDP_HAS_FRAGS`]).
+    ///
+    /// # Errors
+    /// As [`Program::load`].
+    pub fn load_flags(
+        insns: &[Insn],
+        name: &str,
+        dev_bound: Option<u32>,
+        frags: bool,
+    ) -> Result<Program> {
         let code = to_bytes(insns);
         let license = b"GPL\0";
         let mut a = ProgLoadAttr {
@@ -297,7 +317,8 @@ impl Program {
             license: license.as_ptr() as u64,
             prog_name: name16(name),
             expected_attach_type: ATTACH_TYPE_XDP,
-            prog_flags: dev_bound.map_or(0, |_| PROG_F_XDP_DEV_BOUND_ONLY),
+            prog_flags: dev_bound.map_or(0, |_| PROG_F_XDP_DEV_BOUND_ONLY)
+                | if frags { PROG_F_XDP_HAS_FRAGS } else { 0 },
             prog_ifindex: dev_bound.unwrap_or(0),
             ..Default::default()
         };
