@@ -80,7 +80,7 @@ fn parse_burst(s: &str) -> Result<usize, String> {
 
 /// Frame sizes, with the limit named when a number is out of range (the template's own message
 /// only says what shape is expected).
-fn parse_size(s: &str) -> Result<SizeSpec, String> {
+pub(crate) fn parse_size(s: &str) -> Result<SizeSpec, String> {
     for part in s.split('-') {
         if let Ok(n) = part.trim().parse::<u64>() {
             if n > u16::MAX as u64 {
@@ -263,6 +263,10 @@ pub struct Args {
     /// RFC 2544 benchmark options.
     #[command(flatten)]
     pub bench: crate::rfc2544::BenchArgs,
+
+    /// Several streams in one run (--stream, --profile).
+    #[command(flatten)]
+    pub streams: crate::streams::StreamArgs,
 
     /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
     #[arg(skip)]

@@ -309,6 +309,14 @@ impl Extras {
         }
     }
 
+    /// Adds a part of the report: `value` under `key` in the JSON, `text` after the rest.
+    pub fn add(&mut self, key: &str, value: Value, text: &str) {
+        if let Value::Object(j) = &mut self.json {
+            j.insert(key.into(), value);
+        }
+        self.text.push_str(text);
+    }
+
     /// The measurements as text, after the summary line.
     pub fn print(&self) {
         print!("{}", self.text);
