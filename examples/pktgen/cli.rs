@@ -8,6 +8,9 @@ use rawq::flow::Rule;
 use rawq::gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 use rawq::{Backend, Error};
 
+/// The destination MAC when --dst-mac is left out and not resolved.
+pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
 /// Which backend to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
@@ -164,9 +167,11 @@ pub struct Args {
     #[arg(long = "rule")]
     pub rules: Vec<String>,
 
-    /// Destination MAC.
-    #[arg(long, value_parser = parse_mac, default_value = "02:00:00:00:00:02")]
-    pub dst_mac: [u8; 6],
+    /// Destination MAC. Left out with --dst-ip given, pktgen resolves it on the link (the
+    /// kernel's ARP table, else ARP or IPv6 neighbour discovery through the port's interface);
+    /// otherwise 02:00:00:00:00:02.
+    #[arg(long, value_parser = parse_mac)]
+    pub dst_mac: Option<[u8; 6]>,
     /// Source MAC (default: the interface's, where known).
     #[arg(long, value_parser = parse_mac)]
     pub src_mac: Option<[u8; 6]>,
@@ -328,6 +333,13 @@ impl Args {
         Ok(o)
     }
 
+    /// The source MAC: --src-mac, the interface's, or 02:00:00:00:00:01.
+    pub fn src_mac_or_default(&self) -> [u8; 6] {
+        self.src_mac
+            .or_else(|| rawq::gen::netdev_mac(&self.dev))
+            .unwrap_or([2, 0, 0, 0, 0, 1])
+    }
+
     /// The frames to send: the template the options describe, or the frames of --pcap.
     pub fn source(&self) -> rawq::Result<FrameSource> {
         if let Some(path) = &self.pcap {
@@ -344,12 +356,9 @@ impl Args {
             }
             return Ok(FrameSource::Frames(frames));
         }
-        let src_mac = self
-            .src_mac
-            .or_else(|| rawq::gen::netdev_mac(&self.dev))
-            .unwrap_or([2, 0, 0, 0, 0, 1]);
+        let src_mac = self.src_mac_or_default();
         let mut spec = FrameSpec {
-            dst_mac: self.dst_mac,
+            dst_mac: self.dst_mac.unwrap_or(DEFAULT_DST_MAC),
             src_mac,
             src_ip: self.src_ip,
             dst_ip: self.dst_ip,

@@ -16,6 +16,7 @@ mod live;
 mod loops;
 mod measure;
 mod monitor;
+mod neigh;
 mod rfc2544;
 mod streams;
 mod summary;
@@ -26,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use rawq::gen::{FrameSource, Pattern, SeqTracker};
 use rawq::{MempoolConfig, Port, Queue};
 
@@ -79,7 +80,18 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    let a = Args::parse();
+    let matches = Args::command().get_matches();
+    let mut a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The destination MAC resolved when left out; ARP/ND answered for --src-ip while running.
+    let dst_ip_given =
+        matches.value_source("dst_ip") == Some(clap::parser::ValueSource::CommandLine);
+    let _responder = match neigh::prepare(&mut a, dst_ip_given) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pktgen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let r = match a.bench.rfc2544 {
         Some(test) => rfc2544::run(&a, test),
         None => run(&a).map(|_| ()),
