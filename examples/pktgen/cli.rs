@@ -273,6 +273,11 @@ pub struct Args {
     #[command(flatten)]
     pub streams: crate::streams::StreamArgs,
 
+    /// Draw the results into this SVG file: a run's latency histogram (with --latency) and
+    /// packets sent per second; an RFC 2544 test's frame loss and latency over the rate.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
     /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
     #[arg(skip)]
     pub silent: bool,

@@ -17,6 +17,7 @@ mod loops;
 mod measure;
 mod monitor;
 mod neigh;
+mod plot;
 mod rfc2544;
 mod streams;
 mod summary;
@@ -357,6 +358,14 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         extras.add("streams", j, &text);
     }
     let v = report(a, &port, &info, elapsed, &all, link_drops, &extras);
+    if let (Some(path), false) = (&a.plot, a.silent) {
+        if plot::run(path, &v)? == 0 {
+            eprintln!(
+                "pktgen: --plot {}: nothing to draw (no latency samples: --latency --txrx, and                  no full second of sending)",
+                path.display()
+            );
+        }
+    }
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),

@@ -329,6 +329,15 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
         }
     }
     print(a, &report);
+    if let Some(path) = &a.plot {
+        let v = serde_json::to_value(&report).unwrap_or_default();
+        if crate::plot::rfc2544(path, &v)? == 0 {
+            eprintln!(
+                "pktgen: --plot {}: nothing to draw (no trial had a rate)",
+                path.display()
+            );
+        }
+    }
     failure.map_or(Ok(()), Err)
 }
 
