@@ -25,8 +25,9 @@ pub struct StreamArgs {
     /// A stream of its own: KEY=VALUE pairs separated by spaces, e.g. 'name=voice size=64
     /// rate=10kpps count=1000 vlan=100'. Keys: name, size, rate, count, l4, vlan (repeatable),
     /// range (repeatable), src-port, dst-port, flows, payload; what a stream leaves out comes
-    /// from the other options. Repeatable: each stream is sent by a queue of its own (-q is
-    /// then the number of streams), and the report counts each one (--seq is implied).
+    /// from the other options (-n is then each such stream's count). Repeatable: each stream
+    /// is sent by a queue of its own (-q is then the number of streams), and the report counts
+    /// each one (--seq is implied).
     #[arg(long = "stream", value_name = "KEY=VALUE ...", value_parser = parse_stream, conflicts_with_all = ["profile", "rx", "pcap"])]
     pub streams: Vec<StreamDef>,
     /// Streams from a TOML file: one [[stream]] table per stream with the keys of --stream
@@ -133,6 +134,17 @@ pub fn resolve(a: &Args) -> rawq::Result<(Vec<Stream>, Option<Args>)> {
     if defs.is_empty() {
         return Ok((Vec::new(), None));
     }
+    if a.bench.rfc2544.is_some() {
+        return Err(Error::Config(
+            "--rfc2544 sets its own frame sizes and rates: it does not take --stream / --profile"
+                .into(),
+        ));
+    }
+    if a.engine == crate::live::Engine::Live {
+        return Err(Error::Config(
+            "--stream / --profile: the live engine sends one template; use --engine afxdp".into(),
+        ));
+    }
     if a.queues != 1 {
         return Err(Error::Config(format!(
             "-q {} with streams: each stream is sent by a queue of its own, so the queues are \
@@ -196,9 +208,9 @@ pub fn resolve(a: &Args) -> rawq::Result<(Vec<Stream>, Option<Args>)> {
 
 /// The options of stream `i`: the run's, with the stream's keys applied.
 fn stream_args(a: &Args, i: usize, d: &StreamDef) -> rawq::Result<Args> {
+    // What the stream leaves out comes from the run's options, -n included.
     let mut s = a.clone();
     s.seq = true;
-    s.count = 0;
     // A stream's own ranges and tags replace the run's, when it gives any.
     let (mut vlans, mut ranges) = (Vec::new(), Vec::new());
     for (k, v) in &d.0 {
