@@ -129,4 +129,17 @@ fn a_bad_stream_is_refused_naming_the_key() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("colour"), "{err}");
+    // RFC 2544 trials send one template of their own sizes.
+    let out = pktgen(&[
+        "-b",
+        "model",
+        "--txrx",
+        "--rfc2544",
+        "throughput",
+        "--stream",
+        "size=64",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be used with"), "{err}");
 }

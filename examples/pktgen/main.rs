@@ -348,9 +348,10 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         first: all.first,
         last: all.last,
     };
-    let target = match streams.is_empty() {
-        true => target_pps(a, &src, nq),
-        false => streams.iter().map(|s| s.pps).sum(),
+    let target = if streams.is_empty() {
+        target_pps(a, &src, nq)
+    } else {
+        streams.iter().map(|s| s.pps).sum()
     };
     let mut extras = measure::Extras::collect(&m, &mon, &port.stats(), window, target);
     if !streams.is_empty() {
@@ -361,7 +362,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     if let (Some(path), false) = (&a.plot, a.silent) {
         if plot::run(path, &v)? == 0 {
             eprintln!(
-                "pktgen: --plot {}: nothing to draw (no latency samples: --latency --txrx, and                  no full second of sending)",
+                "pktgen: --plot {}: nothing to draw (no latency samples: --latency --txrx, and \
+                 no full second of sending)",
                 path.display()
             );
         }

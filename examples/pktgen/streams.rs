@@ -28,11 +28,11 @@ pub struct StreamArgs {
     /// from the other options (-n is then each such stream's count). Repeatable: each stream
     /// is sent by a queue of its own (-q is then the number of streams), and the report counts
     /// each one (--seq is implied).
-    #[arg(long = "stream", value_name = "KEY=VALUE ...", value_parser = parse_stream, conflicts_with_all = ["profile", "rx", "pcap"])]
+    #[arg(long = "stream", value_name = "KEY=VALUE ...", value_parser = parse_stream, conflicts_with_all = ["profile", "rx", "pcap", "rfc2544"])]
     pub streams: Vec<StreamDef>,
     /// Streams from a TOML file: one [[stream]] table per stream with the keys of --stream
     /// (vlan and range are arrays of strings; numbers may be numbers or strings).
-    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["rx", "pcap"])]
+    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["rx", "pcap", "rfc2544"])]
     pub profile: Option<PathBuf>,
 }
 
@@ -133,12 +133,6 @@ pub fn resolve(a: &Args) -> rawq::Result<(Vec<Stream>, Option<Args>)> {
     };
     if defs.is_empty() {
         return Ok((Vec::new(), None));
-    }
-    if a.bench.rfc2544.is_some() {
-        return Err(Error::Config(
-            "--rfc2544 sets its own frame sizes and rates: it does not take --stream / --profile"
-                .into(),
-        ));
     }
     if a.engine == crate::live::Engine::Live {
         return Err(Error::Config(
