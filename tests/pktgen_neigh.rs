@@ -1,7 +1,8 @@
 //! pktgen without `--dst-mac` (issue 24 item 5): the destination's MAC is resolved by ARP
 //! (IPv4) or neighbour discovery (IPv6) through the port's interface, from a kernel peer across
 //! a veth; its frames then reach the peer's UDP socket (the kernel drops frames for another
-//! MAC); an unanswered resolution ends with an error naming the address; and pktgen answers
+//! MAC), or taken from the kernel's ARP table when it has the entry; an unanswered resolution
+//! ends with an error naming the address; and pktgen answers
 //! ARP for its own --src-ip while it runs. Needs root and network namespaces (skipped without,
 //! fails with RAWQ_REQUIRE_NETNS=1); every run is bounded.
 #![cfg(feature = "xdp")]
@@ -77,6 +78,21 @@ fn resolves_a_kernel_peer_by_arp() {
         return;
     };
     resolves(&ns, &ns.ip_a, &ns.ip_b, "ARP");
+}
+
+#[test]
+fn takes_what_the_kernel_already_resolved() {
+    let Some(ns) = NetnsPair::new("nbtbl") else {
+        return;
+    };
+    // a's kernel resolves b (one ping), then pktgen finds b in a's ARP table.
+    let o = ns.exec(&ns.a, &["ping", "-c", "1", "-W", "5", &ns.ip_b]);
+    assert!(
+        o.status.success(),
+        "ping: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    resolves(&ns, &ns.ip_a, &ns.ip_b, "the kernel's neighbour table");
 }
 
 #[test]
