@@ -143,3 +143,27 @@ fn a_bad_stream_is_refused_naming_the_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+/// Sending only (the model's sink wire): each stream's count and rate, nothing said received.
+#[test]
+fn send_only_streams_count_what_they_sent() {
+    let out = pktgen(&[
+        "-b",
+        "model",
+        "--stream",
+        "size=60 rate=10kpps count=700",
+        "--stream",
+        "size=1000 rate=2kpps count=150",
+        "--json",
+        "--quiet",
+    ]);
+    let v = json(&out);
+    let s = v["streams"].as_array().unwrap();
+    for (s, (name, n)) in s.iter().zip([("0", 700), ("1", 150)]) {
+        assert_eq!(s["name"], name, "{s}");
+        assert_eq!(s["sent"], n, "{s}");
+        assert!(s["received"].is_null() && s["lost"].is_null(), "{s}");
+    }
+    assert_eq!(v["packets"], 850, "{v}");
+    assert_eq!(v["bytes"], 700 * 60 + 150 * 1000, "{v}");
+}

@@ -277,8 +277,10 @@ pub fn report(
     let mut text = String::from("streams:\n");
     for (i, s) in streams.iter().enumerate() {
         let q = sent.get(i).copied().unwrap_or_default();
+        // What came back: with --txrx only (a send-only run receives nothing).
         let (received, rx_bytes) = seq.stream(i as u16);
-        let lost = a.txrx.then(|| q.sent.saturating_sub(received));
+        let (received, rx_bytes) = (a.txrx.then_some(received), a.txrx.then_some(rx_bytes));
+        let lost = received.map(|r| q.sent.saturating_sub(r));
         let w = Window {
             first: q.first,
             last: q.last,
@@ -308,12 +310,14 @@ pub fn report(
         }));
         let f = |v: Option<u64>| v.map_or("-".into(), fmt_ns);
         text.push_str(&format!(
-            "  {i} {}: {} sent at {} pps (target {}), {received} received{}",
+            "  {i} {}: {} sent at {} pps (target {}){}",
             s.name,
             q.sent,
             pps.map_or("-".into(), fmt_pps),
             s.pps.map_or("max".into(), fmt_pps),
-            lost.map_or(String::new(), |l| format!(", {l} lost")),
+            received
+                .zip(lost)
+                .map_or(String::new(), |(r, l)| format!(", {r} received, {l} lost")),
         ));
         if h.count() > 0 {
             text.push_str(&format!(
