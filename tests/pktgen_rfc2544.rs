@@ -600,7 +600,7 @@ fn latency_is_the_average_of_twenty_trials() {
             "--sizes",
             "128",
             "--trial",
-            "100ms",
+            "300ms",
             "--rate-hi",
             "20kpps",
             "--resolution",
