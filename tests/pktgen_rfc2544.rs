@@ -202,6 +202,8 @@ fn latency_is_measured_at_the_ndr() {
             "300ms",
             "--rate-hi",
             "20kpps",
+            "--latency-trials",
+            "1",
             "--json",
             "--quiet",
         ],
@@ -582,4 +584,58 @@ fn throughput_finds_a_set_capacity_within_the_resolution() {
     );
     // The trials above the capacity lost at the reflector.
     assert!(dropped > 0, "{s}");
+}
+
+/// RFC 2544 section 26.2: the latency trial is repeated 20 times (by default) and the value
+/// reported is the average of the trials'.
+#[test]
+fn latency_is_the_average_of_twenty_trials() {
+    let out = pktgen(
+        &[
+            "-b",
+            "model",
+            "--txrx",
+            "--rfc2544",
+            "latency",
+            "--sizes",
+            "128",
+            "--trial",
+            "300ms",
+            "--rate-hi",
+            "20kpps",
+            "--resolution",
+            "10%",
+            "--json",
+            "--quiet",
+        ],
+        120,
+    );
+    let v = json(&out);
+    let s = &v["sizes"][0];
+    check_trials(s);
+    let lat: Vec<&serde_json::Value> = s["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "latency")
+        .collect();
+    assert_eq!(lat.len(), 20, "{s}");
+    assert_eq!(s["latency_trials"], 20, "{s}");
+    for t in &lat {
+        assert_eq!(t["rate_pps"], s["ndr_pps"], "{t}");
+    }
+    let r = &s["latency_at_ndr"];
+    let samples: u64 = lat
+        .iter()
+        .map(|t| t["latency"]["samples"].as_u64().unwrap())
+        .sum();
+    assert_eq!(r["samples"], samples, "{s}");
+    for k in ["min_ns", "p50_ns", "p99_ns", "max_ns"] {
+        let mean = lat
+            .iter()
+            .map(|t| t["latency"][k].as_f64().unwrap())
+            .sum::<f64>()
+            / 20.0;
+        assert_eq!(r[k].as_u64(), Some(mean.round() as u64), "{k}: {s}");
+    }
 }

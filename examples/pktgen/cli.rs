@@ -8,6 +8,9 @@ use rawq::flow::Rule;
 use rawq::gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 use rawq::{Backend, Error};
 
+/// The destination MAC when --dst-mac is left out and not resolved.
+pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
 /// Which backend to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
@@ -80,7 +83,7 @@ fn parse_burst(s: &str) -> Result<usize, String> {
 
 /// Frame sizes, with the limit named when a number is out of range (the template's own message
 /// only says what shape is expected).
-fn parse_size(s: &str) -> Result<SizeSpec, String> {
+pub(crate) fn parse_size(s: &str) -> Result<SizeSpec, String> {
     for part in s.split('-') {
         if let Ok(n) = part.trim().parse::<u64>() {
             if n > u16::MAX as u64 {
@@ -164,9 +167,11 @@ pub struct Args {
     #[arg(long = "rule")]
     pub rules: Vec<String>,
 
-    /// Destination MAC.
-    #[arg(long, value_parser = parse_mac, default_value = "02:00:00:00:00:02")]
-    pub dst_mac: [u8; 6],
+    /// Destination MAC. Left out with --dst-ip given, pktgen resolves it on the link (the
+    /// kernel's ARP table, else ARP or IPv6 neighbour discovery through the port's interface);
+    /// otherwise 02:00:00:00:00:02.
+    #[arg(long, value_parser = parse_mac)]
+    pub dst_mac: Option<[u8; 6]>,
     /// Source MAC (default: the interface's, where known).
     #[arg(long, value_parser = parse_mac)]
     pub src_mac: Option<[u8; 6]>,
@@ -280,6 +285,15 @@ pub struct Args {
     #[command(flatten)]
     pub bench: crate::rfc2544::BenchArgs,
 
+    /// Several streams in one run (--stream, --profile).
+    #[command(flatten)]
+    pub streams: crate::streams::StreamArgs,
+
+    /// Draw the results into this SVG file: a run's latency histogram (with --latency) and
+    /// packets sent per second; an RFC 2544 test's frame loss and latency over the rate.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
     /// Set for the trials of an RFC 2544 search: the run prints nothing, its caller reports.
     #[arg(skip)]
     pub silent: bool,
@@ -345,6 +359,13 @@ impl Args {
         Ok(o)
     }
 
+    /// The source MAC: --src-mac, the interface's, or 02:00:00:00:00:01.
+    pub fn src_mac_or_default(&self) -> [u8; 6] {
+        self.src_mac
+            .or_else(|| rawq::gen::netdev_mac(&self.dev))
+            .unwrap_or([2, 0, 0, 0, 0, 1])
+    }
+
     /// The frames to send: the template the options describe, or the frames of --pcap.
     pub fn source(&self) -> rawq::Result<FrameSource> {
         if let Some(path) = &self.pcap {
@@ -361,12 +382,9 @@ impl Args {
             }
             return Ok(FrameSource::Frames(frames));
         }
-        let src_mac = self
-            .src_mac
-            .or_else(|| rawq::gen::netdev_mac(&self.dev))
-            .unwrap_or([2, 0, 0, 0, 0, 1]);
+        let src_mac = self.src_mac_or_default();
         let mut spec = FrameSpec {
-            dst_mac: self.dst_mac,
+            dst_mac: self.dst_mac.unwrap_or(DEFAULT_DST_MAC),
             src_mac,
             src_ip: self.src_ip,
             dst_ip: self.dst_ip,

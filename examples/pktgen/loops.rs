@@ -54,9 +54,11 @@ pub(crate) fn tx_loop(
             }
             qm.on_rx(&back);
             let full = back.len() == burst;
-            back.drain(..)
-                .filter_map(|p| Stamper::read_stamp(p.data()))
-                .for_each(|s| seq.record(s));
+            for p in back.drain(..) {
+                if let Some(s) = Stamper::read_stamp(p.data()) {
+                    seq.record_frame(s, p.len());
+                }
+            }
             if !full {
                 break;
             }
@@ -240,9 +242,11 @@ pub(crate) fn rx_loop(
         idle = 0;
         out.active(Instant::now());
         qm.on_rx(&pkts);
-        pkts.drain(..)
-            .filter_map(|p| Stamper::read_stamp(p.data()))
-            .for_each(|s| out.seq.record(s));
+        for p in pkts.drain(..) {
+            if let Some(s) = Stamper::read_stamp(p.data()) {
+                out.seq.record_frame(s, p.len());
+            }
+        }
     }
     out
 }

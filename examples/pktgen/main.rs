@@ -17,7 +17,10 @@ mod live;
 mod loops;
 mod measure;
 mod monitor;
+mod neigh;
+mod plot;
 mod rfc2544;
+mod streams;
 mod summary;
 mod window;
 
@@ -26,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use rawq::gen::{FrameSource, Pattern, SeqTracker};
 use rawq::{MempoolConfig, Port, Queue};
 
@@ -81,7 +84,18 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    let a = Args::parse();
+    let matches = Args::command().get_matches();
+    let mut a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The destination MAC resolved when left out; ARP/ND answered for --src-ip while running.
+    let dst_ip_given =
+        matches.value_source("dst_ip") == Some(clap::parser::ValueSource::CommandLine);
+    let _responder = match neigh::prepare(&mut a, dst_ip_given) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pktgen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let r = match a.bench.rfc2544 {
         Some(test) => rfc2544::run(&a, test),
         None => run(&a).map(|_| ()),
@@ -113,6 +127,9 @@ fn signalled() -> rawq::Result<&'static AtomicBool> {
 /// One run: sends (or receives) as the options say, prints the summary (unless `a.silent`) and
 /// returns it as JSON.
 fn run(a: &Args) -> rawq::Result<serde_json::Value> {
+    // Streams (--stream, --profile): one queue each, and the options adjusted for them.
+    let (streams, with_streams) = streams::resolve(a)?;
+    let a = with_streams.as_ref().unwrap_or(a);
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
     if a.engine == live::Engine::Live {
@@ -131,7 +148,10 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             a.burst, a.ring
         )));
     }
-    let src = Arc::new(a.source()?);
+    let src = match streams::largest(&streams) {
+        Some(s) => s,
+        None => Arc::new(a.source()?),
+    };
     // The interface under an xdp port: its MTU against the frames, and watched while running.
     let link = (a.backend == cli::BackendKind::Xdp)
         .then(|| rawq::gen::netdev_state(&a.dev))
@@ -178,6 +198,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         }
     }
     let m = measure::Measure::new(&a.measure, &src, a.rx, a.txrx)?;
+    m.set_streams(streams.len());
     let mut b = Port::builder(backend)
         .dv_rx(a.dv_rx()?)
         .rss(cli::rss_config(a.rss_key, a.rss_fields, a.rss_symmetric))
@@ -255,6 +276,11 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let pattern = a.pattern(q.index());
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
+            // With streams, queue i sends stream i.
+            let (src, pps, limit) = match streams.get(i) {
+                Some(s) => (s.src.clone(), s.pps, (s.count > 0).then_some(s.count)),
+                None => (src, pps, limit),
+            };
             let m = m.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
@@ -303,10 +329,16 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     watch.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
+    let mut per_queue = Vec::new();
     for w in workers {
         let o = w
             .join()
             .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?;
+        per_queue.push(streams::Sent {
+            sent: o.stamped_sent,
+            first: o.first,
+            last: o.last,
+        });
         all.seq.merge(&o.seq);
         all.stamped_sent += o.stamped_sent;
         all.first = all.first.min(o.first).or(all.first).or(o.first);
@@ -332,8 +364,26 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         first: all.first,
         last: all.last,
     };
-    let extras = measure::Extras::collect(&m, &mon, &port.stats(), window, target_pps(a, &src, nq));
+    let target = if streams.is_empty() {
+        target_pps(a, &src, nq)
+    } else {
+        streams.iter().map(|s| s.pps).sum()
+    };
+    let mut extras = measure::Extras::collect(&m, &mon, &port.stats(), window, target);
+    if !streams.is_empty() {
+        let (j, text) = streams::report(a, &streams, &per_queue, &all.seq, &m.stream_latency());
+        extras.add("streams", j, &text);
+    }
     let v = report(a, &port, &info, elapsed, &all, link_drops, &extras);
+    if let (Some(path), false) = (&a.plot, a.silent) {
+        if plot::run(path, &v)? == 0 {
+            eprintln!(
+                "pktgen: --plot {}: nothing to draw (no latency samples: --latency --txrx, and \
+                 no full second of sending)",
+                path.display()
+            );
+        }
+    }
     // The summary first (what was done), then the failure that ended the run.
     match gone.or(all.failure) {
         Some(e) => Err(e),

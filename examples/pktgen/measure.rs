@@ -145,7 +145,7 @@ pub enum PayloadArg {
     Random,
 }
 
-fn parse_vlan(s: &str) -> Result<Vlan, String> {
+pub(crate) fn parse_vlan(s: &str) -> Result<Vlan, String> {
     let (id, pcp) = s.split_once(',').unwrap_or((s, "0"));
     let id: u16 = id
         .trim()
@@ -341,6 +341,9 @@ pub struct Measure {
     clock: OnceLock<Clock>,
     /// Why --hw-timestamps fell back to kernel timestamps (an AF_XDP interface without a PHC).
     hw_fallback: OnceLock<String>,
+    /// With streams (--stream, --profile): how many, and their latencies over all queues.
+    streams: OnceLock<usize>,
+    stream_lat: Mutex<Vec<LatencyHistogram>>,
 }
 
 impl Measure {
@@ -394,6 +397,8 @@ impl Measure {
             results: Mutex::new(Vec::new()),
             clock: OnceLock::new(),
             hw_fallback: OnceLock::new(),
+            streams: OnceLock::new(),
+            stream_lat: Mutex::new(Vec::new()),
         }))
     }
 
@@ -441,6 +446,20 @@ impl Measure {
         }
     }
 
+    /// Keeps a latency histogram for each of `n` streams (stamps' stream ids 0..n), before the
+    /// queues start.
+    pub fn set_streams(&self, n: usize) {
+        let _ = self.streams.set(n);
+    }
+
+    /// The latency of each stream over all queues (after the queues deposited their results).
+    pub fn stream_latency(&self) -> Vec<LatencyHistogram> {
+        self.stream_lat
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
+    }
+
     /// The per-queue half, for queue (sender stream) `stream`.
     pub fn queue(self: &Arc<Self>, stream: u16) -> QueueMeasure {
         QueueMeasure {
@@ -448,6 +467,10 @@ impl Measure {
             clock: self.clock.get().cloned(),
             stream,
             lat: LatencyHistogram::new(),
+            // Allocated here, before the queue's loop: none in it.
+            stream_lat: (0..self.streams.get().copied().unwrap_or(0))
+                .map(|_| LatencyHistogram::new())
+                .collect(),
             flows: FlowTracker::default(),
             negative: 0,
             hw_samples: 0,
@@ -458,6 +481,14 @@ impl Measure {
 
     /// Hands a queue's results back at the end of its thread.
     pub fn deposit(&self, q: QueueMeasure) {
+        if let Ok(mut l) = self.stream_lat.lock() {
+            if l.len() < q.stream_lat.len() {
+                l.resize_with(q.stream_lat.len(), LatencyHistogram::new);
+            }
+            for (a, b) in l.iter_mut().zip(&q.stream_lat) {
+                a.merge(b);
+            }
+        }
         if let Ok(mut r) = self.results.lock() {
             r.push(q);
         }
@@ -470,6 +501,8 @@ pub struct QueueMeasure {
     clock: Option<Clock>,
     stream: u16,
     lat: LatencyHistogram,
+    /// By the stamps' stream id, with streams.
+    stream_lat: Vec<LatencyHistogram>,
     flows: FlowTracker,
     negative: u64,
     hw_samples: u64,
@@ -537,7 +570,12 @@ impl QueueMeasure {
                     _ => *now.get_or_insert_with(|| self.now_ns()),
                 };
                 match rx.checked_sub(tx) {
-                    Some(d) if d > 0 => self.lat.record(d),
+                    Some(d) if d > 0 => {
+                        self.lat.record(d);
+                        if let Some(h) = self.stream_lat.get_mut(s.stream as usize) {
+                            h.record(d);
+                        }
+                    }
                     _ => self.negative += 1,
                 }
             }

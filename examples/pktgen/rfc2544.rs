@@ -128,6 +128,10 @@ pub struct BenchArgs {
     /// Loss allowed at the PDR (FD.io CSIT's partial-drop rate), in percent.
     #[arg(long, default_value = "0.5", value_parser = parse_percent, requires = "rfc2544")]
     pub pdr_tolerance: f64,
+    /// --rfc2544 latency: trials at the NDR; the latency reported is their average (RFC 2544
+    /// section 26.2 asks for at least 20).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000), requires = "rfc2544")]
+    pub latency_trials: u32,
 }
 
 /// Latency percentiles of a trial's stamped frames (round trip, ns).
@@ -145,6 +149,32 @@ struct Latency {
 }
 
 impl Latency {
+    /// The average of trials' latencies (RFC 2544 section 26.2 reports the average of its 20
+    /// trials): each value the mean of the trials that have it, rounded; samples summed.
+    fn average(ls: &[Latency]) -> Option<Latency> {
+        if ls.is_empty() {
+            return None;
+        }
+        let mean = |f: fn(&Latency) -> Option<f64>| {
+            let v: Vec<f64> = ls.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let int = |f: fn(&Latency) -> Option<u64>| {
+            let v: Vec<u64> = ls.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| (v.iter().sum::<u64>() as f64 / v.len() as f64).round() as u64)
+        };
+        Some(Latency {
+            samples: ls.iter().map(|l| l.samples).sum(),
+            min_ns: int(|l| l.min_ns),
+            mean_ns: mean(|l| l.mean_ns),
+            p50_ns: int(|l| l.p50_ns),
+            p90_ns: int(|l| l.p90_ns),
+            p99_ns: int(|l| l.p99_ns),
+            p999_ns: int(|l| l.p999_ns),
+            max_ns: int(|l| l.max_ns),
+        })
+    }
+
     fn from_summary(v: &Value) -> Option<Latency> {
         let l = v.get("latency")?;
         let n = |k: &str| l.get(k).and_then(Value::as_u64);
@@ -223,8 +253,11 @@ struct SizeResult {
     ndr_bps_l1: Option<f64>,
     pdr_pps: Option<f64>,
     pdr_bps_l1: Option<f64>,
-    /// The latency of the passing trial at the NDR (when its frames had room for a stamp).
+    /// The latency of the passing trial at the NDR (when its frames had room for a stamp); with
+    /// --rfc2544 latency the average of its latency trials.
     latency_at_ndr: Option<Latency>,
+    /// --rfc2544 latency: the trials `latency_at_ndr` averages.
+    latency_trials: Option<u32>,
     /// Back-to-back: the longest burst that came back whole (null: not even one frame).
     back_to_back_frames: Option<u64>,
     /// The test ran to its end.
@@ -306,6 +339,7 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
             pdr_pps: None,
             pdr_bps_l1: None,
             latency_at_ndr: None,
+            latency_trials: None,
             back_to_back_frames: None,
             complete: false,
             trials: Vec::new(),
@@ -329,6 +363,15 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
         }
     }
     print(a, &report);
+    if let Some(path) = &a.plot {
+        let v = serde_json::to_value(&report).unwrap_or_default();
+        if crate::plot::rfc2544(path, &v)? == 0 {
+            eprintln!(
+                "pktgen: --plot {}: nothing to draw (no trial had a rate)",
+                path.display()
+            );
+        }
+    }
     failure.map_or(Ok(()), Err)
 }
 
@@ -508,12 +551,24 @@ fn latency(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::Resu
         a.bench.loss_tolerance / 100.0,
         a.bench.pdr_tolerance / 100.0,
     );
-    let mut t = trial(a, size, Rate::Pps(ndr), None, true, tol)?;
-    t.kind = "latency";
-    progress(a, size, &t);
-    r.latency_at_ndr = t.latency.clone().filter(|_| !t.interrupted);
-    r.complete &= !t.interrupted;
-    r.trials.push(t);
+    // RFC 2544 section 26.2: repeated (20 times at least), the average reported.
+    let mut lats = Vec::new();
+    for _ in 0..a.bench.latency_trials {
+        let mut t = trial(a, size, Rate::Pps(ndr), None, true, tol)?;
+        t.kind = "latency";
+        progress(a, size, &t);
+        let cut = t.interrupted;
+        if let Some(l) = t.latency.clone().filter(|_| !cut) {
+            lats.push(l);
+        }
+        r.complete &= !cut;
+        r.trials.push(t);
+        if cut || crate::signalled()?.load(Relaxed) {
+            break;
+        }
+    }
+    r.latency_trials = Some(lats.len() as u32);
+    r.latency_at_ndr = Latency::average(&lats);
     Ok(())
 }
 

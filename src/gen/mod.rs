@@ -12,6 +12,8 @@
 //!   a rate without drifting), and [`SeqTracker`] for the receive side.
 //!
 //! * [`RateSearch`]: RFC 2544's binary search for the throughput, with FD.io CSIT's NDR and PDR.
+//! * [`neigh`]: ARP and IPv6 neighbour discovery on the interface under a port (resolving
+//!   `--dst-mac`, answering for the generator's own address).
 //!
 //! Sizes are frame lengths as handed to the NIC, **without** the 4-byte FCS (what tcpdump shows).
 //! Bit rates are layer-1 rates: frame + FCS + preamble + inter-frame gap = frame + 24 bytes.
@@ -20,6 +22,7 @@ mod affinity;
 mod capture;
 mod flowstats;
 mod latency;
+pub mod neigh;
 mod pace;
 mod search;
 mod source;

@@ -294,6 +294,18 @@ impl Extras {
                 None => text.push_str("; no full second inside the window\n"),
             }
         }
+        // The packets sent in each second of the run (for --plot), at the second's end.
+        if mon.samples.iter().any(|s| s.2 > 0) {
+            let rows: Vec<Value> = mon
+                .samples
+                .iter()
+                .map(|&(a, b, n)| {
+                    let secs = (b - a).as_secs_f64().max(1e-9);
+                    json!({"t_s": (b - mon.t0).as_secs_f64(), "tx_pps": n as f64 / secs})
+                })
+                .collect();
+            j.insert("per_second".into(), Value::Array(rows));
+        }
         Extras {
             json: Value::Object(j),
             text,
@@ -307,6 +319,14 @@ impl Extras {
                 s.insert(k.clone(), v.clone());
             }
         }
+    }
+
+    /// Adds a part of the report: `value` under `key` in the JSON, `text` after the rest.
+    pub fn add(&mut self, key: &str, value: Value, text: &str) {
+        if let Value::Object(j) = &mut self.json {
+            j.insert(key.into(), value);
+        }
+        self.text.push_str(text);
     }
 
     /// The measurements as text, after the summary line.

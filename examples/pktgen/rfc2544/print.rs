@@ -157,4 +157,8 @@ fn print_rates(r: &Report) {
             incomplete(s)
         );
     }
+    // --rfc2544 latency: the figures are an average (RFC 2544 section 26.2).
+    if let Some(n) = r.sizes.iter().find_map(|s| s.latency_trials) {
+        println!("latency: the average of {n} trials at the NDR (each its own percentiles)");
+    }
 }

@@ -103,6 +103,8 @@ pub struct SeqTracker {
     pub out_of_order: u64,
     /// Sequence numbers skipped over (frames not seen, possibly arriving late later).
     pub gaps: u64,
+    /// Stamped frames and their bytes by stream id (see [`SeqTracker::record_frame`]).
+    per_stream: Vec<(u64, u64)>,
 }
 
 impl SeqTracker {
@@ -111,6 +113,35 @@ impl SeqTracker {
         self.stamped += other.stamped;
         self.out_of_order += other.out_of_order;
         self.gaps += other.gaps;
+        if self.per_stream.len() < other.per_stream.len() {
+            self.per_stream.resize(other.per_stream.len(), (0, 0));
+        }
+        for (a, b) in self.per_stream.iter_mut().zip(&other.per_stream) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
+
+    /// Accounts for one received stamp of a frame `len` bytes long, counting it (and its bytes)
+    /// under its stream too (see [`SeqTracker::stream`]).
+    #[inline]
+    pub fn record_frame(&mut self, s: Stamp, len: usize) {
+        let i = s.stream as usize;
+        if i >= self.per_stream.len() {
+            self.per_stream.resize(i + 1, (0, 0));
+        }
+        self.per_stream[i].0 += 1;
+        self.per_stream[i].1 += len as u64;
+        self.record(s);
+    }
+
+    /// Frames and bytes received of stream `stream` (those given to
+    /// [`SeqTracker::record_frame`]).
+    pub fn stream(&self, stream: u16) -> (u64, u64) {
+        self.per_stream
+            .get(stream as usize)
+            .copied()
+            .unwrap_or((0, 0))
     }
 
     /// Accounts for one received stamp.
@@ -149,5 +180,20 @@ mod tests {
         sum.merge(&t);
         sum.merge(&t);
         assert_eq!((sum.stamped, sum.gaps, sum.out_of_order), (14, 4, 2));
+    }
+
+    #[test]
+    fn seq_tracker_counts_frames_and_bytes_per_stream() {
+        let (mut a, mut b) = (SeqTracker::default(), SeqTracker::default());
+        a.record_frame(Stamp { stream: 0, seq: 0 }, 64);
+        a.record_frame(Stamp { stream: 2, seq: 0 }, 700);
+        b.record_frame(Stamp { stream: 0, seq: 1 }, 64);
+        b.record(Stamp { stream: 1, seq: 0 });
+        a.merge(&b);
+        assert_eq!(a.stream(0), (2, 128));
+        assert_eq!(a.stream(1), (0, 0), "record counts no stream");
+        assert_eq!(a.stream(2), (1, 700));
+        assert_eq!(a.stream(9), (0, 0));
+        assert_eq!(a.stamped, 4);
     }
 }
