@@ -53,6 +53,8 @@ pub mod flow;
 pub mod gen;
 mod loopback;
 pub mod mempool;
+#[allow(unsafe_code)]
+mod notify;
 pub mod packet;
 pub mod port;
 pub mod queue;

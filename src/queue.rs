@@ -11,6 +11,35 @@
 //!
 //! Reuse the same `Vec`s across bursts (`Vec::with_capacity(burst)` once): a steady-state burst
 //! loop then allocates nothing.
+//!
+//! # Sleeping until packets arrive
+//!
+//! A queue need not spin a core. [`Queue::rx_wait`] sleeps until the receive side has work or a
+//! timeout passes; [`Queue::rx_fd`] gives a descriptor to put in `poll(2)`, epoll or tokio's
+//! `AsyncFd` instead. Both follow one order, which loses no wake-up:
+//!
+//! 1. **drain**: call [`Queue::rx_burst`] until it returns 0;
+//! 2. **arm**: [`Queue::rx_arm`] asks the device to notify the next receive completion (on mlx5
+//!    the arm carries the consumer index, so a completion already past it notifies at once);
+//! 3. **re-poll**: call [`Queue::rx_burst`] once more: a packet that arrived between 1 and 2 is
+//!    taken here (if there is one, go back to 1; the arm may later wake you once for nothing);
+//! 4. **sleep** on the fd (or let [`Queue::rx_wait`] do 2-4), then [`Queue::rx_ack`] to take the
+//!    notification that woke you, and go back to 1.
+//!
+//! A wake-up may be spurious (a notification for packets already taken in step 3): after it
+//! `rx_burst` may return 0. A backend that cannot notify (loopback) refuses the arm with
+//! [`Error::Unsupported`]: nothing ever waits on a queue that could never wake it.
+//!
+//! | backend | what notifies | arm |
+//! |---|---|---|
+//! | `xdp` | the AF_XDP socket's fd (`poll` POLLIN: the rx ring is not empty) | tops up the fill ring and kicks the driver when it asks (`need_wakeup`) |
+//! | `verbs` | a completion channel per queue, on its receive CQ | `ibv_req_notify_cq` |
+//! | `dv` | a completion channel made through verbs | rawq's own `mlx5_arm_cq`: arm word in the CQ doorbell record, then the CQ doorbell on the UAR |
+//! | `model` | an eventfd the device signals when an armed CQ gets a CQE | as `dv` |
+//! | `loopback` | — | [`Error::Unsupported`] |
+
+use std::os::fd::{BorrowedFd, RawFd};
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::mempool::Mempool;
@@ -41,6 +70,27 @@ pub trait QueueOps: Send {
     /// reading.
     fn take_error(&mut self) -> Option<Error> {
         None
+    }
+    /// See [`Queue::rx_arm`]. The default: this backend cannot notify.
+    fn rx_arm(&mut self) -> crate::Result<()> {
+        Err(Error::Unsupported(
+            "this backend cannot notify a waiting receiver (no completion channel or fd); \
+             poll rx_burst instead"
+                .into(),
+        ))
+    }
+    /// Whether a received packet (or error completion) is waiting, without taking it.
+    fn rx_ready(&mut self) -> bool {
+        false
+    }
+    /// The descriptor that becomes readable once an armed queue has work; `None` if the
+    /// backend cannot notify.
+    fn rx_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Takes the notifications that made [`QueueOps::rx_fd`] readable, without blocking.
+    fn rx_ack(&mut self) -> crate::Result<()> {
+        Ok(())
     }
 }
 
@@ -130,5 +180,112 @@ impl Queue {
     /// The last data-path error, if any (cleared by reading).
     pub fn take_error(&mut self) -> Option<Error> {
         self.ops.take_error()
+    }
+
+    /// Arms the receive side: the next receive completion makes [`Queue::rx_fd`] readable (see
+    /// the [module docs](self) for the order that loses no wake-up). Arming twice is harmless.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the backend cannot notify (loopback); [`Error::Os`] when the
+    /// arm call fails.
+    pub fn rx_arm(&mut self) -> crate::Result<()> {
+        self.ops.rx_arm().map_err(|e| self.named(e))
+    }
+
+    /// The descriptor that becomes readable when the armed queue has work (for `poll(2)`,
+    /// epoll, tokio's `AsyncFd`). It lives as long as the queue. After it was readable, call
+    /// [`Queue::rx_ack`] before arming again.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the backend cannot notify.
+    pub fn rx_fd(&self) -> crate::Result<BorrowedFd<'_>> {
+        match self.ops.rx_fd() {
+            // The backend owns the descriptor for as long as the queue lives, and the borrow
+            // cannot outlive the queue.
+            Some(fd) => Ok(crate::notify::borrow(fd)),
+            None => Err(self.named(Error::Unsupported(
+                "this backend has no receive notification fd; poll rx_burst instead".into(),
+            ))),
+        }
+    }
+
+    /// Takes the notifications that made [`Queue::rx_fd`] readable (completion events are read
+    /// and acknowledged), without blocking; harmless when there are none.
+    ///
+    /// # Errors
+    /// [`Error::Os`] when reading the notification fails.
+    pub fn rx_ack(&mut self) -> crate::Result<()> {
+        self.ops.rx_ack().map_err(|e| self.named(e))
+    }
+
+    /// Sleeps until the receive side has work or `timeout` passes (`None`: no limit). Returns
+    /// `Ok(true)` when woken (call [`Queue::rx_burst`]: it may find nothing, see the module
+    /// docs), `Ok(false)` on timeout. It arms, checks once more for work already there, then
+    /// sleeps in `poll(2)` on [`Queue::rx_fd`] and takes the notification.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] at once when the backend cannot notify (never a hang);
+    /// [`Error::Queue`] when the descriptor reports an error (the device or interface went
+    /// away); [`Error::Os`] from the arm or the poll.
+    pub fn rx_wait(&mut self, timeout: Option<Duration>) -> crate::Result<bool> {
+        self.rx_arm()?;
+        if self.ops.rx_ready() {
+            return Ok(true);
+        }
+        let Some(fd) = self.ops.rx_fd() else {
+            return Err(self.named(Error::Unsupported(
+                "this backend has no receive notification fd".into(),
+            )));
+        };
+        let end = timeout.map(|t| Instant::now() + t);
+        loop {
+            let ms = match end {
+                None => -1,
+                Some(end) => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    // Round up: a poll of 0 ms for 0.4 ms left would spin.
+                    left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+                }
+            };
+            let revents = match crate::notify::poll_in(fd, ms) {
+                Ok(r) => r,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.named(Error::os("poll(receive notification fd)", e))),
+            };
+            if revents == 0 {
+                if end.is_some_and(|end| Instant::now() >= end) {
+                    return Ok(false);
+                }
+                continue;
+            }
+            if revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+                && revents & libc::POLLIN == 0
+            {
+                return Err(Error::Queue {
+                    queue: self.index,
+                    detail: format!(
+                        "the receive notification fd reported {} (the device or interface \
+                         went away?); open the port again",
+                        if revents & libc::POLLNVAL != 0 {
+                            "POLLNVAL"
+                        } else if revents & libc::POLLHUP != 0 {
+                            "POLLHUP"
+                        } else {
+                            "POLLERR"
+                        }
+                    ),
+                });
+            }
+            self.rx_ack()?;
+            return Ok(true);
+        }
+    }
+
+    /// Names this queue in an `Unsupported` error.
+    fn named(&self, e: Error) -> Error {
+        match e {
+            Error::Unsupported(m) => Error::Unsupported(format!("queue {}: {m}", self.index)),
+            e => e,
+        }
     }
 }
