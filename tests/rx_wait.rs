@@ -91,3 +91,68 @@ fn xdp_wait_times_out_empty_then_wakes_for_a_frame() {
     // The descriptor is the socket's own.
     assert!(q.rx_fd().is_ok());
 }
+
+/// A UDP/IPv4 frame to port 9000.
+fn udp9000() -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    f[12] = 0x08;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&46u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    f[30..34].copy_from_slice(&[198, 18, 0, 2]);
+    f[34..36].copy_from_slice(&1024u16.to_be_bytes());
+    f[36..38].copy_from_slice(&9000u16.to_be_bytes());
+    f[38..40].copy_from_slice(&26u16.to_be_bytes());
+    f
+}
+
+/// The device model (looped wire): queue 0 sleeps on the eventfd the device signals when its
+/// armed receive CQ gets a CQE; queue 1 sends the frame from another thread once queue 0
+/// sleeps.
+#[test]
+fn model_wait_times_out_empty_then_wakes_for_a_frame() {
+    let mut port = Port::builder(Backend::Model(rawq::dv::model::ModelOptions::default()))
+        .queues(2)
+        .rule("udp dst-port 9000 -> queue 0".parse().unwrap())
+        .open()
+        .expect("model port");
+    let mut qs = port.take_queues();
+    let mut q1 = qs.pop().unwrap();
+    let mut q0 = qs.pop().unwrap();
+    let mut burst = Vec::with_capacity(32);
+
+    let t = Instant::now();
+    assert!(!q0.rx_wait(Some(Duration::from_millis(300))).unwrap());
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(q0.rx_burst(&mut burst, 32), 0);
+
+    let tid = gettid();
+    let sender = std::thread::spawn(move || {
+        until_asleep(tid);
+        let mut v = Vec::new();
+        q1.alloc_burst(&mut v, 1).unwrap();
+        v[0].copy_from_slice(&udp9000()).unwrap();
+        while q1.tx_burst(&mut v) == 0 {
+            std::thread::yield_now();
+        }
+        q1
+    });
+    let t = Instant::now();
+    let mut got = 0;
+    while got == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "never woken");
+        if q0.rx_wait(Some(Duration::from_secs(10))).unwrap() {
+            got += q0.rx_burst(&mut burst, 32);
+        }
+    }
+    let _q1 = sender.join().unwrap();
+    assert_eq!(got, 1);
+    assert_eq!(burst[0].data()[36..38], 9000u16.to_be_bytes());
+}
