@@ -4,20 +4,29 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// Polls `fd` for POLLIN for up to `ms` milliseconds (-1: no limit). `Ok(0)` on timeout, else
-/// the returned events; EINTR is returned as an error of kind `Interrupted`.
-pub(crate) fn poll_in(fd: RawFd, ms: i32) -> io::Result<i16> {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
+/// Polls every descriptor of `fds` for POLLIN for up to `ms` milliseconds (-1: no limit),
+/// writing each one's returned events into `revents`; returns how many have events (0: timeout).
+/// EINTR is returned as an error of kind `Interrupted`.
+pub(crate) fn poll_many(fds: &[RawFd], revents: &mut [i16], ms: i32) -> io::Result<usize> {
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd, owned by this frame.
-    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    }; 64];
+    let n = fds.len().min(p.len()).min(revents.len());
+    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
+        slot.fd = fd;
+        slot.events = libc::POLLIN;
+    }
+    // SAFETY: `n` valid pollfds in a live array of this frame.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, ms) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(if rc == 0 { 0 } else { p.revents })
+    for (r, slot) in revents.iter_mut().zip(&p[..n]) {
+        *r = slot.revents;
+    }
+    Ok(rc as usize)
 }
 
 /// Borrows a descriptor the caller keeps open for the borrow's lifetime `'a`.

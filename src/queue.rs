@@ -228,57 +228,7 @@ impl Queue {
     /// [`Error::Queue`] when the descriptor reports an error (the device or interface went
     /// away); [`Error::Os`] from the arm or the poll.
     pub fn rx_wait(&mut self, timeout: Option<Duration>) -> crate::Result<bool> {
-        self.rx_arm()?;
-        if self.ops.rx_ready() {
-            return Ok(true);
-        }
-        let Some(fd) = self.ops.rx_fd() else {
-            return Err(self.named(Error::Unsupported(
-                "this backend has no receive notification fd".into(),
-            )));
-        };
-        let end = timeout.map(|t| Instant::now() + t);
-        loop {
-            let ms = match end {
-                None => -1,
-                Some(end) => {
-                    let left = end.saturating_duration_since(Instant::now());
-                    // Round up: a poll of 0 ms for 0.4 ms left would spin.
-                    left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
-                }
-            };
-            let revents = match crate::notify::poll_in(fd, ms) {
-                Ok(r) => r,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.named(Error::os("poll(receive notification fd)", e))),
-            };
-            if revents == 0 {
-                if end.is_some_and(|end| Instant::now() >= end) {
-                    return Ok(false);
-                }
-                continue;
-            }
-            if revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
-                && revents & libc::POLLIN == 0
-            {
-                return Err(Error::Queue {
-                    queue: self.index,
-                    detail: format!(
-                        "the receive notification fd reported {} (the device or interface \
-                         went away?); open the port again",
-                        if revents & libc::POLLNVAL != 0 {
-                            "POLLNVAL"
-                        } else if revents & libc::POLLHUP != 0 {
-                            "POLLHUP"
-                        } else {
-                            "POLLERR"
-                        }
-                    ),
-                });
-            }
-            self.rx_ack()?;
-            return Ok(true);
-        }
+        rx_wait_any(std::slice::from_mut(self), timeout)
     }
 
     /// Names this queue in an `Unsupported` error.
@@ -287,5 +237,85 @@ impl Queue {
             Error::Unsupported(m) => Error::Unsupported(format!("queue {}: {m}", self.index)),
             e => e,
         }
+    }
+}
+
+/// The most queues [`rx_wait_any`] sleeps on at once.
+pub const MAX_WAIT_QUEUES: usize = 64;
+
+/// As [`Queue::rx_wait`] on several queues at once (e.g. the two ports of a bridge one thread
+/// drives): arms them all, returns at once if one already has work, else sleeps until one does
+/// or `timeout` passes, then takes the notifications of every queue that had one. `Ok(true)`
+/// when woken, `Ok(false)` on timeout.
+///
+/// # Errors
+/// As [`Queue::rx_wait`]; [`Error::Config`] for more than [`MAX_WAIT_QUEUES`] queues.
+pub fn rx_wait_any(queues: &mut [Queue], timeout: Option<Duration>) -> crate::Result<bool> {
+    if queues.len() > MAX_WAIT_QUEUES {
+        return Err(Error::Config(format!(
+            "rx_wait_any on {} queues: at most {MAX_WAIT_QUEUES}",
+            queues.len()
+        )));
+    }
+    let mut fds = [-1 as RawFd; MAX_WAIT_QUEUES];
+    for (q, fd) in queues.iter_mut().zip(fds.iter_mut()) {
+        q.rx_arm()?;
+        *fd = match q.ops.rx_fd() {
+            Some(fd) => fd,
+            None => {
+                return Err(q.named(Error::Unsupported(
+                    "this backend has no receive notification fd".into(),
+                )))
+            }
+        };
+    }
+    if queues.iter_mut().any(|q| q.ops.rx_ready()) {
+        return Ok(true);
+    }
+    let n = queues.len();
+    let mut revents = [0i16; MAX_WAIT_QUEUES];
+    let end = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = match end {
+            None => -1,
+            Some(end) => {
+                let left = end.saturating_duration_since(Instant::now());
+                // Round up: a poll of 0 ms for 0.4 ms left would spin.
+                left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+            }
+        };
+        let woken = match crate::notify::poll_many(&fds[..n], &mut revents[..n], ms) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::os("poll(receive notification fds)", e)),
+        };
+        if woken == 0 {
+            if end.is_some_and(|end| Instant::now() >= end) {
+                return Ok(false);
+            }
+            continue;
+        }
+        for (q, &r) in queues.iter_mut().zip(&revents[..n]) {
+            if r & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && r & libc::POLLIN == 0 {
+                return Err(Error::Queue {
+                    queue: q.index,
+                    detail: format!(
+                        "the receive notification fd reported {} (the device or interface \
+                         went away?); open the port again",
+                        if r & libc::POLLNVAL != 0 {
+                            "POLLNVAL"
+                        } else if r & libc::POLLHUP != 0 {
+                            "POLLHUP"
+                        } else {
+                            "POLLERR"
+                        }
+                    ),
+                });
+            }
+            if r & libc::POLLIN != 0 {
+                q.rx_ack()?;
+            }
+        }
+        return Ok(true);
     }
 }
