@@ -115,11 +115,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
             // there through `cq_uar_reg`, the first UAR it mapped.
             let uar = c.file.ctx.as_ref().and_then(|x| x.uars.as_ref());
             if let Some(u) = uar {
-                // SAFETY: our own map of the context's UAR pages lives as long as the context,
-                // which outlives its CQs.
-                if let Err(e) = unsafe { hw.set_cq_uar(cqn, u.page_of_bfreg(0) + 0x20) } {
+                if let Err(e) = crate::rings::set_cq_uar(hw, cqn, u.page_of_bfreg(0) + 0x20) {
                     let _ = hw.destroy_cq(cqn);
-                    return Err(hw_errno(&e));
+                    return Err(e);
                 }
             }
             // mlx5_ib_create_cq: IGNORE_OVERRUN sets the CQ context's `oi` bit.
