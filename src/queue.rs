@@ -319,3 +319,47 @@ pub fn rx_wait_any(queues: &mut [Queue], timeout: Option<Duration>) -> crate::Re
         return Ok(true);
     }
 }
+
+/// How a receive loop waits for packets, with VPP's names (`set interface rx-mode ...
+/// polling|interrupt|adaptive`); what `fwd --rx-mode` and `pktgen --rx --rx-mode` take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxMode {
+    /// Busy-poll: never sleep (a core at 100% however idle the link).
+    #[default]
+    Poll,
+    /// Sleep ([`Queue::rx_wait`] / [`rx_wait_any`]) as soon as a poll finds nothing.
+    Interrupt,
+    /// Poll while packets come; sleep after [`ADAPTIVE_EMPTY_POLLS`] empty polls in a row,
+    /// so that a busy link costs no system call per burst and an idle one no CPU.
+    Adaptive,
+}
+
+/// Empty polls in a row after which [`RxMode::Adaptive`] sleeps (some tens of microseconds of
+/// polling: a packet arriving within them costs no wake-up).
+pub const ADAPTIVE_EMPTY_POLLS: u32 = 512;
+
+impl RxMode {
+    /// Whether a loop whose last `empty` polls found nothing sleeps now.
+    pub fn sleeps_after(self, empty: u32) -> bool {
+        match self {
+            RxMode::Poll => false,
+            RxMode::Interrupt => empty >= 1,
+            RxMode::Adaptive => empty >= ADAPTIVE_EMPTY_POLLS,
+        }
+    }
+}
+
+impl std::str::FromStr for RxMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> crate::Result<RxMode> {
+        match s {
+            "poll" | "polling" => Ok(RxMode::Poll),
+            "interrupt" => Ok(RxMode::Interrupt),
+            "adaptive" => Ok(RxMode::Adaptive),
+            _ => Err(Error::Config(format!(
+                "rx mode {s:?}: give poll, interrupt or adaptive"
+            ))),
+        }
+    }
+}

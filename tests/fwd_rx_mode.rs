@@ -156,3 +156,57 @@ fn xdp_poll_spins_while_idle() {
     let _ = fwd.wait();
     assert!(share > 0.2, "poll mode used only {:.1}%", share * 100.0);
 }
+
+/// pktgen `--rx --rx-mode interrupt`: the receiver idles under 2% of a core, then counts every
+/// frame of a burst.
+#[test]
+fn pktgen_rx_interrupt_idles_then_counts_every_frame() {
+    let _serial = serial();
+    let Some(p) = NetnsPair::new("pgrxm") else {
+        return;
+    };
+    let rx = ns_cmd(&p.b, "pktgen")
+        .args([
+            "-b",
+            "xdp",
+            "-d",
+            &p.veth_b,
+            "--rx",
+            "--rx-mode",
+            "interrupt",
+        ])
+        .args(["--ring", "8192", "--rule", "udp dst-port 9000 -> queue 0"])
+        .args(["-t", "12", "--json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_xdp_attached(&p, &p.b, &p.veth_b);
+    let share = idle_cpu_share(rx.id(), 3);
+    let mac_b = p.mac_text(&p.b, &p.veth_b);
+    let n = 20_000u64;
+    let tx = ns_cmd(&p.a, "pktgen")
+        .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
+        .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b])
+        .args(["-n", &n.to_string(), "-r", "50kpps", "--seq", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let rx = rx.wait_with_output().unwrap();
+    assert!(
+        rx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rx.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&rx.stdout).unwrap();
+    assert_eq!(v["rx_packets"].as_u64(), Some(n), "{v}");
+    assert!(
+        share < 0.02,
+        "pktgen --rx --rx-mode interrupt used {:.1}% of a core while idle",
+        share * 100.0
+    );
+}

@@ -143,7 +143,7 @@ fn idle_then_reflect(backend: &str, mode: &str) {
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
         .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b])
         .args(["-n", &n.to_string(), "-r", "100kpps", "--seq", "--txrx"])
-        .args(["--ring", "8192", "--drain", "2s"])
+        .args(["--ring", "8192", "--drain", "5s"])
         .args([
             "--rule",
             "udp dst-port 9000 -> queue 0",

@@ -52,7 +52,7 @@ pub struct Args {
     /// How the forwarding threads wait for frames, as VPP's rx-mode: poll (busy-poll, a core
     /// each however idle), interrupt (sleep on the queues' notification fds whenever a round
     /// received nothing) or adaptive (poll while frames come, sleep after 512 empty rounds).
-    #[arg(long, value_enum, default_value = "poll")]
+    #[arg(long, default_value = "poll", value_parser = crate::rxmode::parse)]
     pub rx_mode: crate::rxmode::RxMode,
     /// Receive queue of -b dv / -b model: cyclic, striding (8 strides per WQE) or striding:N
     /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
