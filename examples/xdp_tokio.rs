@@ -53,7 +53,7 @@ async fn receive(a: &Args) -> rawq::Result<u64> {
     // SAFETY: `owned` is a valid descriptor the AsyncFd owns; nothing else closes or replaces
     // it while it is registered.
     let fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
-        .map_err(|e| rawq::Error::os("AsyncFd::register(queue fd)", e))?;
+        .map_err(|e| rawq::Error::os("AsyncFd::register(queue fd)", e.into()))?;
     println!("ready");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(a.timeout);
     let mut burst = Vec::with_capacity(64);

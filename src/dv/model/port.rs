@@ -49,8 +49,11 @@ pub struct ModelPort {
     inner: Arc<Mutex<PortInner>>,
     /// The eventfd of each open queue's receive CQ, by cqn, which the device's completion
     /// events signal (event-driven receive).
-    notify: Arc<Mutex<Vec<(u32, Arc<EventFd>)>>>,
+    notify: Notify,
 }
+
+/// The eventfd of each open queue's receive CQ, by cqn.
+type Notify = Arc<Mutex<Vec<(u32, Arc<EventFd>)>>>;
 
 /// Completion events of the model: the device's [`HwEvent::Completion`] for a receive CQ
 /// signals that queue's eventfd (what wakes a sleeper when the device writes a CQE to an armed
@@ -202,7 +205,7 @@ impl ModelPort {
             let (flow, tir) = create_rule_flow(&hw, &rqns, r, k as u64)?;
             rule_flows.push((k as u64, flow, tir));
         }
-        let notify: Arc<Mutex<Vec<(u32, Arc<EventFd>)>>> = Arc::default();
+        let notify: Notify = Arc::default();
         let n2 = notify.clone();
         hw.set_event_sink(Box::new(move |ev| {
             if let HwEvent::Completion { cqn } = ev {
@@ -366,10 +369,10 @@ impl ModelPort {
             port: self.clone(),
             q: i as usize,
         };
+        let uar = keep.ptr(keep.uar);
         // SAFETY: `rings` points into `keep` (the queue's ring mapping), which the DvQueue owns
         // until it is dropped; the model touches it only as the device side; `rings.lkey`
         // registers the whole region of `pool` with this model port.
-        let uar = keep.ptr(keep.uar);
         let q = unsafe { DvQueue::new(i, rings, pool, Box::new(hook), Box::new(keep)) };
         let q = match q {
             Ok(q) => q,
