@@ -570,7 +570,9 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
         r.hw.set_event_sink(Box::new(move |_| {
             *s2.lock().unwrap() = Some(current_affinity())
         }));
-        r.be32(DB + 4, 0);
+        // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+        unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
+        r.arm(0, cq, 0, true);
         let t = r.hw.spawn(pin).expect("device thread");
         r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
