@@ -533,6 +533,32 @@ fn an_arm_written_only_to_the_record_raises_no_event() {
     assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: cq }]);
 }
 
+/// Two CQs arming through one UAR page within one device round: the register keeps only the
+/// later doorbell, and the earlier CQ's arm (its record written, its doorbell overwritten) is
+/// taken all the same, not lost.
+#[test]
+fn two_cqs_armed_through_one_uar_in_one_round_both_fire() {
+    let r = Rig::new(opts(0));
+    let (ca, cb) = (r.cq(0, 8, 64, None), r.cq(1, 8, 64, None));
+    for cq in [ca, cb] {
+        // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+        unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
+    }
+    let qa = r.rq(0, ca, 16, 1);
+    catch_all(&r.hw, qa);
+    r.post_recv(0, 16, 0, &[(2048, DATA)]);
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    // A's doorbell, then B's over it, before the device looks.
+    r.arm(0, ca, 0, true);
+    r.arm(1, cb, 0, true);
+    r.hw.process();
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: ca }]);
+}
+
 #[test]
 fn timestamps_come_from_the_free_running_clock() {
     let r = Rig::new(HwOptions {
