@@ -347,7 +347,7 @@ impl DeviceClock {
 /// Arming a CQ for one completion event, as mlx5 requires it and as rawq must do it itself
 /// (libmlx5's `ibv_req_notify_cq` arms with libmlx5's own consumer index, which knows nothing
 /// of the CQEs rawq consumed). Follows rdma-core providers/mlx5/cq.c `mlx5_arm_cq` and DPDK
-/// drivers/net/mlx5/mlx5_rx.c `mlx5_arm_cq` (called by `mlx5_rx_intr_enable`):
+/// drivers/net/mlx5/mlx5_rxq.c `mlx5_arm_cq` (called by `mlx5_rx_intr_enable`):
 ///
 /// 1. the arm word `sn << 28 | cmd | ci` (`sn` the 2-bit arm sequence number, `cmd`
 ///    `MLX5_CQ_DB_REQ_NOT` = 0 for every completion, `ci` the 24-bit consumer index) into

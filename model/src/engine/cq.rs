@@ -265,7 +265,7 @@ impl HwState {
     /// `sn << 28 | cmd | ci` to `dbrec[MLX5_CQ_ARM_DB]`, then, after a write barrier, the same
     /// word with the cqn as one 64-bit big-endian write to the CQ doorbell of the UAR
     /// (`MLX5_CQ_DOORBELL`, 0x20: Linux include/linux/mlx5/doorbell.h; DPDK does the same in
-    /// drivers/net/mlx5/mlx5_rx.c `mlx5_arm_cq`, and the kernel's own mlx5 driver,
+    /// drivers/net/mlx5/mlx5_rxq.c `mlx5_arm_cq`, and the kernel's own mlx5 driver,
     /// include/linux/mlx5/cq.h `mlx5_cq_arm`, record first, then the UAR doorbell). The
     /// device acts on the doorbell, which it reads together with the record: the record alone
     /// arms nothing. `mlx5_cq_event` bumps `sn` once the event is read, so each new arm is a new
