@@ -154,7 +154,9 @@ fn xdp_poll_spins_while_idle() {
     let share = idle_cpu_share(fwd.id(), 2);
     kill(&mut fwd);
     let _ = fwd.wait();
-    assert!(share > 0.2, "poll mode used only {:.1}%", share * 100.0);
+    // Well above the 2% the sleeping modes must stay under, even with a loaded machine's share
+    // of a core.
+    assert!(share > 0.05, "poll mode used only {:.1}%", share * 100.0);
 }
 
 /// pktgen `--rx --rx-mode interrupt`: the receiver idles under 2% of a core, then counts every
