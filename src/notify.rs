@@ -1,8 +1,10 @@
-//! The system calls behind event-driven receive ([`crate::queue`]): `poll(2)` on one
-//! descriptor, and the eventfd the device model signals.
+//! The system calls behind event-driven receive ([`crate::queue`]): `poll(2)` on the queues'
+//! descriptors, and the eventfd the device model signals.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(feature = "mlx5")]
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// Polls every descriptor of `fds` for POLLIN for up to `ms` milliseconds (-1: no limit),
 /// writing each one's returned events into `revents`; returns how many have events (0: timeout).
@@ -36,10 +38,13 @@ pub(crate) fn borrow<'a>(fd: RawFd) -> BorrowedFd<'a> {
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
-/// A non-blocking eventfd: a counter that makes its descriptor readable while non-zero.
+/// A non-blocking eventfd: a counter that makes its descriptor readable while non-zero (what
+/// the device model signals; only with the `mlx5` feature).
+#[cfg(feature = "mlx5")]
 #[derive(Debug)]
 pub(crate) struct EventFd(OwnedFd);
 
+#[cfg(feature = "mlx5")]
 impl EventFd {
     /// A new eventfd, counter 0.
     pub(crate) fn new() -> crate::Result<EventFd> {
