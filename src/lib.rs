@@ -56,6 +56,8 @@ pub mod link;
 mod loopback;
 pub mod mempool;
 mod mtu;
+#[allow(unsafe_code)]
+mod notify;
 pub mod packet;
 pub mod port;
 pub mod queue;

@@ -103,4 +103,21 @@ impl QueueOps for MtuGuard {
     fn take_error(&mut self) -> Option<Error> {
         self.inner.take_error().or_else(|| self.error.take())
     }
+
+    // Event-driven receive is the wrapped queue's.
+    fn rx_arm(&mut self) -> crate::Result<()> {
+        self.inner.rx_arm()
+    }
+
+    fn rx_ready(&mut self) -> bool {
+        self.inner.rx_ready()
+    }
+
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.rx_fd()
+    }
+
+    fn rx_ack(&mut self) -> crate::Result<()> {
+        self.inner.rx_ack()
+    }
 }

@@ -11,6 +11,35 @@
 //!
 //! Reuse the same `Vec`s across bursts (`Vec::with_capacity(burst)` once): a steady-state burst
 //! loop then allocates nothing.
+//!
+//! # Sleeping until packets arrive
+//!
+//! A queue need not spin a core. [`Queue::rx_wait`] sleeps until the receive side has work or a
+//! timeout passes; [`Queue::rx_fd`] gives a descriptor to put in `poll(2)`, epoll or tokio's
+//! `AsyncFd` instead. Both follow one order, which loses no wake-up:
+//!
+//! 1. **drain**: call [`Queue::rx_burst`] until it returns 0;
+//! 2. **arm**: [`Queue::rx_arm`] asks the device to notify the next receive completion (on mlx5
+//!    the arm carries the consumer index, so a completion already past it notifies at once);
+//! 3. **re-poll**: call [`Queue::rx_burst`] once more: a packet that arrived between 1 and 2 is
+//!    taken here (if there is one, go back to 1; the arm may later wake you once for nothing);
+//! 4. **sleep** on the fd (or let [`Queue::rx_wait`] do 2-4), then [`Queue::rx_ack`] to take the
+//!    notification that woke you, and go back to 1.
+//!
+//! A wake-up may be spurious (a notification for packets already taken in step 3): after it
+//! `rx_burst` may return 0. A backend that cannot notify (loopback) refuses the arm with
+//! [`Error::Unsupported`]: nothing ever waits on a queue that could never wake it.
+//!
+//! | backend | what notifies | arm |
+//! |---|---|---|
+//! | `xdp` | the AF_XDP socket's fd (`poll` POLLIN: the rx ring is not empty) | tops up the fill ring and kicks the driver when it asks (`need_wakeup`) |
+//! | `verbs` | a completion channel per queue, on its receive CQ | `ibv_req_notify_cq` |
+//! | `dv` | a completion channel made through verbs | rawq's own `mlx5_arm_cq`: arm word in the CQ doorbell record, then the CQ doorbell on the UAR |
+//! | `model` | an eventfd the device signals when an armed CQ gets a CQE | as `dv` |
+//! | `loopback` | — | [`Error::Unsupported`] |
+
+use std::os::fd::{BorrowedFd, RawFd};
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::mempool::Mempool;
@@ -41,6 +70,27 @@ pub trait QueueOps: Send {
     /// reading.
     fn take_error(&mut self) -> Option<Error> {
         None
+    }
+    /// See [`Queue::rx_arm`]. The default: this backend cannot notify.
+    fn rx_arm(&mut self) -> crate::Result<()> {
+        Err(Error::Unsupported(
+            "this backend cannot notify a waiting receiver (no completion channel or fd); \
+             poll rx_burst instead"
+                .into(),
+        ))
+    }
+    /// Whether a received packet (or error completion) is waiting, without taking it.
+    fn rx_ready(&mut self) -> bool {
+        false
+    }
+    /// The descriptor that becomes readable once an armed queue has work; `None` if the
+    /// backend cannot notify.
+    fn rx_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Takes the notifications that made [`QueueOps::rx_fd`] readable, without blocking.
+    fn rx_ack(&mut self) -> crate::Result<()> {
+        Ok(())
     }
 }
 
@@ -135,5 +185,186 @@ impl Queue {
     /// The last data-path error, if any (cleared by reading).
     pub fn take_error(&mut self) -> Option<Error> {
         self.ops.take_error()
+    }
+
+    /// Arms the receive side: the next receive completion makes [`Queue::rx_fd`] readable (see
+    /// the [module docs](self) for the order that loses no wake-up). Arming twice is harmless.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the backend cannot notify (loopback); [`Error::Os`] when the
+    /// arm call fails.
+    pub fn rx_arm(&mut self) -> crate::Result<()> {
+        self.ops.rx_arm().map_err(|e| self.named(e))
+    }
+
+    /// The descriptor that becomes readable when the armed queue has work (for `poll(2)`,
+    /// epoll, tokio's `AsyncFd`). It lives as long as the queue. After it was readable, call
+    /// [`Queue::rx_ack`] before arming again.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the backend cannot notify.
+    pub fn rx_fd(&self) -> crate::Result<BorrowedFd<'_>> {
+        match self.ops.rx_fd() {
+            // The backend owns the descriptor for as long as the queue lives, and the borrow
+            // cannot outlive the queue.
+            Some(fd) => Ok(crate::notify::borrow(fd)),
+            None => Err(self.named(Error::Unsupported(
+                "this backend has no receive notification fd; poll rx_burst instead".into(),
+            ))),
+        }
+    }
+
+    /// Takes the notifications that made [`Queue::rx_fd`] readable (completion events are read
+    /// and acknowledged), without blocking; harmless when there are none.
+    ///
+    /// # Errors
+    /// [`Error::Os`] when reading the notification fails.
+    pub fn rx_ack(&mut self) -> crate::Result<()> {
+        self.ops.rx_ack().map_err(|e| self.named(e))
+    }
+
+    /// Sleeps until the receive side has work or `timeout` passes (`None`: no limit). Returns
+    /// `Ok(true)` when woken (call [`Queue::rx_burst`]: it may find nothing, see the module
+    /// docs), `Ok(false)` on timeout. It arms, checks once more for work already there, then
+    /// sleeps in `poll(2)` on [`Queue::rx_fd`] and takes the notification.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] at once when the backend cannot notify (never a hang);
+    /// [`Error::Queue`] when the descriptor reports an error (the device or interface went
+    /// away); [`Error::Os`] from the arm or the poll.
+    pub fn rx_wait(&mut self, timeout: Option<Duration>) -> crate::Result<bool> {
+        rx_wait_any(std::slice::from_mut(self), timeout)
+    }
+
+    /// Names this queue in an `Unsupported` error.
+    fn named(&self, e: Error) -> Error {
+        match e {
+            Error::Unsupported(m) => Error::Unsupported(format!("queue {}: {m}", self.index)),
+            e => e,
+        }
+    }
+}
+
+/// The most queues [`rx_wait_any`] sleeps on at once.
+pub const MAX_WAIT_QUEUES: usize = 64;
+
+/// As [`Queue::rx_wait`] on several queues at once (e.g. the two ports of a bridge one thread
+/// drives): arms them all, returns at once if one already has work, else sleeps until one does
+/// or `timeout` passes, then takes the notifications of every queue that had one. `Ok(true)`
+/// when woken, `Ok(false)` on timeout.
+///
+/// # Errors
+/// As [`Queue::rx_wait`]; [`Error::Config`] for more than [`MAX_WAIT_QUEUES`] queues.
+pub fn rx_wait_any(queues: &mut [Queue], timeout: Option<Duration>) -> crate::Result<bool> {
+    if queues.len() > MAX_WAIT_QUEUES {
+        return Err(Error::Config(format!(
+            "rx_wait_any on {} queues: at most {MAX_WAIT_QUEUES}",
+            queues.len()
+        )));
+    }
+    let mut fds = [-1 as RawFd; MAX_WAIT_QUEUES];
+    for (q, fd) in queues.iter_mut().zip(fds.iter_mut()) {
+        q.rx_arm()?;
+        *fd = match q.ops.rx_fd() {
+            Some(fd) => fd,
+            None => {
+                return Err(q.named(Error::Unsupported(
+                    "this backend has no receive notification fd".into(),
+                )))
+            }
+        };
+    }
+    if queues.iter_mut().any(|q| q.ops.rx_ready()) {
+        return Ok(true);
+    }
+    let n = queues.len();
+    let mut revents = [0i16; MAX_WAIT_QUEUES];
+    let end = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = match end {
+            None => -1,
+            Some(end) => {
+                let left = end.saturating_duration_since(Instant::now());
+                // Round up: a poll of 0 ms for 0.4 ms left would spin.
+                left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+            }
+        };
+        let woken = match crate::notify::poll_many(&fds[..n], &mut revents[..n], ms) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::os("poll(receive notification fds)", e)),
+        };
+        if woken == 0 {
+            if end.is_some_and(|end| Instant::now() >= end) {
+                return Ok(false);
+            }
+            continue;
+        }
+        for (q, &r) in queues.iter_mut().zip(&revents[..n]) {
+            if r & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && r & libc::POLLIN == 0 {
+                return Err(Error::Queue {
+                    queue: q.index,
+                    detail: format!(
+                        "the receive notification fd reported {} (the device or interface \
+                         went away?); open the port again",
+                        if r & libc::POLLNVAL != 0 {
+                            "POLLNVAL"
+                        } else if r & libc::POLLHUP != 0 {
+                            "POLLHUP"
+                        } else {
+                            "POLLERR"
+                        }
+                    ),
+                });
+            }
+            if r & libc::POLLIN != 0 {
+                q.rx_ack()?;
+            }
+        }
+        return Ok(true);
+    }
+}
+
+/// How a receive loop waits for packets, with VPP's names (`set interface rx-mode ...
+/// polling|interrupt|adaptive`); what `fwd --rx-mode` and `pktgen --rx --rx-mode` take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxMode {
+    /// Busy-poll: never sleep (a core at 100% however idle the link).
+    #[default]
+    Poll,
+    /// Sleep ([`Queue::rx_wait`] / [`rx_wait_any`]) as soon as a poll finds nothing.
+    Interrupt,
+    /// Poll while packets come; sleep after [`ADAPTIVE_EMPTY_POLLS`] empty polls in a row,
+    /// so that a busy link costs no system call per burst and an idle one no CPU.
+    Adaptive,
+}
+
+/// Empty polls in a row after which [`RxMode::Adaptive`] sleeps (some tens of microseconds of
+/// polling: a packet arriving within them costs no wake-up).
+pub const ADAPTIVE_EMPTY_POLLS: u32 = 512;
+
+impl RxMode {
+    /// Whether a loop whose last `empty` polls found nothing sleeps now.
+    pub fn sleeps_after(self, empty: u32) -> bool {
+        match self {
+            RxMode::Poll => false,
+            RxMode::Interrupt => empty >= 1,
+            RxMode::Adaptive => empty >= ADAPTIVE_EMPTY_POLLS,
+        }
+    }
+}
+
+impl std::str::FromStr for RxMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> crate::Result<RxMode> {
+        match s {
+            "poll" | "polling" => Ok(RxMode::Poll),
+            "interrupt" => Ok(RxMode::Interrupt),
+            "adaptive" => Ok(RxMode::Adaptive),
+            _ => Err(Error::Config(format!(
+                "rx mode {s:?}: give poll, interrupt or adaptive"
+            ))),
+        }
     }
 }

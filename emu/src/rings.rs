@@ -35,6 +35,16 @@ pub fn adopt_cq(hw: &Hw, d: CqDesc) -> Result<u32, Errno> {
     unsafe { hw.create_cq(d) }.map_err(|e| hw_errno(&e))
 }
 
+/// Where the device reads CQ `cqn`'s arm doorbell: `reg`, the CQ doorbell register in the
+/// emulator's own map of a UAR page of the context (`mmap::Uars`).
+///
+/// # Errors
+/// As [`adopt_cq`].
+pub fn set_cq_uar(hw: &Hw, cqn: u32, reg: usize) -> Result<(), Errno> {
+    // SAFETY: the UAR map lives as long as the context, whose CQs are destroyed before it.
+    unsafe { hw.set_cq_uar(cqn, reg) }.map_err(|e| hw_errno(&e))
+}
+
 /// An SQ over the application's WQE ring, doorbell record word and UAR page.
 ///
 /// # Errors

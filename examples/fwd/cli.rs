@@ -49,6 +49,11 @@ pub struct Args {
     /// 198.18.0.1 -> 198.18.0.2, destination port 9000, source ports 1024.. (256 flows).
     #[arg(long, default_value_t = 0)]
     pub tx_first: u32,
+    /// How the forwarding threads wait for frames, as VPP's rx-mode: poll (busy-poll, a core
+    /// each however idle), interrupt (sleep on the queues' notification fds whenever a round
+    /// received nothing) or adaptive (poll while frames come, sleep after 512 empty rounds).
+    #[arg(long, default_value = "poll", value_parser = crate::rxmode::parse)]
+    pub rx_mode: crate::rxmode::RxMode,
     /// Receive queue of -b dv / -b model: cyclic, striding (8 strides per WQE) or striding:N
     /// (N = 8 or 16), as DPDK's mlx5 `mprq_en` devarg.
     #[arg(long, default_value = "cyclic", value_parser = parse_rq)]

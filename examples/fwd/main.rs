@@ -20,6 +20,7 @@ mod cli;
 #[path = "../pktgen/linkwatch.rs"]
 mod linkwatch;
 mod modes;
+mod rxmode;
 mod stats;
 
 use std::collections::VecDeque;
@@ -151,6 +152,7 @@ fn run(a: &Args) -> Result<(), Failure> {
                 delay: a.delay,
                 deadline,
                 core: a.cores.as_ref().map(|c| c[w.index]),
+                rx_mode: a.rx_mode,
             };
             std::thread::Builder::new()
                 .name(format!("fwd-q{}", w.index))
@@ -319,6 +321,7 @@ struct Loop {
     delay: Option<Duration>,
     deadline: Option<Instant>,
     core: Option<usize>,
+    rx_mode: rxmode::RxMode,
 }
 
 /// Sends this thread's --tx-first frames (retrying while a ring is full), then forwards until
@@ -344,6 +347,8 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
         .unwrap_or_default();
     let mut idle = 0u32;
     let mut round = 0u32;
+    // Rounds in a row that received nothing (--rx-mode).
+    let mut empty = 0u32;
     loop {
         round = round.wrapping_add(1);
         if round % 64 == 0 {
@@ -365,9 +370,11 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
+        let mut round_got = 0;
         for i in 0..np {
             let out = (i + 1) % np;
             let got = w.qs[i].rx_burst(&mut burst, cfg.burst);
+            round_got += got;
             if let Some(line) = lines.get_mut(i) {
                 line.pass(Instant::now(), &mut burst, cfg.burst);
             }
@@ -393,6 +400,17 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
             Cells::add(&cells[out].tx_ring_full, burst.len() as u64);
             burst.clear(); // frees what the ring did not take
         }
+        empty = if round_got > 0 {
+            0
+        } else {
+            empty.saturating_add(1)
+        };
+        if cfg.rx_mode.sleeps_after(empty) {
+            if !rx_sleep(&mut w.qs, &lines, cfg, run) {
+                break;
+            }
+            empty = 0;
+        }
     }
     for q in &mut w.qs {
         q.reclaim();
@@ -401,6 +419,31 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
     for (i, l) in lines.iter().enumerate() {
         Cells::add(&cells[i].held, l.held.len() as u64);
     }
+}
+
+/// --rx-mode interrupt / adaptive: sleeps until a queue of this thread has work, at most
+/// until the next --delay frame is due, the deadline or `rxmode::MAX_SLEEP`. False when the
+/// run is over (stopped, deadline passed, or the wait failed: said through `run`).
+fn rx_sleep(qs: &mut [Queue], lines: &[DelayLine], cfg: &Loop, run: &Run) -> bool {
+    let now = Instant::now();
+    let mut until = now + rxmode::MAX_SLEEP;
+    if let Some(d) = cfg.deadline {
+        until = until.min(d);
+    }
+    if let Some(due) = lines
+        .iter()
+        .filter_map(|l| l.held.front().map(|h| h.0))
+        .min()
+    {
+        until = until.min(due);
+    }
+    if until > now {
+        if let Err(e) = rawq::queue::rx_wait_any(qs, Some(until - now)) {
+            run.fail(e);
+            return false;
+        }
+    }
+    !(run.stop.load(Relaxed) || cfg.deadline.is_some_and(|d| Instant::now() >= d))
 }
 
 /// Sends `frames` out of `q`, retrying while its ring is full, until sent or the run stops.

@@ -108,6 +108,10 @@ fn parse_ring(s: &str) -> Result<u32, String> {
 }
 
 /// How long --txrx listens after its last send.
+fn parse_rx_mode(s: &str) -> Result<rawq::queue::RxMode, String> {
+    s.parse().map_err(|e: rawq::Error| e.to_string())
+}
+
 fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
     rawq::gen::parse_duration(s)
 }
@@ -154,6 +158,12 @@ pub struct Args {
     /// Receive and count instead of sending.
     #[arg(long, conflicts_with = "txrx")]
     pub rx: bool,
+    /// With --rx: how the receive threads wait for frames, as VPP's rx-mode: poll (busy-poll
+    /// while frames come, short naps after a long quiet spell), interrupt (sleep on the queue's
+    /// notification fd whenever a poll finds nothing) or adaptive (sleep after 512 empty
+    /// polls). --txrx threads pace their sends and never sleep on receive.
+    #[arg(long, default_value = "poll", value_parser = parse_rx_mode, requires = "rx")]
+    pub rx_mode: rawq::queue::RxMode,
     /// Send, and count what comes back on the same queues (a reflector or DUT in between).
     #[arg(long)]
     pub txrx: bool,

@@ -219,6 +219,7 @@ pub(crate) fn rx_loop(
     mut q: Queue,
     end: &Until,
     burst: usize,
+    rx_mode: rawq::queue::RxMode,
     qm: &mut measure::QueueMeasure,
 ) -> Outcome {
     let mut pkts = Vec::with_capacity(burst);
@@ -227,6 +228,20 @@ pub(crate) fn rx_loop(
     loop {
         if idle % 64 == 0 && (end.reached(Instant::now()) || out.check(&mut q, end)) {
             break;
+        }
+        if rx_mode != rawq::queue::RxMode::Poll && rx_mode.sleeps_after(idle) {
+            // --rx-mode interrupt / adaptive: sleep until the queue has work, 100 ms at most
+            // so that the end of the run is seen in time.
+            if let Err(e) = q.rx_wait(Some(Duration::from_millis(100))) {
+                // The run ends with the cause (a backend that cannot notify, a device gone).
+                end.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                out.failure = Some(e);
+                break;
+            }
+            idle = 0;
+            if end.reached(Instant::now()) || out.check(&mut q, end) {
+                break;
+            }
         }
         if q.rx_burst(&mut pkts, burst) == 0 {
             // Busy-poll while traffic flows; after a quiet spell, nap so that an idle receiver

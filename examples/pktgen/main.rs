@@ -273,6 +273,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let core = core_of(i);
             let (stop, src, burst, rx, txrx) = (stop.clone(), src.clone(), a.burst, a.rx, a.txrx);
             let drain = a.drain;
+            let rx_mode = a.rx_mode;
             let pattern = a.pattern(q.index());
             // --count split exactly: the first `count % queues` queues send one more.
             let limit = (a.count > 0).then(|| a.count / nq + u64::from((i as u64) < a.count % nq));
@@ -292,7 +293,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 };
                 let mut qm = m.queue(q.index());
                 let out = if rx {
-                    rx_loop(q, &end, burst, &mut qm)
+                    rx_loop(q, &end, burst, rx_mode, &mut qm)
                 } else {
                     tx_loop(
                         q, &src, &end, burst, limit, pps, pattern, txrx, drain, &mut qm,

@@ -24,7 +24,8 @@
 //!   `cqe` the application asked for.
 //! * CQ arming is seen through the arm word `dbrec[1]` (the creator leaves an impossible arm
 //!   word there before [`Hw::create_cq`], after libmlx5 zeroed it; the device never writes
-//!   the record); the UAR doorbell is not polled. One [`HwEvent::Completion`] per arm.
+//!   the record) together with the CQ doorbell on the UAR ([`Hw::set_cq_uar`]): the record
+//!   alone arms nothing. One [`HwEvent::Completion`] per arm.
 //! * RSS QP: [`Hw::create_tir`] refuses the field combinations the kernel refuses (EINVAL).
 //!   The TIR hashes plain Toeplitz over the key the application gave, as the model does: the
 //!   kernel set `rx_hash_symmetric` on RSS QP TIRs until 2019 and no longer does ("IB/mlx5:
@@ -393,6 +394,27 @@ impl Hw {
     /// [`Error::Config`] for an unknown CQ.
     pub fn set_cq_ignore_overrun(&self, cqn: u32, on: bool) -> Result<()> {
         self.lock().cq_mut(cqn)?.ignore_overrun = on;
+        Ok(())
+    }
+
+    /// Where the CQ doorbell of `cqn` lands: the address of `MLX5_CQ_DOORBELL` (offset 0x20)
+    /// in the UAR page its driver arms it through (libmlx5: the context's `cq_uar_reg`,
+    /// handed out as `mlx5dv_cq.cq_uar`). A CQ is armed only once the arm word is in its
+    /// doorbell record *and* the doorbell carrying that word and the cqn was written here;
+    /// without this call it is never armed.
+    ///
+    /// # Safety
+    /// `addr` must stay readable (8 bytes, 8-byte aligned) until the CQ is destroyed.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown CQ or an unaligned address.
+    pub unsafe fn set_cq_uar(&self, cqn: u32, addr: usize) -> Result<()> {
+        if addr % 8 != 0 {
+            return Err(crate::error::Error::Config(format!(
+                "CQ doorbell register {addr:#x}: not 8-byte aligned"
+            )));
+        }
+        self.lock().cq_mut(cqn)?.uar_db = addr;
         Ok(())
     }
 

@@ -343,3 +343,79 @@ impl DeviceClock {
         self.ticks_to_ns(self.now_ticks())
     }
 }
+
+/// Arming a CQ for one completion event, as mlx5 requires it and as rawq must do it itself
+/// (libmlx5's `ibv_req_notify_cq` arms with libmlx5's own consumer index, which knows nothing
+/// of the CQEs rawq consumed). Follows rdma-core providers/mlx5/cq.c `mlx5_arm_cq` and DPDK
+/// drivers/net/mlx5/mlx5_rxq.c `mlx5_arm_cq` (called by `mlx5_rx_intr_enable`):
+///
+/// 1. the arm word `sn << 28 | cmd | ci` (`sn` the 2-bit arm sequence number, `cmd`
+///    `MLX5_CQ_DB_REQ_NOT` = 0 for every completion, `ci` the 24-bit consumer index) into
+///    `dbrec[MLX5_CQ_ARM_DB]`, the record's second word;
+/// 2. a write barrier (`mmio_wc_start` / `rte_io_wmb`), so that the record is in memory before
+///    the device sees the doorbell;
+/// 3. the 64-bit doorbell `arm word << 32 | cqn`, big-endian, at `MLX5_CQ_DOORBELL` (0x20) of
+///    the CQ's UAR page (`mlx5dv_cq.cq_uar`), then a flush (`mmio_flush_writes`).
+///
+/// The sequence number goes up by one for each completion event taken (libmlx5
+/// `mlx5_cq_event`, DPDK `mlx5_rx_intr_disable`: `rxq->cq_arm_sn++`), so that each arm after an
+/// event is a new word the device can tell from the last.
+#[derive(Debug)]
+pub struct CqArm {
+    /// `dbrec[MLX5_CQ_ARM_DB]`.
+    arm_rec: NonNull<u32>,
+    /// `cq_uar + MLX5_CQ_DOORBELL`.
+    doorbell: NonNull<u8>,
+    cqn: u32,
+    sn: u32,
+}
+
+// SAFETY: the record and the UAR page are owned by the queue's control objects, alive as long
+// as the queue; only the thread driving the queue arms it.
+unsafe impl Send for CqArm {}
+
+/// `MLX5_CQ_DOORBELL`: the CQ doorbell's offset in a UAR page (Linux
+/// include/linux/mlx5/doorbell.h).
+pub const MLX5_CQ_DOORBELL: usize = 0x20;
+
+impl CqArm {
+    /// Arms the CQ `cqn` whose doorbell record is `dbrec` (the consumer-index word; the arm
+    /// word follows it) through the UAR page `cq_uar`.
+    ///
+    /// # Safety
+    /// `dbrec` must be the live 8-byte doorbell record of CQ `cqn` and `cq_uar` its live UAR
+    /// page (at least `MLX5_CQ_DOORBELL + 8` bytes, mapped writable), both for as long as the
+    /// returned value is used.
+    pub unsafe fn new(dbrec: NonNull<u32>, cq_uar: NonNull<u8>, cqn: u32) -> CqArm {
+        CqArm {
+            // SAFETY: the record is two words (caller).
+            arm_rec: unsafe { dbrec.add(1) },
+            // SAFETY: inside the UAR page (caller).
+            doorbell: unsafe { cq_uar.add(MLX5_CQ_DOORBELL) },
+            cqn,
+            sn: 0,
+        }
+    }
+
+    /// Arms for the next completion past consumer index `ci` (which the caller published).
+    pub fn arm(&self, ci: u32) {
+        let word = (self.sn & 3) << 28 | (ci & 0x00ff_ffff);
+        mmio::dbrec_store(self.arm_rec, word);
+        mmio::wc_flush();
+        let db = (u64::from(word) << 32 | u64::from(self.cqn)).to_be_bytes();
+        // SAFETY: `doorbell` is the CQ doorbell register of a live UAR page, 8-byte aligned
+        // (0x20 into a page).
+        unsafe { mmio::uar_write64(self.doorbell.as_ptr(), db) };
+        mmio::wc_flush();
+    }
+
+    /// `n` completion events were taken: the next arm carries the next sequence number.
+    pub fn events_taken(&mut self, n: u32) {
+        self.sn = self.sn.wrapping_add(n);
+    }
+
+    /// The arm sequence number (2 bits of it go into the arm word).
+    pub fn sn(&self) -> u32 {
+        self.sn
+    }
+}

@@ -29,6 +29,7 @@ pub mod control;
 pub mod cq;
 mod mmio;
 pub mod model;
+pub mod notify;
 pub mod queue;
 pub mod rings;
 pub mod rx;
@@ -75,12 +76,16 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     let inline_source = ctl.device().min_inline_source;
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     for (i, (rings, keep)) in ctl.take_queues().into_iter().enumerate() {
+        let notify = keep.rx_notify()?;
         let (index, recover) = (i as u16, Box::new(keep));
         // The queue owns `keep` (its recovery hook) until it is dropped; nothing else drives
         // these rings, and the queues are in RTS / RDY, so posting the RQ now is allowed.
         // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns, and
         // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`.
-        let q = unsafe { queue::DvQueue::new(index, rings, pool, recover, Box::new(())) }?;
+        let mut q = unsafe { queue::DvQueue::new(index, rings, pool, recover, Box::new(())) }?;
+        if let Some(n) = notify {
+            q = q.with_rx_notify(n);
+        }
         queues.push(q.into_queue());
     }
     ctl.install_rules(&cfg.rules)?;

@@ -92,6 +92,8 @@ pub struct DvQueue {
     error: Option<Error>,
     tx_down: bool,
     rx_down: bool,
+    /// Event-driven receive ([`DvQueue::with_rx_notify`]).
+    notify: Option<super::notify::RxNotify>,
     // Declared last: dropped after the rings are no longer used.
     _keep: Box<dyn Any + Send>,
 }
@@ -145,6 +147,7 @@ impl DvQueue {
             error: None,
             tx_down: false,
             rx_down: false,
+            notify: None,
             _keep: keep,
         };
         q.rx.refill(&mut q.cache);
@@ -155,6 +158,13 @@ impl DvQueue {
     pub fn into_queue(self) -> Queue {
         let i = self.index;
         Queue::new(i, Box::new(self))
+    }
+
+    /// Lets the queue sleep until its receive CQ has work ([`Queue::rx_wait`]): `n` arms the
+    /// receive CQ (rawq's own consumer index) and carries its completion events.
+    pub fn with_rx_notify(mut self, n: super::notify::RxNotify) -> DvQueue {
+        self.notify = Some(n);
+        self
     }
 
     /// Packets handed to the device and not yet completed.
@@ -289,6 +299,35 @@ impl QueueOps for DvQueue {
 
     fn take_error(&mut self) -> Option<Error> {
         self.error.take()
+    }
+
+    /// rawq's own `mlx5_arm_cq` ([`super::cq::CqArm`]) with the consumer index the data path
+    /// reached, published first.
+    fn rx_arm(&mut self) -> Result<()> {
+        let Some(n) = &self.notify else {
+            return Err(Error::Unsupported(
+                "this DV queue has no completion channel for its receive CQ".into(),
+            ));
+        };
+        self.rx.cq.publish();
+        n.arm.arm(self.rx.cq.ci);
+        Ok(())
+    }
+
+    fn rx_ready(&mut self) -> bool {
+        self.error.is_some() || (!self.rx_down && self.rx.cq.peek().is_some())
+    }
+
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.notify.as_ref().map(|n| n.events.fd())
+    }
+
+    fn rx_ack(&mut self) -> Result<()> {
+        if let Some(n) = &mut self.notify {
+            let k = n.events.take()?;
+            n.arm.events_taken(k);
+        }
+        Ok(())
     }
 }
 

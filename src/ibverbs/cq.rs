@@ -2,17 +2,22 @@
 
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use rdma_sys::*;
 
+use super::channel::CompChannel;
 use super::context::Context;
 use crate::error::{Error, Result};
 
-/// A completion queue, polled (no completion channel). Shared through `Arc` by the queue that
-/// polls it and the QP or WQ that completes into it, so it is destroyed after them.
+/// A completion queue, polled, with a completion channel when made by [`Cq::with_channel`].
+/// Shared through `Arc` by the queue that polls it and the QP or WQ that completes into it, so
+/// it is destroyed after them.
 pub struct Cq {
     cq: NonNull<ibv_cq>,
     cqe: u32,
+    /// Destroyed after the CQ (fields drop after `Drop::drop`).
+    channel: Option<Arc<CompChannel>>,
     _ctx: Context,
 }
 
@@ -66,8 +71,64 @@ impl Cq {
         Ok(Cq {
             cq,
             cqe: actual,
+            channel: None,
             _ctx: ctx.clone(),
         })
+    }
+
+    /// As [`Cq::new`], with its completion events going to `channel`.
+    ///
+    /// # Errors
+    /// As [`Cq::new`].
+    pub fn with_channel(ctx: &Context, cqe: u32, channel: Arc<CompChannel>) -> Result<Cq> {
+        let n = libc::c_int::try_from(cqe)
+            .map_err(|_| Error::Config(format!("CQ size {cqe} is too large")))?;
+        // SAFETY: the context and the channel are alive; the channel outlives the CQ (held in
+        // it, dropped after it).
+        let cq =
+            unsafe { ibv_create_cq(ctx.as_raw(), n, std::ptr::null_mut(), channel.as_raw(), 0) };
+        let cq = NonNull::new(cq).ok_or_else(|| Error::last_os("ibv_create_cq"))?;
+        // SAFETY: just created.
+        let actual = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
+        Ok(Cq {
+            cq,
+            cqe: actual,
+            channel: Some(channel),
+            _ctx: ctx.clone(),
+        })
+    }
+
+    /// The completion channel this CQ reports to, if any.
+    pub fn channel(&self) -> Option<&Arc<CompChannel>> {
+        self.channel.as_ref()
+    }
+
+    /// Keeps `channel` (the one this CQ was created with elsewhere, e.g. by
+    /// `mlx5dv_create_cq`) alive until after the CQ is destroyed.
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn keep_channel(&mut self, channel: Arc<CompChannel>) {
+        self.channel = Some(channel);
+    }
+
+    /// `ibv_req_notify_cq(cq, 0)`: the next completion raises an event on the channel.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without a channel; [`Error::Os`] when the provider refuses.
+    pub fn req_notify(&self) -> Result<()> {
+        if self.channel.is_none() {
+            return Err(Error::Unsupported(
+                "this CQ has no completion channel".into(),
+            ));
+        }
+        // SAFETY: the CQ is alive and has a channel.
+        let rc = unsafe { ibv_req_notify_cq(self.cq.as_ptr(), 0) };
+        if rc != 0 {
+            return Err(Error::os(
+                "ibv_req_notify_cq",
+                io::Error::from_raw_os_error(rc.abs()),
+            ));
+        }
+        Ok(())
     }
 
     /// Takes ownership of a CQ created elsewhere (e.g. by `mlx5dv_create_cq`).
@@ -82,6 +143,7 @@ impl Cq {
         Cq {
             cq,
             cqe,
+            channel: None,
             _ctx: ctx.clone(),
         }
     }

@@ -26,6 +26,7 @@
 //! pool, then the QP is reset and brought back to RTS and the RQ refilled. No buffer is lost:
 //! each is either with the device, in a queue's rings, or back in the pool.
 
+pub mod channel;
 pub mod context;
 pub mod cq;
 pub mod device;
@@ -369,7 +370,12 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     let mut wqs = Vec::new();
     for i in 0..cfg.queues {
         let tx_cq = Arc::new(Cq::new(&ctx, cfg.tx_ring)?);
-        let rx_cq = Arc::new(Cq::new(&ctx, cfg.rx_ring)?);
+        // The receive CQ reports to a completion channel of its own (event-driven receive);
+        // without one (ibv_create_comp_channel failed) the queue polls only.
+        let rx_cq = Arc::new(match channel::CompChannel::new(&ctx) {
+            Ok(ch) => Cq::with_channel(&ctx, cfg.rx_ring, Arc::new(ch))?,
+            Err(_) => Cq::new(&ctx, cfg.rx_ring)?,
+        });
         let recv_sge = if rss { 1 } else { sges };
         let qp = Arc::new(create_qp_sg(
             &pd,
@@ -394,13 +400,15 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             },
             port,
         };
+        let notify_cq = rx_cq.clone();
         let q = VerbsQueue::new(
             Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges),
             Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
             Box::new(ctl),
             pool,
             mr.clone(),
-        )?;
+        )?
+        .with_notify_cq(notify_cq);
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }

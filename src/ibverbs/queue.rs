@@ -111,6 +111,8 @@ pub(crate) struct VerbsQueue {
     recovering: Option<(Instant, Side)>,
     /// The memory registration the rings' lkey belongs to.
     _mr: Arc<dyn Any + Send + Sync>,
+    /// The receive CQ, when it has a completion channel (event-driven receive).
+    notify_cq: Option<Arc<super::cq::Cq>>,
 }
 
 impl VerbsQueue {
@@ -135,6 +137,7 @@ impl VerbsQueue {
             error: None,
             recovering: None,
             _mr: mr,
+            notify_cq: None,
         };
         match q.rx.refill(&mut q.cache, true) {
             Some(e) => Err(e),
@@ -216,6 +219,17 @@ impl VerbsQueue {
     }
 }
 
+impl VerbsQueue {
+    /// Event-driven receive through `rx_cq`'s completion channel (the CQ the receive side
+    /// polls; without a channel the queue cannot notify).
+    pub(crate) fn with_notify_cq(mut self, rx_cq: Arc<super::cq::Cq>) -> VerbsQueue {
+        if rx_cq.channel().is_some() {
+            self.notify_cq = Some(rx_cq);
+        }
+        self
+    }
+}
+
 impl QueueOps for VerbsQueue {
     fn rx_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
         if self.recover().is_some_and(Side::recv) {
@@ -255,6 +269,37 @@ impl QueueOps for VerbsQueue {
 
     fn take_error(&mut self) -> Option<Error> {
         self.error.take()
+    }
+
+    /// `ibv_req_notify_cq` on the receive CQ. On mlx5 the arm carries the provider's
+    /// consumer index, and completions already past it raise the event at once (PRM "CQ
+    /// arming"; libmlx5 `mlx5_arm_cq`), so the re-poll of the documented order finds them.
+    fn rx_arm(&mut self) -> Result<()> {
+        match &self.notify_cq {
+            Some(cq) => cq.req_notify(),
+            None => Err(Error::Unsupported(
+                "this verbs queue's receive CQ has no completion channel \
+                 (ibv_create_comp_channel failed at open)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Verbs cannot look at a completion without taking it: the re-poll is the caller's
+    /// `rx_burst` (see `rx_arm` for why no completion is missed).
+    fn rx_ready(&mut self) -> bool {
+        self.error.is_some()
+    }
+
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.notify_cq.as_ref()?.channel().map(|c| c.fd())
+    }
+
+    fn rx_ack(&mut self) -> Result<()> {
+        if let Some(ch) = self.notify_cq.as_ref().and_then(|cq| cq.channel()) {
+            ch.take_events()?;
+        }
+        Ok(())
     }
 }
 

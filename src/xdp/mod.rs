@@ -351,6 +351,19 @@ impl QueueOps for XdpQueue {
     fn take_error(&mut self) -> Option<Error> {
         self.error.take()
     }
+
+    fn rx_arm(&mut self) -> Result<()> {
+        XdpQueue::rx_arm(self);
+        Ok(())
+    }
+
+    fn rx_ready(&mut self) -> bool {
+        XdpQueue::rx_ready(self)
+    }
+
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(XdpQueue::rx_fd(self))
+    }
 }
 
 /// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).

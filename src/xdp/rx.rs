@@ -116,3 +116,25 @@ impl XdpQueue {
 fn word(b: &[u8; meta::LEN], at: usize) -> [u8; 4] {
     [b[at], b[at + 1], b[at + 2], b[at + 3]]
 }
+
+/// Event-driven receive ([`crate::queue`]): the socket's own fd. The kernel's `xsk_poll`
+/// (net/xdp/xsk.c) reports POLLIN while the rx ring is not empty, and with need_wakeup it
+/// wakes the driver itself on a zero-copy socket; libxdp's samples (xdpsock `rx_drop` with
+/// `opt_poll`) poll the same way.
+impl XdpQueue {
+    /// Arming: the fill ring topped up and the driver kicked if it asks (`need_wakeup` on the
+    /// fill ring), so that frames can land while the caller sleeps.
+    pub(super) fn rx_arm(&mut self) {
+        self.refill();
+    }
+
+    /// Whether the rx ring holds a frame (peeked, not taken).
+    pub(super) fn rx_ready(&mut self) -> bool {
+        self.xsk.rx.peek(1) > 0
+    }
+
+    /// The socket's descriptor.
+    pub(super) fn rx_fd(&self) -> std::os::fd::RawFd {
+        self.xsk.as_raw_fd()
+    }
+}

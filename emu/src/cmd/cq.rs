@@ -4,7 +4,8 @@
 //! `mlx5/cq.c: mlx5_ib_create_cq`, `create_cq_user`. libmlx5 builds the request in
 //! `verbs.c: create_cq` (`cmd.cqe = ncqe - 1`, `buf_addr`, `db_addr`, `cqe_size`,
 //! `cqe_comp_en`, `cqe_comp_res_format`). Arming is done by libmlx5 through the CQ doorbell
-//! record and UAR (`mlx5_arm_cq`), which the model watches; REQ_NOTIFY_CQ is never sent by it.
+//! record and UAR (`mlx5_arm_cq`), which the model watches (the arm takes both:
+//! `Hw::set_cq_uar`); REQ_NOTIFY_CQ is never sent by it.
 
 use libc::{EBADF, EINVAL, EOPNOTSUPP};
 
@@ -107,6 +108,18 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, core: CoreCq) -> Result<(u32, u32, u32), i
                 compression,
             };
             let cqn = crate::rings::adopt_cq(hw, desc)?;
+            // The CQ doorbell the device takes arms through: MLX5_CQ_DOORBELL (0x20) of the
+            // UAR page in the CQ context, the context's first page (Linux mlx5 cq.c
+            // `create_cq_user`: `bfregi.sys_pages[0]` unless UAR_PAGE_INDEX names a dynamic
+            // UAR, which this emulator does not hand out); libmlx5's `mlx5_arm_cq` writes
+            // there through `cq_uar_reg`, the first UAR it mapped.
+            let uar = c.file.ctx.as_ref().and_then(|x| x.uars.as_ref());
+            if let Some(u) = uar {
+                if let Err(e) = crate::rings::set_cq_uar(hw, cqn, u.page_of_bfreg(0) + 0x20) {
+                    let _ = hw.destroy_cq(cqn);
+                    return Err(e);
+                }
+            }
             // mlx5_ib_create_cq: IGNORE_OVERRUN sets the CQ context's `oi` bit.
             if core.flags & CQ_FLAG_IGNORE_OVERRUN != 0 {
                 if let Err(e) = hw.set_cq_ignore_overrun(cqn, true) {

@@ -17,6 +17,11 @@ pub(crate) struct Cq {
     arm_word: u32,
     /// Armed: (consumer index at arm time, solicited only).
     armed: Option<(u32, bool)>,
+    /// An arm word seen in the record whose UAR doorbell has not been seen yet.
+    arm_pending: Option<u32>,
+    /// Address of the CQ doorbell register (`MLX5_CQ_DOORBELL` of the CQ's UAR page), 0: not
+    /// known yet ([`crate::hw::Hw::set_cq_uar`]).
+    pub(crate) uar_db: usize,
     /// An error CQE was written since the arm.
     saw_error: bool,
     /// Overrun: the CQ is in error and takes no more CQEs.
@@ -43,6 +48,8 @@ impl Cq {
             pending: cqe_deque(d.cqe_cnt as usize),
             arm_word,
             armed: None,
+            arm_pending: None,
+            uar_db: 0,
             saw_error: false,
             err: false,
             ignore_overrun: false,
@@ -255,11 +262,21 @@ impl HwState {
     }
 
     /// Arm and completion event. `mlx5_arm_cq` (rdma-core providers/mlx5/cq.c) writes
-    /// `sn << 28 | cmd | ci` to `dbrec[MLX5_CQ_ARM_DB]` (and the same word, with the cqn, to
-    /// the UAR); `mlx5_cq_event` bumps `sn` once the event is read, so each new arm is a new
+    /// `sn << 28 | cmd | ci` to `dbrec[MLX5_CQ_ARM_DB]`, then, after a write barrier, the same
+    /// word with the cqn as one 64-bit big-endian write to the CQ doorbell of the UAR
+    /// (`MLX5_CQ_DOORBELL`, 0x20: Linux include/linux/mlx5/doorbell.h; DPDK does the same in
+    /// drivers/net/mlx5/mlx5_rxq.c `mlx5_arm_cq`, and the kernel's own mlx5 driver,
+    /// include/linux/mlx5/cq.h `mlx5_cq_arm`, record first, then the UAR doorbell). The
+    /// device acts on the doorbell, which it reads together with the record: the record alone
+    /// arms nothing. `mlx5_cq_event` bumps `sn` once the event is read, so each new arm is a new
     /// word. The device raises one completion event once a CQE exists past the armed consumer
     /// index (PRM "CQ arming"), then the arm is spent. A solicited-only arm fires only for
     /// solicited or error CQEs (raw Ethernet CQEs are never solicited).
+    ///
+    /// The UAR is memory here, not a register: it holds the last doorbell written to it. Two
+    /// CQs of one UAR page armed within one device round leave only the later doorbell; the
+    /// earlier CQ's arm is then taken when the register names another CQ (what a real device
+    /// would have seen in between), so that no arm is lost.
     pub(super) fn check_arm(&mut self, cqn: u32) {
         let Some(c) = self.cqs.get_mut(cqn) else {
             return;
@@ -267,9 +284,26 @@ impl HwState {
         let w = load_be32(c.d.dbrec + 4);
         if w != c.arm_word {
             c.arm_word = w;
-            c.armed = Some((w & 0xff_ffff, w & ARM_SOLICITED != 0));
-            c.saw_error = false;
+            c.arm_pending = Some(w);
         }
+        if let (Some(w), true) = (c.arm_pending, c.uar_db != 0) {
+            let mut b = [0u8; 8];
+            read_at(c.uar_db, &mut b);
+            let hi = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let lo = u32::from_be_bytes([b[4], b[5], b[6], b[7]]) & 0xff_ffff;
+            let mine = lo == cqn;
+            if (mine && hi == w) || (!mine && self.uar_rung_by_other(cqn)) {
+                let Some(c) = self.cqs.get_mut(cqn) else {
+                    return;
+                };
+                c.arm_pending = None;
+                c.armed = Some((w & 0xff_ffff, w & ARM_SOLICITED != 0));
+                c.saw_error = false;
+            }
+        }
+        let Some(c) = self.cqs.get_mut(cqn) else {
+            return;
+        };
         if let Some((ci, sol)) = c.armed {
             let past = c.pi.wrapping_sub(ci) & c.counter_mask() != 0;
             if past && (!sol || c.saw_error) {
@@ -277,6 +311,22 @@ impl HwState {
                 self.events.push(HwEvent::Completion { cqn });
             }
         }
+    }
+
+    /// Whether the doorbell register of `cqn`'s UAR holds another CQ's arm of the same
+    /// context written after `cqn`'s record (see [`HwState::check_arm`]): another CQ on the
+    /// same register has an arm pending or just taken with exactly that word.
+    fn uar_rung_by_other(&self, cqn: u32) -> bool {
+        let Some(c) = self.cqs.get(cqn) else {
+            return false;
+        };
+        let mut b = [0u8; 8];
+        read_at(c.uar_db, &mut b);
+        let hi = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let lo = u32::from_be_bytes([b[4], b[5], b[6], b[7]]) & 0xff_ffff;
+        self.cqs.get(lo).is_some_and(|o| {
+            o.uar_db == c.uar_db && o.arm_word == hi && lo != cqn && o.arm_word != ARM_SENTINEL
+        })
     }
 }
 

@@ -441,10 +441,28 @@ fn flows_match_under_masks_by_priority_with_dont_trap_drop_and_tag() {
     assert_eq!(flow_tag(&r.cqe(1, 64, 1)), 9);
 }
 
+/// A UAR page for the CQ doorbell (inside the rig's mapping, past the doorbell records).
+const UAR: usize = DB + 0x8000;
+
+impl Rig {
+    /// `mlx5_arm_cq`: the arm word `sn << 28 | cmd | ci` into `dbrec[MLX5_CQ_ARM_DB]` of CQ
+    /// `k`, then (when `ring`) the 64-bit doorbell `word << 32 | cqn`, big-endian, at
+    /// `MLX5_CQ_DOORBELL` (0x20) of the UAR.
+    fn arm(&self, k: usize, cqn: u32, word: u32, ring: bool) {
+        self.be32(DB + 64 * k + 4, word);
+        if ring {
+            self.be32(UAR + 0x20, word);
+            self.be32(UAR + 0x24, cqn);
+        }
+    }
+}
+
 #[test]
 fn armed_cq_raises_one_completion_event_per_arm() {
     let r = Rig::new(opts(0));
     let cq = r.cq(0, 8, 64, None);
+    // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+    unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
     let rq = r.rq(0, cq, 16, 1);
     catch_all(&r.hw, rq);
     for i in 0..4 {
@@ -458,7 +476,7 @@ fn armed_cq_raises_one_completion_event_per_arm() {
     assert!(ev.lock().unwrap().is_empty(), "not armed: no event");
     // mlx5_arm_cq: dbrec[1] = sn << 28 | cmd | ci; sn 0, ci 0 is an all-zero word. A CQE already
     // past ci fires at once.
-    r.be32(DB + 4, 0);
+    r.arm(0, cq, 0, true);
     r.hw.process();
     assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: cq }]);
     r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
@@ -466,12 +484,79 @@ fn armed_cq_raises_one_completion_event_per_arm() {
     assert_eq!(ev.lock().unwrap().len(), 1, "the arm was spent");
     // The consumer moved to 2 and re-armed with sn 1 (after mlx5_cq_event).
     r.be32(DB, 2);
-    r.be32(DB + 4, 1 << 28 | 2);
+    r.arm(0, cq, 1 << 28 | 2, true);
     r.hw.process();
     assert_eq!(ev.lock().unwrap().len(), 1, "nothing past ci yet");
     r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
     r.hw.process();
     assert_eq!(ev.lock().unwrap().len(), 2);
+}
+
+/// The arm takes the doorbell record *and* the CQ doorbell on the UAR: an arm word written to
+/// the record alone raises nothing; the doorbell naming another CQ, or carrying another word,
+/// neither; the matching doorbell arms it.
+#[test]
+fn an_arm_written_only_to_the_record_raises_no_event() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 8, 64, None);
+    // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+    unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
+    let rq = r.rq(0, cq, 16, 1);
+    catch_all(&r.hw, rq);
+    for i in 0..4 {
+        r.post_recv(0, 16, i, &[(2048, DATA + 2048 * i as usize)]);
+    }
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    r.arm(0, cq, 0, false);
+    r.hw.process();
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert!(ev.lock().unwrap().is_empty(), "record only: no event");
+    // A doorbell for another CQ, then one with another arm word.
+    r.be32(UAR + 0x20, 0);
+    r.be32(UAR + 0x24, cq + 1);
+    r.hw.process();
+    r.be32(UAR + 0x20, 1 << 28);
+    r.be32(UAR + 0x24, cq);
+    r.hw.process();
+    assert!(
+        ev.lock().unwrap().is_empty(),
+        "doorbell for another arm: no event"
+    );
+    // The doorbell matching the record.
+    r.arm(0, cq, 0, true);
+    r.hw.process();
+    assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: cq }]);
+}
+
+/// Two CQs arming through one UAR page within one device round: the register keeps only the
+/// later doorbell, and the earlier CQ's arm (its record written, its doorbell overwritten) is
+/// taken all the same, not lost.
+#[test]
+fn two_cqs_armed_through_one_uar_in_one_round_both_fire() {
+    let r = Rig::new(opts(0));
+    let (ca, cb) = (r.cq(0, 8, 64, None), r.cq(1, 8, 64, None));
+    for cq in [ca, cb] {
+        // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+        unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
+    }
+    let qa = r.rq(0, ca, 16, 1);
+    catch_all(&r.hw, qa);
+    r.post_recv(0, 16, 0, &[(2048, DATA)]);
+    let ev = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ev.clone();
+    r.hw.set_event_sink(Box::new(move |e| e2.lock().unwrap().push(e)));
+    // A's doorbell, then B's over it, before the device looks.
+    r.arm(0, ca, 0, true);
+    r.arm(1, cb, 0, true);
+    r.hw.process();
+    r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
+    r.hw.process();
+    assert_eq!(*ev.lock().unwrap(), vec![HwEvent::Completion { cqn: ca }]);
 }
 
 #[test]
@@ -511,7 +596,9 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
         r.hw.set_event_sink(Box::new(move |_| {
             *s2.lock().unwrap() = Some(current_affinity())
         }));
-        r.be32(DB + 4, 0);
+        // SAFETY: the UAR lies in the rig's mapping, which outlives the device.
+        unsafe { r.hw.set_cq_uar(cq, r.at(UAR + 0x20)) }.unwrap();
+        r.arm(0, cq, 0, true);
         let t = r.hw.spawn(pin).expect("device thread");
         r.hw.inject_frame(&udp([1, 2, 3, 4], 1, 2, 64));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -12,6 +12,7 @@ use super::sizing::{check_rx_cq, check_tx_ring, rq_sizing, RqSizing};
 use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing, Striding};
 use crate::dv::sys::*;
 use crate::error::{Error, Result};
+use crate::ibverbs::channel::CompChannel;
 use crate::ibverbs::context::Context;
 use crate::ibverbs::cq::Cq;
 use crate::ibverbs::mr::Mr;
@@ -59,6 +60,39 @@ impl std::fmt::Debug for KeepAlive {
 }
 
 impl KeepAlive {
+    /// What the queue needs to sleep until its receive CQ has work: rawq's arm of that CQ
+    /// (its doorbell record, cqn and `mlx5dv_cq.cq_uar`, the UAR page libmlx5 arms it
+    /// through) and its completion channel. `None` when the CQ has no channel.
+    ///
+    /// # Errors
+    /// [`Error::Os`] from `mlx5dv_init_obj`; [`Error::Unsupported`] when it gives no UAR.
+    pub(crate) fn rx_notify(&self) -> Result<Option<crate::dv::notify::RxNotify>> {
+        let Some(ch) = self._rx_cq.channel() else {
+            return Ok(None);
+        };
+        let mut out = mlx5dv_cq::default();
+        let mut obj = mlx5dv_obj::default();
+        obj.cq.in_ = self._rx_cq.as_raw();
+        obj.cq.out = &mut out;
+        // SAFETY: `obj` names a live CQ and a valid output block.
+        let rc = unsafe { mlx5dv_init_obj(&mut obj, MLX5DV_OBJ_CQ as u64) };
+        if rc != 0 {
+            return Err(Error::os(
+                "mlx5dv_init_obj(CQ)",
+                std::io::Error::from_raw_os_error(rc.abs()),
+            ));
+        }
+        let dbrec = nn(out.dbrec.cast(), "CQ doorbell record")?;
+        let uar = nn(out.cq_uar.cast(), "CQ UAR page")?;
+        // SAFETY: record and UAR page of the live CQ this value keeps (the queue holds it as
+        // long as it arms).
+        let arm = unsafe { crate::dv::cq::CqArm::new(dbrec, uar, out.cqn) };
+        Ok(Some(crate::dv::notify::RxNotify::new(
+            arm,
+            Box::new(crate::dv::notify::ChannelEvents(ch.clone())),
+        )))
+    }
+
     /// The send QP (flow rules for `Drop` attach here).
     pub fn qp(&self) -> &Arc<RawQp> {
         &self.qp
@@ -99,10 +133,18 @@ impl KeepAlive {
     }
 }
 
-fn create_cq(ctx: &Context, cqe: u32, compress: Option<MiniCqeFormat>) -> Result<Cq> {
+fn create_cq(
+    ctx: &Context,
+    cqe: u32,
+    compress: Option<MiniCqeFormat>,
+    channel: Option<Arc<CompChannel>>,
+) -> Result<Cq> {
     // SAFETY: plain old data; all-zero is a valid start (no channel, no parent domain).
     let mut a: ibv_cq_init_attr_ex = unsafe { mem::zeroed() };
     a.cqe = cqe;
+    if let Some(ch) = &channel {
+        a.channel = ch.as_raw();
+    }
     let mut dv = mlx5dv_cq_init_attr {
         comp_mask: MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE as u64,
         cqe_size: 64,
@@ -119,7 +161,12 @@ fn create_cq(ctx: &Context, cqe: u32, compress: Option<MiniCqeFormat>) -> Result
     let cq = unsafe { ibv_cq_ex_to_cq(cq.as_ptr()) };
     let cq = NonNull::new(cq).ok_or_else(|| Error::Config("mlx5dv_create_cq: no CQ".into()))?;
     // SAFETY: just created on `ctx`, owned by nobody else.
-    Ok(unsafe { Cq::from_raw(ctx, cq) })
+    let mut cq = unsafe { Cq::from_raw(ctx, cq) };
+    if let Some(ch) = channel {
+        // Destroyed after the CQ that reports to it.
+        cq.keep_channel(ch);
+    }
+    Ok(cq)
 }
 
 fn create_wq(pd: &Pd, cq: Arc<Cq>, size: RqSizing, striding: Option<Striding>) -> Result<Wq> {
@@ -213,8 +260,11 @@ pub(super) fn create_queue_rings_with(
     };
     check_tx_ring(spec.tx_ring, dev.max_qp_wr)?;
     let ctx = pd.context();
-    let tx_cq = Arc::new(create_cq(ctx, spec.tx_ring, None)?);
-    let rx_cq = Arc::new(create_cq(ctx, rq_size.cqe, compress)?);
+    let tx_cq = Arc::new(create_cq(ctx, spec.tx_ring, None, None)?);
+    // The receive CQ reports to a completion channel of its own (event-driven receive: rawq
+    // arms it, see `crate::dv::cq::CqArm`); without one the queue polls only.
+    let channel = CompChannel::new(ctx).ok().map(Arc::new);
+    let rx_cq = Arc::new(create_cq(ctx, rq_size.cqe, compress, channel)?);
     // Inline data: only the minimum header the data path writes. libmlx5 sizes every send WQE
     // for `max_inline_data` (mlx5_calc_send_wqe: control + Ethernet segment + the inline
     // segment, rounded to 64 bytes): 18 bytes or none keep that at one WQEBB, so the SQ has

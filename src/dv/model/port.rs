@@ -14,10 +14,14 @@ use super::{
     mini_cqe_of, netdev_of, ring_ptr, striding_of, wire_of, CqRing, DvCaps, ModelCounters,
     ModelOptions, ModelThread, ModelWire, QueueRings, RqRing, RxKind, SqRing,
 };
+use crate::dv::cq::{CqArm, MLX5_CQ_DOORBELL};
+use crate::dv::notify::{CqEvents, RxNotify};
 use crate::dv::queue::{DvQueue, Recover};
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, L4Proto, Pattern, Rule};
 use crate::mempool::Mempool;
+use crate::notify::EventFd;
+use rawq_model::hw::HwEvent;
 
 /// The device objects of one queue pair.
 struct PortQ {
@@ -43,6 +47,28 @@ struct PortInner {
 pub struct ModelPort {
     hw: Hw,
     inner: Arc<Mutex<PortInner>>,
+    /// The eventfd of each open queue's receive CQ, by cqn, which the device's completion
+    /// events signal (event-driven receive).
+    notify: Notify,
+}
+
+/// The eventfd of each open queue's receive CQ, by cqn.
+type Notify = Arc<Mutex<Vec<(u32, Arc<EventFd>)>>>;
+
+/// Completion events of the model: the device's [`HwEvent::Completion`] for a receive CQ
+/// signals that queue's eventfd (what wakes a sleeper when the device writes a CQE to an armed
+/// CQ, as the interrupt behind a completion channel does on hardware).
+#[derive(Debug)]
+struct ModelEvents(Arc<EventFd>);
+
+impl CqEvents for ModelEvents {
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.0.raw()
+    }
+
+    fn take(&mut self) -> Result<u32> {
+        Ok(self.0.take().min(u64::from(u32::MAX)) as u32)
+    }
 }
 
 impl std::fmt::Debug for ModelPort {
@@ -149,6 +175,8 @@ impl ModelPort {
                     dbrec: a(m.db + mem::DB_RXCQ),
                     compression: opts.cqe_compression.map(mini_cqe_of),
                 })?;
+                // The CQ doorbell rawq's arm rings (crate::dv::cq::CqArm) on the fake UAR page.
+                hw.set_cq_uar(rxcqn, a(m.uar) + MLX5_CQ_DOORBELL)?;
                 let sqn = hw.create_sq(SqDesc {
                     buf: a(m.sq),
                     wqe_cnt: g.sq_cnt,
@@ -189,8 +217,19 @@ impl ModelPort {
             let (flow, tir) = create_rule_flow(&hw, &rqns, r, k as u64, &opts.rss)?;
             rule_flows.push((k as u64, flow, tir));
         }
+        let notify: Notify = Arc::default();
+        let n2 = notify.clone();
+        hw.set_event_sink(Box::new(move |ev| {
+            if let HwEvent::Completion { cqn } = ev {
+                let n = n2.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some((_, fd)) = n.iter().find(|(c, _)| *c == cqn) {
+                    fd.signal();
+                }
+            }
+        }));
         Ok(ModelPort {
             hw,
+            notify,
             inner: Arc::new(Mutex::new(PortInner {
                 opts,
                 qs,
@@ -344,14 +383,32 @@ impl ModelPort {
             port: self.clone(),
             q: i as usize,
         };
+        let uar = keep.ptr(keep.uar);
         // SAFETY: `rings` points into `keep` (the queue's ring mapping), which the DvQueue owns
         // until it is dropped; the model touches it only as the device side; `rings.lkey`
         // registers the whole region of `pool` with this model port.
         let q = unsafe { DvQueue::new(i, rings, pool, Box::new(hook), Box::new(keep)) };
-        if q.is_err() {
-            self.close_queue(i as usize);
+        let q = match q {
+            Ok(q) => q,
+            Err(e) => {
+                self.close_queue(i as usize);
+                return Err(e);
+            }
+        };
+        let cqn = rings.rx_cq.cqn;
+        let ev = Arc::new(EventFd::new()?);
+        {
+            let mut n = self.notify.lock().unwrap_or_else(|p| p.into_inner());
+            n.retain(|(c, _)| *c != cqn);
+            n.push((cqn, ev.clone()));
         }
-        q
+        let Some(uar) = std::ptr::NonNull::new(uar) else {
+            return Ok(q);
+        };
+        // SAFETY: the record and the fake UAR page are in the queue's ring mapping, which the
+        // queue owns (`keep`) for as long as it arms.
+        let arm = unsafe { CqArm::new(rings.rx_cq.dbrec, uar, cqn) };
+        Ok(q.with_rx_notify(RxNotify::new(arm, Box::new(ModelEvents(ev)))))
     }
 
     /// The raw rings of queue `i` (for a data path of your own), registering `pool`. The box
