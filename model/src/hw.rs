@@ -97,7 +97,10 @@ pub struct SqDesc {
     pub wqe_cnt: u32,
     /// The SQ doorbell record word (`dbrec[MLX5_SND_DBR]`), big-endian.
     pub dbrec: usize,
-    /// The UAR page the doorbell / BlueFlame writes land in (0: none).
+    /// The SQ's doorbell (BlueFlame) register, `mlx5dv_qp.bf.reg`: two halves of
+    /// [`mem::BF_SIZE`](crate::mem::BF_SIZE) bytes, the driver writing each doorbell (the first
+    /// 8 bytes of its last WQE) to one of them. A write naming the SQ is what starts it
+    /// sending, up to the doorbell record then read. Required (8-byte aligned).
     pub uar: usize,
     /// Completion queue for this SQ's CQEs.
     pub cqn: u32,
@@ -354,7 +357,8 @@ impl Hw {
     /// segments must carry as their QPN).
     ///
     /// # Safety
-    /// As [`Hw::create_cq`], for the SQ ring, its doorbell word and the UAR page, until
+    /// As [`Hw::create_cq`], for the SQ ring, its doorbell word and the doorbell register's
+    /// `2 * BF_SIZE` bytes (read with 8-byte atomic loads), until
     /// [`Hw::destroy_sq`] returns. Every data segment's address+length inside a region
     /// registered with [`Hw::reg_mr`] must stay valid while registered.
     ///

@@ -66,7 +66,11 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     }
     let hw = c.dev.hw();
     let uars = if hw.is_some() {
-        Some(Uars::map(c.file.fd, tot_bfregs)?)
+        Some(Uars::map(
+            c.file.fd,
+            tot_bfregs,
+            req.num_low_latency_bfregs,
+        )?)
     } else {
         None
     };

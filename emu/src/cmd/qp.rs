@@ -82,6 +82,8 @@ fn legacy_core(r: &ib_uverbs_create_qp) -> CoreQp {
 struct Created {
     handle: u32,
     qpn: u32,
+    /// The kernel's bfreg number (0 for an RSS QP, which has no SQ).
+    bfreg: u32,
     rss: bool,
     sqn: Option<u32>,
     rqn: Option<u32>,
@@ -146,10 +148,18 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
         pins.add(d.buf_addr, len, Access::Read)?;
     }
     pins.add_dbrec(d.db_addr, 8)?;
-    let bfreg = 1;
+    // The QP's bfreg, as the kernel's create_user_qp() takes it (qp.c `alloc_bfreg`); given
+    // for good once the QP exists. Without a model no register is watched: bfreg 1.
+    let bfreg = c
+        .file
+        .ctx
+        .as_ref()
+        .and_then(|x| x.uars.as_ref())
+        .map_or(1, |u| u.next_bfreg());
     let mut made = Created {
         handle: 0,
         qpn: 0,
+        bfreg,
         rss: false,
         sqn: None,
         rqn: None,
@@ -162,7 +172,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                 .ctx
                 .as_ref()
                 .and_then(|x| x.uars.as_ref())
-                .map_or(0, |u| u.page_of_bfreg(bfreg));
+                .map_or(0, |u| u.register_of_bfreg(bfreg));
             let r = (|| -> Result<(), Errno> {
                 if d.sq_wqe_count != 0 {
                     let sd = SqDesc {
@@ -243,6 +253,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
             return Err(e);
         }
     };
+    if let Some(u) = c.file.ctx.as_mut().and_then(|x| x.uars.as_mut()) {
+        u.take(bfreg, made.qpn);
+    }
     Ok(made)
 }
 
@@ -320,6 +333,7 @@ fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created,
     let made = Created {
         handle: 0,
         qpn,
+        bfreg: 0,
         rss: true,
         sqn: None,
         rqn: None,
@@ -366,7 +380,11 @@ fn base_resp(q: &CoreQp, m: &Created) -> ib_uverbs_create_qp_resp {
 
 fn drv_resp(m: &Created) -> mlx5_ib_create_qp_resp {
     let mut d = mlx5_ib_create_qp_resp {
-        bfreg_index: if m.rss { 0 } else { 1 },
+        bfreg_index: if m.rss {
+            0
+        } else {
+            crate::mmap::Uars::lib_index(m.bfreg)
+        },
         ..Default::default()
     };
     if let Some(t) = m.tirn {
@@ -524,12 +542,16 @@ pub(super) fn destroy(c: &mut Ctx<'_>, h: u32) {
     let Some(Obj::Qp(qp)) = c.file.objs.remove(h) else {
         return;
     };
+    if let Some(u) = c.file.ctx.as_mut().and_then(|x| x.uars.as_mut()) {
+        u.release(qp.qpn);
+    }
     if qp.on_hw {
         undo_hw(
             c,
             &Created {
                 handle: h,
                 qpn: qp.qpn,
+                bfreg: 0,
                 rss: qp.ind_tbl.is_some(),
                 sqn: qp.sqn,
                 rqn: qp.rqn,

@@ -410,8 +410,16 @@ impl HwState {
         if d.dbrec == 0 || d.dbrec % 4 != 0 {
             return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
         }
-        if d.uar % 8 != 0 {
-            return bad(format!("uar {:#x}: not 8-byte aligned", d.uar));
+        // The doorbell register is what starts the SQ (`sq::Sq::poll_doorbell`): there is no
+        // SQ without one.
+        if d.uar == 0 || d.uar % 8 != 0 {
+            return bad(format!(
+                "uar {:#x}: the SQ's doorbell register must be a non-null, 8-byte aligned address",
+                d.uar
+            ));
+        }
+        if d.uar.checked_add(2 * sq::BF_HALF).is_none() {
+            return bad("doorbell register wraps the address space".into());
         }
         if d.user_index > 0xff_ffff {
             return bad(format!("user_index {:#x}: over 24 bits", d.user_index));
@@ -423,7 +431,11 @@ impl HwState {
             return bad(format!("unknown CQ {:#x}", d.cqn));
         };
         c.users += 1;
-        self.sqs.insert("SQ", sq::Sq::new(d))
+        let mut q = sq::Sq::new(d);
+        // What the register holds now (another QP's last doorbell, or nothing) is no doorbell
+        // of this SQ.
+        q.absorb_doorbells();
+        self.sqs.insert("SQ", q)
     }
 
     pub(crate) fn create_rq(&mut self, d: RqDesc) -> Result<u32> {
