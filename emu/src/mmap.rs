@@ -44,6 +44,25 @@ pub enum Page {
     Clock,
 }
 
+/// The memfd offset a validated mmap of `off` maps. Every UAR command (regular, write-combining,
+/// non-cached) names the same UAR page: the kernel maps one physical page whatever the caching
+/// (Linux drivers/infiniband/hw/mlx5/main.c `uar_mmap`: only `vm_page_prot` differs by
+/// command), so all of them map the page the emulator watches (`Uars`, mapped at `idx *
+/// PAGE`). DPDK's mlx5 PMD asks for non-cached pages (`MLX5_SHUT_UP_BF`, drivers/common/mlx5/
+/// linux/mlx5_common_os.c `mlx5_config_doorbell_mapping_env`). Other offsets map as asked.
+pub fn canonical_offset(off: i64) -> i64 {
+    if off < 0 || off as u64 % PAGE != 0 {
+        return off;
+    }
+    let pg = off as u64 / PAGE;
+    let command = (pg >> 8) & 0xff;
+    let idx = (pg & 0xff) | ((pg >> 16) << 8);
+    match command {
+        cmd::REGULAR_PAGE | cmd::WC_PAGE | cmd::NC_PAGE => (idx * PAGE) as i64,
+        _ => off,
+    }
+}
+
 /// Checks an mmap request against the context.
 ///
 /// # Errors
@@ -276,5 +295,14 @@ mod tests {
         assert_eq!(check(Some(&ctx), 4096, rw, off(5, 0)), Err(libc::EPERM));
         assert_eq!(check(Some(&ctx), 8192, rw, off(0, 0)), Err(libc::EINVAL));
         assert_eq!(check(None, 4096, rw, 0), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn every_uar_command_maps_the_page_the_emulator_watches() {
+        let off = |cmd: u64, idx: u64| (((cmd << 8) | idx) * PAGE) as i64;
+        for c in [cmd::REGULAR_PAGE, cmd::WC_PAGE, cmd::NC_PAGE] {
+            assert_eq!(canonical_offset(off(c, 3)), off(0, 3));
+        }
+        assert_eq!(canonical_offset(off(cmd::CORE_CLOCK, 0)), off(5, 0));
     }
 }
