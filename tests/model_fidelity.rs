@@ -182,3 +182,45 @@ fn ignore_overrun_cq_takes_every_completion() {
         );
     }
 }
+
+/// Runs tests/c/mr_access.c in `mode` on the emulated NIC: its `name value` lines.
+fn mr_probe(exe: &Path, dir: &Path, mode: &str) -> HashMap<String, i64> {
+    let (ok, out) = on_emu(&[], &[exe.to_str().unwrap(), mode], dir);
+    assert!(ok, "mr probe {mode} failed:\n{out}");
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// Memory registrations are the mkeys the kernel makes (Linux drivers/infiniband/hw/mlx5/mr.c
+/// `set_mkc_access_pd_addr_fields`: the PD and the `lw` bit from IBV_ACCESS_LOCAL_WRITE;
+/// `assign_mkey_variant`: a new 8-bit variant in every key), checked by the device on each
+/// use: a receive into memory registered without LOCAL_WRITE, a send through a key of another
+/// PD and a send through a key deregistered before the range was registered again each
+/// complete with IBV_WC_LOC_PROT_ERR (the CQE syndrome MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+/// rdma-core providers/mlx5/cq.c `mlx5_handle_error_cqe`), through the unmodified libmlx5.
+#[test]
+fn mr_access_pd_and_stale_keys_are_protection_errors() {
+    let _one = serial();
+    let dir = tempdir("fidelity-mr");
+    let exe = probe("mr_access", &dir);
+    let prot = 4; // IBV_WC_LOC_PROT_ERR
+    let good = mr_probe(&exe, &dir, "good");
+    assert_eq!(
+        (good.get("send"), good.get("recv"), good.get("bytes_ok")),
+        (Some(&0), Some(&0), Some(&1)),
+        "{good:?}"
+    );
+    let ro = mr_probe(&exe, &dir, "recv_ro");
+    assert_eq!(
+        (ro.get("send"), ro.get("recv")),
+        (Some(&0), Some(&prot)),
+        "receive into a region without LOCAL_WRITE: {ro:?}"
+    );
+    let pd = mr_probe(&exe, &dir, "send_pd");
+    assert_eq!(pd.get("send"), Some(&prot), "a key of another PD: {pd:?}");
+    let stale = mr_probe(&exe, &dir, "stale");
+    assert_eq!(stale.get("keys_differ"), Some(&1), "{stale:?}");
+    assert_eq!(stale.get("send"), Some(&prot), "a stale key: {stale:?}");
+}

@@ -103,7 +103,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
     if q.create_flags & !IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 || q.is_srq != 0 {
         return Err(EOPNOTSUPP);
     }
-    c.file.objs.pd(q.pd)?;
+    let pdn = c.file.objs.pd(q.pd)?.pdn;
     if let Some(t) = q.ind_tbl {
         return create_rss(c, a, q, t);
     }
@@ -186,6 +186,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     };
                     let sqn = crate::rings::adopt_sq(hw, sd)?;
                     made.sqn = Some(sqn);
+                    // The SQ's context names the QP's PD (its data segments' mkeys must be
+                    // of it: Linux mlx5 qp.c `create_raw_packet_qp_sq` sets the SQ's pd).
+                    hw.set_sq_pd(sqn, pdn).map_err(|e| hw_errno(&e))?;
                     if let Some((nth, syndrome)) = c.dev.cfg.tx_error {
                         hw.inject_tx_error(sqn, nth, syndrome);
                     }
@@ -202,6 +205,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     };
                     let rqn = crate::rings::adopt_rq(hw, rd)?;
                     made.rqn = Some(rqn);
+                    hw.set_rq_pd(rqn, pdn).map_err(|e| hw_errno(&e))?;
                     if q.create_flags & IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 {
                         hw.set_rq_vlan_strip(rqn, true).map_err(|e| hw_errno(&e))?;
                     }

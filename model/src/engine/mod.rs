@@ -182,10 +182,16 @@ impl<T> Table<T> {
     }
 }
 
-/// A memory registration.
+/// A memory registration (an mkey: Linux drivers/infiniband/hw/mlx5/mr.c
+/// `set_mkc_access_pd_addr_fields`, `assign_mkey_variant`).
 pub(crate) struct Mr {
     start: u64,
     len: u64,
+    /// The whole key: table number << 8 | the registration's variant byte.
+    key: u32,
+    pd: u32,
+    /// The device may write it (`lw`: IBV_ACCESS_LOCAL_WRITE).
+    local_write: bool,
 }
 
 /// A piece of a frame being sent: bytes inline in the WQE (offset into the WQE copy) or in
@@ -228,6 +234,8 @@ pub(crate) struct HwState {
     pub(crate) link: Link,
     tap: Option<Tap>,
     mrs: Table<Mr>,
+    /// The last mkey variant byte given (mr.c `assign_mkey_variant`, `dev->mkey_var`).
+    mkey_var: u8,
     pub(crate) cqs: Table<cq::Cq>,
     pub(crate) sqs: Table<sq::Sq>,
     pub(crate) rqs: Table<rq::Rq>,
@@ -307,6 +315,7 @@ impl HwState {
             link,
             tap,
             mrs: Table::new(0x5000),
+            mkey_var: 0,
             cqs: Table::new(0x400),
             sqs: Table::new(0x1000),
             rqs: Table::new(0x2000),
@@ -330,20 +339,51 @@ impl HwState {
 
     // ---- MRs ----
 
-    pub(crate) fn reg_mr(&mut self, addr: u64, len: u64) -> Result<u32> {
+    pub(crate) fn reg_mr_in(
+        &mut self,
+        addr: u64,
+        len: u64,
+        pd: u32,
+        local_write: bool,
+    ) -> Result<u32> {
         if len == 0 || addr.checked_add(len).is_none() {
             return Err(Error::Config(format!(
                 "model reg_mr({addr:#x}, {len}): empty or wrapping range"
             )));
         }
-        self.mrs.insert("MR", Mr { start: addr, len })
+        let n = self.mrs.insert(
+            "MR",
+            Mr {
+                start: addr,
+                len,
+                key: 0,
+                pd,
+                local_write,
+            },
+        )?;
+        // mr.c `assign_mkey_variant`: the low byte of every new mkey is the next value of a
+        // device-wide 8-bit counter; the index (`mlx5_idx_to_mkey`) is above it.
+        self.mkey_var = self.mkey_var.wrapping_add(1);
+        let key = n << 8 | u32::from(self.mkey_var);
+        if let Some(m) = self.mrs.get_mut(n) {
+            m.key = key;
+        }
+        Ok(key)
+    }
+
+    /// The registration `lkey` names: its index and its variant byte both.
+    fn mr(&self, lkey: u32) -> Option<&Mr> {
+        self.mrs.get(lkey >> 8).filter(|m| m.key == lkey)
     }
 
     pub(crate) fn dereg_mr(&mut self, lkey: u32) -> Result<()> {
-        self.mrs
-            .remove(lkey)
-            .map(|_| ())
-            .ok_or_else(|| Error::Config(format!("model dereg_mr: unknown lkey {lkey:#x}")))
+        if self.mr(lkey).is_none() {
+            return Err(Error::Config(format!(
+                "model dereg_mr: unknown lkey {lkey:#x}"
+            )));
+        }
+        self.mrs.remove(lkey >> 8);
+        Ok(())
     }
 
     /// The lkey of a registration of exactly this range, if any.
@@ -351,20 +391,25 @@ impl HwState {
         self.mrs
             .iter()
             .find(|(_, m)| m.start == addr && m.len == len)
-            .map(|(k, _)| k)
+            .map(|(_, m)| m.key)
     }
 
-    /// The device's lkey check: `addr..addr+len` inside the region registered under `lkey`
-    /// (a bad key or range gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
+    /// The device's check of a receive scatter entry: `addr..addr+len` inside the region
+    /// registered under `lkey`, of the RQ's PD, writable (a bad key, PD, access or range
+    /// gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
     /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps it to IBV_WC_LOC_PROT_ERR).
-    pub(crate) fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
-        self.mr_range(lkey).is_some_and(|r| in_range(r, addr, len))
+    pub(crate) fn mr_ok(&self, lkey: u32, pd: u32, addr: u64, len: u32) -> bool {
+        self.mr_range(lkey, pd, true)
+            .is_some_and(|r| in_range(r, addr, len))
     }
 
-    /// The region registered under `lkey`: (start, end).
-    pub(crate) fn mr_range(&self, lkey: u32) -> Option<(u64, u64)> {
+    /// The region registered under `lkey` for a queue of protection domain `pd` (`write`: to
+    /// be written by the device): (start, end).
+    pub(crate) fn mr_range(&self, lkey: u32, pd: u32, write: bool) -> Option<(u64, u64)> {
         // `reg_mr` refused ranges that wrap: `start + len` does not overflow.
-        self.mrs.get(lkey).map(|m| (m.start, m.start + m.len))
+        self.mr(lkey)
+            .filter(|m| m.pd == pd && (m.local_write || !write))
+            .map(|m| (m.start, m.start + m.len))
     }
 
     // ---- object creation (validated) ----

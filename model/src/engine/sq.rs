@@ -18,6 +18,8 @@ use crate::wire::{cqe, ctrl, data, eth, inline, Cqe, CtrlSeg, DataSeg, EthSeg, I
 pub(crate) struct Sq {
     pub(crate) d: SqDesc,
     pub(crate) state: QueueState,
+    /// Protection domain: the data segments' keys must be of it.
+    pub(crate) pd: u32,
     ci: u16,
     /// The producer counter the last doorbell gave (the record read when the UAR write was
     /// seen): WQEs up to it are the device's to process.
@@ -36,6 +38,7 @@ impl Sq {
         Sq {
             d,
             state: QueueState::Reset,
+            pd: 0,
             ci: 0,
             db_pi: 0,
             bf_seen: [0; 2],
@@ -466,10 +469,10 @@ impl HwState {
         *nbytes = 0;
         pieces.clear();
         frames.clear();
-        let mut mrs = MrCache::default();
         let Some(s) = self.sqs.get(sqn) else {
             return Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), 1));
         };
+        let mut mrs = MrCache::new(s.pd);
         let w = &mut wqe[..];
         read_at(s.bb(ci as u32), &mut w[..64]);
         let mut cb = [0u8; 16];
@@ -654,17 +657,20 @@ impl HwState {
     }
 }
 
-/// The lkey check with the registration last found kept at hand (a WQE's segments nearly
-/// always name one region).
-#[derive(Default)]
-struct MrCache(Option<(u32, (u64, u64))>);
+/// The lkey check of the SQ's PD (the device only reads: no write access needed) with the
+/// registration last found kept at hand (a WQE's segments nearly always name one region).
+struct MrCache(Option<(u32, (u64, u64))>, u32);
 
 impl MrCache {
+    fn new(pd: u32) -> MrCache {
+        MrCache(None, pd)
+    }
+
     #[inline(always)]
     fn ok(&mut self, hw: &HwState, lkey: u32, addr: u64, len: u32) -> bool {
         match self.0 {
             Some((k, r)) if k == lkey => in_range(r, addr, len),
-            _ => match hw.mr_range(lkey) {
+            _ => match hw.mr_range(lkey, self.1, false) {
                 Some(r) => {
                     self.0 = Some((lkey, r));
                     in_range(r, addr, len)

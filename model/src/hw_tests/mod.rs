@@ -543,3 +543,4 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
 mod doorbell;
 mod faults;
 mod flow_rank;
+mod mr;
