@@ -224,3 +224,39 @@ fn mr_access_pd_and_stale_keys_are_protection_errors() {
     assert_eq!(stale.get("keys_differ"), Some(&1), "{stale:?}");
     assert_eq!(stale.get("send"), Some(&prot), "a stale key: {stale:?}");
 }
+
+/// ibv_modify_qp on a RAW_PACKET QP takes only the attributes the IB core's transition table
+/// gives that type (Linux drivers/infiniband/core/verbs.c `qp_state_table`,
+/// `ib_modify_qp_is_ok`, which mlx5_ib_modify_qp in drivers/infiniband/hw/mlx5/qp.c calls and
+/// answers EINVAL when it fails): RESET -> INIT needs the port and nothing else, the later
+/// steps take nothing but the state (and a rate limit from RTR/RTS), IB_QP_CUR_STATE is no
+/// RAW_PACKET attribute, and RESET -> ERR is no transition.
+#[test]
+fn modify_qp_takes_only_the_raw_packet_attributes_of_each_transition() {
+    let _one = serial();
+    let dir = tempdir("fidelity-modify-qp");
+    let exe = probe("qp_modify", &dir);
+    let (ok, out) = on_emu(&[], &[exe.to_str().unwrap()], &dir);
+    assert!(ok, "qp_modify probe failed:\n{out}");
+    let got: HashMap<String, i64> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect();
+    let einval = libc::EINVAL as i64;
+    for (name, want) in [
+        ("rst2init_pkey_index", einval),
+        ("rst2init_no_port", einval),
+        ("rst2init", 0),
+        ("init2rtr_qkey", einval),
+        ("init2rtr", 0),
+        ("rtr2rts_cur_state", einval),
+        ("rtr2rts", 0),
+        ("rts2rts_timeout", einval),
+        ("rts2rts", 0),
+        ("rst2err", einval),
+        ("rst2rst", 0),
+    ] {
+        assert_eq!(got.get(name), Some(&want), "{name}:\n{out}");
+    }
+}

@@ -449,15 +449,25 @@ pub(super) fn ex_create_qp(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         .inspect_err(|_| destroy(c, m.handle))
 }
 
-/// `ib_modify_qp_is_ok` for a RAW_PACKET QP (`qp_state_table` in `verbs.c`).
+/// `IB_QP_RATE_LIMIT` (`enum ib_qp_attr_mask`).
+const QP_RATE_LIMIT: u32 = 1 << 25;
+
+/// `ib_modify_qp_is_ok` for a RAW_PACKET QP (Linux drivers/infiniband/core/verbs.c
+/// `qp_state_table`, called by mlx5_ib_modify_qp): the transition must be in the table, with
+/// its required attributes (RESET -> INIT: the port) and no attribute beyond them, its optional
+/// ones (a rate limit from RTR or RTS) and the state. `IB_QP_CUR_STATE` is in no RAW_PACKET
+/// entry, so a mask with it never passes; RESET -> ERR is not in the table.
 fn transition_ok(cur: u32, next: u32, mask: u32) -> bool {
     use state::*;
-    match (cur, next) {
-        (_, RESET) | (_, ERR) => true,
-        (RESET, INIT) => mask & QP_PORT != 0,
-        (INIT, INIT) | (INIT, RTR) | (RTR, RTS) | (RTS, RTS) => true,
-        _ => false,
-    }
+    let (req, opt) = match (cur, next) {
+        (RESET, RESET) => (0, 0),
+        (RESET, INIT) => (QP_PORT, 0),
+        (INIT, RESET | ERR | INIT | RTR) => (0, 0),
+        (RTR, RESET | ERR) | (RTS, RESET | ERR) | (ERR, RESET | ERR) => (0, 0),
+        (RTR, RTS) | (RTS, RTS) => (0, QP_RATE_LIMIT),
+        _ => return false,
+    };
+    mask & req == req && mask & !(req | opt | QP_STATE) == 0
 }
 
 fn modify(c: &mut Ctx<'_>, b: &ib_uverbs_modify_qp) -> CmdResult {
