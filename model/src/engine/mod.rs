@@ -36,6 +36,8 @@ pub struct ModelCounters {
     pub tx_error_cqes: u64,
     /// Send WQEs flushed after an error.
     pub tx_flushed: u64,
+    /// Send WQEs refused for a data segment of byte count 0 (also in `tx_error_cqes`).
+    pub tx_zero_length_segs: u64,
     /// Frames the wire could not take (no flow control, peer full; or the bridge refused).
     pub wire_drops: u64,
     /// Frames delivered into an RQ.

@@ -152,6 +152,10 @@ fn doorbell_qpn(raw: u64) -> u32 {
     u32::from_be_bytes([b[4], b[5], b[6], b[7]]) >> 8
 }
 
+/// Set in a `Fail` syndrome (no syndrome has bit 7: PRM, mlx5dv.h `MLX5_CQE_SYNDROME_*`
+/// are at most 0x22) for a WQE refused for a zero-length data segment.
+const ZERO_LENGTH: u8 = 0x80;
+
 /// Why a WQE failed: syndrome.
 struct Fail(u8);
 
@@ -313,6 +317,13 @@ impl HwState {
                     };
                     let Some(s) = self.sqs.get_mut(sqn) else {
                         return work;
+                    };
+                    // The flag marks a refused zero-length data segment (counted apart).
+                    let synd = if synd & ZERO_LENGTH != 0 {
+                        count!(self.counters, s.ctr, tx_zero_length_segs, 1);
+                        synd & !ZERO_LENGTH
+                    } else {
+                        synd
                     };
                     s.ci = ci.wrapping_add(bbs as u16);
                     s.seq += 1;
@@ -553,21 +564,25 @@ impl HwState {
                         continue;
                     }
                     let l = d.byte_count();
-                    if l > 0 {
-                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
-                            return prot(bbs);
-                        }
-                        if len + l as usize > max {
-                            return length(bbs);
-                        }
-                        if record {
-                            pieces.push(Piece::Mem {
-                                addr: d.addr(),
-                                len: l,
-                            });
-                        }
-                        len += l as usize;
+                    // Byte count 0 means 2^31 bytes (PRM). No vendor source says more: libmlx5
+                    // (`_mlx5_post_send` skips empty SGEs) and DPDK's PMD never write one. A
+                    // gather of 2 GiB is longer than any frame: LOCAL_LENGTH_ERR, counted.
+                    if l == 0 {
+                        return Err((Fail(cqe::SYND_LOCAL_LENGTH_ERR | ZERO_LENGTH), bbs));
                     }
+                    if !mrs.ok(self, d.lkey(), d.addr(), l) {
+                        return prot(bbs);
+                    }
+                    if len + l as usize > max {
+                        return length(bbs);
+                    }
+                    if record {
+                        pieces.push(Piece::Mem {
+                            addr: d.addr(),
+                            len: l,
+                        });
+                    }
+                    len += l as usize;
                     at += data::SIZE;
                 }
                 // The device demands `eth_min_inline` header bytes inline (mlx5-abi.h

@@ -87,3 +87,24 @@ fn doorbells_rung_in_reset_are_not_kept_for_later() {
     r.hw.process();
     assert_eq!(r.hw.counters().tx_wqes, 1);
 }
+
+/// A send data segment of byte count 0: the PRM gives 0 the meaning 2^31 bytes; no vendor
+/// source found says what the device does with one (libmlx5's `_mlx5_post_send` and DPDK's
+/// mlx5 PMD never write one; rawq's driver neither), so the model refuses it as a frame longer
+/// than any the port takes (LOCAL_LENGTH_ERR), counted apart.
+#[test]
+fn a_zero_length_send_data_segment_is_refused_and_counted() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 16, 64, None);
+    let sqn = r.sq(cq, 0);
+    r.ctrl(SQ, 0, sqn, 4);
+    r.bytes(SQ + 16, 16).fill(0);
+    r.data_seg(SQ + 32, 60, r.lkey, r.at(DATA) as u64);
+    r.data_seg(SQ + 48, 0, r.lkey, r.at(DATA + 64) as u64);
+    r.ring(1, 0);
+    r.hw.process();
+    let c = r.cqe(0, 64, 0);
+    assert_eq!((op(&c), c[55]), (0xd, 0x01), "REQ_ERR, LOCAL_LENGTH_ERR");
+    let k = r.hw.counters();
+    assert_eq!((k.tx_frames, k.tx_zero_length_segs), (0, 1));
+}
