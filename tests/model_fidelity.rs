@@ -260,3 +260,28 @@ fn modify_qp_takes_only_the_raw_packet_attributes_of_each_transition() {
         assert_eq!(got.get(name), Some(&want), "{name}:\n{out}");
     }
 }
+
+/// Multi-packet send is advertised only where the model honours it: enhanced MPW WQEs without
+/// a minimum inline header (the model refuses them when the device asks for the L2 header
+/// inline, and has no legacy MPW). The kernel reports `MLX5_IB_ALLOW_MPW` and
+/// `MLX5_IB_SUPPORT_EMPW` from the device's capabilities (Linux drivers/infiniband/hw/mlx5/
+/// main.c `mlx5_ib_query_device`), libmlx5 turns them into MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED and
+/// _ENHANCED_MPW, and DPDK's PMD sends eMPW WQEs when both are set
+/// (drivers/net/mlx5/linux/mlx5_os.c).
+#[test]
+fn multi_packet_send_is_advertised_only_where_the_model_takes_it() {
+    let _one = serial();
+    let dir = tempdir("fidelity-mpw");
+    let exe = probe("mpw_caps", &dir);
+    for (opts, want) in [(&[][..], 1), (&["--min-inline", "l2"][..], 0)] {
+        let (ok, out) = on_emu(opts, &[exe.to_str().unwrap()], &dir);
+        assert!(ok, "mpw probe with {opts:?} failed:\n{out}");
+        for name in ["mpw_allowed", "enhanced_mpw"] {
+            let line = format!("{name} {want}");
+            assert!(
+                out.lines().any(|l| l.trim() == line),
+                "{opts:?}: want `{line}`:\n{out}"
+            );
+        }
+    }
+}
