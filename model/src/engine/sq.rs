@@ -348,7 +348,7 @@ impl HwState {
     fn check_stray_doorbell(&mut self, sqn: u32, other: Option<u32>) {
         let Some(q) = other else { return };
         let uar = self.sqs.get(sqn).map_or(0, |s| s.d.uar);
-        if !self.sqs.get(q).is_some_and(|o| o.d.uar == uar) {
+        if self.sqs.get(q).is_none_or(|o| o.d.uar != uar) {
             self.counters.doorbell_mismatch += 1;
         }
     }
