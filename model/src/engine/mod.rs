@@ -19,6 +19,7 @@ use super::ModelWire;
 use crate::error::{Error, Result};
 use crate::mmio;
 
+pub(crate) use sq::doorbell_qpn;
 pub(crate) use steer::{Flow, Tir};
 
 /// What a modelled device (or one of its queues) has seen and done.

@@ -147,7 +147,7 @@ pub(crate) const BF_HALF: usize = crate::mem::BF_SIZE as usize;
 
 /// The QPN a doorbell names: the upper 24 bits of `qpn_ds`, the second big-endian word of the
 /// control segment's first 8 bytes (mlx5dv.h `struct mlx5_wqe_ctrl_seg`).
-fn doorbell_qpn(raw: u64) -> u32 {
+pub(crate) fn doorbell_qpn(raw: u64) -> u32 {
     let b = raw.to_ne_bytes();
     u32::from_be_bytes([b[4], b[5], b[6], b[7]]) >> 8
 }
