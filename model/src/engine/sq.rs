@@ -109,6 +109,12 @@ impl Sq {
     /// read when the write is seen. A record advanced without a UAR write starts nothing.
     /// Returns whether this SQ was rung, and the QPN of a new value naming another QP.
     ///
+    /// The register is memory the model polls, so a doorbell that writes the bytes already
+    /// there is no change: after a reset the WQE indices start again at 0 (libmlx5
+    /// `mlx5_init_qp_indices`), and the same WQEs give the same first 8 bytes. A value naming
+    /// this SQ whose WQE index is one of the WQEs the record says were posted since the last
+    /// one processed is therefore a doorbell too (a stale value names a WQE already done).
+    ///
     /// Limit: the register is memory the model polls, not a trapped MMIO write: two doorbells
     /// of different QPs sharing one register between two polls leave only the second (the
     /// emulator gives each QP its own register while the context has free ones, as the
@@ -128,8 +134,16 @@ impl Sq {
                 other = Some(q);
             }
         }
+        let pi = load_be32(self.d.dbrec) as u16;
+        if !rung && pi != self.db_pi {
+            let posted = pi.wrapping_sub(self.ci);
+            rung = self
+                .bf_seen
+                .iter()
+                .any(|&v| doorbell_qpn(v) == sqn && doorbell_wqe(v).wrapping_sub(self.ci) < posted);
+        }
         if rung {
-            self.db_pi = load_be32(self.d.dbrec) as u16;
+            self.db_pi = pi;
         }
         (rung, other)
     }
@@ -155,6 +169,13 @@ pub(crate) fn doorbell_qpn(raw: u64) -> u32 {
 /// Set in a `Fail` syndrome (no syndrome has bit 7: PRM, mlx5dv.h `MLX5_CQE_SYNDROME_*`
 /// are at most 0x22) for a WQE refused for a zero-length data segment.
 const ZERO_LENGTH: u8 = 0x80;
+
+/// The WQE index a doorbell names: bits 8..23 of `opmod_idx_opcode`, the first big-endian word
+/// of the control segment (mlx5dv.h `struct mlx5_wqe_ctrl_seg`, `mlx5dv_set_ctrl_seg`).
+fn doorbell_wqe(raw: u64) -> u16 {
+    let b = raw.to_ne_bytes();
+    (u32::from_be_bytes([b[0], b[1], b[2], b[3]]) >> 8) as u16
+}
 
 /// Why a WQE failed: syndrome.
 struct Fail(u8);
