@@ -19,6 +19,7 @@ use super::ModelWire;
 use crate::error::{Error, Result};
 use crate::mmio;
 
+#[cfg(test)]
 pub(crate) use sq::doorbell_qpn;
 pub(crate) use steer::{Flow, Tir};
 
