@@ -8,7 +8,7 @@
 //! | test | port | forward | devargs / options |
 //! |---|---|---|---|
 //! | txonly_… | looped back | txonly | default (eMPW, vector rx, CQE compression); `txq_mpw_en=0` (plain SEND); `txq_inline_mpw=128` (eMPW, frames inline) |
-//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; rx timestamps; scatter/jumbo; striding RQ (vector + compression; scalar, 8 strides) |
+//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; scalar rx with compression; rx timestamps; scatter/jumbo; striding RQ (vector + compression; scalar, 8 strides; with compression and RSS over 4 queues) |
 //! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
 //! | testpmd_and_the_kernel_… | veth to the kernel | rxonly then txonly | default |
 //! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
@@ -161,6 +161,22 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
             args: &[],
             queues: 1,
             frame: 200,
+        },
+        // Of the product of the devargs: striding RQs under RSS, and compression on the
+        // scalar path.
+        RxCase {
+            name: "striding RQ with compression, RSS over 4 queues",
+            devargs: "mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=1",
+            args: &["--rxq=4", "--txq=4", "--rss-udp"],
+            queues: 4,
+            frame: 200,
+        },
+        RxCase {
+            name: "scalar rx with CQE compression",
+            devargs: "rx_vec_en=0,rxq_cqe_comp_en=1",
+            args: &[],
+            queues: 1,
+            frame: 64,
         },
         RxCase {
             name: "rx timestamps",
