@@ -7,8 +7,8 @@
 //!
 //! | test | port | forward | devargs / options |
 //! |---|---|---|---|
-//! | txonly_… | looped back | txonly | default (eMPW, vector rx, CQE compression); `txq_mpw_en=0` (plain SEND); `txq_inline_mpw=128` (eMPW, frames inline) |
-//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; rx timestamps; scatter/jumbo; striding RQ (vector + compression; scalar, 8 strides) |
+//! | txonly_… | looped back | txonly | default (eMPW, vector rx, CQE compression); `txq_mpw_en=0` (plain SEND); `txq_inline_mpw=128` (eMPW, frames inline); ConnectX-4 Lx (`--min-inline l2`: plain SEND, inline L2 header) |
+//! | rxonly_… | `--pair` | rxonly | vector rx + compression + RSS over 4 queues; scalar rx without compression; scalar rx with compression; rx timestamps; scatter/jumbo; striding RQ (vector + compression; scalar, 8 strides; with compression and RSS over 4 queues) |
 //! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
 //! | testpmd_and_the_kernel_… | veth to the kernel | rxonly then txonly | default |
 //! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
@@ -80,15 +80,22 @@ fn txonly_on_the_looped_back_port_runs_past_65536_completions() {
     let Some(ns) = netns("dpdktx") else { return };
     let dir = tempdir("dpdk-txonly");
     // eMPW: 32 frames a WQE, a completion a WQE; plain SEND: a completion every 32 or so;
-    // eMPW with the frames inline in the WQE.
-    for (devargs, frames) in [
-        ("", 2_300_000u64),
-        ("txq_mpw_en=0", 2_600_000),
-        ("txq_inline_mpw=128", 2_300_000),
-    ] {
-        let stats = dir.join(format!("stats{}", devargs.len()));
+    // eMPW with the frames inline in the WQE; a ConnectX-4 Lx (the L2 header inline in every
+    // WQE; no multi-packet send advertised, so plain SENDs).
+    let cx4lx: &[&str] = &["--min-inline", "l2"];
+    for (k, (devargs, emu, frames)) in [
+        ("", &[][..], 2_300_000u64),
+        ("txq_mpw_en=0", &[][..], 2_600_000),
+        ("txq_inline_mpw=128", &[][..], 2_300_000),
+        ("", cx4lx, 2_600_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let stats = dir.join(format!("stats{k}"));
         let (tap, _) = taps("tx");
         let mut opts = vec!["--netdev", &tap];
+        opts.extend(emu);
         if !devargs.is_empty() {
             opts.extend(["--devargs", devargs]);
         }
@@ -99,14 +106,17 @@ fn txonly_on_the_looped_back_port_runs_past_65536_completions() {
         let s = settled(&mut p, 0);
         assert!(
             s.missed > 0,
-            "{devargs}: the unpolled ring filled and dropped: {s:?}"
+            "{devargs} {emu:?}: the unpolled ring filled and dropped: {s:?}"
         );
         let out = p.quit();
         let cqes = last(&stats, "tx_cqes");
-        assert!(cqes > 1 << 16, "{devargs}: only {cqes} completions\n{out}");
-        assert_eq!(last(&stats, "cq_overruns"), 0, "{devargs}\n{out}");
-        assert_eq!(last(&stats, "tx_frames"), s.tx, "{devargs}\n{out}");
-        assert_eq!(last(&stats, "tx_error_cqes"), 0, "{devargs}\n{out}");
+        assert!(
+            cqes > 1 << 16,
+            "{devargs} {emu:?}: only {cqes} completions\n{out}"
+        );
+        assert_eq!(last(&stats, "cq_overruns"), 0, "{devargs} {emu:?}\n{out}");
+        assert_eq!(last(&stats, "tx_frames"), s.tx, "{devargs} {emu:?}\n{out}");
+        assert_eq!(last(&stats, "tx_error_cqes"), 0, "{devargs} {emu:?}\n{out}");
     }
 }
 
@@ -161,6 +171,22 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
             args: &[],
             queues: 1,
             frame: 200,
+        },
+        // Of the product of the devargs: striding RQs under RSS, and compression on the
+        // scalar path.
+        RxCase {
+            name: "striding RQ with compression, RSS over 4 queues",
+            devargs: "mprq_en=1,rxqs_min_mprq=1,rxq_cqe_comp_en=1",
+            args: &["--rxq=4", "--txq=4", "--rss-udp"],
+            queues: 4,
+            frame: 200,
+        },
+        RxCase {
+            name: "scalar rx with CQE compression",
+            devargs: "rx_vec_en=0,rxq_cqe_comp_en=1",
+            args: &[],
+            queues: 1,
+            frame: 64,
         },
         RxCase {
             name: "rx timestamps",

@@ -182,3 +182,106 @@ fn ignore_overrun_cq_takes_every_completion() {
         );
     }
 }
+
+/// Runs tests/c/mr_access.c in `mode` on the emulated NIC: its `name value` lines.
+fn mr_probe(exe: &Path, dir: &Path, mode: &str) -> HashMap<String, i64> {
+    let (ok, out) = on_emu(&[], &[exe.to_str().unwrap(), mode], dir);
+    assert!(ok, "mr probe {mode} failed:\n{out}");
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// Memory registrations are the mkeys the kernel makes (Linux drivers/infiniband/hw/mlx5/mr.c
+/// `set_mkc_access_pd_addr_fields`: the PD and the `lw` bit from IBV_ACCESS_LOCAL_WRITE;
+/// `assign_mkey_variant`: a new 8-bit variant in every key), checked by the device on each
+/// use: a receive into memory registered without LOCAL_WRITE, a send through a key of another
+/// PD and a send through a key deregistered before the range was registered again each
+/// complete with IBV_WC_LOC_PROT_ERR (the CQE syndrome MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+/// rdma-core providers/mlx5/cq.c `mlx5_handle_error_cqe`), through the unmodified libmlx5.
+#[test]
+fn mr_access_pd_and_stale_keys_are_protection_errors() {
+    let _one = serial();
+    let dir = tempdir("fidelity-mr");
+    let exe = probe("mr_access", &dir);
+    let prot = 4; // IBV_WC_LOC_PROT_ERR
+    let good = mr_probe(&exe, &dir, "good");
+    assert_eq!(
+        (good.get("send"), good.get("recv"), good.get("bytes_ok")),
+        (Some(&0), Some(&0), Some(&1)),
+        "{good:?}"
+    );
+    let ro = mr_probe(&exe, &dir, "recv_ro");
+    assert_eq!(
+        (ro.get("send"), ro.get("recv")),
+        (Some(&0), Some(&prot)),
+        "receive into a region without LOCAL_WRITE: {ro:?}"
+    );
+    let pd = mr_probe(&exe, &dir, "send_pd");
+    assert_eq!(pd.get("send"), Some(&prot), "a key of another PD: {pd:?}");
+    let stale = mr_probe(&exe, &dir, "stale");
+    assert_eq!(stale.get("keys_differ"), Some(&1), "{stale:?}");
+    assert_eq!(stale.get("send"), Some(&prot), "a stale key: {stale:?}");
+}
+
+/// ibv_modify_qp on a RAW_PACKET QP takes only the attributes the IB core's transition table
+/// gives that type (Linux drivers/infiniband/core/verbs.c `qp_state_table`,
+/// `ib_modify_qp_is_ok`, which mlx5_ib_modify_qp in drivers/infiniband/hw/mlx5/qp.c calls and
+/// answers EINVAL when it fails): RESET -> INIT needs the port and nothing else, the later
+/// steps take nothing but the state (and a rate limit from RTR/RTS), IB_QP_CUR_STATE is no
+/// RAW_PACKET attribute, and RESET -> ERR is no transition.
+#[test]
+fn modify_qp_takes_only_the_raw_packet_attributes_of_each_transition() {
+    let _one = serial();
+    let dir = tempdir("fidelity-modify-qp");
+    let exe = probe("qp_modify", &dir);
+    let (ok, out) = on_emu(&[], &[exe.to_str().unwrap()], &dir);
+    assert!(ok, "qp_modify probe failed:\n{out}");
+    let got: HashMap<String, i64> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect();
+    let einval = libc::EINVAL as i64;
+    for (name, want) in [
+        ("rst2init_pkey_index", einval),
+        ("rst2init_no_port", einval),
+        ("rst2init", 0),
+        ("init2rtr_qkey", einval),
+        ("init2rtr", 0),
+        ("rtr2rts_cur_state", einval),
+        ("rtr2rts", 0),
+        ("rts2rts_timeout", einval),
+        ("rts2rts", 0),
+        ("rst2err", einval),
+        ("rst2rst", 0),
+    ] {
+        assert_eq!(got.get(name), Some(&want), "{name}:\n{out}");
+    }
+}
+
+/// Multi-packet send is advertised only where the model honours it: enhanced MPW WQEs without
+/// a minimum inline header (the model refuses them when the device asks for the L2 header
+/// inline, and has no legacy MPW). The kernel reports `MLX5_IB_ALLOW_MPW` and
+/// `MLX5_IB_SUPPORT_EMPW` from the device's capabilities (Linux drivers/infiniband/hw/mlx5/
+/// main.c `mlx5_ib_query_device`), libmlx5 turns them into MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED and
+/// _ENHANCED_MPW, and DPDK's PMD sends eMPW WQEs when both are set
+/// (drivers/net/mlx5/linux/mlx5_os.c).
+#[test]
+fn multi_packet_send_is_advertised_only_where_the_model_takes_it() {
+    let _one = serial();
+    let dir = tempdir("fidelity-mpw");
+    let exe = probe("mpw_caps", &dir);
+    for (opts, want) in [(&[][..], 1), (&["--min-inline", "l2"][..], 0)] {
+        let (ok, out) = on_emu(opts, &[exe.to_str().unwrap()], &dir);
+        assert!(ok, "mpw probe with {opts:?} failed:\n{out}");
+        for name in ["mpw_allowed", "enhanced_mpw"] {
+            let line = format!("{name} {want}");
+            assert!(
+                out.lines().any(|l| l.trim() == line),
+                "{opts:?}: want `{line}`:\n{out}"
+            );
+        }
+    }
+}

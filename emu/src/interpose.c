@@ -46,6 +46,7 @@ extern int rawq_emu_stat_dev(const char *path, unsigned int *major, unsigned int
 extern int rawq_emu_fstat_dev(int fd, unsigned int *major, unsigned int *minor);
 extern long rawq_emu_write(int fd, const void *buf, size_t count);
 extern int rawq_emu_mmap_check(int fd, size_t len, int prot, long long off);
+extern long long rawq_emu_mmap_offset(long long off);
 extern void rawq_emu_release(int fd);
 extern int rawq_emu_dup(int oldfd, int newfd);
 extern void rawq_emu_close_other(int fd);
@@ -351,9 +352,13 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	int r;
 
 	resolve();
-	if (is_emu(fd) && (r = rawq_emu_mmap_check(fd, len, prot, (long long)off)) != 0) {
-		errno = -r;
-		return MAP_FAILED;
+	if (is_emu(fd)) {
+		if ((r = rawq_emu_mmap_check(fd, len, prot, (long long)off)) != 0) {
+			errno = -r;
+			return MAP_FAILED;
+		}
+		/* Every UAR command maps the one page the emulator watches (mmap.rs). */
+		off = (off_t)rawq_emu_mmap_offset((long long)off);
 	}
 	/* A fixed mapping over pages the emulator kept for the device: the application owns that
 	 * address again (the device keeps what it reaches there). */

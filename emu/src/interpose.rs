@@ -177,6 +177,13 @@ pub extern "C" fn rawq_emu_mmap_check(fd: i32, len: usize, prot: i32, off: i64) 
     })
 }
 
+/// The memfd offset to map for a validated mmap of `off` on a command fd (a UAR page's one
+/// page whichever caching command named it: [`crate::mmap::canonical_offset`]).
+#[no_mangle]
+pub extern "C" fn rawq_emu_mmap_offset(off: i64) -> i64 {
+    guarded(off, || crate::mmap::canonical_offset(off))
+}
+
 /// `new` became a duplicate of the command fd `old`: 1 if `old` is ours (then `new` is too).
 #[no_mangle]
 pub extern "C" fn rawq_emu_dup(old: i32, new: i32) -> i32 {

@@ -44,6 +44,25 @@ pub enum Page {
     Clock,
 }
 
+/// The memfd offset a validated mmap of `off` maps. Every UAR command (regular, write-combining,
+/// non-cached) names the same UAR page: the kernel maps one physical page whatever the caching
+/// (Linux drivers/infiniband/hw/mlx5/main.c `uar_mmap`: only `vm_page_prot` differs by
+/// command), so all of them map the page the emulator watches (`Uars`, mapped at `idx *
+/// PAGE`). DPDK's mlx5 PMD asks for non-cached pages (`MLX5_SHUT_UP_BF`, drivers/common/mlx5/
+/// linux/mlx5_common_os.c `mlx5_config_doorbell_mapping_env`). Other offsets map as asked.
+pub fn canonical_offset(off: i64) -> i64 {
+    if off < 0 || off as u64 % PAGE != 0 {
+        return off;
+    }
+    let pg = off as u64 / PAGE;
+    let command = (pg >> 8) & 0xff;
+    let idx = (pg & 0xff) | ((pg >> 16) << 8);
+    match command {
+        cmd::REGULAR_PAGE | cmd::WC_PAGE | cmd::NC_PAGE => (idx * PAGE) as i64,
+        _ => off,
+    }
+}
+
 /// Checks an mmap request against the context.
 ///
 /// # Errors
@@ -147,28 +166,106 @@ impl Drop for ClockPage {
     }
 }
 
-/// The emulator's own map of a context's UAR pages (regular-page offsets).
+/// The emulator's own map of a context's UAR pages (regular-page offsets), and which QPs use
+/// each bfreg (the doorbell registers: the model watches the one of each SQ).
 #[derive(Debug)]
 pub struct Uars {
     base: usize,
     pages: u32,
+    /// QPs using each bfreg (`bfregi->count`).
+    users: Vec<u32>,
+    /// `num_low_latency_bfregs` of the GET_CONTEXT request.
+    low_latency: u32,
+    /// (QPN, bfreg) of every QP given one.
+    given: Vec<(u32, u32)>,
 }
 
 impl Uars {
-    /// Maps the `tot_bfregs` UAR pages of the memfd `fd`.
+    /// Maps the `tot_bfregs` UAR pages of the memfd `fd`; `low_latency` of them are the
+    /// high class (one QP each).
     ///
     /// # Errors
     /// mmap errno.
-    pub fn map(fd: i32, tot_bfregs: u32) -> Result<Uars, Errno> {
+    pub fn map(fd: i32, tot_bfregs: u32, low_latency: u32) -> Result<Uars, Errno> {
         let pages = uar_pages(tot_bfregs).max(1);
         let base = sys::map_shared(fd, pages as usize * PAGE as usize, 0)?;
-        Ok(Uars { base, pages })
+        Ok(Uars {
+            base,
+            pages,
+            users: vec![0; (pages * BFREGS_PER_UAR) as usize],
+            low_latency,
+            given: Vec::new(),
+        })
     }
 
-    /// Address of the UAR page holding bfreg `n`, in our map.
+    /// The bfreg the next QP gets, as the kernel picks it (Linux drivers/infiniband/hw/mlx5/
+    /// qp.c `alloc_bfreg`): a free high-class (low-latency) one, the last `low_latency`
+    /// bfregs; else the least used medium-class one (1 up to the high class,
+    /// `alloc_med_class_bfreg`); else bfreg 0, the shared one without BlueFlame.
+    pub fn next_bfreg(&self) -> u32 {
+        let max = self.users.len() as u32;
+        // num_med_bfreg(): every bfreg but the low-latency ones and bfreg 0.
+        let med = max.saturating_sub(self.low_latency + 1);
+        let first_hi = med + 1;
+        if let Some(i) = (first_hi..max).find(|&i| self.users[i as usize] == 0) {
+            return i;
+        }
+        if med == 0 {
+            return 0;
+        }
+        let mut min = 1;
+        for i in 1..first_hi {
+            if self.users[i as usize] < self.users[min as usize] {
+                min = i;
+            }
+            if self.users[min as usize] == 0 {
+                break;
+            }
+        }
+        min
+    }
+
+    /// Records that QP `qpn` uses bfreg `n` (from [`Uars::next_bfreg`]).
+    pub fn take(&mut self, n: u32, qpn: u32) {
+        if let Some(u) = self.users.get_mut(n as usize) {
+            *u += 1;
+            self.given.push((qpn, n));
+        }
+    }
+
+    /// QP `qpn` is gone: its bfreg has one user fewer (`mlx5_ib_free_bfreg`).
+    pub fn release(&mut self, qpn: u32) {
+        if let Some(i) = self.given.iter().position(|&(q, _)| q == qpn) {
+            let (_, n) = self.given.swap_remove(i);
+            if let Some(u) = self.users.get_mut(n as usize) {
+                *u = u.saturating_sub(1);
+            }
+        }
+    }
+
+    /// The bfreg index the create-QP response carries for the kernel's bfreg `n`
+    /// (qp.c `adjust_bfregn`: libmlx5 counts 4 bfregs per UAR page, the kernel 2).
+    pub fn lib_index(n: u32) -> u32 {
+        n / BFREGS_PER_UAR * 4 + n % BFREGS_PER_UAR
+    }
+
+    /// Address of the UAR page holding bfreg `n`, in our map (the CQ doorbell is at its
+    /// `MLX5_CQ_DOORBELL`, 0x20).
     pub fn page_of_bfreg(&self, n: u32) -> usize {
         let page = (n / BFREGS_PER_UAR).min(self.pages - 1);
         self.base + page as usize * PAGE as usize
+    }
+
+    /// Address, in our map, of bfreg `n`'s doorbell register: its UAR page plus
+    /// `MLX5_BF_OFFSET` (0x800) plus `bf_reg_size` per bfreg before it in the page, as
+    /// libmlx5 finds it (rdma-core providers/mlx5/mlx5.c `mlx5_init_context`:
+    /// `bfs[bfi].reg = uar[i].reg + MLX5_BF_OFFSET + k * bf_reg_size`).
+    pub fn register_of_bfreg(&self, n: u32) -> usize {
+        let page = (n / BFREGS_PER_UAR).min(self.pages - 1);
+        self.base
+            + page as usize * PAGE as usize
+            + 0x800
+            + (n % BFREGS_PER_UAR) as usize * crate::caps::ucontext::BF_REG_SIZE as usize
     }
 }
 
@@ -205,5 +302,14 @@ mod tests {
         assert_eq!(check(Some(&ctx), 4096, rw, off(5, 0)), Err(libc::EPERM));
         assert_eq!(check(Some(&ctx), 8192, rw, off(0, 0)), Err(libc::EINVAL));
         assert_eq!(check(None, 4096, rw, 0), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn every_uar_command_maps_the_page_the_emulator_watches() {
+        let off = |cmd: u64, idx: u64| (((cmd << 8) | idx) * PAGE) as i64;
+        for c in [cmd::REGULAR_PAGE, cmd::WC_PAGE, cmd::NC_PAGE] {
+            assert_eq!(canonical_offset(off(c, 3)), off(0, 3));
+        }
+        assert_eq!(canonical_offset(off(cmd::CORE_CLOCK, 0)), off(5, 0));
     }
 }

@@ -98,7 +98,10 @@ pub struct SqDesc {
     pub wqe_cnt: u32,
     /// The SQ doorbell record word (`dbrec[MLX5_SND_DBR]`), big-endian.
     pub dbrec: usize,
-    /// The UAR page the doorbell / BlueFlame writes land in (0: none).
+    /// The SQ's doorbell (BlueFlame) register, `mlx5dv_qp.bf.reg`: two halves of
+    /// [`mem::BF_SIZE`](crate::mem::BF_SIZE) bytes, the driver writing each doorbell (the first
+    /// 8 bytes of its last WQE) to one of them. A write naming the SQ is what starts it
+    /// sending, up to the doorbell record then read. Required (8-byte aligned).
     pub uar: usize,
     /// Completion queue for this SQ's CQEs.
     pub cqn: u32,
@@ -316,12 +319,47 @@ impl Hw {
         b.lock().link = super::engine::Link::Peer(ia);
     }
 
-    /// Registers `len` bytes at `addr`; returns the lkey the device will check.
+    /// Registers `len` bytes at `addr` in protection domain 0, writable by the device;
+    /// returns the lkey the device will check.
     ///
     /// # Errors
     /// [`Error::Config`] for an empty or wrapping range.
     pub fn reg_mr(&self, addr: u64, len: u64) -> Result<u32> {
-        self.lock().reg_mr(addr, len)
+        self.lock().reg_mr_in(addr, len, 0, true)
+    }
+
+    /// Registers `len` bytes at `addr` in protection domain `pd`; `local_write`: the device
+    /// may write it (`IBV_ACCESS_LOCAL_WRITE`, the mkey context's `lw` bit: Linux
+    /// drivers/infiniband/hw/mlx5/mr.c `set_mkc_access_pd_addr_fields`). Returns the lkey: the
+    /// mkey index above an 8-bit variant that changes with every registration (mr.c
+    /// `assign_mkey_variant`), so a key kept past its deregistration does not name a later
+    /// region. Queues use a region only through a key of their own PD
+    /// ([`Hw::set_sq_pd`], [`Hw::set_rq_pd`]), and receive only into writable ones; any other
+    /// use is a LOCAL_PROT_ERR completion.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an empty or wrapping range.
+    pub fn reg_mr_in(&self, addr: u64, len: u64, pd: u32, local_write: bool) -> Result<u32> {
+        self.lock().reg_mr_in(addr, len, pd, local_write)
+    }
+
+    /// The protection domain of SQ `sqn` (0 unless set): the PD its data segments' keys must
+    /// belong to.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown SQ.
+    pub fn set_sq_pd(&self, sqn: u32, pd: u32) -> Result<()> {
+        self.lock().sq_mut(sqn)?.pd = pd;
+        Ok(())
+    }
+
+    /// The protection domain of RQ `rqn` (0 unless set), as [`Hw::set_sq_pd`].
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown RQ.
+    pub fn set_rq_pd(&self, rqn: u32, pd: u32) -> Result<()> {
+        self.lock().rq_mut(rqn)?.pd = pd;
+        Ok(())
     }
 
     /// The lkey of a region registered with exactly this `addr` and `len`, if any.
@@ -355,7 +393,8 @@ impl Hw {
     /// segments must carry as their QPN).
     ///
     /// # Safety
-    /// As [`Hw::create_cq`], for the SQ ring, its doorbell word and the UAR page, until
+    /// As [`Hw::create_cq`], for the SQ ring, its doorbell word and the doorbell register's
+    /// `2 * BF_SIZE` bytes (read with 8-byte atomic loads), until
     /// [`Hw::destroy_sq`] returns. Every data segment's address+length inside a region
     /// registered with [`Hw::reg_mr`] must stay valid while registered.
     ///

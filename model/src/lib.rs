@@ -6,10 +6,10 @@
 //! application's under the emulated NIC). One engine serves both. On each [`hw::Hw::process`]
 //! (or in a thread, [`hw::Hw::spawn`]) it does what the hardware does:
 //!
-//! * **Send**: reads the SQ doorbell record, parses every new WQE and checks it strictly (opcode,
-//!   DS count, WQE index, QPN, minimum inline header, lkey, every address+length inside the
-//!   registered region, frame length limits). A good WQE puts its frame(s) on the wire (checksum
-//!   offload applied) and writes a send CQE if the WQE asked for one. A bad WQE produces the
+//! * **Send**: on a UAR doorbell write naming the SQ, reads the doorbell record and parses
+//!   every new WQE up to it, checking each strictly (opcode, DS count, WQE index, QPN, minimum
+//!   inline header, lkey, every address+length inside the registered region of the SQ's PD,
+//!   frame length limits). A good WQE puts its frame(s) on the wire (checksum offload applied) and writes a send CQE if the WQE asked for one. A bad WQE produces the
 //!   error CQE the hardware would (LOCAL_PROT_ERR for a bad key or address, LOCAL_LENGTH_ERR for
 //!   a bad length, LOCAL_QP_OP_ERR for a bad opcode / DS / index); every later WQE is flushed
 //!   (WR_FLUSH_ERR) until the queue is reset.

@@ -7,7 +7,7 @@
 
 use std::ptr::NonNull;
 #[allow(unused_imports)] // which fences are used depends on the architecture
-use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Loads a big-endian doorbell-record word (acquire): the device side of the driver's release
 /// store of it (libmlx5 writes its doorbell records after a to-device barrier: rdma-core
@@ -18,6 +18,21 @@ pub(crate) fn dbrec_load(rec: NonNull<u32>) -> u32 {
     // verbs objects (or the model) for the queue's lifetime; every access goes through atomics.
     let a = unsafe { AtomicU32::from_ptr(rec.as_ptr()) };
     u32::from_be(a.load(Ordering::Acquire))
+}
+
+/// Loads the 8 bytes at a doorbell (BlueFlame) register, as they lie in memory. The driver
+/// writes the first 8 bytes of its last WQE's control segment there after the doorbell record
+/// (rdma-core providers/mlx5/qp.c `post_send_db`: `mmio_write64_be(bf->reg + bf->offset, ...)`
+/// after `udma_to_device_barrier` and the record; DPDK drivers/common/mlx5/mlx5_common.h
+/// `mlx5_doorbell_ring`: the record, `rte_wmb`, then the 64-bit UAR store), so a load that sees
+/// the register's new value (acquire) also sees the record.
+#[inline(always)]
+pub(crate) fn uar_load(reg: NonNull<u64>) -> u64 {
+    // SAFETY: `reg` points at a live, 8-byte aligned word of a UAR page the queue's creator
+    // keeps mapped for the queue's lifetime; every access the model makes goes through atomics
+    // (the driver's stores are 8-byte or wider aligned stores).
+    let a = unsafe { AtomicU64::from_ptr(reg.as_ptr()) };
+    a.load(Ordering::Acquire)
 }
 
 /// Stores a CQE's `op_own` byte with release ordering (the device writes it last; the driver

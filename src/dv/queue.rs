@@ -173,6 +173,13 @@ impl DvQueue {
     }
 
     fn tx_error(&mut self, e: TxErr) {
+        // A queue that gave up after an error still sees the device flush the WQEs posted
+        // behind it (WR_FLUSH_ERR, one per WQE: DPDK mlx5_tx.c `mlx5_tx_error_cqe_handle`
+        // expects them); they were dropped with the queue, and the first error stays the one
+        // reported.
+        if self.tx_down && e.syndrome == cqe::SYND_WR_FLUSH_ERR {
+            return;
+        }
         self.stats.add(Counter::TxErrors, 1);
         // A device that wants the L2 header inline (ConnectX-4, some VF / e-switch modes; rawq
         // can only guess: see `control::min_inline_for`) refuses every send WQE without it as

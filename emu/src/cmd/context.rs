@@ -66,7 +66,11 @@ pub(super) fn get_context(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     }
     let hw = c.dev.hw();
     let uars = if hw.is_some() {
-        Some(Uars::map(c.file.fd, tot_bfregs)?)
+        Some(Uars::map(
+            c.file.fd,
+            tot_bfregs,
+            req.num_low_latency_bfregs,
+        )?)
     } else {
         None
     };
@@ -212,16 +216,24 @@ pub(super) fn ex_query_device(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     r.rss_caps.max_rwq_indirection_table_size = 1 << caps::LOG_MAX_RWQ_IND_TBL;
     r.response_length = std::mem::size_of_val(&r).min(a.core_out.1) as u32;
     a.response(&r)?;
-    a.udata_response(&mlx5_query_device(c.dev.cfg.ext_stride_range))
+    // The model takes eMPW WQEs only without a minimum inline header (and has no legacy MPW).
+    let empw = c.dev.cfg.min_inline == MinInline::None;
+    a.udata_response(&mlx5_query_device(c.dev.cfg.ext_stride_range, empw))
 }
 
 /// The mlx5 part of EX_QUERY_DEVICE: what rawq's model implements (the striding minimum per
-/// `ext_stride_range`, [`striding::min_strides_log`]).
-fn mlx5_query_device(ext_stride_range: bool) -> mlx5_ib_query_device_resp {
+/// `ext_stride_range`, [`striding::min_strides_log`]; multi-packet send where it takes it:
+/// `mlx5_ib_query_device` reports ALLOW_MPW and SUPPORT_EMPW from the device's capabilities,
+/// and DPDK's PMD sends eMPW only when both are set, drivers/net/mlx5/linux/mlx5_os.c).
+fn mlx5_query_device(ext_stride_range: bool, empw: bool) -> mlx5_ib_query_device_resp {
     let mut d = mlx5_ib_query_device_resp {
         comp_mask: 0,
         response_length: std::mem::size_of::<mlx5_ib_query_device_resp>() as u32,
-        mlx5_ib_support_multi_pkt_send_wqes: MLX5_IB_ALLOW_MPW | MLX5_IB_SUPPORT_EMPW,
+        mlx5_ib_support_multi_pkt_send_wqes: if empw {
+            MLX5_IB_ALLOW_MPW | MLX5_IB_SUPPORT_EMPW
+        } else {
+            0
+        },
         flags: MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_COMP
             | MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD,
         ..Default::default()

@@ -61,7 +61,7 @@ pub(super) fn reg_mr(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     {
         return Err(EINVAL);
     }
-    c.file.objs.pd(req.pd_handle)?;
+    let pdn = c.file.objs.pd(req.pd_handle)?.pdn;
     // mlx5_ib_reg_user_mr -> ib_umem_get: no empty or wrapping range, at most UINT_MAX pages
     // (EINVAL); every page mapped with the access the device needs (EFAULT), writable when
     // the MR is (ib_access_writable: local/remote write, remote atomic, MW bind).
@@ -73,7 +73,10 @@ pub(super) fn reg_mr(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     let pins = pin::pin(req.start, req.length, access)?;
     let (lkey, on_hw) = match c.dev.hw() {
         Some(hw) => (
-            hw.reg_mr(req.start, req.length).map_err(|e| hw_errno(&e))?,
+            // The mkey carries the PD and the local-write bit (mr.c
+            // `set_mkc_access_pd_addr_fields`): the device checks both on every use.
+            hw.reg_mr_in(req.start, req.length, pdn, acc & ACCESS_LOCAL_WRITE != 0)
+                .map_err(|e| hw_errno(&e))?,
             true,
         ),
         None => ((c.dev.next_num() << 8) | 0x42, false),

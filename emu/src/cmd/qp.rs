@@ -80,6 +80,8 @@ fn legacy_core(r: &ib_uverbs_create_qp) -> CoreQp {
 struct Created {
     handle: u32,
     qpn: u32,
+    /// The kernel's bfreg number (0 for an RSS QP, which has no SQ).
+    bfreg: u32,
     rss: bool,
     sqn: Option<u32>,
     rqn: Option<u32>,
@@ -103,7 +105,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
     if q.create_flags & !IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 || q.is_srq != 0 {
         return Err(EOPNOTSUPP);
     }
-    c.file.objs.pd(q.pd)?;
+    let pdn = c.file.objs.pd(q.pd)?.pdn;
     let send_cq = c.file.objs.cq(q.send_cq)?.cqn;
     let recv_cq = c.file.objs.cq(q.recv_cq)?.cqn;
     if q.max_send_wr > caps::MAX_QP_WR
@@ -145,10 +147,18 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
         pins.add(d.buf_addr, len, Access::Read)?;
     }
     pins.add_dbrec(d.db_addr, 8)?;
-    let bfreg = 1;
+    // The QP's bfreg, as the kernel's create_user_qp() takes it (qp.c `alloc_bfreg`); given
+    // for good once the QP exists. Without a model no register is watched: bfreg 1.
+    let bfreg = c
+        .file
+        .ctx
+        .as_ref()
+        .and_then(|x| x.uars.as_ref())
+        .map_or(1, |u| u.next_bfreg());
     let mut made = Created {
         handle: 0,
         qpn: 0,
+        bfreg,
         rss: false,
         sqn: None,
         rqn: None,
@@ -161,7 +171,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                 .ctx
                 .as_ref()
                 .and_then(|x| x.uars.as_ref())
-                .map_or(0, |u| u.page_of_bfreg(bfreg));
+                .map_or(0, |u| u.register_of_bfreg(bfreg));
             let r = (|| -> Result<(), Errno> {
                 if d.sq_wqe_count != 0 {
                     let sd = SqDesc {
@@ -175,6 +185,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     };
                     let sqn = crate::rings::adopt_sq(hw, sd)?;
                     made.sqn = Some(sqn);
+                    // The SQ's context names the QP's PD (its data segments' mkeys must be
+                    // of it: Linux mlx5 qp.c `create_raw_packet_qp_sq` sets the SQ's pd).
+                    hw.set_sq_pd(sqn, pdn).map_err(|e| hw_errno(&e))?;
                     if let Some((nth, syndrome)) = c.dev.cfg.tx_error {
                         hw.inject_tx_error(sqn, nth, syndrome);
                     }
@@ -191,6 +204,7 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
                     };
                     let rqn = crate::rings::adopt_rq(hw, rd)?;
                     made.rqn = Some(rqn);
+                    hw.set_rq_pd(rqn, pdn).map_err(|e| hw_errno(&e))?;
                     if q.create_flags & IB_UVERBS_QP_CREATE_CVLAN_STRIPPING != 0 {
                         hw.set_rq_vlan_strip(rqn, true).map_err(|e| hw_errno(&e))?;
                     }
@@ -242,6 +256,9 @@ fn create(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp) -> Result<Created, Errno> {
             return Err(e);
         }
     };
+    if let Some(u) = c.file.ctx.as_mut().and_then(|x| x.uars.as_mut()) {
+        u.take(bfreg, made.qpn);
+    }
     Ok(made)
 }
 
@@ -341,6 +358,7 @@ fn create_rss(c: &mut Ctx<'_>, a: &Attrs, q: &CoreQp, t: u32) -> Result<Created,
     let made = Created {
         handle: 0,
         qpn,
+        bfreg: 0,
         rss: true,
         sqn: None,
         rqn: None,
@@ -387,7 +405,11 @@ fn base_resp(q: &CoreQp, m: &Created) -> ib_uverbs_create_qp_resp {
 
 fn drv_resp(m: &Created) -> mlx5_ib_create_qp_resp {
     let mut d = mlx5_ib_create_qp_resp {
-        bfreg_index: if m.rss { 0 } else { 1 },
+        bfreg_index: if m.rss {
+            0
+        } else {
+            crate::mmap::Uars::lib_index(m.bfreg)
+        },
         ..Default::default()
     };
     if let Some(t) = m.tirn {
@@ -447,15 +469,25 @@ pub(super) fn ex_create_qp(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         .inspect_err(|_| destroy(c, m.handle))
 }
 
-/// `ib_modify_qp_is_ok` for a RAW_PACKET QP (`qp_state_table` in `verbs.c`).
+/// `IB_QP_RATE_LIMIT` (`enum ib_qp_attr_mask`).
+const QP_RATE_LIMIT: u32 = 1 << 25;
+
+/// `ib_modify_qp_is_ok` for a RAW_PACKET QP (Linux drivers/infiniband/core/verbs.c
+/// `qp_state_table`, called by mlx5_ib_modify_qp): the transition must be in the table, with
+/// its required attributes (RESET -> INIT: the port) and no attribute beyond them, its optional
+/// ones (a rate limit from RTR or RTS) and the state. `IB_QP_CUR_STATE` is in no RAW_PACKET
+/// entry, so a mask with it never passes; RESET -> ERR is not in the table.
 fn transition_ok(cur: u32, next: u32, mask: u32) -> bool {
     use state::*;
-    match (cur, next) {
-        (_, RESET) | (_, ERR) => true,
-        (RESET, INIT) => mask & QP_PORT != 0,
-        (INIT, INIT) | (INIT, RTR) | (RTR, RTS) | (RTS, RTS) => true,
-        _ => false,
-    }
+    let (req, opt) = match (cur, next) {
+        (RESET, RESET) => (0, 0),
+        (RESET, INIT) => (QP_PORT, 0),
+        (INIT, RESET | ERR | INIT | RTR) => (0, 0),
+        (RTR, RESET | ERR) | (RTS, RESET | ERR) | (ERR, RESET | ERR) => (0, 0),
+        (RTR, RTS) | (RTS, RTS) => (0, QP_RATE_LIMIT),
+        _ => return false,
+    };
+    mask & req == req && mask & !(req | opt | QP_STATE) == 0
 }
 
 fn modify(c: &mut Ctx<'_>, b: &ib_uverbs_modify_qp) -> CmdResult {
@@ -544,12 +576,16 @@ pub(super) fn destroy(c: &mut Ctx<'_>, h: u32) {
     let Some(Obj::Qp(qp)) = c.file.objs.remove(h) else {
         return;
     };
+    if let Some(u) = c.file.ctx.as_mut().and_then(|x| x.uars.as_mut()) {
+        u.release(qp.qpn);
+    }
     if qp.on_hw {
         undo_hw(
             c,
             &Created {
                 handle: h,
                 qpn: qp.qpn,
+                bfreg: 0,
                 rss: qp.ind_tbl.is_some(),
                 sqn: qp.sqn,
                 rqn: qp.rqn,

@@ -37,7 +37,7 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if req.comp_mask != 0 {
         return Err(EOPNOTSUPP);
     }
-    c.file.objs.pd(req.pd_handle)?;
+    let pdn = c.file.objs.pd(req.pd_handle)?.pdn;
     let cqn = c.file.objs.cq(req.cq_handle)?.cqn;
     if req.wq_type != WQT_RQ {
         return Err(EOPNOTSUPP);
@@ -114,6 +114,11 @@ pub(super) fn create_wq(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
                 user_index: d.user_index,
             };
             let rqn = crate::rings::adopt_rq(hw, rd)?;
+            // The RQ's context names its PD (the mkeys it may use must be of it).
+            if let Err(e) = hw.set_rq_pd(rqn, pdn) {
+                let _ = hw.destroy_rq(rqn);
+                return Err(hw_errno(&e));
+            }
             if vlan_strip {
                 if let Err(e) = hw.set_rq_vlan_strip(rqn, true) {
                     let _ = hw.destroy_rq(rqn);

@@ -19,6 +19,8 @@ use super::ModelWire;
 use crate::error::{Error, Result};
 use crate::mmio;
 
+#[cfg(test)]
+pub(crate) use sq::doorbell_qpn;
 pub(crate) use steer::{Flow, Tir};
 
 /// What a modelled device (or one of its queues) has seen and done.
@@ -36,6 +38,8 @@ pub struct ModelCounters {
     pub tx_error_cqes: u64,
     /// Send WQEs flushed after an error.
     pub tx_flushed: u64,
+    /// Send WQEs refused for a data segment of byte count 0 (also in `tx_error_cqes`).
+    pub tx_zero_length_segs: u64,
     /// Frames the wire could not take (no flow control, peer full; or the bridge refused).
     pub wire_drops: u64,
     /// Frames delivered into an RQ.
@@ -182,10 +186,16 @@ impl<T> Table<T> {
     }
 }
 
-/// A memory registration.
+/// A memory registration (an mkey: Linux drivers/infiniband/hw/mlx5/mr.c
+/// `set_mkc_access_pd_addr_fields`, `assign_mkey_variant`).
 pub(crate) struct Mr {
     start: u64,
     len: u64,
+    /// The whole key: table number << 8 | the registration's variant byte.
+    key: u32,
+    pd: u32,
+    /// The device may write it (`lw`: IBV_ACCESS_LOCAL_WRITE).
+    local_write: bool,
 }
 
 /// A piece of a frame being sent: bytes inline in the WQE (offset into the WQE copy) or in
@@ -228,6 +238,8 @@ pub(crate) struct HwState {
     pub(crate) link: Link,
     tap: Option<Tap>,
     mrs: Table<Mr>,
+    /// The last mkey variant byte given (mr.c `assign_mkey_variant`, `dev->mkey_var`).
+    mkey_var: u8,
     pub(crate) cqs: Table<cq::Cq>,
     pub(crate) sqs: Table<sq::Sq>,
     pub(crate) rqs: Table<rq::Rq>,
@@ -307,6 +319,7 @@ impl HwState {
             link,
             tap,
             mrs: Table::new(0x5000),
+            mkey_var: 0,
             cqs: Table::new(0x400),
             sqs: Table::new(0x1000),
             rqs: Table::new(0x2000),
@@ -330,20 +343,51 @@ impl HwState {
 
     // ---- MRs ----
 
-    pub(crate) fn reg_mr(&mut self, addr: u64, len: u64) -> Result<u32> {
+    pub(crate) fn reg_mr_in(
+        &mut self,
+        addr: u64,
+        len: u64,
+        pd: u32,
+        local_write: bool,
+    ) -> Result<u32> {
         if len == 0 || addr.checked_add(len).is_none() {
             return Err(Error::Config(format!(
                 "model reg_mr({addr:#x}, {len}): empty or wrapping range"
             )));
         }
-        self.mrs.insert("MR", Mr { start: addr, len })
+        let n = self.mrs.insert(
+            "MR",
+            Mr {
+                start: addr,
+                len,
+                key: 0,
+                pd,
+                local_write,
+            },
+        )?;
+        // mr.c `assign_mkey_variant`: the low byte of every new mkey is the next value of a
+        // device-wide 8-bit counter; the index (`mlx5_idx_to_mkey`) is above it.
+        self.mkey_var = self.mkey_var.wrapping_add(1);
+        let key = n << 8 | u32::from(self.mkey_var);
+        if let Some(m) = self.mrs.get_mut(n) {
+            m.key = key;
+        }
+        Ok(key)
+    }
+
+    /// The registration `lkey` names: its index and its variant byte both.
+    fn mr(&self, lkey: u32) -> Option<&Mr> {
+        self.mrs.get(lkey >> 8).filter(|m| m.key == lkey)
     }
 
     pub(crate) fn dereg_mr(&mut self, lkey: u32) -> Result<()> {
-        self.mrs
-            .remove(lkey)
-            .map(|_| ())
-            .ok_or_else(|| Error::Config(format!("model dereg_mr: unknown lkey {lkey:#x}")))
+        if self.mr(lkey).is_none() {
+            return Err(Error::Config(format!(
+                "model dereg_mr: unknown lkey {lkey:#x}"
+            )));
+        }
+        self.mrs.remove(lkey >> 8);
+        Ok(())
     }
 
     /// The lkey of a registration of exactly this range, if any.
@@ -351,20 +395,25 @@ impl HwState {
         self.mrs
             .iter()
             .find(|(_, m)| m.start == addr && m.len == len)
-            .map(|(k, _)| k)
+            .map(|(_, m)| m.key)
     }
 
-    /// The device's lkey check: `addr..addr+len` inside the region registered under `lkey`
-    /// (a bad key or range gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
+    /// The device's check of a receive scatter entry: `addr..addr+len` inside the region
+    /// registered under `lkey`, of the RQ's PD, writable (a bad key, PD, access or range
+    /// gives LOCAL_PROT_ERR, PRM "Completion Queue Entry" syndromes; rdma-core
     /// providers/mlx5/cq.c `mlx5_handle_error_cqe` maps it to IBV_WC_LOC_PROT_ERR).
-    pub(crate) fn mr_ok(&self, lkey: u32, addr: u64, len: u32) -> bool {
-        self.mr_range(lkey).is_some_and(|r| in_range(r, addr, len))
+    pub(crate) fn mr_ok(&self, lkey: u32, pd: u32, addr: u64, len: u32) -> bool {
+        self.mr_range(lkey, pd, true)
+            .is_some_and(|r| in_range(r, addr, len))
     }
 
-    /// The region registered under `lkey`: (start, end).
-    pub(crate) fn mr_range(&self, lkey: u32) -> Option<(u64, u64)> {
+    /// The region registered under `lkey` for a queue of protection domain `pd` (`write`: to
+    /// be written by the device): (start, end).
+    pub(crate) fn mr_range(&self, lkey: u32, pd: u32, write: bool) -> Option<(u64, u64)> {
         // `reg_mr` refused ranges that wrap: `start + len` does not overflow.
-        self.mrs.get(lkey).map(|m| (m.start, m.start + m.len))
+        self.mr(lkey)
+            .filter(|m| m.pd == pd && (m.local_write || !write))
+            .map(|m| (m.start, m.start + m.len))
     }
 
     // ---- object creation (validated) ----
@@ -410,8 +459,16 @@ impl HwState {
         if d.dbrec == 0 || d.dbrec % 4 != 0 {
             return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
         }
-        if d.uar % 8 != 0 {
-            return bad(format!("uar {:#x}: not 8-byte aligned", d.uar));
+        // The doorbell register is what starts the SQ (`sq::Sq::poll_doorbell`): there is no
+        // SQ without one.
+        if d.uar == 0 || d.uar % 8 != 0 {
+            return bad(format!(
+                "uar {:#x}: the SQ's doorbell register must be a non-null, 8-byte aligned address",
+                d.uar
+            ));
+        }
+        if d.uar.checked_add(2 * sq::BF_HALF).is_none() {
+            return bad("doorbell register wraps the address space".into());
         }
         if d.user_index > 0xff_ffff {
             return bad(format!("user_index {:#x}: over 24 bits", d.user_index));
@@ -423,7 +480,11 @@ impl HwState {
             return bad(format!("unknown CQ {:#x}", d.cqn));
         };
         c.users += 1;
-        self.sqs.insert("SQ", sq::Sq::new(d))
+        let mut q = sq::Sq::new(d);
+        // What the register holds now (another QP's last doorbell, or nothing) is no doorbell
+        // of this SQ.
+        q.absorb_doorbells();
+        self.sqs.insert("SQ", q)
     }
 
     pub(crate) fn create_rq(&mut self, d: RqDesc) -> Result<u32> {

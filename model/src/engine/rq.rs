@@ -25,6 +25,8 @@ pub(crate) struct Rq {
     segs: Vec<(u32, u64, u32)>,
     /// Strip one 802.1Q tag on receive (`IBV_WQ_FLAGS_CVLAN_STRIPPING`).
     pub(crate) vlan_strip: bool,
+    /// Protection domain: the receive buffers' keys must be of it.
+    pub(crate) pd: u32,
     pub(crate) ctr: ModelCounters,
 }
 
@@ -38,6 +40,7 @@ impl Rq {
             cur: false,
             segs: Vec::with_capacity((d.stride / 16) as usize),
             vlan_strip: false,
+            pd: 0,
             ctr: ModelCounters::default(),
         }
     }
@@ -286,8 +289,9 @@ impl HwState {
         r.read_segs(ci, 0, u64::MAX);
         r.ci = ci.wrapping_add(1);
         // Taken out and put back (no allocation) so that the MR table can be read meanwhile.
+        let pd = r.pd;
         let segs = std::mem::take(&mut r.segs);
-        let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, a, l));
+        let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, pd, a, l));
         let room: u64 = segs.iter().map(|s| s.2 as u64).sum();
         if !bad && (f.len() as u64) <= room {
             let mut off = 0;
@@ -361,8 +365,9 @@ impl HwState {
             }
             let ci = r.ci;
             r.read_segs(ci, 1, (num * ssz) as u64);
+            let pd = r.pd;
             let segs = std::mem::take(&mut r.segs);
-            let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, a, l));
+            let bad = segs.iter().any(|&(k, a, l)| !self.mr_ok(k, pd, a, l));
             let total: u64 = segs.iter().map(|s| s.2 as u64).sum();
             self.rqs.get_mut(rqn)?.segs = segs;
             if bad || total < (num * ssz) as u64 {

@@ -18,7 +18,14 @@ use crate::wire::{cqe, ctrl, data, eth, inline, Cqe, CtrlSeg, DataSeg, EthSeg, I
 pub(crate) struct Sq {
     pub(crate) d: SqDesc,
     pub(crate) state: QueueState,
+    /// Protection domain: the data segments' keys must be of it.
+    pub(crate) pd: u32,
     ci: u16,
+    /// The producer counter the last doorbell gave (the record read when the UAR write was
+    /// seen): WQEs up to it are the device's to process.
+    db_pi: u16,
+    /// The two halves of the doorbell register as last seen.
+    bf_seen: [u64; 2],
     faults: VecDeque<(u64, u8)>,
     seq: u64,
     delay: u64,
@@ -31,7 +38,10 @@ impl Sq {
         Sq {
             d,
             state: QueueState::Reset,
+            pd: 0,
             ci: 0,
+            db_pi: 0,
+            bf_seen: [0; 2],
             faults: VecDeque::new(),
             seq: 0,
             delay: 0,
@@ -52,6 +62,7 @@ impl Sq {
         }
         if st == QueueState::Reset {
             self.ci = 0;
+            self.db_pi = 0;
             self.delayed.clear();
             self.delay = 0;
             self.ctr = ModelCounters::default();
@@ -72,9 +83,98 @@ impl Sq {
         self.delayed.is_empty()
     }
 
+    /// Reads the doorbell register's two halves (the address the driver writes alternates
+    /// between them: rdma-core qp.c `post_send_db`, `bf->offset ^= bf->buf_size`; DPDK and rawq
+    /// write one of them), remembering what it saw.
+    fn read_register(&mut self) -> [u64; 2] {
+        let h = BF_HALF;
+        let now = [
+            std::ptr::NonNull::new(self.d.uar as *mut u64).map_or(0, mmio::uar_load),
+            std::ptr::NonNull::new((self.d.uar + h) as *mut u64).map_or(0, mmio::uar_load),
+        ];
+        std::mem::replace(&mut self.bf_seen, now)
+    }
+
+    /// Takes note of the register's current contents without acting on them (at creation,
+    /// and while the SQ is in reset, where the hardware does not process doorbells).
+    pub(crate) fn absorb_doorbells(&mut self) {
+        self.read_register();
+    }
+
+    /// The device's side of the send doorbell: a UAR write naming this SQ starts processing.
+    /// The doorbell is the first 8 bytes of the last WQE's control segment (rdma-core qp.c
+    /// `post_send_db`, DPDK mlx5_tx.h `mlx5_tx_dbrec_cond_wmb`): `opmod_idx_opcode` then
+    /// `qpn_ds`, whose upper 24 bits name the QP; the producer counter is the doorbell
+    /// record's (`qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`, written before the UAR),
+    /// read when the write is seen. A record advanced without a UAR write starts nothing.
+    /// Returns whether this SQ was rung, and the QPN of a new value naming another QP.
+    ///
+    /// The register is memory the model polls, so a doorbell that writes the bytes already
+    /// there is no change: after a reset the WQE indices start again at 0 (libmlx5
+    /// `mlx5_init_qp_indices`), and the same WQEs give the same first 8 bytes. A value naming
+    /// this SQ whose WQE index is one of the WQEs the record says were posted since the last
+    /// one processed is therefore a doorbell too (a stale value names a WQE already done).
+    ///
+    /// Limit: the register is memory the model polls, not a trapped MMIO write: two doorbells
+    /// of different QPs sharing one register between two polls leave only the second (the
+    /// emulator gives each QP its own register while the context has free ones, as the
+    /// kernel's `alloc_bfreg` does).
+    pub(crate) fn poll_doorbell(&mut self, sqn: u32) -> (bool, Option<u32>) {
+        let before = self.read_register();
+        let mut rung = false;
+        let mut other = None;
+        for (old, new) in before.into_iter().zip(self.bf_seen) {
+            if old == new {
+                continue;
+            }
+            let q = doorbell_qpn(new);
+            if q == sqn {
+                rung = true;
+            } else {
+                other = Some(q);
+            }
+        }
+        let pi = load_be32(self.d.dbrec) as u16;
+        if !rung && pi != self.db_pi {
+            let posted = pi.wrapping_sub(self.ci);
+            rung = self
+                .bf_seen
+                .iter()
+                .any(|&v| doorbell_qpn(v) == sqn && doorbell_wqe(v).wrapping_sub(self.ci) < posted);
+        }
+        if rung {
+            self.db_pi = pi;
+        }
+        (rung, other)
+    }
+
     fn bb(&self, i: u32) -> usize {
         self.d.buf + ((i & (self.d.wqe_cnt - 1)) as usize) * 64
     }
+}
+
+/// Bytes from one half of a doorbell register to the other (`bf_reg_size / 2`: rdma-core
+/// providers/mlx5/mlx5.c `mlx5_init_context`, `bfs[i].buf_size = bf_reg_size / 2`, with the
+/// kernel's `bf_reg_size` of 512, Linux drivers/infiniband/hw/mlx5/main.c
+/// `mlx5_ib_alloc_ucontext`: `1 << MLX5_CAP_GEN(log_bf_reg_size)`).
+pub(crate) const BF_HALF: usize = crate::mem::BF_SIZE as usize;
+
+/// The QPN a doorbell names: the upper 24 bits of `qpn_ds`, the second big-endian word of the
+/// control segment's first 8 bytes (mlx5dv.h `struct mlx5_wqe_ctrl_seg`).
+pub(crate) fn doorbell_qpn(raw: u64) -> u32 {
+    let b = raw.to_ne_bytes();
+    u32::from_be_bytes([b[4], b[5], b[6], b[7]]) >> 8
+}
+
+/// Set in a `Fail` syndrome (no syndrome has bit 7: PRM, mlx5dv.h `MLX5_CQE_SYNDROME_*`
+/// are at most 0x22) for a WQE refused for a zero-length data segment.
+const ZERO_LENGTH: u8 = 0x80;
+
+/// The WQE index a doorbell names: bits 8..23 of `opmod_idx_opcode`, the first big-endian word
+/// of the control segment (mlx5dv.h `struct mlx5_wqe_ctrl_seg`, `mlx5dv_set_ctrl_seg`).
+fn doorbell_wqe(raw: u64) -> u16 {
+    let b = raw.to_ne_bytes();
+    (u32::from_be_bytes([b[0], b[1], b[2], b[3]]) >> 8) as u16
 }
 
 /// Why a WQE failed: syndrome.
@@ -112,11 +212,22 @@ impl HwState {
     pub(super) fn process_sq(&mut self, sqn: u32, check_uar: bool) -> usize {
         // Nothing posted (the common poll while the device keeps up): done before touching
         // the scratch. (Nothing done leaves nothing for the UAR check either.)
-        match self.sqs.get(sqn) {
+        let (other, idle) = match self.sqs.get_mut(sqn) {
             None => return 0,
-            Some(s) if s.state == QueueState::Reset => return 0,
-            Some(s) if load_be32(s.d.dbrec) as u16 == s.ci => return 0,
-            Some(_) => {}
+            Some(s) if s.state == QueueState::Reset => {
+                s.absorb_doorbells();
+                return 0;
+            }
+            Some(s) => {
+                let (_, other) = s.poll_doorbell(sqn);
+                (other, s.db_pi == s.ci)
+            }
+        };
+        if check_uar {
+            self.check_stray_doorbell(sqn, other);
+        }
+        if idle {
+            return 0;
         }
         // The scratch comes out once per call (the placeholder left behind allocates nothing)
         // and goes back on every exit.
@@ -129,28 +240,32 @@ impl HwState {
     fn process_sq_with(&mut self, sqn: u32, check_uar: bool, tx: &mut TxScratch) -> usize {
         let mut work = 0;
         let mut last_start = None;
-        // The doorbell record last read: read again only once every WQE up to it is done, so
-        // that the line the driver writes is not pulled over for each WQE.
-        let mut db: Option<u16> = None;
         let mut last_db;
         loop {
-            let Some(s) = self.sqs.get(sqn) else {
+            let Some(s) = self.sqs.get_mut(sqn) else {
                 return work;
             };
             if s.state == QueueState::Reset {
                 return work;
             }
             let ci = s.ci;
-            // The SQ doorbell record holds the producer counter (rdma-core qp.c
-            // `post_send_db`: `qp->db[MLX5_SND_DBR] = htobe32(qp->sq.cur_post & 0xffff)`).
-            let pi = match db {
-                Some(d) if d != ci => d,
-                Some(_) | None => {
-                    let d = load_be32(s.d.dbrec) as u16;
-                    db = Some(d);
-                    d
+            // Every WQE up to the last doorbell done: look at the register again (a doorbell
+            // that came meanwhile moves the limit; the record is read only then, so that the
+            // line the driver writes is not pulled over for each WQE).
+            if s.db_pi == ci {
+                let (rung, other) = s.poll_doorbell(sqn);
+                if check_uar {
+                    self.check_stray_doorbell(sqn, other);
                 }
+                if !rung {
+                    last_db = ci;
+                    break;
+                }
+            }
+            let Some(s) = self.sqs.get(sqn) else {
+                return work;
             };
+            let pi = s.db_pi;
             last_db = pi;
             let avail = pi.wrapping_sub(ci) as u32;
             if avail == 0 || avail > s.d.wqe_cnt {
@@ -224,6 +339,13 @@ impl HwState {
                     let Some(s) = self.sqs.get_mut(sqn) else {
                         return work;
                     };
+                    // The flag marks a refused zero-length data segment (counted apart).
+                    let synd = if synd & ZERO_LENGTH != 0 {
+                        count!(self.counters, s.ctr, tx_zero_length_segs, 1);
+                        synd & !ZERO_LENGTH
+                    } else {
+                        synd
+                    };
                     s.ci = ci.wrapping_add(bbs as u16);
                     s.seq += 1;
                     // A send error moves the SQ to error (PRM; DPDK mlx5_tx.c
@@ -242,6 +364,16 @@ impl HwState {
         work
     }
 
+    /// Stepped mode: a new register value naming no SQ that shares the register is a doorbell
+    /// the device cannot attribute (counted as a mismatch).
+    fn check_stray_doorbell(&mut self, sqn: u32, other: Option<u32>) {
+        let Some(q) = other else { return };
+        let uar = self.sqs.get(sqn).map_or(0, |s| s.d.uar);
+        if self.sqs.get(q).is_none_or(|o| o.d.uar != uar) {
+            self.counters.doorbell_mismatch += 1;
+        }
+    }
+
     /// Stepped mode: the UAR's BlueFlame register must hold the last WQE's first 8 bytes
     /// (rdma-core qp.c `post_send_db` writes the control segment's first 8 bytes to
     /// `bf->reg + bf->offset`, alternating halves).
@@ -256,11 +388,8 @@ impl HwState {
         read_at(s.bb(start as u32), &mut w);
         let mut a = [0u8; 8];
         let mut b = [0u8; 8];
-        read_at(s.d.uar + super::super::mem::BF_OFFSET, &mut a);
-        read_at(
-            s.d.uar + super::super::mem::BF_OFFSET + super::super::mem::BF_SIZE as usize,
-            &mut b,
-        );
+        read_at(s.d.uar, &mut a);
+        read_at(s.d.uar + BF_HALF, &mut b);
         if a != w && b != w {
             self.counters.doorbell_mismatch += 1;
         }
@@ -372,10 +501,10 @@ impl HwState {
         *nbytes = 0;
         pieces.clear();
         frames.clear();
-        let mut mrs = MrCache::default();
         let Some(s) = self.sqs.get(sqn) else {
             return Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), 1));
         };
+        let mut mrs = MrCache::new(s.pd);
         let w = &mut wqe[..];
         read_at(s.bb(ci as u32), &mut w[..64]);
         let mut cb = [0u8; 16];
@@ -456,21 +585,25 @@ impl HwState {
                         continue;
                     }
                     let l = d.byte_count();
-                    if l > 0 {
-                        if !mrs.ok(self, d.lkey(), d.addr(), l) {
-                            return prot(bbs);
-                        }
-                        if len + l as usize > max {
-                            return length(bbs);
-                        }
-                        if record {
-                            pieces.push(Piece::Mem {
-                                addr: d.addr(),
-                                len: l,
-                            });
-                        }
-                        len += l as usize;
+                    // Byte count 0 means 2^31 bytes (PRM). No vendor source says more: libmlx5
+                    // (`_mlx5_post_send` skips empty SGEs) and DPDK's PMD never write one. A
+                    // gather of 2 GiB is longer than any frame: LOCAL_LENGTH_ERR, counted.
+                    if l == 0 {
+                        return Err((Fail(cqe::SYND_LOCAL_LENGTH_ERR | ZERO_LENGTH), bbs));
                     }
+                    if !mrs.ok(self, d.lkey(), d.addr(), l) {
+                        return prot(bbs);
+                    }
+                    if len + l as usize > max {
+                        return length(bbs);
+                    }
+                    if record {
+                        pieces.push(Piece::Mem {
+                            addr: d.addr(),
+                            len: l,
+                        });
+                    }
+                    len += l as usize;
                     at += data::SIZE;
                 }
                 // The device demands `eth_min_inline` header bytes inline (mlx5-abi.h
@@ -560,17 +693,20 @@ impl HwState {
     }
 }
 
-/// The lkey check with the registration last found kept at hand (a WQE's segments nearly
-/// always name one region).
-#[derive(Default)]
-struct MrCache(Option<(u32, (u64, u64))>);
+/// The lkey check of the SQ's PD (the device only reads: no write access needed) with the
+/// registration last found kept at hand (a WQE's segments nearly always name one region).
+struct MrCache(Option<(u32, (u64, u64))>, u32);
 
 impl MrCache {
+    fn new(pd: u32) -> MrCache {
+        MrCache(None, pd)
+    }
+
     #[inline(always)]
     fn ok(&mut self, hw: &HwState, lkey: u32, addr: u64, len: u32) -> bool {
         match self.0 {
             Some((k, r)) if k == lkey => in_range(r, addr, len),
-            _ => match hw.mr_range(lkey) {
+            _ => match hw.mr_range(lkey, self.1, false) {
                 Some(r) => {
                     self.0 = Some((lkey, r));
                     in_range(r, addr, len)

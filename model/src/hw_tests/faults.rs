@@ -39,7 +39,7 @@ fn every_create_with_bad_arguments_is_an_error() {
         buf: r.at(SQ),
         wqe_cnt: 64,
         dbrec: r.at(DB + 0x800),
-        uar: 0,
+        uar: r.at(UAR + 0x800),
         cqn: cq,
         user_index: 0,
     };
@@ -50,6 +50,7 @@ fn every_create_with_bad_arguments_is_an_error() {
         SqDesc { buf: 0, ..sq },
         SqDesc { dbrec: 3, ..sq },
         SqDesc { uar: 4, ..sq },
+        SqDesc { uar: 0, ..sq },
         SqDesc {
             user_index: 1 << 24,
             ..sq
@@ -220,7 +221,7 @@ fn a_cqe_due_on_a_full_cq_overruns_it_and_its_queues() {
         r.be32(w + 4, sqn << 8 | 1);
         r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
     }
-    r.be32(DB + 0x800, 3);
+    r.ring(3, 2);
     r.hw.process();
     assert_eq!(*ev.lock().unwrap(), vec![HwEvent::CqError { cqn: txcq }]);
     assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Error);
@@ -333,7 +334,8 @@ fn random_rings_never_panic_or_touch_unregistered_memory() {
                 r.data_seg(w + 16, 0, 0x100, 0);
             }
         }
-        r.be32(DB + 0x800, (rnd() % 70) as u32);
+        let pi = (rnd() % 70) as u32;
+        r.ring(pi, pi.wrapping_sub(1));
         r.be32(DB + 0x900, (rnd() % 20) as u32);
         r.be32(DB + 4, rnd() as u32);
         for _ in 0..1 + rnd() % 4 {
@@ -380,7 +382,7 @@ fn error_cqes_keep_their_syndrome_when_the_clock_runs() {
     }
     // Let the clock move off 0 so that a timestamp written over the syndrome would show.
     std::thread::sleep(std::time::Duration::from_millis(2));
-    r.be32(DB + 0x800, 2);
+    r.ring(2, 1);
     r.hw.process();
     let c = r.cqe(0, 64, 0);
     assert_eq!(
@@ -435,7 +437,7 @@ fn a_16_bit_consumer_index_runs_past_65536_completions() {
             r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
             i += 1;
         }
-        r.be32(DB + 0x800, i & 0xffff);
+        r.ring(i & 0xffff, i.wrapping_sub(1));
         r.hw.process();
         r.be32(DB, i & 0xffff);
     }
@@ -545,7 +547,7 @@ fn a_cq_that_ignores_overrun_is_written_past_the_consumer() {
         r.be32(w + 4, sqn << 8 | 1);
         r.bytes(w + 8, 8).copy_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
     }
-    r.be32(DB + 0x800, 3);
+    r.ring(3, 2);
     r.hw.process();
     assert!(ev.lock().unwrap().is_empty(), "{:?}", ev.lock().unwrap());
     assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Ready);

@@ -14,6 +14,9 @@ const CQ0: usize = 0;
 const SQ: usize = 0x20000;
 const RQ: usize = 0x30000;
 const DB: usize = 0x40000;
+/// A UAR page: the SQ's doorbell register is at +0x800 (libmlx5's first bfreg of a page), the
+/// CQ doorbell at +0x20 (`MLX5_CQ_DOORBELL`).
+const UAR: usize = 0x48000;
 const DATA: usize = 0x50000;
 const LEN: usize = 0x100000;
 
@@ -24,6 +27,8 @@ struct Rig {
     base: usize,
     hw: Hw,
     lkey: u32,
+    /// Which half of the doorbell register the next doorbell goes to.
+    bf_half: std::cell::Cell<usize>,
 }
 
 impl Rig {
@@ -39,6 +44,7 @@ impl Rig {
             base,
             hw,
             lkey,
+            bf_half: std::cell::Cell::new(0),
         }
     }
 
@@ -85,7 +91,7 @@ impl Rig {
                 buf: self.at(SQ),
                 wqe_cnt: 64,
                 dbrec: self.at(DB + 0x800),
-                uar: 0,
+                uar: self.at(UAR + 0x800),
                 cqn,
                 user_index: uidx,
             })
@@ -93,6 +99,18 @@ impl Rig {
         .unwrap();
         self.hw.set_sq_state(sqn, QueueState::Ready).unwrap();
         sqn
+    }
+
+    /// Rings the SQ's doorbell as rdma-core providers/mlx5/qp.c `post_send_db` does: the
+    /// record takes the producer counter `pi`, then the register (alternate halves) the first
+    /// 8 bytes of the last WQE, which start at WQEBB `last`.
+    fn ring(&self, pi: u32, last: u32) {
+        self.be32(DB + 0x800, pi);
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.bytes(SQ + 64 * (last as usize % 64), 8));
+        let half = self.bf_half.get();
+        self.bytes(UAR + 0x800 + half, 8).copy_from_slice(&w);
+        self.bf_half.set(half ^ 256);
     }
 
     /// RQ `k`: 16 WQEs of `stride` bytes.
@@ -243,7 +261,7 @@ fn libmlx5_send_with_inline_l2_header_reaches_a_3_entry_scatter_list() {
     r.bytes(eth + 12, 2).copy_from_slice(&18u16.to_be_bytes());
     r.bytes(eth + 14, 18).copy_from_slice(&f[..18]);
     r.data_seg(SQ + 48, 102, r.lkey, r.at(DATA + 18) as u64);
-    r.be32(DB + 0x800, 1);
+    r.ring(1, 0);
     r.hw.process();
     r.hw.process();
     // The send CQE is the second half of the 128-byte slot; the first half is untouched.
@@ -285,7 +303,7 @@ fn libmlx5_inline_data_segment_without_l2_header() {
     r.bytes(SQ + 16, 16).fill(0);
     r.be32(SQ + 32, 70 | 0x8000_0000);
     r.bytes(SQ + 36, 70).copy_from_slice(&f);
-    r.be32(DB + 0x800, 2);
+    r.ring(2, 0);
     r.hw.process();
     r.hw.process();
     assert_eq!(op(&r.cqe(0, 64, 0)), 0);
@@ -315,7 +333,7 @@ fn a_short_frame_is_padded_to_60_bytes_on_the_wire() {
     r.be32(SQ + 32, 42 | 0x8000_0000);
     r.bytes(SQ + 36, 42).copy_from_slice(&f);
     // The doorbell record counts WQEBBs: 5 DS take two.
-    r.be32(DB + 0x800, 2);
+    r.ring(2, 0);
     r.hw.process();
     r.hw.process();
     let c = r.cqe(0, 64, 0);
@@ -338,7 +356,7 @@ fn a_bad_lkey_is_a_protection_error_then_flushes_until_reset() {
         r.bytes(w + 16, 16).fill(0);
         r.data_seg(w + 32, 60, lkey, r.at(DATA) as u64);
     }
-    r.be32(DB + 0x800, 2);
+    r.ring(2, 1);
     r.hw.process();
     let c = r.cqe(0, 64, 0);
     assert_eq!((op(&c), c[55]), (0xd, 0x04), "REQ_ERR, LOCAL_PROT_ERR");
@@ -440,9 +458,6 @@ fn flows_match_under_masks_by_priority_with_dont_trap_drop_and_tag() {
     assert_eq!(flow_tag(&r.cqe(1, 64, 0)), 9);
     assert_eq!(flow_tag(&r.cqe(1, 64, 1)), 9);
 }
-
-/// A UAR page for the CQ doorbell (inside the rig's mapping, past the doorbell records).
-const UAR: usize = DB + 0x8000;
 
 impl Rig {
     /// `mlx5_arm_cq`: the arm word `sn << 28 | cmd | ci` into `dbrec[MLX5_CQ_ARM_DB]` of CQ
@@ -610,5 +625,7 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
     }
 }
 
+mod doorbell;
 mod faults;
 mod flow_rank;
+mod mr;

@@ -2,7 +2,9 @@
 //! includes rdma-core's `mlx5dv.h`, writes the send WQE segments the model reads
 //! (`mlx5dv_set_ctrl_seg`, `mlx5dv_set_data_seg`, `mlx5dv_set_eth_seg`), reads the CQEs the
 //! model writes (`struct mlx5_cqe64`, `struct mlx5_err_cqe`, the `mlx5dv_get_cqe_*` accessors),
-//! and prints the offsets and constants of those structs and enums.
+//! and prints the offsets and constants of those structs and enums. The send doorbell the
+//! model decodes (the QPN in a control segment's first 8 bytes) is checked on the vendor's
+//! segments too.
 //!
 //! Not covered, because `mlx5dv.h` does not define them: the RSS hash result and type and the
 //! raw checksum of the CQE (Linux include/linux/mlx5/device.h `struct mlx5_cqe64` has them), the
@@ -268,6 +270,14 @@ fn the_model_reads_what_mlx5dv_h_writes() {
             }
         };
         assert_eq!(&seen, v, "case {i} ({kind}): {line}");
+        if *kind == 'C' {
+            // The send doorbell is the segment's first 8 bytes as they lie in memory (rdma-core
+            // qp.c `post_send_db`): the QP the model starts is the one the vendor wrote.
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[..8]);
+            let q = crate::engine::doorbell_qpn(u64::from_ne_bytes(w));
+            assert_eq!(u64::from(q), v[3], "case {i}: doorbell QPN: {line}");
+        }
     }
 }
 

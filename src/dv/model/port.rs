@@ -181,7 +181,7 @@ impl ModelPort {
                     buf: a(m.sq),
                     wqe_cnt: g.sq_cnt,
                     dbrec: a(m.db + mem::DB_SQ),
-                    uar: a(m.uar),
+                    uar: a(m.uar + mem::BF_OFFSET),
                     cqn: txcqn,
                     user_index: 2 * i,
                 })?;
