@@ -28,6 +28,7 @@
 //!   architecture are in `mmio` (rdma-core's util/udma_barrier.h).
 
 mod completion;
+mod tso;
 
 use std::ptr::NonNull;
 
@@ -115,6 +116,11 @@ pub struct Tx {
     completed_any: bool,
     mode: Mode,
     tx_csum: bool,
+    /// Largest TSO payload the device segments (0: no TSO).
+    max_tso: u32,
+    /// Why the first packet refused since the last [`Tx::take_refused`] was (an offload
+    /// request this queue cannot carry out), for the queue's error.
+    refused: Option<String>,
     /// The single-buffer SEND WQE's constant words, computed once (VPP style).
     tmpl: SendTemplate,
     pub(crate) cq: Cq,
@@ -160,7 +166,11 @@ fn fast_run<const INLINE: bool>(
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
         let len = len as usize;
-        if p.segment_count() != 1 || len < min_len || !p.is_from(shared) {
+        if p.segment_count() != 1
+            || len < min_len
+            || !p.is_from(shared)
+            || p.offload.tso_mss.is_some()
+        {
             break;
         }
         let eth = tmpl.eth_word(p.offload.l3_csum, p.offload.l4_csum);
@@ -246,6 +256,8 @@ impl Tx {
             completed_any: false,
             mode,
             tx_csum: caps.tx_csum,
+            max_tso: caps.max_tso,
+            refused: None,
             cq: Cq::new(cq)?,
         })
     }
@@ -254,6 +266,11 @@ impl Tx {
     #[inline(always)]
     fn free_bbs(&self) -> u32 {
         self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
+    }
+
+    /// Why a packet was refused since the last call (see `refused`).
+    pub(crate) fn take_refused(&mut self) -> Option<String> {
+        self.refused.take()
     }
 
     /// Whether the send WQEs carry the 18-byte inline L2 header.
@@ -412,11 +429,16 @@ impl Tx {
             }
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared) {
+            let single = p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared);
+            if single && p.offload.tso_mss.is_none() {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };
-            match self.write_general(p, cs_flags(p, self.tx_csum), inl) {
+            let written = match p.offload.tso_mss {
+                Some(mss) => self.write_tso_or_refuse(p, mss),
+                None => self.write_general(p, cs_flags(p, self.tx_csum), inl),
+            };
+            match written {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
@@ -509,6 +531,15 @@ impl Tx {
     /// pool (the only memory its key covers, and the only pool its buffer ring returns to).
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
+        self.basic_ok(p)
+            && p.offload
+                .tso_mss
+                .is_none_or(|mss| self.tso_plan(p, mss).is_ok())
+    }
+
+    /// `was_posted` before any offload request is looked at.
+    #[inline(always)]
+    fn basic_ok(&self, p: &Packet) -> bool {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3 && p.is_from(self.shared)
     }
 
@@ -517,7 +548,7 @@ impl Tx {
     /// `Some(Some(start))`: written at `start`.
     fn write_general(&mut self, p: &Packet, cs: u8, min_inline: usize) -> Option<Option<u16>> {
         let len = p.len();
-        if !self.was_posted(p) {
+        if !self.basic_ok(p) {
             return Some(None);
         }
         let inl = min_inline.min(len);
@@ -607,7 +638,12 @@ impl Tx {
         let mut sess: Option<(u16, u32, u64, u8)> = None;
         for p in pkts.iter() {
             let cs = cs_flags(p, self.tx_csum);
-            if p.segment_count() == 1 && p.len() >= MIN_FRAME && p.is_from(self.shared) {
+            let tso = p.offload.tso_mss;
+            if p.segment_count() == 1
+                && p.len() >= MIN_FRAME
+                && p.is_from(self.shared)
+                && tso.is_none()
+            {
                 if let Some((start, k, bytes, scs)) = sess {
                     let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
                     if scs == cs && k < EMPW_MAX_PKTS && room {
@@ -646,7 +682,11 @@ impl Tx {
                 self.close_empw(start, k, bytes, scs);
                 last = Some(start);
             }
-            match self.write_general(p, cs, 0) {
+            let written = match tso {
+                Some(mss) => self.write_tso_or_refuse(p, mss),
+                None => self.write_general(p, cs, 0),
+            };
+            match written {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);

@@ -310,6 +310,12 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         max_recv_wr: if rss { 0 } else { cfg.rx_ring },
         max_send_sge: (tx::MAX_SGE as u32).min(dev.max_sge.max(1)),
         max_inline_data: INLINE_REQUEST,
+        // Room for a TSO header in every send WQE where the device segments (`IBV_WR_TSO`).
+        max_tso_header: if dev.raw_packet_max_tso() > 0 {
+            crate::packet::MAX_TSO_HEADER as u16
+        } else {
+            0
+        },
     };
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     let mut qps = Vec::new();
@@ -336,7 +342,13 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         };
         let q = VerbsQueue::new(
             Rx::new(i, target, rx_cq, mr.lkey(), cfg.rx_ring, pool),
-            Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
+            {
+                let mut tx = Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum());
+                if qp.caps().max_tso_header > 0 {
+                    tx.set_max_tso(dev.raw_packet_max_tso());
+                }
+                tx
+            },
             Box::new(ctl),
             pool,
             mr.clone(),

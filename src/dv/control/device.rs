@@ -70,6 +70,8 @@ pub struct DvDevice {
     pub max_qp_wr: u32,
     /// The device checksums raw packets on send.
     pub tx_csum: bool,
+    /// Largest TSO payload on a RAW_PACKET QP (0: no TSO).
+    pub max_tso: u32,
 }
 
 impl DvDevice {
@@ -187,6 +189,7 @@ pub fn query(ctx: &Context) -> Result<DvDevice> {
         min_inline_source,
         max_qp_wr: attr.max_qp_wr,
         tx_csum: attr.raw_ip_csum(),
+        max_tso: attr.raw_packet_max_tso(),
         ..Default::default()
     };
     // The provider clears the comp_mask bits of what it did not fill.

@@ -219,6 +219,9 @@ pub(super) fn create_queue_rings_with(
         max_recv_wr: 0,
         max_send_sge: 1,
         max_inline_data: dev.min_inline as u32,
+        // The DV data path writes its own TSO WQEs (dv/tx/tso.rs): libmlx5 need not size for
+        // them.
+        max_tso_header: 0,
     };
     // Send only: receives go to the WQ, so the QP's receive CQ is its send CQ.
     let qp = Arc::new(crate::ibverbs::create_qp(
@@ -285,6 +288,7 @@ pub(super) fn create_queue_rings_with(
             empw: dev.empw(),
             cqe_compression: compress,
             tx_csum: dev.tx_csum,
+            max_tso: dev.max_tso,
         },
     };
     Ok((

@@ -168,6 +168,8 @@ impl ModelOptions {
             empw: self.empw,
             cqe_compression: self.cqe_compression,
             tx_csum: self.tx_csum,
+            // The model segments TSO WQEs (rawq-model engine/tso.rs).
+            max_tso: rawq_model::MAX_TSO,
         }
     }
 }
