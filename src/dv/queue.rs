@@ -266,10 +266,10 @@ impl QueueOps for DvQueue {
         if let Some(why) = self.tx.take_refused() {
             // A packet whose offload request this queue cannot carry out: dropped (counted in
             // tx_drops, its buffers home), not sent, and said.
-            self.error.get_or_insert(Error::Queue {
-                queue: self.index,
-                detail: format!("tx_burst dropped a packet: {why}"),
-            });
+            self.error.get_or_insert(Error::Config(format!(
+                "queue {}: tx_burst dropped a packet: {why}",
+                self.index
+            )));
         }
         n
     }

@@ -460,13 +460,14 @@ impl Tx {
             if let Some(why) = bad {
                 // A packet this queue can never send: remove it (so the caller is not stuck
                 // retrying it), drop it, count it, and say why. It is not in the count of
-                // packets taken: the device never got it.
+                // packets taken: the device never got it. Not an `Error::Queue`: the queue
+                // itself is fine (that variant sends it through error recovery).
                 drop(pkts.remove(0));
                 stats.add(Counter::TxErrors, 1);
-                err.get_or_insert(Error::Queue {
-                    queue: self.queue,
-                    detail: format!("tx_burst dropped a packet: {why}"),
-                });
+                err.get_or_insert(Error::Config(format!(
+                    "queue {}: tx_burst dropped a packet: {why}",
+                    self.queue
+                )));
             }
         }
         (posted, err)

@@ -558,8 +558,7 @@ impl HwState {
                 ok
             }
             ctrl::OPCODE_TSO => {
-                let Some(frames_bytes) = self.parse_tso(w, &mut mrs, record, pieces, frames)
-                else {
+                let Some(frames_bytes) = self.parse_tso(w, &mut mrs, record, pieces, frames) else {
                     return qp_op(bbs);
                 };
                 match frames_bytes {
@@ -646,7 +645,10 @@ impl HwState {
                 let off = i * mss as u64;
                 let end = (off + mss as u64).min(payload);
                 let first = pieces.len();
-                pieces.push(Piece::Wqe { at: hdr_at, len: inl });
+                pieces.push(Piece::Wqe {
+                    at: hdr_at,
+                    len: inl,
+                });
                 push_range(pieces, np, off, end);
                 frames.push(TxFrame {
                     first: first as u32,

@@ -105,7 +105,8 @@ pub(crate) fn fixup(f: &mut [u8], h: &TsoHdr, index: u32, payload_off: u32, last
         f[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
     }
     let t = h.l4;
-    let seq = u32::from_be_bytes([f[t + 4], f[t + 5], f[t + 6], f[t + 7]]).wrapping_add(payload_off);
+    let seq =
+        u32::from_be_bytes([f[t + 4], f[t + 5], f[t + 6], f[t + 7]]).wrapping_add(payload_off);
     f[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
     let mut flags = f[t + 13];
     if !last {
@@ -197,7 +198,10 @@ mod tests {
                 joined.extend_from_slice(pay);
                 let (l3, t) = (h.l3, h.l4);
                 if v4 {
-                    assert_eq!(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) as usize, f.len() - l3);
+                    assert_eq!(
+                        u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) as usize,
+                        f.len() - l3
+                    );
                     let id = u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]);
                     assert_eq!(id, 0xfffeu16.wrapping_add(i as u16), "IP id of segment {i}");
                     assert_eq!(fold(sum(&f[l3..t])), 0xffff, "IPv4 header checksum {i}");
