@@ -19,7 +19,7 @@ mod offload;
 #[cfg(feature = "mlx5")]
 pub(crate) use meta::ticks_to_ns;
 pub use meta::RxMeta;
-pub(crate) use offload::{tso_header_len, MAX_TSO_HEADER};
+pub(crate) use offload::{fill_checksums, tso_header_len, MAX_TSO_HEADER};
 
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;

@@ -77,3 +77,142 @@ pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<u
     }
     Ok(len)
 }
+
+/// Fills the IPv4 header checksum (`l3`) and the TCP / UDP checksum (`l4`, over IPv4 or IPv6)
+/// of the Ethernet frame `f` in software, as a device asked for them would (what a backend
+/// without the offload does with the request instead of ignoring it). Frames that are not
+/// IP, IPv4 fragments, IPv6 with extension headers and truncated headers are left as they are
+/// (a device computes nothing there either); a UDP checksum of 0 goes out as 0xffff (RFC 768).
+pub(crate) fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
+    use crate::gen::{checksum, csum_fold};
+    let be16 = |f: &[u8], o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
+    if f.len() < 14 {
+        return;
+    }
+    let (mut et, mut s) = (be16(f, 12), 14);
+    if et == 0x8100 && f.len() >= 18 {
+        et = be16(f, 16);
+        s = 18;
+    }
+    let (proto, l4o, end, pseudo) = match et {
+        0x0800 if f.len() >= s + 20 => {
+            let ihl = (f[s] & 0x0f) as usize * 4;
+            let end = s + be16(f, s + 2) as usize;
+            if f[s] >> 4 != 4 || ihl < 20 || end > f.len() || end < s + ihl {
+                return;
+            }
+            if l3 {
+                f[s + 10..s + 12].fill(0);
+                let c = csum_fold(checksum(&f[s..s + ihl], 0));
+                f[s + 10..s + 12].copy_from_slice(&c.to_be_bytes());
+            }
+            if be16(f, s + 6) & 0x3fff != 0 {
+                return; // a fragment: no L4 header to checksum
+            }
+            (f[s + 9], s + ihl, end, checksum(&f[s + 12..s + 20], 0))
+        }
+        0x86dd if f.len() >= s + 40 => {
+            let end = s + 40 + be16(f, s + 4) as usize;
+            if end > f.len() {
+                return;
+            }
+            (f[s + 6], s + 40, end, checksum(&f[s + 8..s + 40], 0))
+        }
+        _ => return,
+    };
+    let at = match proto {
+        6 if end >= l4o + 20 => l4o + 16,
+        17 if end >= l4o + 8 => l4o + 6,
+        _ => return,
+    };
+    if !l4 {
+        return;
+    }
+    let len = (end - l4o) as u32;
+    f[at..at + 2].fill(0);
+    let sum = checksum(
+        &f[l4o..end],
+        pseudo + proto as u32 + (len & 0xffff) + (len >> 16),
+    );
+    let mut c = csum_fold(sum);
+    if proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill_checksums;
+
+    /// Ones' complement sum folded (0xffff over a range that includes a correct checksum).
+    fn folded(b: &[u8], mut s: u32) -> u16 {
+        for c in b.chunks(2) {
+            s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+        }
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    #[test]
+    fn software_checksums_verify_for_tcp_and_udp_over_ipv4_and_ipv6() {
+        for (v6, proto, vlan) in [
+            (false, 6u8, false),
+            (false, 17, true),
+            (true, 6, false),
+            (true, 17, true),
+        ] {
+            let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+            if vlan {
+                f.extend_from_slice(&[0x81, 0, 0, 5]);
+            }
+            let l3 = f.len() + 2;
+            let l4len = if proto == 6 { 20 } else { 8 } + 101;
+            if v6 {
+                f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+                f.extend_from_slice(&(l4len as u16).to_be_bytes());
+                f.extend_from_slice(&[proto, 64]);
+                f.extend((0..32).map(|i| i as u8 * 3));
+            } else {
+                f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+                f.extend_from_slice(&((20 + l4len) as u16).to_be_bytes());
+                f.extend_from_slice(&[
+                    0, 7, 0x40, 0, 64, proto, 0xde, 0xad, 10, 0, 0, 1, 10, 0, 0, 2,
+                ]);
+            }
+            let l4 = f.len();
+            f.extend((0..l4len).map(|i| (i * 31 + 7) as u8));
+            if proto == 6 {
+                f[l4 + 12] = 5 << 4;
+            } else {
+                f[l4 + 4..l4 + 6].copy_from_slice(&(l4len as u16).to_be_bytes());
+            }
+            fill_checksums(&mut f, true, true);
+            if !v6 {
+                assert_eq!(folded(&f[l3..l3 + 20], 0), 0xffff, "IPv4 header");
+            }
+            let ps = if v6 {
+                folded(&f[l3 + 8..l3 + 40], 0) as u32
+            } else {
+                folded(&f[l3 + 12..l3 + 20], 0) as u32
+            };
+            let s = ps + proto as u32 + l4len as u32;
+            assert_eq!(folded(&f[l4..], s), 0xffff, "v6 {v6} proto {proto}");
+        }
+    }
+
+    #[test]
+    fn non_ip_and_short_frames_are_left_alone() {
+        let mut arp = vec![0xffu8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        fill_checksums(&mut arp, true, true);
+        assert_eq!(arp, before);
+        let mut short = vec![0u8; 20];
+        short[12] = 0x08;
+        fill_checksums(&mut short, true, true);
+        fill_checksums(&mut [0u8; 3], true, true);
+    }
+}
