@@ -147,6 +147,101 @@ pub struct PortInfo {
     pub mode: String,
     /// Number of queues.
     pub queues: u16,
+    /// Where each offload is carried out on this port.
+    pub offloads: Offloads,
+}
+
+/// Where a port carries out an offload (see [`Offloads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// The device does it.
+    Hardware,
+    /// rawq does it on the CPU (same result, CPU time spent).
+    Software,
+    /// Not done: a request for it is refused with an error (transmit), or the frame arrives
+    /// as it was on the wire (receive).
+    Absent,
+}
+
+/// Each offload a port may have, and whether the device, rawq in software, or nobody does it.
+/// A transmit request ([`TxOffload`](crate::TxOffload)) is never ignored silently: it is carried
+/// out (hardware or software) or the packet is refused with an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offloads {
+    /// IPv4 header checksum on send ([`TxOffload::l3_csum`](crate::TxOffload::l3_csum)).
+    pub ipv4_csum: Offload,
+    /// TCP / UDP checksum on send ([`TxOffload::l4_csum`](crate::TxOffload::l4_csum)).
+    pub l4_csum: Offload,
+    /// TCP segmentation ([`TxOffload::tso_mss`](crate::TxOffload::tso_mss)).
+    pub tso: Offload,
+    /// 802.1Q tag insertion on send.
+    pub vlan_insert: Offload,
+    /// 802.1Q tag stripping on receive (the tag in [`RxMeta`](crate::RxMeta)).
+    pub vlan_strip: Offload,
+    /// Receive-side scaling: the device spreads flows over queues by a hash.
+    pub rss: Offload,
+    /// Receive timestamps in [`RxMeta`](crate::RxMeta).
+    pub rx_timestamps: Offload,
+    /// Receiving a frame into several buffers (a chained packet).
+    pub rx_scatter: Offload,
+}
+
+impl Offloads {
+    /// An mlx5 port driven by rawq (dv, model) or libmlx5 (verbs): checksums when the device
+    /// offers them (`tx_csum`), TSO when it segments (`max_tso` > 0), RSS and CQE timestamps
+    /// in hardware; no VLAN insertion or stripping and no receive scatter yet.
+    pub(crate) fn mlx5(tx_csum: bool, max_tso: u32) -> Offloads {
+        let hw = |b: bool| {
+            if b {
+                Offload::Hardware
+            } else {
+                Offload::Absent
+            }
+        };
+        Offloads {
+            ipv4_csum: hw(tx_csum),
+            l4_csum: hw(tx_csum),
+            tso: hw(max_tso > 0),
+            vlan_insert: Offload::Absent,
+            vlan_strip: Offload::Absent,
+            rss: Offload::Hardware,
+            rx_timestamps: Offload::Hardware,
+            rx_scatter: Offload::Absent,
+        }
+    }
+
+    /// AF_XDP: checksums in software (the socket has no transmit offload), no TSO, no VLAN
+    /// offload (a received frame keeps its tag: rawq's steering program reads no VLAN
+    /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
+    /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
+    pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {
+        Offloads {
+            ipv4_csum: Offload::Software,
+            l4_csum: Offload::Software,
+            tso: Offload::Absent,
+            vlan_insert: Offload::Absent,
+            vlan_strip: Offload::Absent,
+            rss: Offload::Hardware,
+            rx_timestamps: match stamps {
+                RxTimestamps::Off => Offload::Absent,
+                RxTimestamps::Kernel => Offload::Software,
+                RxTimestamps::Hardware => Offload::Hardware,
+            },
+            rx_scatter: Offload::Absent,
+        }
+    }
+
+    /// The loopback backend: checksums in software, nothing else.
+    pub(crate) const LOOPBACK: Offloads = Offloads {
+        ipv4_csum: Offload::Software,
+        l4_csum: Offload::Software,
+        tso: Offload::Absent,
+        vlan_insert: Offload::Absent,
+        vlan_strip: Offload::Absent,
+        rss: Offload::Absent,
+        rx_timestamps: Offload::Absent,
+        rx_scatter: Offload::Absent,
+    };
 }
 
 /// Receive queue type of the mlx5 backends (`dv`, `model`), as DPDK's mlx5 `mprq_en` devarg

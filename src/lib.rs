@@ -73,6 +73,7 @@ pub mod xdp;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub use config::{Offload, Offloads};
 pub use error::{Error, Result, CAPS};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};

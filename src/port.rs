@@ -144,6 +144,7 @@ impl PortBuilder {
                     device: "loopback".into(),
                     mode: "software".into(),
                     queues: cfg.queues,
+                    offloads: crate::config::Offloads::LOOPBACK,
                 };
                 (q, info, Box::new(NoSteering))
             }

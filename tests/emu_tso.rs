@@ -132,6 +132,12 @@ fn inner_tso_64k_super_frame() {
     inner_only();
     let mut port = open();
     eprintln!("port: {:?}", port.info());
+    assert_eq!(
+        port.info().offloads.tso,
+        rawq::Offload::Hardware,
+        "{:?}",
+        port.info()
+    );
     let mut q = port.take_queues().pop().expect("one queue");
     let pay = payload();
     let mut frame = header(PAYLOAD, 6);

@@ -101,6 +101,9 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         device,
         mode,
         queues: cfg.queues,
+        offloads: caps.map_or(crate::config::Offloads::mlx5(false, 0), |c| {
+            crate::config::Offloads::mlx5(c.tx_csum, c.max_tso)
+        }),
     };
     Ok((queues, info, Box::new(ctl)))
 }

@@ -356,6 +356,11 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }
+    let tso_max = if caps.max_tso_header > 0 {
+        dev.raw_packet_max_tso()
+    } else {
+        0
+    };
     let control = Box::new(install_rules(&pd, qps, wqs, &cfg.rules, port)?);
     let info = PortInfo {
         backend: "verbs",
@@ -366,6 +371,11 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             "RAW_PACKET QPs".into()
         },
         queues: cfg.queues,
+        offloads: crate::config::Offloads {
+            // rawq's verbs receive path reads no completion timestamps.
+            rx_timestamps: crate::config::Offload::Absent,
+            ..crate::config::Offloads::mlx5(dev.raw_ip_csum(), tso_max)
+        },
     };
     Ok((queues, info, control))
 }

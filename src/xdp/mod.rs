@@ -508,6 +508,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         device: ifname.clone(),
         mode: mode.name().into(),
         queues: cfg.queues,
+        offloads: crate::config::Offloads::xdp(cfg.rx_timestamps),
     };
     Ok((queues, info, Box::new(steering)))
 }

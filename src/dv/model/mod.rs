@@ -198,12 +198,21 @@ pub(crate) fn open(
     for i in 0..cfg.queues {
         queues.push(port.queue(i, pool)?.into_queue());
     }
+    let caps = port.caps();
     let thread = port.spawn();
     let info = crate::PortInfo {
         backend: "model",
         device: "mlx5-model".into(),
         mode: "software device".into(),
         queues: cfg.queues,
+        // The model's stamps are on only with a clock (`clock_khz`); its caps say the rest.
+        offloads: {
+            let mut o = crate::config::Offloads::mlx5(caps.tx_csum, caps.max_tso);
+            if opts.clock_khz == 0 {
+                o.rx_timestamps = crate::config::Offload::Absent;
+            }
+            o
+        },
     };
     Ok((
         queues,

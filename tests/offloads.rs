@@ -1,0 +1,128 @@
+//! `PortInfo::offloads` says where each offload is done, and the ports keep to it: the model
+//! segments TSO in "hardware", the loopback backend fills checksums in software and refuses
+//! TSO with an error (issue 22 items 1 and 5).
+
+use std::time::{Duration, Instant};
+
+use rawq::{Backend, Offload, Port};
+
+/// Ethernet + IPv4 + TCP (no options) to port 9000 with `payload` bytes of `i as u8`.
+fn tcp_frame(payload: usize) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0];
+    f.extend_from_slice(&((40 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[
+        0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+    ]);
+    f.extend_from_slice(&[0x04, 0x00, 0x23, 0x28, 0, 0, 0, 100, 0, 0, 0, 0, 0x50, 0x19]);
+    f.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+    f.extend((0..payload).map(|i| i as u8));
+    f
+}
+
+/// Ones' complement sum folded: 0xffff over a range holding its own correct checksum.
+fn folded(b: &[u8], mut s: u32) -> u16 {
+    for c in b.chunks(2) {
+        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+fn tcp_ok(f: &[u8]) -> bool {
+    let l4len = (f.len() - 34) as u32;
+    folded(&f[14..34], 0) == 0xffff
+        && folded(&f[34..], folded(&f[26..34], 0) as u32 + 6 + l4len) == 0xffff
+}
+
+#[test]
+fn loopback_fills_checksums_in_software_and_refuses_tso() {
+    let mut port = Port::builder(Backend::Loopback).open().unwrap();
+    let o = port.info().offloads;
+    assert_eq!(
+        (o.ipv4_csum, o.l4_csum, o.tso),
+        (Offload::Software, Offload::Software, Offload::Absent)
+    );
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+    let mut p = pool.alloc().unwrap();
+    p.copy_from_slice(&tcp_frame(100)).unwrap();
+    p.offload.l3_csum = true;
+    p.offload.l4_csum = true;
+    let mut t = pool.alloc().unwrap();
+    t.copy_from_slice(&tcp_frame(3000.min(pool.buf_size() as usize - 300)))
+        .unwrap();
+    t.offload.tso_mss = Some(1000);
+    let mut v = vec![t, p];
+    assert_eq!(
+        q.tx_burst(&mut v),
+        1,
+        "the TSO packet is refused, the other sent"
+    );
+    assert!(v.is_empty());
+    let e = q.take_error().expect("the refusal is said").to_string();
+    assert!(e.contains("does not segment"), "{e}");
+    let s = q.stats();
+    assert_eq!((s.tx_packets, s.tx_drops), (1, 1), "{s:?}");
+    let mut got = Vec::new();
+    assert_eq!(q.rx_burst(&mut got, 8), 1);
+    assert!(tcp_ok(&got[0].to_vec()), "checksums filled in software");
+    drop(got);
+    drop(q);
+    drop(port);
+    pool.flush_local_cache();
+    assert_eq!(pool.available(), pool.capacity(), "every buffer home");
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn the_model_segments_a_tso_super_frame() {
+    use rawq::dv::model::ModelOptions;
+    let mut port = Port::builder(Backend::Model(ModelOptions::default()))
+        .rx_ring(256)
+        .tx_ring(256)
+        .open()
+        .expect("model port");
+    let o = port.info().offloads;
+    assert_eq!(
+        (o.tso, o.l4_csum),
+        (Offload::Hardware, Offload::Hardware),
+        "{o:?}"
+    );
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+    // 1800 bytes of payload in one buffer, MSS 500: 4 segments (500, 500, 500, 300).
+    let frame = tcp_frame(1800);
+    let mut p = pool.alloc().unwrap();
+    p.copy_from_slice(&frame).unwrap();
+    p.offload.tso_mss = Some(500);
+    let mut v = vec![p];
+    assert_eq!(q.tx_burst(&mut v), 1);
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(20);
+    while got.len() < 4 && Instant::now() < end {
+        q.reclaim();
+        let mut b = Vec::new();
+        q.rx_burst(&mut b, 16);
+        got.extend(b.iter().map(|p| p.to_vec()));
+    }
+    assert!(q.take_error().is_none());
+    assert_eq!(got.len(), 4, "segments");
+    let mut joined = Vec::new();
+    for (i, f) in got.iter().enumerate() {
+        let last = i == 3;
+        assert!(tcp_ok(f), "segment {i} checksums");
+        assert_eq!(f.len(), 54 + if last { 300 } else { 500 });
+        assert_eq!(
+            u16::from_be_bytes([f[18], f[19]]),
+            0x1234 + i as u16,
+            "IP id"
+        );
+        let seq = u32::from_be_bytes([f[38], f[39], f[40], f[41]]);
+        assert_eq!(seq, 100 + 500 * i as u32, "seq");
+        assert_eq!(f[47], if last { 0x19 } else { 0x10 }, "flags");
+        joined.extend_from_slice(&f[54..]);
+    }
+    assert_eq!(joined, frame[54..], "payload reassembles");
+}
