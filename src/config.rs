@@ -188,8 +188,9 @@ pub struct Offloads {
 
 impl Offloads {
     /// An mlx5 port driven by rawq (dv, model) or libmlx5 (verbs): checksums when the device
-    /// offers them (`tx_csum`), TSO when it segments (`max_tso` > 0), RSS and CQE timestamps
-    /// in hardware; no VLAN insertion or stripping and no receive scatter yet.
+    /// offers them (`tx_csum`), TSO when it segments (`max_tso` > 0), RSS, CQE timestamps and
+    /// VLAN insertion (the Ethernet segment's) in hardware (verbs sets insertion to software);
+    /// no VLAN stripping and no receive scatter yet.
     pub(crate) fn mlx5(tx_csum: bool, max_tso: u32) -> Offloads {
         let hw = |b: bool| {
             if b {
@@ -202,7 +203,7 @@ impl Offloads {
             ipv4_csum: hw(tx_csum),
             l4_csum: hw(tx_csum),
             tso: hw(max_tso > 0),
-            vlan_insert: Offload::Absent,
+            vlan_insert: Offload::Hardware,
             vlan_strip: Offload::Absent,
             rss: Offload::Hardware,
             rx_timestamps: Offload::Hardware,
@@ -210,8 +211,8 @@ impl Offloads {
         }
     }
 
-    /// AF_XDP: checksums in software (the socket has no transmit offload), no TSO, no VLAN
-    /// offload (a received frame keeps its tag: rawq's steering program reads no VLAN
+    /// AF_XDP: checksums and VLAN insertion in software (the socket has no transmit offload),
+    /// no TSO, no VLAN stripping (a received frame keeps its tag: rawq's steering program reads no VLAN
     /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
     /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
     pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {
@@ -219,7 +220,7 @@ impl Offloads {
             ipv4_csum: Offload::Software,
             l4_csum: Offload::Software,
             tso: Offload::Absent,
-            vlan_insert: Offload::Absent,
+            vlan_insert: Offload::Software,
             vlan_strip: Offload::Absent,
             rss: Offload::Hardware,
             rx_timestamps: match stamps {
@@ -231,12 +232,12 @@ impl Offloads {
         }
     }
 
-    /// The loopback backend: checksums in software, nothing else.
+    /// The loopback backend: checksums and VLAN insertion in software, nothing else.
     pub(crate) const LOOPBACK: Offloads = Offloads {
         ipv4_csum: Offload::Software,
         l4_csum: Offload::Software,
         tso: Offload::Absent,
-        vlan_insert: Offload::Absent,
+        vlan_insert: Offload::Software,
         vlan_strip: Offload::Absent,
         rss: Offload::Absent,
         rx_timestamps: Offload::Absent,

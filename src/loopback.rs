@@ -46,6 +46,13 @@ impl QueueOps for LoopbackQueue {
                 ));
                 continue;
             }
+            if let Err(why) = crate::packet::insert_vlan(&mut p) {
+                refused += 1;
+                self.error.get_or_insert(crate::Error::Config(format!(
+                    "tx_burst dropped a packet: {why}"
+                )));
+                continue;
+            }
             let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
             if l3 | l4 {
                 // Checksum requests done in software, as a device would fill them.

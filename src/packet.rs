@@ -19,7 +19,9 @@ mod offload;
 #[cfg(feature = "mlx5")]
 pub(crate) use meta::ticks_to_ns;
 pub use meta::RxMeta;
-pub(crate) use offload::{fill_checksums, tso_header_len, MAX_TSO_HEADER};
+pub(crate) use offload::{
+    check_untagged, fill_checksums, insert_vlan, tso_header_len, MAX_TSO_HEADER,
+};
 
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;
@@ -39,6 +41,11 @@ pub struct TxOffload {
     /// header that is not Ethernet + IP + TCP, or a header longer than 192 bytes is refused
     /// with an error naming the fault, nothing sent.
     pub tso_mss: Option<u16>,
+    /// 802.1Q tag insertion: the TCI (priority, DEI, VLAN id) of a tag to insert after the
+    /// MAC addresses on the way out (the device does it on dv; rawq in software on verbs,
+    /// AF_XDP and loopback, using 4 bytes of headroom: see `PortInfo::offloads`). A frame that
+    /// already carries a tag (ethertype 0x8100 / 0x88a8) is refused with an error.
+    pub vlan_insert: Option<u16>,
 }
 
 /// An owned packet buffer (possibly a chain of buffers).

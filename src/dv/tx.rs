@@ -37,7 +37,7 @@ use super::mmio;
 use super::rings::{DvCaps, SqRing};
 use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
 use crate::mempool::{PoolCache, Shared};
-use crate::packet::Packet;
+use crate::packet::{check_untagged, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
@@ -170,6 +170,7 @@ fn fast_run<const INLINE: bool>(
             || len < min_len
             || !p.is_from(shared)
             || p.offload.tso_mss.is_some()
+            || p.offload.vlan_insert.is_some()
         {
             break;
         }
@@ -430,7 +431,7 @@ impl Tx {
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
             let single = p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared);
-            if single && p.offload.tso_mss.is_none() {
+            if single && p.offload.tso_mss.is_none() && p.offload.vlan_insert.is_none() {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };
@@ -535,6 +536,7 @@ impl Tx {
             && p.offload
                 .tso_mss
                 .is_none_or(|mss| self.tso_plan(p, mss).is_ok())
+            && (p.offload.vlan_insert.is_none() || check_untagged(p).is_ok())
     }
 
     /// `was_posted` before any offload request is looked at.
@@ -551,11 +553,24 @@ impl Tx {
         if !self.basic_ok(p) {
             return Some(None);
         }
-        let inl = min_inline.min(len);
+        let vlan = p.offload.vlan_insert;
+        if vlan.is_some() {
+            if let Err(why) = check_untagged(p) {
+                self.refused.get_or_insert(why);
+                return Some(None);
+            }
+        }
+        // A tag to insert goes into the inline header when there is one (DPDK mlx5_tx.h
+        // `mlx5_tx_eseg_dmin`, Linux en_tx.c `mlx5e_insert_vlan`), else the device inserts it
+        // (`eth::VLAN_INSERT`). `used`: frame bytes the inline header holds.
+        let (inl, used) = match vlan {
+            Some(_) if min_inline > 0 => (min_inline.min(len + 4), min_inline.min(len + 4) - 4),
+            _ => (min_inline.min(len), min_inline.min(len)),
+        };
         let eth_ds = (eth::size_for_inline(inl) / 16) as u32;
         // Data segments: one per buffer that still has bytes after the inlined prefix.
         let mut nd = 0u32;
-        let mut skip = inl;
+        let mut skip = used;
         for s in p.segments() {
             let l = s.data.len();
             if l > skip {
@@ -586,15 +601,22 @@ impl Tx {
             );
         }
         // The eth segment (1 or 2 DS) lies in the first WQEBB.
-        let mut hdr = [0u8; 18];
+        let mut raw = [0u8; 18];
         let mut got = 0;
         for s in p.segments() {
-            if got == inl {
+            if got == used {
                 break;
             }
-            let k = (inl - got).min(s.data.len());
-            hdr[got..got + k].copy_from_slice(&s.data[..k]);
+            let k = (used - got).min(s.data.len());
+            raw[got..got + k].copy_from_slice(&s.data[..k]);
             got += k;
+        }
+        let mut hdr = raw;
+        if let (Some(tci), true) = (vlan, inl > 0) {
+            // MACs, the tag, then the rest of the frame's inlined bytes.
+            hdr[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+            hdr[14..16].copy_from_slice(&tci.to_be_bytes());
+            hdr[16..inl].copy_from_slice(&raw[12..used]);
         }
         {
             let bb = self.wqebb(pi);
@@ -602,10 +624,13 @@ impl Tx {
             e.fill(cs, inl as u16);
             if inl > 0 {
                 e.inline_hdr_mut()[..inl].copy_from_slice(&hdr[..inl]);
+            } else if let Some(tci) = vlan {
+                e.set_inline_hdr_sz(eth::VLAN_INSERT);
+                e.inline_hdr_mut()[..2].copy_from_slice(&tci.to_be_bytes());
             }
         }
         let mut k = 1 + eth_ds;
-        let mut skip = inl;
+        let mut skip = used;
         let lkey = self.lkey;
         for s in p.segments() {
             let l = s.data.len();
@@ -643,6 +668,7 @@ impl Tx {
                 && p.len() >= MIN_FRAME
                 && p.is_from(self.shared)
                 && tso.is_none()
+                && p.offload.vlan_insert.is_none()
             {
                 if let Some((start, k, bytes, scs)) = sess {
                     let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();

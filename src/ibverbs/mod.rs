@@ -374,6 +374,8 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         offloads: crate::config::Offloads {
             // rawq's verbs receive path reads no completion timestamps.
             rx_timestamps: crate::config::Offload::Absent,
+            // ibv_post_send has no tag insertion: rawq inserts it (ibverbs/tx.rs).
+            vlan_insert: crate::config::Offload::Software,
             ..crate::config::Offloads::mlx5(dev.raw_ip_csum(), tso_max)
         },
     };

@@ -18,7 +18,7 @@ use super::cq::{empty_wc, wc_status_str, Cq};
 use super::qp::RawQp;
 use crate::error::Error;
 use crate::mempool::{Mempool, PoolCache};
-use crate::packet::{tso_header_len, Packet};
+use crate::packet::{insert_vlan, tso_header_len, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Most WRs posted by one `tx_burst` (one `ibv_post_send`).
@@ -338,8 +338,14 @@ impl Tx {
         let sge_base = self.sges.as_mut_ptr();
         let wr_base = self.wrs.as_mut_ptr();
         while k < want {
-            let p = &pkts[k];
-            let tso = match self.sendable(p, pool).and_then(|()| self.tso_of(p)) {
+            let p = &mut pkts[k];
+            // VLAN insertion in software (verbs has no per-WR tag insertion): the packet is
+            // changed in place and its request cleared, so a retry does not tag it twice.
+            let tagged = insert_vlan(p);
+            let tso = match tagged
+                .and_then(|()| self.sendable(p, pool))
+                .and_then(|()| self.tso_of(p))
+            {
                 Ok(t) => t,
                 Err(why) => {
                     bad = Some(why);

@@ -2,7 +2,7 @@
 
 use super::ring::XdpDesc;
 use super::XdpQueue;
-use crate::packet::{fill_checksums, Packet};
+use crate::packet::{fill_checksums, insert_vlan, Packet};
 use crate::stats::Counter;
 
 /// Frames the kernel's copy-mode transmit handles per `sendto` (`TX_BATCH_SIZE`).
@@ -31,6 +31,16 @@ impl XdpQueue {
                 self.error.get_or_insert(crate::Error::Config(format!(
                     "{}: tx_burst dropped a TSO packet: AF_XDP does not segment (send \
                      MSS-sized frames, or use the dv or verbs backend)",
+                    self.ifname
+                )));
+                dropped += 1;
+                used += 1;
+                continue;
+            }
+            if let Err(why) = insert_vlan(p) {
+                // In software (AF_XDP inserts no tag); a frame that cannot take one is refused.
+                self.error.get_or_insert(crate::Error::Config(format!(
+                    "{}: tx_burst dropped a packet: {why}",
                     self.ifname
                 )));
                 dropped += 1;
@@ -84,7 +94,9 @@ impl XdpQueue {
         }
         // Sent in place: the buffer now belongs to the kernel. Copied or dropped: freed here.
         for p in pkts.drain(..used) {
-            if self.in_place(&p).is_some() && p.offload.tso_mss.is_none() {
+            // (A refused packet still has its request: it was not sent, and is freed here.)
+            let refused = p.offload.tso_mss.is_some() || p.offload.vlan_insert.is_some();
+            if self.in_place(&p).is_some() && !refused {
                 p.into_raw();
             }
         }

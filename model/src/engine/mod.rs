@@ -201,8 +201,18 @@ pub(crate) struct Mr {
 /// registered memory.
 #[derive(Clone, Copy)]
 pub(crate) enum Piece {
-    Wqe { at: usize, len: usize },
-    Mem { addr: u64, len: u32 },
+    Wqe {
+        at: usize,
+        len: usize,
+    },
+    Mem {
+        addr: u64,
+        len: u32,
+    },
+    /// An 802.1Q tag the device inserts (`eth::VLAN_INSERT`): 0x8100 and this TCI.
+    Tag {
+        tci: u16,
+    },
 }
 
 /// A frame of the WQE being sent: `pieces` pieces from `first`, `len` bytes, the checksums to

@@ -418,11 +418,26 @@ impl HwState {
                 if ds < 2 {
                     return qp_op(bbs);
                 }
-                let e = match EthSeg::new_checked(&w[16..]) {
-                    Ok(e) => e,
-                    Err(_) => return qp_op(bbs),
+                // VLAN insertion (`eth::VLAN_INSERT`, only with no inline header: with one, the
+                // driver puts the tag in the inline bytes itself).
+                let sz = u16::from_be_bytes([w[16 + 12], w[16 + 13]]);
+                let vlan = (sz & eth::VLAN_INSERT != 0)
+                    .then(|| u16::from_be_bytes([w[16 + 14], w[16 + 15]]));
+                if vlan.is_some() && sz != eth::VLAN_INSERT {
+                    return qp_op(bbs);
+                }
+                let e = match vlan {
+                    Some(_) => EthSeg::new_unchecked(&w[16..32]),
+                    None => match EthSeg::new_checked(&w[16..]) {
+                        Ok(e) => e,
+                        Err(_) => return qp_op(bbs),
+                    },
                 };
-                let inl = e.inline_hdr_sz() as usize;
+                let inl = if vlan.is_some() {
+                    0
+                } else {
+                    e.inline_hdr_sz() as usize
+                };
                 let mut at = 16 + eth::size_for_inline(inl);
                 if at > w.len() || e.mss() != 0 || e.swp_offs() != 0 {
                     return qp_op(bbs);
@@ -484,12 +499,27 @@ impl HwState {
                 if cs & csum != 0 && !self.tune.tx_csum {
                     return qp_op(bbs);
                 }
+                let mut first = 0;
+                if let Some(tci) = vlan {
+                    // The tag goes after the MAC addresses.
+                    if len + 4 > max {
+                        return length(bbs);
+                    }
+                    if record {
+                        let np = pieces.len();
+                        push_range(pieces, np, 0, 12);
+                        pieces.push(Piece::Tag { tci });
+                        push_range(pieces, np, 12, len as u64);
+                        first = np;
+                    }
+                    len += 4;
+                }
                 *nframes = 1;
                 *nbytes = len as u64;
                 if record {
                     frames.push(TxFrame {
-                        first: 0,
-                        pieces: pieces.len() as u32,
+                        first: first as u32,
+                        pieces: (pieces.len() - first) as u32,
                         len: len as u32,
                         cs: cs & csum,
                         tso: None,
@@ -622,10 +652,7 @@ impl HwState {
                     len: l,
                 }
             };
-            let l = match piece {
-                Piece::Wqe { len, .. } => len as u64,
-                Piece::Mem { len, .. } => len as u64,
-            };
+            let l = piece.len();
             if l > 0 && record {
                 pieces.push(piece);
             }
@@ -663,6 +690,17 @@ impl HwState {
     }
 }
 
+impl Piece {
+    /// Bytes of frame the piece holds.
+    fn len(&self) -> u64 {
+        match *self {
+            Piece::Wqe { len, .. } => len as u64,
+            Piece::Mem { len, .. } => len as u64,
+            Piece::Tag { .. } => 4,
+        }
+    }
+}
+
 /// How a TSO WQE's data segments failed.
 enum TsoFail {
     /// A bad lkey or address (LOCAL_PROT_ERR).
@@ -676,10 +714,7 @@ fn push_range(pieces: &mut Vec<Piece>, np: usize, off: u64, end: u64) {
     let mut pos = 0u64;
     for j in 0..np {
         let p = pieces[j];
-        let len = match p {
-            Piece::Wqe { len, .. } => len as u64,
-            Piece::Mem { len, .. } => len as u64,
-        };
+        let len = p.len();
         let (a, b) = (off.max(pos), end.min(pos + len));
         if a < b {
             let skip = a - pos;
@@ -692,6 +727,8 @@ fn push_range(pieces: &mut Vec<Piece>, np: usize, off: u64, end: u64) {
                     addr: addr + skip,
                     len: (b - a) as u32,
                 },
+                // Never cut: tags are not in the payloads `push_range` splits.
+                Piece::Tag { tci } => Piece::Tag { tci },
             });
         }
         pos += len;
@@ -744,6 +781,11 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
             Piece::Wqe { at, len } => {
                 out[o..o + len].copy_from_slice(&wqe[at..at + len]);
                 o += len;
+            }
+            Piece::Tag { tci } => {
+                out[o..o + 2].copy_from_slice(&0x8100u16.to_be_bytes());
+                out[o + 2..o + 4].copy_from_slice(&tci.to_be_bytes());
+                o += 4;
             }
             Piece::Mem { addr, len } => {
                 // `parse_wqe` checked `addr..addr+len` against the registration (mr_ok).

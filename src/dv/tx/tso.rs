@@ -12,7 +12,7 @@
 //! header.
 
 use super::{ctrl, data, eth, Tx, MAX_DS};
-use crate::packet::{tso_header_len, Packet, MAX_TSO_HEADER};
+use crate::packet::{check_untagged, tso_header_len, Packet, MAX_TSO_HEADER};
 
 /// A TSO request that can go into one WQE.
 pub(super) struct TsoPlan {
@@ -34,7 +34,14 @@ impl Tx {
             );
         }
         let hdr = tso_header_len(p, mss, self.max_tso)?;
-        let eth_ds = (eth::size_for_inline(hdr) / 16) as u32;
+        // A tag to insert goes into the inline header, which the device replicates.
+        let tag = if p.offload.vlan_insert.is_some() {
+            check_untagged(p)?;
+            4
+        } else {
+            0
+        };
+        let eth_ds = (eth::size_for_inline(hdr + tag) / 16) as u32;
         let mut nd = 0u32;
         let mut skip = hdr;
         for s in p.segments() {
@@ -65,7 +72,9 @@ impl Tx {
         let pi = self.pi;
         // Control and Ethernet segments (with the inline header) built here, then copied unit
         // by unit: the header may run past the ring's end.
-        let eth_len = eth::size_for_inline(plan.hdr);
+        let vlan = p.offload.vlan_insert;
+        let inl = plan.hdr + if vlan.is_some() { 4 } else { 0 };
+        let eth_len = eth::size_for_inline(inl);
         let mut head = [0u8; 16 + 16 + MAX_TSO_HEADER + 16];
         ctrl::CtrlSeg::new_unchecked(&mut head[..16]).fill(
             0,
@@ -79,10 +88,19 @@ impl Tx {
         );
         {
             let mut e = eth::EthSeg::new_unchecked(&mut head[16..16 + eth_len]);
-            e.fill(eth::CS_L3 | eth::CS_L4, plan.hdr as u16);
+            e.fill(eth::CS_L3 | eth::CS_L4, inl as u16);
             e.set_mss(plan.mss);
             // `tso_plan` checked the header lies in the first buffer.
-            e.inline_hdr_mut()[..plan.hdr].copy_from_slice(&p.data()[..plan.hdr]);
+            let (d, h) = (p.data(), e.inline_hdr_mut());
+            match vlan {
+                None => h[..plan.hdr].copy_from_slice(&d[..plan.hdr]),
+                Some(tci) => {
+                    h[..12].copy_from_slice(&d[..12]);
+                    h[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+                    h[14..16].copy_from_slice(&tci.to_be_bytes());
+                    h[16..inl].copy_from_slice(&d[12..plan.hdr]);
+                }
+            }
         }
         let head_ds = ((16 + eth_len) / 16) as u32;
         for k in 0..head_ds {

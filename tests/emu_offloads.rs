@@ -1,9 +1,11 @@
-//! TSO on the emulated ConnectX: one 64 KiB TCP super-frame with MSS 1448, sent through `-b dv`
+//! Transmit offloads on the emulated ConnectX. TSO: one 64 KiB TCP super-frame with MSS 1448, sent through `-b dv`
 //! (rawq's own TSO WQE) and `-b verbs` (libmlx5's `IBV_WR_TSO`), comes back on the loopback as
 //! segments that tshark (an oracle nobody here wrote) decodes with every checksum verified good,
 //! IP ids and TCP sequence numbers continuous, FIN/PSH on the last segment only, and the payload
 //! reassembles byte-exact. Bad TSO requests are refused with a clear error and not counted as
-//! sent.
+//! sent. VLAN insertion: frames sent with a tag to insert come back tagged (tshark decodes the
+//! tag, the UDP checksum good), alone and on every TSO segment; a frame that already has a tag
+//! is refused.
 //!
 //! As in `tests/emu_dv.rs`, the `inner_*` test is the application run under `scripts/emu.sh`
 //! by its outer test.
@@ -90,7 +92,11 @@ fn open() -> Port {
 
 /// tshark's fields of each frame of `frames` (with every checksum check on).
 fn tshark(frames: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
-    let path = std::env::temp_dir().join(format!("rawq-emu-tso-{}.pcap", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "rawq-emu-offl-{}-{}.pcap",
+        std::process::id(),
+        frames.len()
+    ));
     let mut w = PcapWriter::create(&path, CaptureLimits::default()).unwrap();
     for (i, f) in frames.iter().enumerate() {
         assert!(w.write(i as u64 * 1000, f).unwrap());
@@ -253,6 +259,122 @@ fn inner_tso_64k_super_frame() {
     assert_eq!(s.tx_packets, 1, "one super-frame sent: {s:?}");
     assert_eq!(s.rx_packets, want as u64, "{s:?}");
     eprintln!("TSO OK: {want} segments");
+}
+
+const TCI: u16 = 0x2064; // priority 1, VLAN 100
+
+#[test]
+#[ignore = "the application side of an outer test: runs under scripts/emu.sh"]
+fn inner_vlan_insert() {
+    inner_only();
+    let port = open();
+    let o = port.info().offloads;
+    eprintln!("offloads: {o:?}");
+    let mut port = port;
+    let mut q = port.take_queues().pop().expect("one queue");
+    // A TCP frame to port 9000 (what the port's rule steers to the queue).
+    let mut tcp = header(100, 6);
+    tcp.extend((0..100).map(|i| i as u8));
+
+    // Already tagged: refused.
+    let mut tagged = tcp[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+    tagged.extend_from_slice(&tcp[12..]);
+    let mut p = packet(&port, &tagged);
+    p.offload.vlan_insert = Some(TCI);
+    let mut v = vec![p];
+    assert_eq!(q.tx_burst(&mut v), 0, "a tagged frame is not sent");
+    assert!(v.is_empty());
+    let e = q.take_error().expect("said").to_string();
+    assert!(e.contains("already has a tag"), "{e}");
+    assert_eq!(q.stats().tx_packets, 0);
+
+    // One frame with a tag inserted (checksum asked too), and a small TSO super-frame with one.
+    let mut p = packet(&port, &tcp);
+    p.offload.vlan_insert = Some(TCI);
+    p.offload.l3_csum = true;
+    p.offload.l4_csum = true;
+    let mut t = header(3000, 6);
+    t.extend((0..3000).map(|i| (i * 3) as u8));
+    let mut tp = packet(&port, &t);
+    tp.offload.vlan_insert = Some(TCI);
+    tp.offload.tso_mss = Some(1000);
+    let mut v = vec![p, tp];
+    let end = Instant::now() + Duration::from_secs(10);
+    while !v.is_empty() && Instant::now() < end {
+        q.tx_burst(&mut v);
+    }
+    if let Some(e) = q.take_error() {
+        panic!("{e}");
+    }
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let mut burst = Vec::new();
+    let end = Instant::now() + Duration::from_secs(30);
+    while got.len() < 4 && Instant::now() < end {
+        q.reclaim();
+        if q.rx_burst(&mut burst, 64) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got.extend(burst.drain(..).map(|p| p.to_vec()));
+    }
+    assert_eq!(got.len(), 4, "the frame and 3 segments");
+    for f in &got {
+        assert_eq!(
+            f[12..16],
+            [0x81, 0x00, 0x20, 0x64],
+            "tagged: {:02x?}",
+            &f[..20]
+        );
+    }
+    // Untagged and with the checksums (filled by the device) blanked, it is the frame sent.
+    let mut g = [&got[0][..12], &got[0][16..]].concat();
+    let mut want = tcp.clone();
+    for f in [&mut g, &mut want] {
+        f[24..26].fill(0);
+        f[50..52].fill(0);
+    }
+    assert!(g == want, "the rest of the frame unchanged");
+    let rows = tshark(
+        &got,
+        &[
+            "vlan.id",
+            "vlan.priority",
+            "ip.checksum.status",
+            "tcp.checksum.status",
+            "tcp.len",
+        ],
+    );
+    assert_eq!(
+        [&rows[0][..2], &rows[0][3..4]].concat(),
+        ["100", "1", "1"],
+        "{rows:?}"
+    );
+    for (i, r) in rows[1..].iter().enumerate() {
+        assert_eq!(r[..2], ["100", "1"], "segment {i}: {r:?}");
+        assert_eq!(r[3..], ["1", "1000"], "segment {i}: {r:?}");
+    }
+    eprintln!("VLAN OK");
+}
+
+fn outer_vlan(backend: &str) {
+    let _one = serial();
+    if Command::new("tshark").arg("-v").output().is_err() {
+        let _: Option<()> = support::skip_or_fail("tshark is not installed");
+        return;
+    }
+    let (out, _) = run_inner("inner_vlan_insert", &[], &[(BACKEND_ENV, backend)]);
+    let t = support::emu::text(&out);
+    assert!(t.contains("VLAN OK"), "{t}");
+}
+
+#[test]
+fn vlan_insertion_on_dv_arrives_tagged() {
+    outer_vlan("dv");
+}
+
+#[test]
+fn vlan_insertion_on_verbs_in_software_arrives_tagged() {
+    outer_vlan("verbs");
 }
 
 fn outer(backend: &str) {
