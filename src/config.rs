@@ -118,6 +118,11 @@ pub struct PortConfig {
     pub dv_rx: DvRxOptions,
     /// Per-packet receive timestamps of the AF_XDP backend (ignored by the others).
     pub rx_timestamps: RxTimestamps,
+    /// Strip one 802.1Q tag from received frames, the tag in [`RxMeta::vlan_tci`]
+    /// (crate::RxMeta::vlan_tci) (dv and model: the device does it; the other backends refuse
+    /// it when the port opens: verbs because `ibv_poll_cq`'s completion carries no tag,
+    /// AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
+    pub vlan_strip: bool,
 }
 
 /// Receive timestamps an AF_XDP port's steering program writes into each steered frame's XDP

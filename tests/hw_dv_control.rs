@@ -44,6 +44,7 @@ fn dv_queues_expose_sane_rings() {
         tx_ring: 512,
         cqe_compression: true,
         striding: None,
+        vlan_strip: false,
     };
     let cp = ControlPort::open(&dev, &pool, &spec, 2).expect("open DV control port");
     let rings = cp.rings();
@@ -90,6 +91,7 @@ fn striding_rq_is_created_or_refused_by_the_caps() {
         tx_ring: 64,
         cqe_compression: false,
         striding: None,
+        vlan_strip: false,
     };
     let caps = *ControlPort::open(&dev, &pool, &probe, 1)
         .expect("open")

@@ -126,3 +126,46 @@ fn the_model_segments_a_tso_super_frame() {
     }
     assert_eq!(joined, frame[54..], "payload reassembles");
 }
+
+#[test]
+fn vlan_stripping_is_refused_where_the_tag_cannot_reach_rx_meta() {
+    let e = Port::builder(Backend::Loopback)
+        .vlan_strip(true)
+        .open()
+        .err()
+        .expect("refused");
+    assert!(matches!(e, rawq::Error::Unsupported(_)), "{e:?}");
+    assert!(e.to_string().contains("dv and model"), "{e}");
+}
+
+#[cfg(feature = "mlx5")]
+#[test]
+fn the_model_strips_a_vlan_tag_into_rx_meta() {
+    use rawq::dv::model::ModelOptions;
+    let mut port = Port::builder(Backend::Model(ModelOptions::default()))
+        .vlan_strip(true)
+        .rx_ring(256)
+        .tx_ring(256)
+        .open()
+        .expect("model port");
+    assert_eq!(port.info().offloads.vlan_strip, Offload::Hardware);
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+    let frame = tcp_frame(100);
+    let mut tagged = frame[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0xa0, 0x07]);
+    tagged.extend_from_slice(&frame[12..]);
+    let mut p = pool.alloc().unwrap();
+    p.copy_from_slice(&tagged).unwrap();
+    let mut v = vec![p];
+    assert_eq!(q.tx_burst(&mut v), 1);
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(20);
+    while got.is_empty() && Instant::now() < end {
+        q.reclaim();
+        q.rx_burst(&mut got, 8);
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].meta.vlan_tci(), Some(0xa007));
+    assert_eq!(got[0].to_vec(), frame, "untagged");
+}

@@ -116,6 +116,12 @@ impl DeviceAttr {
         }
     }
 
+    /// The device strips a received frame's 802.1Q tag when a WQ asks for it
+    /// (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+    pub fn raw_cvlan_stripping(&self) -> bool {
+        self.raw_packet_caps & ibv_raw_packet_caps::IBV_RAW_PACKET_CAP_CVLAN_STRIPPING.0 != 0
+    }
+
     /// RSS (indirection table + hashing QP) is supported on RAW_PACKET QPs.
     pub fn rss_raw_packet(&self) -> bool {
         self.max_rwq_indirection_table_size > 0

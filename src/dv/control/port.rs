@@ -140,6 +140,7 @@ impl ControlPort {
             tx_ring: cfg.tx_ring,
             cqe_compression: true,
             striding,
+            vlan_strip: cfg.vlan_strip,
         };
         // An explicit choice must be honoured (or refused); none: the device's best.
         let format = o.cqe_comp.map(|c| match c {

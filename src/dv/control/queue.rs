@@ -33,6 +33,8 @@ pub struct QueueSpec {
     pub cqe_compression: bool,
     /// Use a striding RQ with this geometry.
     pub striding: Option<Striding>,
+    /// Strip received VLAN tags (`IBV_WQ_FLAGS_CVLAN_STRIPPING` on the WQ).
+    pub vlan_strip: bool,
 }
 
 /// The verbs objects behind one queue's rings. Keep it as long as the data path touches them;
@@ -119,9 +121,21 @@ fn create_cq(ctx: &Context, cqe: u32, compress: Option<MiniCqeFormat>) -> Result
     Ok(unsafe { Cq::from_raw(ctx, cq) })
 }
 
-fn create_wq(pd: &Pd, cq: Arc<Cq>, size: RqSizing, striding: Option<Striding>) -> Result<Wq> {
+fn create_wq(
+    pd: &Pd,
+    cq: Arc<Cq>,
+    size: RqSizing,
+    striding: Option<Striding>,
+    vlan_strip: bool,
+) -> Result<Wq> {
     // SAFETY: plain old data; all-zero is a valid start.
     let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
+    if vlan_strip {
+        // The kernel clears the RQ context's `vsd` (VLAN strip disable) bit for this flag
+        // (drivers/infiniband/hw/mlx5/qp.c `create_rq`); the CQE then carries the tag.
+        a.comp_mask = ibv_wq_init_attr_mask::IBV_WQ_INIT_ATTR_FLAGS.0;
+        a.create_flags = ibv_wq_flags::IBV_WQ_FLAGS_CVLAN_STRIPPING.0;
+    }
     a.wq_type = ibv_wq_type::IBV_WQT_RQ;
     a.max_wr = size.max_wr;
     a.max_sge = size.max_sge;
@@ -231,7 +245,20 @@ pub(super) fn create_queue_rings_with(
         caps,
     )?);
     qp.ready(spec.port)?;
-    let wq = Arc::new(create_wq(pd, rx_cq.clone(), rq_size, spec.striding)?);
+    if spec.vlan_strip && !dev.cvlan_strip {
+        return Err(Error::Unsupported(
+            "VLAN stripping: this device's receive WQs cannot strip tags \
+             (no IBV_RAW_PACKET_CAP_CVLAN_STRIPPING); open the port without vlan_strip"
+                .into(),
+        ));
+    }
+    let wq = Arc::new(create_wq(
+        pd,
+        rx_cq.clone(),
+        rq_size,
+        spec.striding,
+        spec.vlan_strip,
+    )?);
 
     let mut dqp = mlx5dv_qp {
         comp_mask: MLX5DV_QP_MASK_RAW_QP_HANDLES as u64,

@@ -193,6 +193,7 @@ pub(crate) fn open(
     if !cfg.rules.is_empty() {
         o.rules = cfg.rules.clone();
     }
+    o.vlan_strip |= cfg.vlan_strip;
     let port = ModelPort::new(o)?;
     let mut queues = Vec::new();
     for i in 0..cfg.queues {
@@ -208,6 +209,8 @@ pub(crate) fn open(
         // The model's stamps are on only with a clock (`clock_khz`); its caps say the rest.
         offloads: {
             let mut o = crate::config::Offloads::mlx5(caps.tx_csum, caps.max_tso);
+            // The model strips tags when its RQs are told to (`HwState::set_rq_vlan_strip`).
+            o.vlan_strip = crate::config::Offload::Hardware;
             if opts.clock_khz == 0 {
                 o.rx_timestamps = crate::config::Offload::Absent;
             }
