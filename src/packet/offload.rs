@@ -141,6 +141,51 @@ pub(crate) fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
     f[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
+/// Checks that the frame `p` can take an inserted 802.1Q tag: at least an Ethernet header and
+/// no tag already (ethertype 0x8100, 0x88a8 or 0x9100: the tag would go inside the outer one,
+/// which is QinQ, not what was asked).
+pub(crate) fn check_untagged(p: &Packet) -> Result<(), String> {
+    let d = p.data();
+    if d.len() < 14 {
+        return Err(format!(
+            "VLAN insertion into a {}-byte first buffer: needs the 14-byte Ethernet header",
+            d.len()
+        ));
+    }
+    let et = u16::from_be_bytes([d[12], d[13]]);
+    if matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+        return Err(format!(
+            "VLAN insertion into a frame that already has a tag (ethertype 0x{et:04x}): send \
+             it without the insertion request, or without its tag"
+        ));
+    }
+    Ok(())
+}
+
+/// Inserts the tag `p.offload.vlan_insert` asks for in software: 4 bytes of headroom taken,
+/// the MAC addresses moved to the front, `0x8100` and the TCI after them; the request is then
+/// cleared (so that a retried packet is not tagged twice).
+pub(crate) fn insert_vlan(p: &mut Packet) -> Result<(), String> {
+    let Some(tci) = p.offload.vlan_insert else {
+        return Ok(());
+    };
+    check_untagged(p)?;
+    if p.headroom() < 4 {
+        return Err(
+            "VLAN insertion in software needs 4 bytes of headroom; the packet has none \
+                    (keep the pool's default headroom)"
+                .into(),
+        );
+    }
+    p.prepend(4).map_err(|e| e.to_string())?;
+    let d = p.data_mut();
+    d.copy_within(4..16, 0);
+    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    d[14..16].copy_from_slice(&tci.to_be_bytes());
+    p.offload.vlan_insert = None;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::fill_checksums;
@@ -215,50 +260,4 @@ mod tests {
         fill_checksums(&mut short, true, true);
         fill_checksums(&mut [0u8; 3], true, true);
     }
-}
-
-/// Checks that the frame `p` can take an inserted 802.1Q tag: at least an Ethernet header and
-/// no tag already (ethertype 0x8100, 0x88a8 or 0x9100: the tag would go inside the outer one,
-/// which is QinQ, not what was asked).
-pub(crate) fn check_untagged(p: &Packet) -> Result<(), String> {
-    let d = p.data();
-    if d.len() < 14 {
-        return Err(format!(
-            "VLAN insertion into a {}-byte first buffer: needs the 14-byte Ethernet header",
-            d.len()
-        ));
-    }
-    let et = u16::from_be_bytes([d[12], d[13]]);
-    if matches!(et, 0x8100 | 0x88a8 | 0x9100) {
-        return Err(format!(
-            "VLAN insertion into a frame that already has a tag (ethertype 0x{et:04x}): send \
-             it without the insertion request, or without its tag"
-        ));
-    }
-    Ok(())
-}
-
-/// Inserts the tag `p.offload.vlan_insert` asks for in software: 4 bytes of headroom taken,
-/// the MAC addresses moved to the front, `0x8100` and the TCI after them; the request is then
-/// cleared (so that a retried packet is not tagged twice).
-pub(crate) fn insert_vlan(p: &mut Packet) -> Result<(), String> {
-    let Some(tci) = p.offload.vlan_insert else {
-        return Ok(());
-    };
-    check_untagged(p)?;
-    if p.headroom() < 4 {
-        return Err(
-            "VLAN insertion in software needs 4 bytes of headroom; the packet has none \
-                    (keep the pool's default headroom)"
-                .into(),
-        );
-    }
-    let d = p.prepend(4).map_err(|e| e.to_string())?;
-    let _ = d;
-    let d = p.data_mut();
-    d.copy_within(4..16, 0);
-    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-    d[14..16].copy_from_slice(&tci.to_be_bytes());
-    p.offload.vlan_insert = None;
-    Ok(())
 }
