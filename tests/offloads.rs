@@ -2,6 +2,8 @@
 //! segments TSO in "hardware", the loopback backend fills checksums in software and refuses
 //! TSO with an error (issue 22 items 1 and 5).
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use rawq::{Backend, Offload, Port};
@@ -166,4 +168,37 @@ fn the_model_strips_a_vlan_tag_into_rx_meta() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].meta.vlan_tci(), Some(0xa007));
     assert_eq!(got[0].to_vec(), frame, "untagged");
+}
+
+/// pktgen --tso on the model's loopback: 100 super-frames of 4000 bytes (3946 bytes of TCP
+/// payload) with MSS 1448 come back as 300 segments carrying every byte once plus their
+/// replicated headers; with UDP --tso is refused.
+#[cfg(feature = "mlx5")]
+#[test]
+fn pktgen_tso_sends_super_frames_that_come_back_as_segments() {
+    let run = |l4: &str| {
+        std::process::Command::new(support::example("pktgen"))
+            .args([
+                "-b", "model", "--txrx", "--l4", l4, "-s", "4000", "--tso", "1448",
+            ])
+            .args(["-n", "100", "-t", "20", "--json", "--quiet"])
+            .output()
+            .unwrap()
+    };
+    let out = run("tcp-ack");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pktgen failed: {err}");
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .to_string();
+    let v: serde_json::Value = serde_json::from_str(&line).expect("JSON summary");
+    assert_eq!(v["tx"]["packets"], 100, "{v}");
+    assert_eq!(v["rx"]["packets"], 300, "{v}");
+    assert_eq!(v["rx"]["bytes"], 300 * 54 + 100 * 3946, "{v}");
+    let out = run("udp");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tso segments TCP"), "{err}");
 }
