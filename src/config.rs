@@ -192,10 +192,10 @@ pub struct Offloads {
 }
 
 impl Offloads {
-    /// An mlx5 port driven by rawq (dv, model) or libmlx5 (verbs): checksums when the device
-    /// offers them (`tx_csum`), TSO when it segments (`max_tso` > 0), RSS, CQE timestamps and
-    /// VLAN insertion (the Ethernet segment's) in hardware (verbs sets insertion to software);
-    /// no VLAN stripping and no receive scatter yet.
+    /// An mlx5 port driven by rawq (dv, model) or libmlx5 (verbs): checksums by the device when
+    /// it offers them (`tx_csum`; else rawq fills them), TSO when it segments (`max_tso` > 0),
+    /// RSS, CQE timestamps and VLAN insertion (the Ethernet segment's) in hardware (verbs sets
+    /// insertion to software); VLAN stripping as the backend sets it; no receive scatter yet.
     pub(crate) fn mlx5(tx_csum: bool, max_tso: u32) -> Offloads {
         let hw = |b: bool| {
             if b {
@@ -204,9 +204,14 @@ impl Offloads {
                 Offload::Absent
             }
         };
+        let csum = if tx_csum {
+            Offload::Hardware
+        } else {
+            Offload::Software
+        };
         Offloads {
-            ipv4_csum: hw(tx_csum),
-            l4_csum: hw(tx_csum),
+            ipv4_csum: csum,
+            l4_csum: csum,
             tso: hw(max_tso > 0),
             vlan_insert: Offload::Hardware,
             vlan_strip: Offload::Absent,

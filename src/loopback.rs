@@ -56,7 +56,7 @@ impl QueueOps for LoopbackQueue {
             let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
             if l3 | l4 {
                 // Checksum requests done in software, as a device would fill them.
-                crate::packet::fill_checksums(p.data_mut(), l3, l4);
+                crate::packet::fill_packet_checksums(&mut p, l3, l4);
             }
             bytes += p.len() as u64;
             self.ring.push_back(p);

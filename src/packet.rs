@@ -20,7 +20,8 @@ mod offload;
 pub(crate) use meta::ticks_to_ns;
 pub use meta::RxMeta;
 pub(crate) use offload::{
-    check_untagged, fill_checksums, insert_vlan, tso_header_len, MAX_TSO_HEADER,
+    check_untagged, fill_checksums, fill_packet_checksums, insert_vlan, tso_header_len,
+    MAX_TSO_HEADER,
 };
 
 /// "No next segment".

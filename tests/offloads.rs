@@ -202,3 +202,59 @@ fn pktgen_tso_sends_super_frames_that_come_back_as_segments() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--tso segments TCP"), "{err}");
 }
+
+/// A device without checksum offload (the model with `tx_csum: false`): the dv driver fills
+/// the checksums a packet asks for itself instead of dropping the request (issue 22 item 5).
+#[cfg(feature = "mlx5")]
+#[test]
+fn dv_without_checksum_offload_fills_requested_checksums_in_software() {
+    use rawq::dv::model::ModelOptions;
+    let mut port = Port::builder(Backend::Model(ModelOptions {
+        tx_csum: false,
+        ..Default::default()
+    }))
+    .rx_ring(256)
+    .tx_ring(256)
+    .open()
+    .expect("model port");
+    let o = port.info().offloads;
+    assert_eq!(
+        (o.ipv4_csum, o.l4_csum),
+        (Offload::Software, Offload::Software)
+    );
+    let pool = port.pool().clone();
+    let mut q = port.take_queues().remove(0);
+    let mut f = tcp_frame(300);
+    f[24..26].copy_from_slice(&[0xde, 0xad]); // wrong IPv4 header checksum
+    f[50..52].copy_from_slice(&[0xbe, 0xef]); // wrong TCP checksum
+    let mut v = Vec::new();
+    for single in [true, false] {
+        let mut p = pool.alloc().unwrap();
+        if single {
+            p.copy_from_slice(&f).unwrap();
+        } else {
+            // Chained: the general WQE path.
+            p.copy_from_slice(&f[..200]).unwrap();
+            let mut s = pool.alloc().unwrap();
+            s.copy_from_slice(&f[200..]).unwrap();
+            p.chain(s).unwrap();
+        }
+        p.offload.l3_csum = true;
+        p.offload.l4_csum = true;
+        v.push(p);
+    }
+    assert_eq!(q.tx_burst(&mut v), 2);
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(20);
+    while got.len() < 2 && Instant::now() < end {
+        q.reclaim();
+        let mut b = Vec::new();
+        q.rx_burst(&mut b, 8);
+        got.extend(b.iter().map(|p| p.to_vec()));
+    }
+    assert!(q.take_error().is_none());
+    assert_eq!(got.len(), 2);
+    for g in &got {
+        assert!(tcp_ok(g), "checksums filled: {:02x?}", &g[14..54]);
+    }
+}

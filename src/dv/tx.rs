@@ -137,6 +137,20 @@ fn cs_flags(p: &Packet, enabled: bool) -> u8 {
     f & 0u8.wrapping_sub(enabled as u8)
 }
 
+/// Checksum requests done in software, for a device without checksum offload (so that none is
+/// ignored); the requests are cleared, so a packet left for a retry is not done twice.
+#[cold]
+fn software_csum(pkts: &mut [Packet]) {
+    for p in pkts {
+        let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
+        if l3 | l4 {
+            crate::packet::fill_packet_checksums(p, l3, l4);
+            p.offload.l3_csum = false;
+            p.offload.l4_csum = false;
+        }
+    }
+}
+
 /// Writes one single-buffer SEND WQE per packet of `src` into `wqes`, recording each buffer
 /// in `bufs`, until a packet needs the general path (chained, or not longer than `min_len - 1`
 /// bytes). `pi` is the WQEBB counter of the first slot. Returns the packets written and adds
@@ -350,6 +364,9 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        if !self.tx_csum {
+            software_csum(pkts);
+        }
         match self.mode {
             Mode::Inline18 => self.burst_send::<true>(pkts, stats, cache),
             Mode::NoInline => self.burst_send::<false>(pkts, stats, cache),

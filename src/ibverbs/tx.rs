@@ -339,6 +339,13 @@ impl Tx {
         let wr_base = self.wrs.as_mut_ptr();
         while k < want {
             let p = &mut pkts[k];
+            if !self.csum && (p.offload.l3_csum || p.offload.l4_csum) {
+                // No checksum offload on this device: done here instead of ignored.
+                let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
+                crate::packet::fill_packet_checksums(p, l3, l4);
+                p.offload.l3_csum = false;
+                p.offload.l4_csum = false;
+            }
             // VLAN insertion in software (verbs has no per-WR tag insertion): the packet is
             // changed in place and its request cleared, so a retry does not tag it twice.
             let tagged = insert_vlan(p);

@@ -78,67 +78,146 @@ pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<u
     Ok(len)
 }
 
+/// Where the checksums of a frame are: the IP header at `l3` (`ihl` bytes, IPv4 if `v4`), the
+/// L4 datagram `l4..end` with its checksum field at `at` (`None`: no L4 checksum to fill: not
+/// TCP / UDP, an IPv4 fragment), the pseudo-header sum `pseudo`.
+struct CsumLayout {
+    l3: usize,
+    ihl: usize,
+    v4: bool,
+    proto: u8,
+    l4: usize,
+    end: usize,
+    at: Option<usize>,
+    pseudo: u32,
+}
+
+/// The checksum layout of a frame of `total` bytes whose headers are in `f` (the frame, or its
+/// first buffer). `None` when there is nothing to fill: not IP, truncated headers, lengths past
+/// the frame.
+fn csum_layout(f: &[u8], total: usize) -> Option<CsumLayout> {
+    use crate::gen::checksum;
+    let be16 = |o: usize| Some(u16::from_be_bytes([*f.get(o)?, *f.get(o + 1)?]));
+    let (mut et, mut s) = (be16(12)?, 14);
+    if et == 0x8100 {
+        et = be16(16)?;
+        s = 18;
+    }
+    let (v4, ihl, proto, end, pseudo, frag) = match et {
+        0x0800 => {
+            let b = f.get(s..s + 20)?;
+            let ihl = (b[0] & 0x0f) as usize * 4;
+            let end = s + u16::from_be_bytes([b[2], b[3]]) as usize;
+            if b[0] >> 4 != 4 || ihl < 20 || f.len() < s + ihl || end > total || end < s + ihl {
+                return None;
+            }
+            let frag = u16::from_be_bytes([b[6], b[7]]) & 0x3fff != 0;
+            (true, ihl, b[9], end, checksum(&b[12..20], 0), frag)
+        }
+        0x86dd => {
+            let b = f.get(s..s + 40)?;
+            let end = s + 40 + u16::from_be_bytes([b[4], b[5]]) as usize;
+            if end > total {
+                return None;
+            }
+            (false, 40, b[6], end, checksum(&b[8..40], 0), false)
+        }
+        _ => return None,
+    };
+    let l4 = s + ihl;
+    let at = match proto {
+        _ if frag => None,
+        6 if end >= l4 + 20 => Some(l4 + 16),
+        17 if end >= l4 + 8 => Some(l4 + 6),
+        _ => None,
+    };
+    // The checksum field must lie in the first buffer (it is written there).
+    let at = at.filter(|&a| a + 2 <= f.len());
+    Some(CsumLayout {
+        l3: s,
+        ihl,
+        v4,
+        proto,
+        l4,
+        end,
+        at,
+        pseudo,
+    })
+}
+
+/// The L4 checksum from the sum of the datagram's bytes `sum` (checksum field zero).
+fn l4_csum(lo: &CsumLayout, sum: u32) -> u16 {
+    let len = (lo.end - lo.l4) as u32;
+    let mut c =
+        crate::gen::csum_fold(sum + lo.pseudo + lo.proto as u32 + (len & 0xffff) + (len >> 16));
+    if lo.proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    c
+}
+
 /// Fills the IPv4 header checksum (`l3`) and the TCP / UDP checksum (`l4`, over IPv4 or IPv6)
 /// of the Ethernet frame `f` in software, as a device asked for them would (what a backend
 /// without the offload does with the request instead of ignoring it). Frames that are not
-/// IP, IPv4 fragments, IPv6 with extension headers and truncated headers are left as they are
-/// (a device computes nothing there either); a UDP checksum of 0 goes out as 0xffff (RFC 768).
+/// IP, IPv4 fragments (L4), IPv6 with extension headers (L4) and truncated headers are left as
+/// they are (a device computes nothing there either); a UDP checksum of 0 goes out as 0xffff
+/// (RFC 768).
 pub(crate) fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
-    use crate::gen::{checksum, csum_fold};
-    let be16 = |f: &[u8], o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
-    if f.len() < 14 {
+    let Some(lo) = csum_layout(f, f.len()) else {
+        return;
+    };
+    fill_l3(f, &lo, l3);
+    if let (true, Some(at)) = (l4, lo.at) {
+        f[at..at + 2].fill(0);
+        let c = l4_csum(&lo, crate::gen::checksum(&f[lo.l4..lo.end], 0));
+        f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+fn fill_l3(f: &mut [u8], lo: &CsumLayout, l3: bool) {
+    if l3 && lo.v4 {
+        let s = lo.l3;
+        f[s + 10..s + 12].fill(0);
+        let c = crate::gen::csum_fold(crate::gen::checksum(&f[s..s + lo.ihl], 0));
+        f[s + 10..s + 12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// [`fill_checksums`] for a packet that may be chained: the headers (and the L4 checksum field)
+/// must lie in its first buffer; the L4 sum runs over every buffer.
+pub(crate) fn fill_packet_checksums(p: &mut Packet, l3: bool, l4: bool) {
+    if p.segment_count() == 1 {
+        fill_checksums(p.data_mut(), l3, l4);
         return;
     }
-    let (mut et, mut s) = (be16(f, 12), 14);
-    if et == 0x8100 && f.len() >= 18 {
-        et = be16(f, 16);
-        s = 18;
-    }
-    let (proto, l4o, end, pseudo) = match et {
-        0x0800 if f.len() >= s + 20 => {
-            let ihl = (f[s] & 0x0f) as usize * 4;
-            let end = s + be16(f, s + 2) as usize;
-            if f[s] >> 4 != 4 || ihl < 20 || end > f.len() || end < s + ihl {
-                return;
-            }
-            if l3 {
-                f[s + 10..s + 12].fill(0);
-                let c = csum_fold(checksum(&f[s..s + ihl], 0));
-                f[s + 10..s + 12].copy_from_slice(&c.to_be_bytes());
-            }
-            if be16(f, s + 6) & 0x3fff != 0 {
-                return; // a fragment: no L4 header to checksum
-            }
-            (f[s + 9], s + ihl, end, checksum(&f[s + 12..s + 20], 0))
-        }
-        0x86dd if f.len() >= s + 40 => {
-            let end = s + 40 + be16(f, s + 4) as usize;
-            if end > f.len() {
-                return;
-            }
-            (f[s + 6], s + 40, end, checksum(&f[s + 8..s + 40], 0))
-        }
-        _ => return,
-    };
-    let at = match proto {
-        6 if end >= l4o + 20 => l4o + 16,
-        17 if end >= l4o + 8 => l4o + 6,
-        _ => return,
-    };
-    if !l4 {
+    let Some(lo) = csum_layout(p.data(), p.len()) else {
         return;
+    };
+    fill_l3(p.data_mut(), &lo, l3);
+    let (true, Some(at)) = (l4, lo.at) else {
+        return;
+    };
+    p.data_mut()[at..at + 2].fill(0);
+    // Byte by byte over the buffers (a cold path): even offsets from `l4` are high bytes.
+    let (mut sum, mut pos) = (0u32, 0usize);
+    for s in p.segments() {
+        for &b in s.data {
+            if (lo.l4..lo.end).contains(&pos) {
+                sum += if (pos - lo.l4) % 2 == 0 {
+                    (b as u32) << 8
+                } else {
+                    b as u32
+                };
+                // Fold now and then so that no sum overflows.
+                if sum > 0x7fff_ffff {
+                    sum = (sum & 0xffff) + (sum >> 16);
+                }
+            }
+            pos += 1;
+        }
     }
-    let len = (end - l4o) as u32;
-    f[at..at + 2].fill(0);
-    let sum = checksum(
-        &f[l4o..end],
-        pseudo + proto as u32 + (len & 0xffff) + (len >> 16),
-    );
-    let mut c = csum_fold(sum);
-    if proto == 17 && c == 0 {
-        c = 0xffff;
-    }
-    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    let c = l4_csum(&lo, sum);
+    p.data_mut()[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Checks that the frame `p` can take an inserted 802.1Q tag: at least an Ethernet header and
