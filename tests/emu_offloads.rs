@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use rawq::gen::{CaptureLimits, PcapWriter};
 use rawq::{Backend, MempoolConfig, Packet, Port};
 use support::emu::serial;
-use support::emu_dv::{inner_only, run_inner};
+use support::emu::{emu_sh, tempdir};
+use support::emu_dv::{inner_only, run_inner, INNER};
+use support::NetnsPair;
 
 const BACKEND_ENV: &str = "RAWQ_EMU_TSO_BACKEND";
 const MSS: u16 = 1448;
@@ -90,6 +92,17 @@ fn open() -> Port {
         .expect("open the port on the emulated mlx5_0")
 }
 
+/// The fields tshark checks per segment.
+const SEG_FIELDS: [&str; 7] = [
+    "ip.id",
+    "ip.checksum.status",
+    "tcp.checksum.status",
+    "tcp.seq_raw",
+    "tcp.flags",
+    "tcp.len",
+    "ip.len",
+];
+
 /// tshark's fields of each frame of `frames` (with every checksum check on).
 fn tshark(frames: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
     let path = std::env::temp_dir().join(format!(
@@ -102,8 +115,19 @@ fn tshark(frames: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
         assert!(w.write(i as u64 * 1000, f).unwrap());
     }
     w.finish().unwrap();
+    let rows = tshark_fields(&path, fields);
+    let _ = std::fs::remove_file(&path);
+    rows
+}
+
+fn tshark_rows(path: &std::path::Path) -> Vec<Vec<String>> {
+    tshark_fields(path, &SEG_FIELDS)
+}
+
+/// tshark's fields of each frame of the capture at `path` (every checksum check on).
+fn tshark_fields(path: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(&path);
+    cmd.arg("-r").arg(path);
     for p in ["tcp", "ip"] {
         cmd.args(["-o", &format!("{p}.check_checksum:TRUE")]);
     }
@@ -119,7 +143,6 @@ fn tshark(frames: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
         cmd.args(["-e", f]);
     }
     let out = cmd.output().expect("run tshark");
-    let _ = std::fs::remove_file(&path);
     assert!(
         out.status.success(),
         "tshark: {}",
@@ -130,6 +153,38 @@ fn tshark(frames: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
         .lines()
         .map(|l| l.split('|').map(str::to_owned).collect())
         .collect()
+}
+
+/// Every segment valid: checksums good, IP id and sequence numbers continuous, FIN/PSH on the
+/// last only, lengths.
+fn check_segments(rows: &[Vec<String>], want: usize) {
+    assert_eq!(rows.len(), want, "tshark frames");
+    for (i, r) in rows.iter().enumerate() {
+        let last = i == want - 1;
+        let seg = if last {
+            PAYLOAD - (want - 1) * MSS as usize
+        } else {
+            MSS as usize
+        };
+        let id = ID0.wrapping_add(i as u16);
+        assert_eq!(r[0], format!("0x{id:04x}"), "IP id of segment {i}: {r:?}");
+        assert_eq!(r[1], "1", "IPv4 header checksum good, segment {i}: {r:?}");
+        assert_eq!(r[2], "1", "TCP checksum good, segment {i}: {r:?}");
+        let seq = SEQ0.wrapping_add((i * MSS as usize) as u32);
+        assert_eq!(r[3], seq.to_string(), "TCP seq of segment {i}: {r:?}");
+        let flags = if last { FLAGS } else { FLAGS & !0x09 };
+        assert_eq!(
+            r[4],
+            format!("0x{:04x}", flags as u16),
+            "flags of {i}: {r:?}"
+        );
+        assert_eq!(r[5], seg.to_string(), "TCP payload of segment {i}: {r:?}");
+        assert_eq!(
+            r[6],
+            (20 + 32 + seg).to_string(),
+            "IP length of segment {i}: {r:?}"
+        );
+    }
 }
 
 #[test]
@@ -216,45 +271,7 @@ fn inner_tso_64k_super_frame() {
     let joined: Vec<u8> = got.iter().flat_map(|f| f[hdr_len..].to_vec()).collect();
     assert!(joined == pay, "payload reassembles byte-exact");
 
-    let rows = tshark(
-        &got,
-        &[
-            "ip.id",
-            "ip.checksum.status",
-            "tcp.checksum.status",
-            "tcp.seq_raw",
-            "tcp.flags",
-            "tcp.len",
-            "ip.len",
-        ],
-    );
-    assert_eq!(rows.len(), want, "tshark frames");
-    for (i, r) in rows.iter().enumerate() {
-        let last = i == want - 1;
-        let seg = if last {
-            PAYLOAD - (want - 1) * MSS as usize
-        } else {
-            MSS as usize
-        };
-        let id = ID0.wrapping_add(i as u16);
-        assert_eq!(r[0], format!("0x{id:04x}"), "IP id of segment {i}: {r:?}");
-        assert_eq!(r[1], "1", "IPv4 header checksum good, segment {i}: {r:?}");
-        assert_eq!(r[2], "1", "TCP checksum good, segment {i}: {r:?}");
-        let seq = SEQ0.wrapping_add((i * MSS as usize) as u32);
-        assert_eq!(r[3], seq.to_string(), "TCP seq of segment {i}: {r:?}");
-        let flags = if last { FLAGS } else { FLAGS & !0x09 };
-        assert_eq!(
-            r[4],
-            format!("0x{:04x}", flags as u16),
-            "flags of {i}: {r:?}"
-        );
-        assert_eq!(r[5], seg.to_string(), "TCP payload of segment {i}: {r:?}");
-        assert_eq!(
-            r[6],
-            (20 + 32 + seg).to_string(),
-            "IP length of segment {i}: {r:?}"
-        );
-    }
+    check_segments(&tshark(&got, &SEG_FIELDS), want);
     let s = q.stats();
     assert_eq!(s.tx_packets, 1, "one super-frame sent: {s:?}");
     assert_eq!(s.rx_packets, want as u64, "{s:?}");
@@ -441,4 +458,147 @@ fn tso_64k_mss_1448_through_dv_on_the_emulated_nic() {
 #[test]
 fn tso_64k_mss_1448_through_verbs_ibv_wr_tso_on_the_emulated_nic() {
     outer("verbs");
+}
+
+/// Sends the 64 KiB super-frame once, on the wire (the outer test captures the far end).
+#[test]
+#[ignore = "the application side of an outer test: runs under scripts/emu.sh --wire"]
+fn inner_tso_on_the_wire() {
+    inner_only();
+    let mut port = open();
+    let mut q = port.take_queues().pop().expect("one queue");
+    let mut frame = header(PAYLOAD, 6);
+    frame.extend_from_slice(&payload());
+    let mut p = packet(&port, &frame);
+    p.offload.tso_mss = Some(MSS);
+    let mut v = vec![p];
+    let end = Instant::now() + Duration::from_secs(10);
+    while !v.is_empty() && Instant::now() < end {
+        q.tx_burst(&mut v);
+    }
+    assert!(v.is_empty(), "the super-frame was taken");
+    // Until the device completed it (the buffers came back).
+    let end = Instant::now() + Duration::from_secs(10);
+    while q.stats().tx_packets < 1 && Instant::now() < end {
+        q.reclaim();
+    }
+    while q.reclaim() == 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(e) = q.take_error() {
+        panic!("{e}");
+    }
+    eprintln!("SENT");
+}
+
+/// The frames of a pcap file (classic format, as tshark -F pcap writes it).
+fn pcap_frames(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).expect("the capture");
+    let le = b[..4] == [0xd4, 0xc3, 0xb2, 0xa1];
+    let u32at = |o: usize| {
+        let w = [b[o], b[o + 1], b[o + 2], b[o + 3]];
+        if le {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        }
+    };
+    let (mut at, mut out) = (24, Vec::new());
+    while at + 16 <= b.len() {
+        let n = u32at(at + 8) as usize;
+        out.push(b[at + 16..at + 16 + n].to_vec());
+        at += 16 + n;
+    }
+    out
+}
+
+/// The super-frame through the emulated NIC's wire (AF_PACKET on a veth): tshark on the far
+/// end of the veth captures the 46 segments; they decode valid and reassemble byte-exact.
+fn tso_across_a_veth(backend: &str) {
+    let _one = serial();
+    if Command::new("tshark").arg("-v").output().is_err() {
+        let _: Option<()> = support::skip_or_fail("tshark is not installed");
+        return;
+    }
+    let Some(ns) = NetnsPair::new(&format!("etso{}", &backend[..1])) else {
+        return;
+    };
+    let dir = tempdir(&format!("emutso-{backend}"));
+    let cap = dir.join("far.pcap");
+    let log = dir.join("tshark.log");
+    let want = PAYLOAD.div_ceil(MSS as usize);
+    let mut tshark = Command::new("timeout")
+        .args([
+            "60", "ip", "netns", "exec", &ns.b, "tshark", "-i", &ns.veth_b,
+        ])
+        .args([
+            "-f",
+            "tcp dst port 9000",
+            "-c",
+            &want.to_string(),
+            "-F",
+            "pcap",
+            "-w",
+        ])
+        .arg(&cap)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("tshark");
+    // Capturing once tshark says so.
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("Capturing on")
+    {
+        assert!(Instant::now() < end, "tshark did not start capturing");
+        assert!(tshark.try_wait().unwrap().is_none(), "tshark ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exe = std::env::current_exe().unwrap();
+    let stats = dir.join("model.stats");
+    let out = emu_sh(
+        Some((&ns.a, &ns.veth_a)),
+        Some(120),
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            "--exact",
+            "inner_tso_on_the_wire",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ],
+        &stats,
+    )
+    .env(INNER, "1")
+    .env(BACKEND_ENV, backend)
+    .output()
+    .expect("emu.sh");
+    let t = support::emu::text(&out);
+    assert!(out.status.success() && t.contains("SENT"), "{t}");
+    let st = tshark.wait().expect("tshark");
+    assert!(
+        st.success(),
+        "tshark: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let got = pcap_frames(&cap);
+    assert_eq!(got.len(), want, "segments captured on the far veth");
+    let hdr_len = header(PAYLOAD, 6).len();
+    let joined: Vec<u8> = got.iter().flat_map(|f| f[hdr_len..].to_vec()).collect();
+    assert!(joined == payload(), "the payload reassembles byte-exact");
+    let rows = tshark_rows(&cap);
+    check_segments(&rows, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tso_64k_through_dv_across_a_veth_checked_by_tshark_on_the_far_end() {
+    tso_across_a_veth("dv");
+}
+
+#[test]
+fn tso_64k_through_verbs_across_a_veth_checked_by_tshark_on_the_far_end() {
+    tso_across_a_veth("verbs");
 }
