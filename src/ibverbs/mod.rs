@@ -253,6 +253,22 @@ fn hash_fields(rule: &Rule) -> HashFields {
 }
 
 pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
+    if caps.max_tso_header > 0 {
+        // Room for TSO headers asked first; a device that refuses it still gets a QP, without
+        // TSO (the queue then refuses TSO requests: `Tx::set_max_tso` is not called).
+        if let Ok(qp) = create_qp_inline_or_not(pd, tx_cq.clone(), rx_cq.clone(), caps) {
+            return Ok(qp);
+        }
+        let caps = QpCaps {
+            max_tso_header: 0,
+            ..caps
+        };
+        return create_qp_inline_or_not(pd, tx_cq, rx_cq, caps);
+    }
+    create_qp_inline_or_not(pd, tx_cq, rx_cq, caps)
+}
+
+fn create_qp_inline_or_not(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
     match RawQp::create(pd, tx_cq.clone(), rx_cq.clone(), caps) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && caps.max_inline_data > 0 => {
             // Some devices refuse inline data on RAW_PACKET QPs: go without.
