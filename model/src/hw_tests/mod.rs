@@ -525,3 +525,4 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
 
 mod faults;
 mod flow_rank;
+mod tso;
