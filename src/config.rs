@@ -124,6 +124,11 @@ pub struct PortConfig {
     /// The port MTU ([`PortBuilder::mtu`](crate::PortBuilder::mtu)); `None`: the backend's
     /// default (single-buffer receive, no transmit check).
     pub mtu: Option<u32>,
+    /// Strip one 802.1Q tag from received frames, the tag in [`RxMeta::vlan_tci`]
+    /// (crate::RxMeta::vlan_tci) (dv and model: the device does it; the other backends refuse
+    /// it when the port opens: verbs because `ibv_poll_cq`'s completion carries no tag,
+    /// AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
+    pub vlan_strip: bool,
 }
 
 /// Largest MTU a port takes: jumbo frames of up to 9216 bytes on the wire (9198 plus an
@@ -352,6 +357,107 @@ pub struct PortInfo {
     pub mode: String,
     /// Number of queues.
     pub queues: u16,
+    /// Where each offload is carried out on this port.
+    pub offloads: Offloads,
+}
+
+/// Where a port carries out an offload (see [`Offloads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// The device does it.
+    Hardware,
+    /// rawq does it on the CPU (same result, CPU time spent).
+    Software,
+    /// Not done: a request for it is refused with an error (transmit), or the frame arrives
+    /// as it was on the wire (receive).
+    Absent,
+}
+
+/// Each offload a port may have, and whether the device, rawq in software, or nobody does it.
+/// A transmit request ([`TxOffload`](crate::TxOffload)) is never ignored silently: it is carried
+/// out (hardware or software) or the packet is refused with an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offloads {
+    /// IPv4 header checksum on send ([`TxOffload::l3_csum`](crate::TxOffload::l3_csum)).
+    pub ipv4_csum: Offload,
+    /// TCP / UDP checksum on send ([`TxOffload::l4_csum`](crate::TxOffload::l4_csum)).
+    pub l4_csum: Offload,
+    /// TCP segmentation ([`TxOffload::tso_mss`](crate::TxOffload::tso_mss)).
+    pub tso: Offload,
+    /// 802.1Q tag insertion on send.
+    pub vlan_insert: Offload,
+    /// 802.1Q tag stripping on receive (the tag in [`RxMeta`](crate::RxMeta)).
+    pub vlan_strip: Offload,
+    /// Receive-side scaling: the device spreads flows over queues by a hash.
+    pub rss: Offload,
+    /// Receive timestamps in [`RxMeta`](crate::RxMeta).
+    pub rx_timestamps: Offload,
+    /// Receiving a frame into several buffers (a chained packet).
+    pub rx_scatter: Offload,
+}
+
+impl Offloads {
+    /// An mlx5 port driven by rawq (dv, model) or libmlx5 (verbs): checksums by the device when
+    /// it offers them (`tx_csum`; else rawq fills them), TSO when it segments (`max_tso` > 0),
+    /// RSS, CQE timestamps and VLAN insertion (the Ethernet segment's) in hardware (verbs sets
+    /// insertion to software); VLAN stripping as the backend sets it; no receive scatter yet.
+    pub(crate) fn mlx5(tx_csum: bool, max_tso: u32) -> Offloads {
+        let hw = |b: bool| {
+            if b {
+                Offload::Hardware
+            } else {
+                Offload::Absent
+            }
+        };
+        let csum = if tx_csum {
+            Offload::Hardware
+        } else {
+            Offload::Software
+        };
+        Offloads {
+            ipv4_csum: csum,
+            l4_csum: csum,
+            tso: hw(max_tso > 0),
+            vlan_insert: Offload::Hardware,
+            vlan_strip: Offload::Absent,
+            rss: Offload::Hardware,
+            rx_timestamps: Offload::Hardware,
+            rx_scatter: Offload::Absent,
+        }
+    }
+
+    /// AF_XDP: checksums and VLAN insertion in software (the socket has no transmit offload),
+    /// no TSO, no VLAN stripping (a received frame keeps its tag: rawq's steering program reads no VLAN
+    /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
+    /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
+    pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {
+        Offloads {
+            ipv4_csum: Offload::Software,
+            l4_csum: Offload::Software,
+            tso: Offload::Absent,
+            vlan_insert: Offload::Software,
+            vlan_strip: Offload::Absent,
+            rss: Offload::Hardware,
+            rx_timestamps: match stamps {
+                RxTimestamps::Off => Offload::Absent,
+                RxTimestamps::Kernel => Offload::Software,
+                RxTimestamps::Hardware => Offload::Hardware,
+            },
+            rx_scatter: Offload::Absent,
+        }
+    }
+
+    /// The loopback backend: checksums and VLAN insertion in software, nothing else.
+    pub(crate) const LOOPBACK: Offloads = Offloads {
+        ipv4_csum: Offload::Software,
+        l4_csum: Offload::Software,
+        tso: Offload::Absent,
+        vlan_insert: Offload::Software,
+        vlan_strip: Offload::Absent,
+        rss: Offload::Absent,
+        rx_timestamps: Offload::Absent,
+        rx_scatter: Offload::Absent,
+    };
 }
 
 /// Receive queue type of the mlx5 backends (`dv`, `model`), as DPDK's mlx5 `mprq_en` devarg

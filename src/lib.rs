@@ -79,6 +79,7 @@ pub mod xdp;
 struct ReadmeDoctests;
 
 pub use config::{IpVersions, RssConfig, RssFields};
+pub use config::{Offload, Offloads};
 pub use error::{Error, Result, CAPS};
 pub use link::{Link, LinkEvent, LinkEvents};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};

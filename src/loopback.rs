@@ -18,6 +18,8 @@ struct LoopbackQueue {
     cap: usize,
     pool: Mempool,
     stats: StatsWriter,
+    /// Why a packet was refused (a TSO request: this port does not segment), for `take_error`.
+    error: Option<crate::Error>,
 }
 
 impl QueueOps for LoopbackQueue {
@@ -34,13 +36,41 @@ impl QueueOps for LoopbackQueue {
 
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         let n = pkts.len().min(self.cap - self.ring.len());
-        let mut bytes = 0u64;
-        for p in pkts.drain(..n) {
+        let (mut bytes, mut refused) = (0u64, 0);
+        for mut p in pkts.drain(..n) {
+            if p.offload.tso_mss.is_some() {
+                // No segmentation here: refused, counted, said; the buffer goes home.
+                refused += 1;
+                self.error.get_or_insert(crate::Error::Config(
+                    "tx_burst dropped a TSO packet: the loopback backend does not segment".into(),
+                ));
+                continue;
+            }
+            if let Err(why) = crate::packet::insert_vlan(&mut p) {
+                refused += 1;
+                self.error.get_or_insert(crate::Error::Config(format!(
+                    "tx_burst dropped a packet: {why}"
+                )));
+                continue;
+            }
+            let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
+            if l3 | l4 {
+                // Checksum requests done in software, as a device would fill them.
+                crate::packet::fill_packet_checksums(&mut p, l3, l4);
+            }
             bytes += p.len() as u64;
             self.ring.push_back(p);
         }
-        self.stats.tx(n as u64, bytes);
-        n
+        if refused > 0 {
+            self.stats
+                .add(crate::stats::Counter::TxDrops, refused as u64);
+        }
+        self.stats.tx((n - refused) as u64, bytes);
+        n - refused
+    }
+
+    fn take_error(&mut self) -> Option<crate::Error> {
+        self.error.take()
     }
 
     fn stats(&self) -> &StatsWriter {
@@ -63,6 +93,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Vec<Queue>> {
                     cap,
                     pool: pool.clone(),
                     stats: StatsWriter::default(),
+                    error: None,
                 }),
             )
         })

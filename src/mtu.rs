@@ -65,7 +65,7 @@ impl QueueOps for MtuGuard {
     fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
         let mut sent = 0;
         loop {
-            let Some(bad) = pkts.iter().position(|p| p.len() > self.max) else {
+            let Some(bad) = pkts.iter().position(|p| too_long(p, self.max)) else {
                 return sent + self.inner.tx_burst(pkts);
             };
             if bad > 0 {
@@ -119,5 +119,17 @@ impl QueueOps for MtuGuard {
 
     fn rx_ack(&mut self) -> crate::Result<()> {
         self.inner.rx_ack()
+    }
+}
+
+/// Whether `p` would put a frame longer than `max` bytes on the wire. A TSO super-frame is
+/// cut into segments of its header plus at most `mss` payload bytes: those must fit, not the
+/// super-frame (a request the backend cannot parse is left to the backend to refuse, with its
+/// reason).
+fn too_long(p: &Packet, max: usize) -> bool {
+    match p.offload.tso_mss {
+        Some(mss) => crate::packet::tso_header_len(p, mss, u32::MAX)
+            .is_ok_and(|hdr| hdr + mss as usize > max),
+        None => p.len() > max,
     }
 }

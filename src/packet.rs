@@ -14,10 +14,15 @@ use crate::error::{Error, Result};
 use crate::mempool::{Shared, BUF_HEADER};
 
 mod meta;
+mod offload;
 
 #[cfg(feature = "mlx5")]
 pub(crate) use meta::ticks_to_ns;
 pub use meta::RxMeta;
+pub(crate) use offload::{
+    check_untagged, fill_checksums, fill_packet_checksums, insert_vlan, tso_header_len,
+    MAX_TSO_HEADER,
+};
 
 /// "No next segment".
 const NO_NEXT: u32 = u32::MAX;
@@ -29,11 +34,24 @@ pub struct TxOffload {
     pub l3_csum: bool,
     /// Have the device compute the TCP/UDP checksum.
     pub l4_csum: bool,
+    /// TCP segmentation (TSO / LSO): the packet is one TCP super-frame (Ethernet, IPv4 or
+    /// IPv6, TCP, then the payload) that the port cuts into segments of at most this many
+    /// payload bytes, each with the headers replicated, its own IP id / sequence number /
+    /// lengths, FIN and PSH on the last only, and checksums filled (see `PortInfo::offloads`
+    /// for which backends do it in hardware). `None`: send the frame as it is. `Some(0)`, a
+    /// header that is not Ethernet + IP + TCP, or a header longer than 192 bytes is refused
+    /// with an error naming the fault, nothing sent.
+    pub tso_mss: Option<u16>,
+    /// 802.1Q tag insertion: the TCI (priority, DEI, VLAN id) of a tag to insert after the
+    /// MAC addresses on the way out (the device does it on dv; rawq in software on verbs,
+    /// AF_XDP and loopback, using 4 bytes of headroom: see `PortInfo::offloads`). A frame that
+    /// already carries a tag (ethertype 0x8100 / 0x88a8) is refused with an error.
+    pub vlan_insert: Option<u16>,
 }
 
 /// An owned packet buffer (possibly a chain of buffers).
 ///
-/// (`repr(C)`, 56 bytes: what a receive path writes the same for every packet of a queue comes
+/// (`repr(C)`, 64 bytes: what a receive path writes the same for every packet of a queue comes
 /// first, then the per-packet words, so that building one takes few, wide stores.)
 #[repr(C)]
 pub struct Packet {

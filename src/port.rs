@@ -90,6 +90,14 @@ impl PortBuilder {
         self
     }
 
+    /// Strip one 802.1Q tag from received frames, the tag in
+    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (default off; dv and model only, the
+    /// others refuse it: see [`PortConfig::vlan_strip`]).
+    pub fn vlan_strip(mut self, on: bool) -> Self {
+        self.cfg.vlan_strip = on;
+        self
+    }
+
     /// Adds several flow rules.
     pub fn rules(mut self, rules: impl IntoIterator<Item = Rule>) -> Self {
         self.cfg.rules.extend(rules);
@@ -158,6 +166,19 @@ impl PortBuilder {
             }
         };
         let cfg = self.cfg;
+        // VLAN stripping only where the tag can reach `RxMeta` (see `PortConfig::vlan_strip`).
+        #[cfg(feature = "mlx5")]
+        let strips = matches!(cfg.backend, Backend::Dv { .. } | Backend::Model(_));
+        #[cfg(not(feature = "mlx5"))]
+        let strips = false;
+        if cfg.vlan_strip && !strips {
+            return Err(Error::Unsupported(
+                "VLAN stripping is done by the dv and model backends only (verbs completions \
+                 carry no tag, AF_XDP's steering program reads none): open without vlan_strip \
+                 and read the tag from the frame"
+                    .into(),
+            ));
+        }
         let (queues, info, control): Opened = match &cfg.backend {
             Backend::Loopback => {
                 if !cfg.rules.is_empty() {
@@ -171,6 +192,7 @@ impl PortBuilder {
                     device: "loopback".into(),
                     mode: "software".into(),
                     queues: cfg.queues,
+                    offloads: crate::config::Offloads::LOOPBACK,
                 };
                 (q, info, Box::new(NoSteering))
             }
@@ -399,6 +421,7 @@ impl Port {
                 rx_timestamps: Default::default(),
                 rss: Default::default(),
                 mtu: None,
+                vlan_strip: false,
             },
             pool: None,
             pool_cfg: MempoolConfig::default(),

@@ -45,6 +45,7 @@ fn dv_queues_expose_sane_rings() {
         cqe_compression: true,
         striding: None,
         scatter: 1,
+        vlan_strip: false,
     };
     let cp = ControlPort::open(&dev, &pool, &spec, 2).expect("open DV control port");
     let rings = cp.rings();
@@ -92,6 +93,7 @@ fn striding_rq_is_created_or_refused_by_the_caps() {
         cqe_compression: false,
         striding: None,
         scatter: 1,
+        vlan_strip: false,
     };
     let caps = *ControlPort::open(&dev, &pool, &probe, 1)
         .expect("open")

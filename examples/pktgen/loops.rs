@@ -42,6 +42,7 @@ pub(crate) fn tx_loop(
         ..Outcome::default()
     };
     let mut seq = SeqTracker::default();
+    let tso = qm.tso();
     // Start of the current stretch of full-ring bursts.
     let mut full_since: Option<Instant> = None;
     let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
@@ -134,6 +135,7 @@ pub(crate) fn tx_loop(
                 out.seq = seq;
                 return out;
             }
+            p.offload.tso_mss = tso;
             i += 1;
         }
         let n = q.tx_burst(&mut pkts);

@@ -201,6 +201,12 @@ pub struct MeasureArgs {
     /// carries the same random bytes).
     #[arg(long, value_enum, default_value = "pattern")]
     pub payload: PayloadArg,
+    /// TSO: hand each TCP frame (--l4 tcp-ack or tcp-syn, -s above MSS + headers) to the port
+    /// as a super-frame it cuts into segments of at most MSS payload bytes (rawq's
+    /// `TxOffload::tso_mss`: the device does it on -b dv / verbs / model; -b xdp refuses it).
+    /// Counters count super-frames sent.
+    #[arg(long, value_name = "MSS")]
+    pub tso: Option<u16>,
     /// Vary a field over a range, pktgen-dpdk's range mode: FIELD=LO-HI[:inc|:rand], FIELD one
     /// of src-port, dst-port, src-ip, dst-ip (IPv6: the last 32 bits). Repeatable; values follow
     /// the flow index (incrementing ranges count like an odometer, the first fastest; rand gives
@@ -355,6 +361,17 @@ impl Measure {
         txrx: bool,
     ) -> rawq::Result<Arc<Measure>> {
         let cfg = |m: &str| rawq::Error::Config(m.into());
+        if args.tso.is_some() && args.l4 == L4Arg::Udp {
+            return Err(cfg(
+                "--tso segments TCP: give --l4 tcp-ack (or tcp-syn) and a frame size (-s) above \
+                 MSS + headers",
+            ));
+        }
+        if args.tso == Some(0) {
+            return Err(cfg(
+                "--tso 0: the MSS is the largest TCP payload per segment, above 0",
+            ));
+        }
         if args.latency.is_some() && rx {
             return Err(cfg(
                 "--latency stamps frames on the sending side; the --rx side reports latency of \
@@ -529,6 +546,11 @@ impl QueueMeasure {
             Some(c) => c.now_ns(),
             None => monotonic_ns(),
         }
+    }
+
+    /// The MSS of --tso, if given.
+    pub fn tso(&self) -> Option<u16> {
+        self.m.args.tso
     }
 
     /// The latency stamp of frame `i`: the burst's clock on 1 frame in N.

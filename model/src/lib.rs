@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use config::{MiniCqeFormat, ModelWire, NetdevPath, Striding};
-pub use engine::{HwTuning, ModelCounters};
+pub use engine::{HwTuning, ModelCounters, MAX_TSO};
 pub use error::{Error, Result};
 
 /// A port or device running in its own thread; stops (and joins) when dropped.

@@ -62,6 +62,7 @@ impl queue::Recover for control::KeepAlive {
 pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
+    let strip_cap = ctl.device().cvlan_strip;
     let rq = ctl
         .rings()
         .first()
@@ -106,6 +107,16 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         device,
         mode,
         queues: cfg.queues,
+        offloads: crate::config::Offloads {
+            vlan_strip: if strip_cap {
+                crate::config::Offload::Hardware
+            } else {
+                crate::config::Offload::Absent
+            },
+            ..caps.map_or(crate::config::Offloads::mlx5(false, 0), |c| {
+                crate::config::Offloads::mlx5(c.tx_csum, c.max_tso)
+            })
+        },
     };
     Ok((queues, info, Box::new(ctl)))
 }

@@ -279,7 +279,16 @@ impl QueueOps for DvQueue {
         if self.tx_down || pkts.is_empty() {
             return 0;
         }
-        self.tx.burst(pkts, &self.stats, &mut self.cache)
+        let n = self.tx.burst(pkts, &self.stats, &mut self.cache);
+        if let Some(why) = self.tx.take_refused() {
+            // A packet whose offload request this queue cannot carry out: dropped (counted in
+            // tx_drops, its buffers home), not sent, and said.
+            self.error.get_or_insert(Error::Config(format!(
+                "queue {}: tx_burst dropped a packet: {why}",
+                self.index
+            )));
+        }
+        n
     }
 
     fn reclaim(&mut self) -> usize {

@@ -65,6 +65,9 @@ pub struct DvCaps {
     pub cqe_compression: Option<MiniCqeFormat>,
     /// TX checksum offload is available.
     pub tx_csum: bool,
+    /// Largest TSO payload the device segments (0: no TSO; `ibv_query_device_ex`
+    /// `tso_caps.max_tso` when `supported_qpts` has RAW_PACKET).
+    pub max_tso: u32,
 }
 
 /// Everything the data path needs to drive one queue pair.

@@ -28,6 +28,7 @@
 //!   architecture are in `mmio` (rdma-core's util/udma_barrier.h).
 
 mod completion;
+mod tso;
 
 use std::ptr::NonNull;
 
@@ -36,7 +37,7 @@ use super::mmio;
 use super::rings::{DvCaps, SqRing};
 use super::wire::{cqe, ctrl, data, eth, Cqe, SendTemplate, WQEBB};
 use crate::mempool::{PoolCache, Shared};
-use crate::packet::Packet;
+use crate::packet::{check_untagged, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
@@ -115,6 +116,11 @@ pub struct Tx {
     completed_any: bool,
     mode: Mode,
     tx_csum: bool,
+    /// Largest TSO payload the device segments (0: no TSO).
+    max_tso: u32,
+    /// Why the first packet refused since the last [`Tx::take_refused`] was (an offload
+    /// request this queue cannot carry out), for the queue's error.
+    refused: Option<String>,
     /// The single-buffer SEND WQE's constant words, computed once (VPP style).
     tmpl: SendTemplate,
     pub(crate) cq: Cq,
@@ -129,6 +135,20 @@ fn cs_flags(p: &Packet, enabled: bool) -> u8 {
     // CS_L3 is bit 6 and CS_L4 bit 7 of the eth segment's `cs_flags`.
     let f = (p.offload.l3_csum as u8) << 6 | (p.offload.l4_csum as u8) << 7;
     f & 0u8.wrapping_sub(enabled as u8)
+}
+
+/// Checksum requests done in software, for a device without checksum offload (so that none is
+/// ignored); the requests are cleared, so a packet left for a retry is not done twice.
+#[cold]
+fn software_csum(pkts: &mut [Packet]) {
+    for p in pkts {
+        let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
+        if l3 | l4 {
+            crate::packet::fill_packet_checksums(p, l3, l4);
+            p.offload.l3_csum = false;
+            p.offload.l4_csum = false;
+        }
+    }
 }
 
 /// Writes one single-buffer SEND WQE per packet of `src` into `wqes`, recording each buffer
@@ -160,7 +180,12 @@ fn fast_run<const INLINE: bool>(
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
         let len = len as usize;
-        if p.segment_count() != 1 || len < min_len || !p.is_from(shared) {
+        if p.segment_count() != 1
+            || len < min_len
+            || !p.is_from(shared)
+            || p.offload.tso_mss.is_some()
+            || p.offload.vlan_insert.is_some()
+        {
             break;
         }
         let eth = tmpl.eth_word(p.offload.l3_csum, p.offload.l4_csum);
@@ -246,6 +271,8 @@ impl Tx {
             completed_any: false,
             mode,
             tx_csum: caps.tx_csum,
+            max_tso: caps.max_tso,
+            refused: None,
             cq: Cq::new(cq)?,
         })
     }
@@ -254,6 +281,11 @@ impl Tx {
     #[inline(always)]
     fn free_bbs(&self) -> u32 {
         self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
+    }
+
+    /// Why a packet was refused since the last call (see `refused`).
+    pub(crate) fn take_refused(&mut self) -> Option<String> {
+        self.refused.take()
     }
 
     /// Whether the send WQEs carry the 18-byte inline L2 header.
@@ -332,6 +364,9 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        if !self.tx_csum {
+            software_csum(pkts);
+        }
         match self.mode {
             Mode::Inline18 => self.burst_send::<true>(pkts, stats, cache),
             Mode::NoInline => self.burst_send::<false>(pkts, stats, cache),
@@ -412,11 +447,16 @@ impl Tx {
             }
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
-            if p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared) {
+            let single = p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared);
+            if single && p.offload.tso_mss.is_none() && p.offload.vlan_insert.is_none() {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };
-            match self.write_general(p, cs_flags(p, self.tx_csum), inl) {
+            let written = match p.offload.tso_mss {
+                Some(mss) => self.write_tso_or_refuse(p, mss),
+                None => self.write_general(p, cs_flags(p, self.tx_csum), inl),
+            };
+            match written {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
@@ -509,6 +549,16 @@ impl Tx {
     /// pool (the only memory its key covers, and the only pool its buffer ring returns to).
     #[inline(always)]
     fn was_posted(&self, p: &Packet) -> bool {
+        self.basic_ok(p)
+            && p.offload
+                .tso_mss
+                .is_none_or(|mss| self.tso_plan(p, mss).is_ok())
+            && (p.offload.vlan_insert.is_none() || check_untagged(p).is_ok())
+    }
+
+    /// `was_posted` before any offload request is looked at.
+    #[inline(always)]
+    fn basic_ok(&self, p: &Packet) -> bool {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3 && p.is_from(self.shared)
     }
 
@@ -517,14 +567,27 @@ impl Tx {
     /// `Some(Some(start))`: written at `start`.
     fn write_general(&mut self, p: &Packet, cs: u8, min_inline: usize) -> Option<Option<u16>> {
         let len = p.len();
-        if !self.was_posted(p) {
+        if !self.basic_ok(p) {
             return Some(None);
         }
-        let inl = min_inline.min(len);
+        let vlan = p.offload.vlan_insert;
+        if vlan.is_some() {
+            if let Err(why) = check_untagged(p) {
+                self.refused.get_or_insert(why);
+                return Some(None);
+            }
+        }
+        // A tag to insert goes into the inline header when there is one (DPDK mlx5_tx.h
+        // `mlx5_tx_eseg_dmin`, Linux en_tx.c `mlx5e_insert_vlan`), else the device inserts it
+        // (`eth::VLAN_INSERT`). `used`: frame bytes the inline header holds.
+        let (inl, used) = match vlan {
+            Some(_) if min_inline > 0 => (min_inline.min(len + 4), min_inline.min(len + 4) - 4),
+            _ => (min_inline.min(len), min_inline.min(len)),
+        };
         let eth_ds = (eth::size_for_inline(inl) / 16) as u32;
         // Data segments: one per buffer that still has bytes after the inlined prefix.
         let mut nd = 0u32;
-        let mut skip = inl;
+        let mut skip = used;
         for s in p.segments() {
             let l = s.data.len();
             if l > skip {
@@ -555,15 +618,22 @@ impl Tx {
             );
         }
         // The eth segment (1 or 2 DS) lies in the first WQEBB.
-        let mut hdr = [0u8; 18];
+        let mut raw = [0u8; 18];
         let mut got = 0;
         for s in p.segments() {
-            if got == inl {
+            if got == used {
                 break;
             }
-            let k = (inl - got).min(s.data.len());
-            hdr[got..got + k].copy_from_slice(&s.data[..k]);
+            let k = (used - got).min(s.data.len());
+            raw[got..got + k].copy_from_slice(&s.data[..k]);
             got += k;
+        }
+        let mut hdr = raw;
+        if let (Some(tci), true) = (vlan, inl > 0) {
+            // MACs, the tag, then the rest of the frame's inlined bytes.
+            hdr[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+            hdr[14..16].copy_from_slice(&tci.to_be_bytes());
+            hdr[16..inl].copy_from_slice(&raw[12..used]);
         }
         {
             let bb = self.wqebb(pi);
@@ -571,10 +641,13 @@ impl Tx {
             e.fill(cs, inl as u16);
             if inl > 0 {
                 e.inline_hdr_mut()[..inl].copy_from_slice(&hdr[..inl]);
+            } else if let Some(tci) = vlan {
+                e.set_inline_hdr_sz(eth::VLAN_INSERT);
+                e.inline_hdr_mut()[..2].copy_from_slice(&tci.to_be_bytes());
             }
         }
         let mut k = 1 + eth_ds;
-        let mut skip = inl;
+        let mut skip = used;
         let lkey = self.lkey;
         for s in p.segments() {
             let l = s.data.len();
@@ -607,7 +680,13 @@ impl Tx {
         let mut sess: Option<(u16, u32, u64, u8)> = None;
         for p in pkts.iter() {
             let cs = cs_flags(p, self.tx_csum);
-            if p.segment_count() == 1 && p.len() >= MIN_FRAME && p.is_from(self.shared) {
+            let tso = p.offload.tso_mss;
+            if p.segment_count() == 1
+                && p.len() >= MIN_FRAME
+                && p.is_from(self.shared)
+                && tso.is_none()
+                && p.offload.vlan_insert.is_none()
+            {
                 if let Some((start, k, bytes, scs)) = sess {
                     let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
                     if scs == cs && k < EMPW_MAX_PKTS && room {
@@ -646,7 +725,11 @@ impl Tx {
                 self.close_empw(start, k, bytes, scs);
                 last = Some(start);
             }
-            match self.write_general(p, cs, 0) {
+            let written = match tso {
+                Some(mss) => self.write_tso_or_refuse(p, mss),
+                None => self.write_general(p, cs, 0),
+            };
+            match written {
                 Some(Some(start)) => last = Some(start),
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);

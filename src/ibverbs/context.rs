@@ -89,6 +89,8 @@ pub struct DeviceAttr {
     pub max_wq_type_rq: u32,
     /// Largest TSO payload (0 = no TSO).
     pub max_tso: u32,
+    /// QP types TSO works on (`tso_caps.supported_qpts`, a bit per `IBV_QPT_*`).
+    pub tso_supported_qpts: u32,
 }
 
 impl DeviceAttr {
@@ -101,6 +103,23 @@ impl DeviceAttr {
     pub fn raw_ip_csum(&self) -> bool {
         self.raw_packet_caps & ibv_raw_packet_caps::IBV_RAW_PACKET_CAP_IP_CSUM.0 != 0
             || self.device_cap_flags & ibv_device_cap_flags::IBV_DEVICE_RAW_IP_CSUM.0 as u64 != 0
+    }
+
+    /// Largest TSO payload on a RAW_PACKET QP: `max_tso` when `tso_caps.supported_qpts` has
+    /// RAW_PACKET (libmlx5 fills both from the kernel's mlx5 answer: providers/mlx5/verbs.c
+    /// `mlx5_query_device_ex`), else 0.
+    pub fn raw_packet_max_tso(&self) -> u32 {
+        if self.tso_supported_qpts & (1 << ibv_qp_type::IBV_QPT_RAW_PACKET) != 0 {
+            self.max_tso
+        } else {
+            0
+        }
+    }
+
+    /// The device strips a received frame's 802.1Q tag when a WQ asks for it
+    /// (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+    pub fn raw_cvlan_stripping(&self) -> bool {
+        self.raw_packet_caps & ibv_raw_packet_caps::IBV_RAW_PACKET_CAP_CVLAN_STRIPPING.0 != 0
     }
 
     /// RSS (indirection table + hashing QP) is supported on RAW_PACKET QPs.
@@ -241,6 +260,7 @@ impl Context {
             rx_hash_fields_mask: a.rss_caps.rx_hash_fields_mask,
             max_wq_type_rq: a.max_wq_type_rq,
             max_tso: a.tso_caps.max_tso,
+            tso_supported_qpts: a.tso_caps.supported_qpts,
         })
     }
 

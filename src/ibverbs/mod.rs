@@ -291,6 +291,28 @@ fn create_qp_sg(
     caps: QpCaps,
     recv_sge: u32,
 ) -> Result<RawQp> {
+    if caps.max_tso_header > 0 {
+        // Room for TSO headers asked first; a device that refuses it still gets a QP, without
+        // TSO (the queue then refuses TSO requests: `Tx::set_max_tso` is not called).
+        if let Ok(qp) = create_qp_inline_or_not(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
+            return Ok(qp);
+        }
+        let caps = QpCaps {
+            max_tso_header: 0,
+            ..caps
+        };
+        return create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge);
+    }
+    create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge)
+}
+
+fn create_qp_inline_or_not(
+    pd: &Pd,
+    tx_cq: Arc<Cq>,
+    rx_cq: Arc<Cq>,
+    caps: QpCaps,
+    recv_sge: u32,
+) -> Result<RawQp> {
     match RawQp::create_sg(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && caps.max_inline_data > 0 => {
             // Some devices refuse inline data on RAW_PACKET QPs: go without.
@@ -364,6 +386,12 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         max_recv_wr: if rss { 0 } else { rx_wrs },
         max_send_sge: (tx::MAX_SGE as u32).min(dev.max_sge.max(1)),
         max_inline_data: INLINE_REQUEST,
+        // Room for a TSO header in every send WQE where the device segments (`IBV_WR_TSO`).
+        max_tso_header: if dev.raw_packet_max_tso() > 0 {
+            crate::packet::MAX_TSO_HEADER as u16
+        } else {
+            0
+        },
     };
     let mut queues = Vec::with_capacity(cfg.queues as usize);
     let mut qps = Vec::new();
@@ -403,7 +431,13 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         let notify_cq = rx_cq.clone();
         let q = VerbsQueue::new(
             Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges),
-            Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum()),
+            {
+                let mut tx = Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum());
+                if qp.caps().max_tso_header > 0 {
+                    tx.set_max_tso(dev.raw_packet_max_tso());
+                }
+                tx
+            },
             Box::new(ctl),
             pool,
             mr.clone(),
@@ -412,6 +446,11 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         qps.push(qp);
         queues.push(Queue::new(i, Box::new(q)));
     }
+    let tso_max = if caps.max_tso_header > 0 {
+        dev.raw_packet_max_tso()
+    } else {
+        0
+    };
     let control = Box::new(install_rules(&pd, qps, wqs, &cfg.rules, port, &cfg.rss)?);
     let info = PortInfo {
         backend: "verbs",
@@ -422,6 +461,13 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             "RAW_PACKET QPs".into()
         },
         queues: cfg.queues,
+        offloads: crate::config::Offloads {
+            // rawq's verbs receive path reads no completion timestamps.
+            rx_timestamps: crate::config::Offload::Absent,
+            // ibv_post_send has no tag insertion: rawq inserts it (ibverbs/tx.rs).
+            vlan_insert: crate::config::Offload::Software,
+            ..crate::config::Offloads::mlx5(dev.raw_ip_csum(), tso_max)
+        },
     };
     Ok((queues, info, control))
 }

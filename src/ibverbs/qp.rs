@@ -28,6 +28,10 @@ pub struct QpCaps {
     pub max_send_sge: u32,
     /// Bytes of frame that may be copied into the WQE instead of read by DMA.
     pub max_inline_data: u32,
+    /// Longest TSO header a send WR may carry (0: no `IBV_WR_TSO` on this QP). libmlx5
+    /// refuses a TSO header longer than the QP was created for (providers/mlx5/qp.c
+    /// `set_tso_eth_seg`, `qp->max_tso_header` from `IBV_QP_INIT_ATTR_MAX_TSO_HEADER`).
+    pub max_tso_header: u16,
 }
 
 /// A RAW_PACKET QP. Keeps its PD and both CQs alive (a CQ cannot be destroyed while a QP uses
@@ -83,6 +87,27 @@ fn modify(qp: *mut ibv_qp, attr: &mut ibv_qp_attr, mask: u32, op: &'static str) 
     Ok(())
 }
 
+/// `ibv_create_qp_ex` for the QP `a` describes, with `max_tso_header` (the only way to give
+/// one: `IBV_QP_INIT_ATTR_MAX_TSO_HEADER`); the caps the provider gave are written back to `a`.
+fn create_tso(pd: &Pd, a: &mut ibv_qp_init_attr, max_tso_header: u16) -> Result<NonNull<ibv_qp>> {
+    // SAFETY: plain old data; all-zero is a valid start.
+    let mut x: ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
+    x.send_cq = a.send_cq;
+    x.recv_cq = a.recv_cq;
+    x.qp_type = a.qp_type;
+    x.sq_sig_all = a.sq_sig_all;
+    x.cap = a.cap;
+    x.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
+        | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_MAX_TSO_HEADER.0;
+    x.pd = pd.as_raw();
+    x.max_tso_header = max_tso_header;
+    // SAFETY: the PD and both CQs are alive and kept so by the caller's returned value.
+    let qp = unsafe { super::inline::ibv_create_qp_ex(pd.context().as_raw(), &mut x) };
+    let qp = NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp_ex(RAW_PACKET, TSO)"))?;
+    a.cap = x.cap;
+    Ok(qp)
+}
+
 impl RawQp {
     /// Creates a RAW_PACKET QP in `pd` completing into `send_cq` / `recv_cq`.
     ///
@@ -118,15 +143,20 @@ impl RawQp {
             max_recv_sge: max_recv_sge.max(1),
             max_inline_data: caps.max_inline_data,
         };
-        // SAFETY: the PD and both CQs are alive and kept so by the returned value.
-        let qp = unsafe { ibv_create_qp(pd.as_raw(), &mut a) };
-        let qp = NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp(RAW_PACKET)"))?;
+        let qp = if caps.max_tso_header > 0 {
+            create_tso(pd, &mut a, caps.max_tso_header)?
+        } else {
+            // SAFETY: the PD and both CQs are alive and kept so by the returned value.
+            let qp = unsafe { ibv_create_qp(pd.as_raw(), &mut a) };
+            NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp(RAW_PACKET)"))?
+        };
         // The provider writes back what it actually gave (e.g. a larger max_inline_data).
         let caps = QpCaps {
             max_send_wr: a.cap.max_send_wr,
             max_recv_wr: a.cap.max_recv_wr,
             max_send_sge: a.cap.max_send_sge,
             max_inline_data: a.cap.max_inline_data,
+            max_tso_header: caps.max_tso_header,
         };
         Ok(RawQp {
             qp,

@@ -18,7 +18,7 @@ use super::cq::{empty_wc, wc_status_str, Cq};
 use super::qp::RawQp;
 use crate::error::Error;
 use crate::mempool::{Mempool, PoolCache};
-use crate::packet::Packet;
+use crate::packet::{insert_vlan, tso_header_len, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Most WRs posted by one `tx_burst` (one `ibv_post_send`).
@@ -132,6 +132,8 @@ pub(crate) struct Tx {
     max_sge: usize,
     max_inline: usize,
     csum: bool,
+    /// Largest TSO payload the device segments (0: no TSO; see [`Tx::set_max_tso`]).
+    max_tso: u32,
     signal_every: u32,
     unsignaled: u32,
     wrs_posted: u32,
@@ -167,6 +169,7 @@ impl Tx {
             max_sge,
             max_inline: caps.max_inline_data as usize,
             csum,
+            max_tso: 0,
             // One completion per quarter ring at most, and at least one per burst (see below).
             signal_every: (ring / 4).clamp(1, TX_BURST as u32),
             unsignaled: 0,
@@ -188,6 +191,28 @@ impl Tx {
             qp,
             cq,
         }
+    }
+
+    /// Lets this queue send TSO super-frames (`IBV_WR_TSO`) of up to `max_tso` payload bytes:
+    /// the device's `tso_caps.max_tso`, on a QP created with a `max_tso_header`.
+    pub(crate) fn set_max_tso(&mut self, max_tso: u32) {
+        self.max_tso = max_tso;
+    }
+
+    /// The TSO request of `p`, if any, as (MSS, header length), after checking this queue can
+    /// carry it out.
+    fn tso_of(&self, p: &Packet) -> Result<Option<(u16, usize)>, String> {
+        let Some(mss) = p.offload.tso_mss else {
+            return Ok(None);
+        };
+        if self.max_tso == 0 {
+            return Err(
+                "TSO requested, but this device does not segment on RAW_PACKET QPs (max_tso 0): \
+                 send MSS-sized frames instead"
+                    .into(),
+            );
+        }
+        Ok(Some((mss, tso_header_len(p, mss, self.max_tso)?)))
     }
 
     /// WRs posted and not yet known complete.
@@ -313,29 +338,54 @@ impl Tx {
         let sge_base = self.sges.as_mut_ptr();
         let wr_base = self.wrs.as_mut_ptr();
         while k < want {
-            let p = &pkts[k];
-            if let Err(why) = self.sendable(p, pool) {
-                bad = Some(why);
-                break;
+            let p = &mut pkts[k];
+            if !self.csum && (p.offload.l3_csum || p.offload.l4_csum) {
+                // No checksum offload on this device: done here instead of ignored.
+                let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
+                crate::packet::fill_packet_checksums(p, l3, l4);
+                p.offload.l3_csum = false;
+                p.offload.l4_csum = false;
             }
-            let inline = p.segment_count() == 1 && p.len() <= self.max_inline;
+            // VLAN insertion in software (verbs has no per-WR tag insertion): the packet is
+            // changed in place and its request cleared, so a retry does not tag it twice.
+            let tagged = insert_vlan(p);
+            let tso = match tagged
+                .and_then(|()| self.sendable(p, pool))
+                .and_then(|()| self.tso_of(p))
+            {
+                Ok(t) => t,
+                Err(why) => {
+                    bad = Some(why);
+                    break;
+                }
+            };
+            let inline = tso.is_none() && p.segment_count() == 1 && p.len() <= self.max_inline;
             let nb = if inline { 0 } else { p.segment_count() as u32 };
             if self.inflight.room() < bufs + nb {
                 break;
             }
-            for (j, s) in p.segments().enumerate() {
-                self.sges[k * MAX_SGE + j] = ibv_sge {
-                    addr: s.addr,
-                    length: s.data.len() as u32,
-                    lkey: self.lkey,
-                };
+            // With TSO the SG list is the payload only: libmlx5 takes the header from
+            // `wr.tso.hdr` (providers/mlx5/qp.c `set_tso_eth_seg`, then the SG list).
+            let mut skip = tso.map_or(0, |(_, h)| h);
+            let mut nsge = 0;
+            for s in p.segments() {
+                let l = s.data.len();
+                if l > skip {
+                    self.sges[k * MAX_SGE + nsge] = ibv_sge {
+                        addr: s.addr + skip as u64,
+                        length: (l - skip) as u32,
+                        lkey: self.lkey,
+                    };
+                    nsge += 1;
+                }
+                skip = skip.saturating_sub(l);
             }
             bufs += nb;
             let mut flags = 0;
             if inline {
                 flags |= ibv_send_flags::IBV_SEND_INLINE.0;
             }
-            if self.csum && (p.offload.l3_csum || p.offload.l4_csum) {
+            if self.csum && (p.offload.l3_csum || p.offload.l4_csum || tso.is_some()) {
                 flags |= ibv_send_flags::IBV_SEND_IP_CSUM.0;
             }
             let seq = self.wrs_posted.wrapping_add(k as u32 + 1);
@@ -344,7 +394,17 @@ impl Tx {
             let wr = &mut self.wrs[k];
             wr.wr_id = wr_id(seq, self.inflight.seq_after(bufs));
             wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
-            wr.num_sge = p.segment_count() as i32;
+            wr.num_sge = nsge as i32;
+            if let Some((mss, h)) = tso {
+                wr.opcode = ibv_wr_opcode::IBV_WR_TSO;
+                // libmlx5 copies the header into the WQE during `ibv_post_send`; the packet
+                // (its first buffer) is held until then.
+                wr.bind_mw_tso_union.tso = tso_t {
+                    hdr: p.data().as_ptr() as *mut libc::c_void,
+                    hdr_sz: h as u16,
+                    mss,
+                };
+            }
             // SAFETY: `k * MAX_SGE` is inside `sges` (k < TX_BURST).
             wr.sg_list = unsafe { sge_base.add(k * MAX_SGE) };
             wr.send_flags = flags;
@@ -413,13 +473,14 @@ impl Tx {
             if let Some(why) = bad {
                 // A packet this queue can never send: remove it (so the caller is not stuck
                 // retrying it), drop it, count it, and say why. It is not in the count of
-                // packets taken: the device never got it.
+                // packets taken: the device never got it. Not an `Error::Queue`: the queue
+                // itself is fine (that variant sends it through error recovery).
                 drop(pkts.remove(0));
                 stats.add(Counter::TxErrors, 1);
-                err.get_or_insert(Error::Queue {
-                    queue: self.queue,
-                    detail: format!("tx_burst dropped a packet: {why}"),
-                });
+                err.get_or_insert(Error::Config(format!(
+                    "queue {}: tx_burst dropped a packet: {why}",
+                    self.queue
+                )));
             }
         }
         (posted, err)

@@ -553,6 +553,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             mode.name().into()
         },
         queues: cfg.queues,
+        offloads: crate::config::Offloads::xdp(cfg.rx_timestamps),
     };
     Ok((queues, info, Box::new(steering)))
 }

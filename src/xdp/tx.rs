@@ -2,7 +2,7 @@
 
 use super::ring::XdpDesc;
 use super::XdpQueue;
-use crate::packet::Packet;
+use crate::packet::{fill_checksums, insert_vlan, Packet};
 use crate::stats::Counter;
 
 /// Frames the kernel's copy-mode transmit handles per `sendto` (`TX_BATCH_SIZE`).
@@ -15,6 +15,10 @@ impl XdpQueue {
     /// this queue's UMEM and counted in `tx_copies`; a packet the kernel can never send from one
     /// chunk (chained, or longer than a chunk) is dropped and counted in `tx_drops`, and is not
     /// in the returned count. When no buffer is free for a copy, the packet stays in `pkts`.
+    ///
+    /// Offloads: checksum requests are carried out in software before the frame enters the
+    /// ring (AF_XDP has no transmit checksum offload); a TSO request is refused (dropped,
+    /// counted in `tx_drops`, said by `take_error`): AF_XDP does not segment.
     pub(super) fn tx(&mut self, pkts: &mut Vec<Packet>) -> usize {
         self.reclaim_completions();
         let room = self.xsk.tx.free(pkts.len().min(u32::MAX as usize) as u32) as usize;
@@ -22,8 +26,32 @@ impl XdpQueue {
         let copy_room = self.umem.chunk as usize - headroom as usize;
         let (mut k, mut used, mut dropped, mut copies) = (0u32, 0, 0u64, 0u64);
         while (k as usize) < room && used < pkts.len() {
-            let p = &pkts[used];
+            let p = &mut pkts[used];
+            if p.offload.tso_mss.is_some() {
+                self.error.get_or_insert(crate::Error::Config(format!(
+                    "{}: tx_burst dropped a TSO packet: AF_XDP does not segment (send \
+                     MSS-sized frames, or use the dv or verbs backend)",
+                    self.ifname
+                )));
+                dropped += 1;
+                used += 1;
+                continue;
+            }
+            if let Err(why) = insert_vlan(p) {
+                // In software (AF_XDP inserts no tag); a frame that cannot take one is refused.
+                self.error.get_or_insert(crate::Error::Config(format!(
+                    "{}: tx_burst dropped a packet: {why}",
+                    self.ifname
+                )));
+                dropped += 1;
+                used += 1;
+                continue;
+            }
+            let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
             let (addr, idx) = if let Some(addr) = self.in_place(p) {
+                if l3 | l4 {
+                    fill_checksums(p.data_mut(), l3, l4);
+                }
                 (addr, p.buffer_index())
             } else if p.segment_count() != 1 || p.len() > copy_room {
                 // No chunk can hold it: the kernel can never send it.
@@ -41,6 +69,9 @@ impl XdpQueue {
                     dropped += 1;
                     used += 1;
                     continue;
+                }
+                if l3 | l4 {
+                    fill_checksums(c.data_mut(), l3, l4);
                 }
                 copies += 1;
                 let idx = c.into_raw();
@@ -63,7 +94,9 @@ impl XdpQueue {
         }
         // Sent in place: the buffer now belongs to the kernel. Copied or dropped: freed here.
         for p in pkts.drain(..used) {
-            if self.in_place(&p).is_some() {
+            // (A refused packet still has its request: it was not sent, and is freed here.)
+            let refused = p.offload.tso_mss.is_some() || p.offload.vlan_insert.is_some();
+            if self.in_place(&p).is_some() && !refused {
                 p.into_raw();
             }
         }

@@ -238,7 +238,10 @@ fn mlx5_query_device(ext_stride_range: bool, empw: bool) -> mlx5_ib_query_device
             | MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD,
         ..Default::default()
     };
-    d.tso_caps.max_tso = 1 << 18;
+    // TSO as far as the model segments it (rawq-model engine/tso.rs): libmlx5 copies these
+    // into `ibv_query_device_ex`'s `tso_caps` (providers/mlx5/verbs.c `mlx5_query_device_ex`)
+    // and refuses an IBV_WR_TSO payload above `max_tso`.
+    d.tso_caps.max_tso = rawq_model::MAX_TSO;
     d.tso_caps.supported_qpts = 1 << IB_UVERBS_QPT_RAW_PACKET;
     d.rss_caps.rx_hash_function = MLX5_RX_HASH_FUNC_TOEPLITZ as u8;
     d.rss_caps.rx_hash_fields_mask = u64::from(

@@ -9,6 +9,7 @@ mod cq;
 mod rq;
 mod sq;
 mod steer;
+mod tso;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -96,7 +97,14 @@ pub struct HwTuning {
     pub tx_csum: bool,
     /// Smallest frame accepted on receive; shorter ones are runts.
     pub min_frame: u32,
+    /// TSO (LSO) send WQEs accepted and segmented (engine/tso.rs), payloads up to
+    /// [`MAX_TSO`] bytes.
+    pub tso: bool,
 }
+
+/// The largest TSO payload the model segments: what the emulated NIC reports as
+/// `tso_caps.max_tso` (256 KiB, a ConnectX's `max_lso_cap` of 18).
+pub const MAX_TSO: u32 = tso::MAX_TSO;
 
 impl Default for HwTuning {
     fn default() -> Self {
@@ -104,6 +112,7 @@ impl Default for HwTuning {
             empw: true,
             tx_csum: true,
             min_frame: 14,
+            tso: true,
         }
     }
 }
@@ -202,8 +211,18 @@ pub(crate) struct Mr {
 /// registered memory.
 #[derive(Clone, Copy)]
 pub(crate) enum Piece {
-    Wqe { at: usize, len: usize },
-    Mem { addr: u64, len: u32 },
+    Wqe {
+        at: usize,
+        len: usize,
+    },
+    Mem {
+        addr: u64,
+        len: u32,
+    },
+    /// An 802.1Q tag the device inserts (`eth::VLAN_INSERT`): 0x8100 and this TCI.
+    Tag {
+        tci: u16,
+    },
 }
 
 /// A frame of the WQE being sent: `pieces` pieces from `first`, `len` bytes, the checksums to
@@ -213,6 +232,9 @@ pub(crate) struct TxFrame {
     pieces: u32,
     len: u32,
     cs: u8,
+    /// A segment of a TSO WQE: the header's layout, the segment's index, where its payload
+    /// starts in the WQE's payload, whether it is the last (see `tso::fixup`).
+    tso: Option<(tso::TsoHdr, u32, u32, bool)>,
 }
 
 /// The send-side scratch: the WQE being parsed (copied out of the ring), its frames as pieces,

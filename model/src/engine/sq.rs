@@ -547,11 +547,26 @@ impl HwState {
                 if ds < 2 {
                     return qp_op(bbs);
                 }
-                let e = match EthSeg::new_checked(&w[16..]) {
-                    Ok(e) => e,
-                    Err(_) => return qp_op(bbs),
+                // VLAN insertion (`eth::VLAN_INSERT`, only with no inline header: with one, the
+                // driver puts the tag in the inline bytes itself).
+                let sz = u16::from_be_bytes([w[16 + 12], w[16 + 13]]);
+                let vlan = (sz & eth::VLAN_INSERT != 0)
+                    .then(|| u16::from_be_bytes([w[16 + 14], w[16 + 15]]));
+                if vlan.is_some() && sz != eth::VLAN_INSERT {
+                    return qp_op(bbs);
+                }
+                let e = match vlan {
+                    Some(_) => EthSeg::new_unchecked(&w[16..32]),
+                    None => match EthSeg::new_checked(&w[16..]) {
+                        Ok(e) => e,
+                        Err(_) => return qp_op(bbs),
+                    },
                 };
-                let inl = e.inline_hdr_sz() as usize;
+                let inl = if vlan.is_some() {
+                    0
+                } else {
+                    e.inline_hdr_sz() as usize
+                };
                 let mut at = 16 + eth::size_for_inline(inl);
                 if at > w.len() || e.mss() != 0 || e.swp_offs() != 0 {
                     return qp_op(bbs);
@@ -617,14 +632,30 @@ impl HwState {
                 if cs & csum != 0 && !self.tune.tx_csum {
                     return qp_op(bbs);
                 }
+                let mut first = 0;
+                if let Some(tci) = vlan {
+                    // The tag goes after the MAC addresses.
+                    if len + 4 > max {
+                        return length(bbs);
+                    }
+                    if record {
+                        let np = pieces.len();
+                        push_range(pieces, np, 0, 12);
+                        pieces.push(Piece::Tag { tci });
+                        push_range(pieces, np, 12, len as u64);
+                        first = np;
+                    }
+                    len += 4;
+                }
                 *nframes = 1;
                 *nbytes = len as u64;
                 if record {
                     frames.push(TxFrame {
-                        first: 0,
-                        pieces: pieces.len() as u32,
+                        first: first as u32,
+                        pieces: (pieces.len() - first) as u32,
                         len: len as u32,
                         cs: cs & csum,
+                        tso: None,
                     });
                 }
                 ok
@@ -683,12 +714,159 @@ impl HwState {
                             pieces: 1,
                             len: len as u32,
                             cs: cs & csum,
+                            tso: None,
                         });
                     }
                 }
                 ok
             }
+            ctrl::OPCODE_TSO => {
+                let Some(frames_bytes) = self.parse_tso(w, &mut mrs, record, pieces, frames) else {
+                    return qp_op(bbs);
+                };
+                match frames_bytes {
+                    Ok((n, b)) => {
+                        *nframes = n;
+                        *nbytes = b;
+                        ok
+                    }
+                    Err(TsoFail::Prot) => prot(bbs),
+                    Err(TsoFail::Length) => length(bbs),
+                }
+            }
             _ => qp_op(bbs),
+        }
+    }
+
+    /// A TSO WQE (`w`, its DS): the Ethernet segment with the MSS and the L2..TCP header
+    /// inline, then data (or inline) segments holding the payload (rdma-core providers/mlx5/
+    /// qp.c `set_tso_eth_seg`, then the SG list as for a SEND). Records one frame per segment
+    /// (tso.rs makes each from the header and its share of the payload). `None`: malformed
+    /// (LOCAL_QP_OP_ERR: no MSS, a header the device cannot segment); else the frames and bytes
+    /// it puts on the wire, or the failure of a data segment.
+    fn parse_tso(
+        &self,
+        w: &[u8],
+        mrs: &mut MrCache,
+        record: bool,
+        pieces: &mut Vec<Piece>,
+        frames: &mut Vec<TxFrame>,
+    ) -> Option<std::result::Result<(u32, u64), TsoFail>> {
+        if !self.tune.tso || w.len() < 32 {
+            return None;
+        }
+        let e = EthSeg::new_checked(&w[16..]).ok()?;
+        let (inl, mss) = (e.inline_hdr_sz() as usize, e.mss());
+        let mut at = 16 + eth::size_for_inline(inl);
+        if at > w.len() || mss == 0 || e.swp_offs() != 0 {
+            return None;
+        }
+        let hdr_at = 16 + eth::field::INLINE_HDR.start;
+        let h = super::tso::parse(&w[hdr_at..hdr_at + inl])?;
+        let mut payload = 0u64;
+        while at < w.len() {
+            let d = DataSeg::new_unchecked(&w[at..at + 16]);
+            let piece = if d.byte_count() & inline::INLINE_BIT != 0 {
+                let seg = InlineSeg::new_checked(&w[at..]).ok()?;
+                let p = Piece::Wqe {
+                    at: at + inline::field::DATA,
+                    len: seg.len(),
+                };
+                at += 16 * inline::ds_for(seg.len());
+                p
+            } else {
+                let l = d.byte_count();
+                if l > 0 && !mrs.ok(self, d.lkey(), d.addr(), l) {
+                    return Some(Err(TsoFail::Prot));
+                }
+                at += data::SIZE;
+                Piece::Mem {
+                    addr: d.addr(),
+                    len: l,
+                }
+            };
+            let l = piece.len();
+            if l > 0 && record {
+                pieces.push(piece);
+            }
+            payload += l;
+        }
+        // The payload is at most the `max_tso` the device reports (ibv_query_device_ex
+        // `tso_caps.max_tso`; libmlx5 qp.c `_mlx5_post_send` refuses more with EINVAL), and no
+        // segment may exceed the largest frame.
+        let seg_max = inl as u64 + payload.min(mss as u64);
+        if payload > super::tso::MAX_TSO as u64 || seg_max > self.opts.max_frame as u64 {
+            return Some(Err(TsoFail::Length));
+        }
+        let n = super::tso::segments(payload, mss);
+        if record {
+            let np = pieces.len();
+            for i in 0..n {
+                let off = i * mss as u64;
+                let end = (off + mss as u64).min(payload);
+                let first = pieces.len();
+                pieces.push(Piece::Wqe {
+                    at: hdr_at,
+                    len: inl,
+                });
+                push_range(pieces, np, off, end);
+                frames.push(TxFrame {
+                    first: first as u32,
+                    pieces: (pieces.len() - first) as u32,
+                    len: (inl as u64 + end.saturating_sub(off)) as u32,
+                    cs: 0,
+                    tso: Some((h, i as u32, off as u32, i == n - 1)),
+                });
+            }
+        }
+        Some(Ok((n as u32, n * inl as u64 + payload)))
+    }
+}
+
+impl Piece {
+    /// Bytes of frame the piece holds.
+    fn len(&self) -> u64 {
+        match *self {
+            Piece::Wqe { len, .. } => len as u64,
+            Piece::Mem { len, .. } => len as u64,
+            Piece::Tag { .. } => 4,
+        }
+    }
+}
+
+/// How a TSO WQE's data segments failed.
+enum TsoFail {
+    /// A bad lkey or address (LOCAL_PROT_ERR).
+    Prot,
+    /// Too long a payload or segment (LOCAL_LENGTH_ERR).
+    Length,
+}
+
+/// Pushes the bytes `off..end` of the payload that `pieces[..np]` hold, in order, as pieces.
+fn push_range(pieces: &mut Vec<Piece>, np: usize, off: u64, end: u64) {
+    let mut pos = 0u64;
+    for j in 0..np {
+        let p = pieces[j];
+        let len = p.len();
+        let (a, b) = (off.max(pos), end.min(pos + len));
+        if a < b {
+            let skip = a - pos;
+            pieces.push(match p {
+                Piece::Wqe { at, .. } => Piece::Wqe {
+                    at: at + skip as usize,
+                    len: (b - a) as usize,
+                },
+                Piece::Mem { addr, .. } => Piece::Mem {
+                    addr: addr + skip,
+                    len: (b - a) as u32,
+                },
+                // Never cut: tags are not in the payloads `push_range` splits.
+                Piece::Tag { tci } => Piece::Tag { tci },
+            });
+        }
+        pos += len;
+        if pos >= end {
+            break;
         }
     }
 }
@@ -740,6 +918,11 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
                 out[o..o + len].copy_from_slice(&wqe[at..at + len]);
                 o += len;
             }
+            Piece::Tag { tci } => {
+                out[o..o + 2].copy_from_slice(&0x8100u16.to_be_bytes());
+                out[o + 2..o + 4].copy_from_slice(&tci.to_be_bytes());
+                o += 4;
+            }
             Piece::Mem { addr, len } => {
                 // `parse_wqe` checked `addr..addr+len` against the registration (mr_ok).
                 read_at(addr as usize, &mut out[o..o + len as usize]);
@@ -748,7 +931,10 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
         }
     }
     out[o..].fill(0);
-    if f.cs != 0 {
+    if let Some((h, index, off, last)) = &f.tso {
+        // Headers of the segment, checksums included (tso.rs).
+        super::tso::fixup(&mut out[..o], h, *index, *off, *last);
+    } else if f.cs != 0 {
         net::fill_checksums(
             &mut out[..o],
             f.cs & eth::CS_L3 != 0,

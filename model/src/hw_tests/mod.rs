@@ -629,3 +629,4 @@ mod doorbell;
 mod faults;
 mod flow_rank;
 mod mr;
+mod tso;

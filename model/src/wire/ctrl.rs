@@ -32,6 +32,9 @@ pub mod field {
 pub const OPCODE_NOP: u8 = 0x00;
 /// Opcode: send (an Ethernet frame on a RAW_PACKET QP).
 pub const OPCODE_SEND: u8 = 0x0a;
+/// Opcode: TSO / LSO (rdma-core mlx5dv.h `MLX5_OPCODE_TSO`, what libmlx5 writes for
+/// `IBV_WR_TSO`).
+pub const OPCODE_TSO: u8 = 0x0e;
 /// Opcode: enhanced multi-packet send WQE.
 pub const OPCODE_ENHANCED_MPSW: u8 = 0x29;
 

@@ -37,6 +37,11 @@ pub mod field {
 pub const CS_L3: u8 = 1 << 6;
 /// `cs_flags`: compute the TCP/UDP checksum.
 pub const CS_L4: u8 = 1 << 7;
+/// `inline_hdr_sz` top bit with no inline header: insert an 802.1Q tag whose TCI is in bytes
+/// 14..16 (DPDK drivers/net/mlx5/mlx5_prm.h `MLX5_ETH_WQE_VLAN_INSERT`, bit 31 of the BE32 at
+/// bytes 12..16, set by mlx5_tx.h `mlx5_tx_eseg_none`; Linux mlx5e en_tx.c
+/// `mlx5e_txwqe_build_eseg`: `MLX5_ETH_WQE_INSERT_VLAN` with `insert.vlan_tci`).
+pub const VLAN_INSERT: u16 = 0x8000;
 
 /// Bytes the segment occupies with `inline` header bytes.
 #[inline]

@@ -70,6 +70,10 @@ pub struct DvDevice {
     pub max_qp_wr: u32,
     /// The device checksums raw packets on send.
     pub tx_csum: bool,
+    /// Largest TSO payload on a RAW_PACKET QP (0: no TSO).
+    pub max_tso: u32,
+    /// Receive WQs can strip VLAN tags.
+    pub cvlan_strip: bool,
 }
 
 impl DvDevice {
@@ -187,6 +191,8 @@ pub fn query(ctx: &Context) -> Result<DvDevice> {
         min_inline_source,
         max_qp_wr: attr.max_qp_wr,
         tx_csum: attr.raw_ip_csum(),
+        max_tso: attr.raw_packet_max_tso(),
+        cvlan_strip: attr.raw_cvlan_stripping(),
         ..Default::default()
     };
     // The provider clears the comp_mask bits of what it did not fill.

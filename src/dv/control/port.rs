@@ -162,6 +162,7 @@ impl ControlPort {
             scatter: cfg.max_frame().map_or(1, |f| {
                 super::scatter_segments(f, pool.buf_size() - pool.headroom() as u32)
             }),
+            vlan_strip: cfg.vlan_strip,
         };
         // An explicit choice must be honoured (or refused); none: the device's best.
         let format = o.cqe_comp.map(|c| match c {

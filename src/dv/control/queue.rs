@@ -37,6 +37,8 @@ pub struct QueueSpec {
     /// Pool buffers a cyclic RQ WQE scatters a frame over (1: one buffer per frame; see
     /// [`super::rq_sizing_scatter`]); ignored with `striding`.
     pub scatter: u32,
+    /// Strip received VLAN tags (`IBV_WQ_FLAGS_CVLAN_STRIPPING` on the WQ).
+    pub vlan_strip: bool,
 }
 
 /// The verbs objects behind one queue's rings. Keep it as long as the data path touches them;
@@ -169,9 +171,21 @@ fn create_cq(
     Ok(cq)
 }
 
-fn create_wq(pd: &Pd, cq: Arc<Cq>, size: RqSizing, striding: Option<Striding>) -> Result<Wq> {
+fn create_wq(
+    pd: &Pd,
+    cq: Arc<Cq>,
+    size: RqSizing,
+    striding: Option<Striding>,
+    vlan_strip: bool,
+) -> Result<Wq> {
     // SAFETY: plain old data; all-zero is a valid start.
     let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
+    if vlan_strip {
+        // The kernel clears the RQ context's `vsd` (VLAN strip disable) bit for this flag
+        // (drivers/infiniband/hw/mlx5/qp.c `create_rq`); the CQE then carries the tag.
+        a.comp_mask = ibv_wq_init_attr_mask::IBV_WQ_INIT_ATTR_FLAGS.0;
+        a.create_flags = ibv_wq_flags::IBV_WQ_FLAGS_CVLAN_STRIPPING.0;
+    }
     a.wq_type = ibv_wq_type::IBV_WQT_RQ;
     a.max_wr = size.max_wr;
     a.max_sge = size.max_sge;
@@ -275,6 +289,9 @@ pub(super) fn create_queue_rings_with(
         max_recv_wr: 0,
         max_send_sge: 1,
         max_inline_data: dev.min_inline as u32,
+        // The DV data path writes its own TSO WQEs (dv/tx/tso.rs): libmlx5 need not size for
+        // them.
+        max_tso_header: 0,
     };
     // Send only: receives go to the WQ, so the QP's receive CQ is its send CQ.
     let qp = Arc::new(crate::ibverbs::create_qp(
@@ -284,7 +301,20 @@ pub(super) fn create_queue_rings_with(
         caps,
     )?);
     qp.ready(spec.port)?;
-    let wq = Arc::new(create_wq(pd, rx_cq.clone(), rq_size, spec.striding)?);
+    if spec.vlan_strip && !dev.cvlan_strip {
+        return Err(Error::Unsupported(
+            "VLAN stripping: this device's receive WQs cannot strip tags \
+             (no IBV_RAW_PACKET_CAP_CVLAN_STRIPPING); open the port without vlan_strip"
+                .into(),
+        ));
+    }
+    let wq = Arc::new(create_wq(
+        pd,
+        rx_cq.clone(),
+        rq_size,
+        spec.striding,
+        spec.vlan_strip,
+    )?);
 
     let mut dqp = mlx5dv_qp {
         comp_mask: MLX5DV_QP_MASK_RAW_QP_HANDLES as u64,
@@ -341,6 +371,7 @@ pub(super) fn create_queue_rings_with(
             empw: dev.empw(),
             cqe_compression: compress,
             tx_csum: dev.tx_csum,
+            max_tso: dev.max_tso,
         },
     };
     Ok((

@@ -168,6 +168,8 @@ impl ModelOptions {
             empw: self.empw,
             cqe_compression: self.cqe_compression,
             tx_csum: self.tx_csum,
+            // The model segments TSO WQEs (rawq-model engine/tso.rs).
+            max_tso: rawq_model::MAX_TSO,
         }
     }
 }
@@ -224,17 +226,29 @@ pub(crate) fn open(
     if cfg.rss != crate::config::RssConfig::default() {
         o.rss = cfg.rss;
     }
+    o.vlan_strip |= cfg.vlan_strip;
     let port = ModelPort::new(o)?;
     let mut queues = Vec::new();
     for i in 0..cfg.queues {
         queues.push(port.queue(i, pool)?.into_queue());
     }
+    let caps = port.caps();
     let thread = port.spawn();
     let info = crate::PortInfo {
         backend: "model",
         device: "mlx5-model".into(),
         mode: "software device".into(),
         queues: cfg.queues,
+        // The model's stamps are on only with a clock (`clock_khz`); its caps say the rest.
+        offloads: {
+            let mut o = crate::config::Offloads::mlx5(caps.tx_csum, caps.max_tso);
+            // The model strips tags when its RQs are told to (`HwState::set_rq_vlan_strip`).
+            o.vlan_strip = crate::config::Offload::Hardware;
+            if opts.clock_khz == 0 {
+                o.rx_timestamps = crate::config::Offload::Absent;
+            }
+            o
+        },
     };
     Ok((
         queues,

@@ -123,6 +123,7 @@ impl ModelPort {
                 empw: opts.empw,
                 tx_csum: opts.tx_csum,
                 min_frame: opts.min_frame,
+                tso: true,
             },
         )?;
         let (rq_stride, rxcq_want) = match opts.rx {

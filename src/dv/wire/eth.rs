@@ -42,6 +42,12 @@ pub const L2_INLINE: usize = 18;
 pub const CS_L3: u8 = 1 << 6;
 /// `cs_flags`: compute the TCP/UDP checksum.
 pub const CS_L4: u8 = 1 << 7;
+/// `inline_hdr_sz` top bit with no inline header: insert an 802.1Q tag whose TCI is in bytes
+/// 14..16 (DPDK drivers/net/mlx5/mlx5_prm.h `MLX5_ETH_WQE_VLAN_INSERT`, bit 31 of the BE32
+/// at bytes 12..16, which mlx5_tx.h `mlx5_tx_eseg_none` sets with the TCI; Linux mlx5e en_tx.c
+/// `mlx5e_txwqe_build_eseg` does the same with `MLX5_ETH_WQE_INSERT_VLAN` and
+/// `insert.vlan_tci`).
+pub const VLAN_INSERT: u16 = 0x8000;
 /// `cs_flags`: inner (tunnelled) L3 checksum.
 pub const CS_L3_INNER: u8 = 1 << 4;
 /// `cs_flags`: inner (tunnelled) L4 checksum.

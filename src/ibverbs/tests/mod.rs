@@ -237,6 +237,7 @@ fn rig(ring: u32, max_inline: u32) -> Rig {
         max_recv_wr: ring,
         max_send_sge: 4,
         max_inline_data: max_inline,
+        max_tso_header: 0,
     };
     let qp = RawQp::fake(leak(q), caps, &pd, tx_cq.clone(), rx_cq.clone());
     let pool = Mempool::new(&MempoolConfig {
