@@ -185,26 +185,31 @@ fn fast_run<const INLINE: bool>(
 
 /// Writes one eMPW data segment per packet of `src` into `dsegs`, recording each buffer in
 /// `bufs`, until a packet cannot join the session (chained, shorter than [`MIN_FRAME`], of
-/// another pool, or asking for other checksums than `cs`). Returns the packets written and
-/// their bytes. The three slices have the same length: no index check or wrap in the loop.
+/// another pool, or asking for other offloads than the first packet, whose checksum flags the
+/// session's title carries). Returns the packets written and their bytes. The three slices
+/// have the same length: no index check or wrap in the loop.
 #[inline(always)]
 fn empw_run(
     dsegs: &mut [[u8; 16]],
     bufs: &mut [u32],
     src: &[Packet],
     lkey_be: [u8; 4],
-    cs: u8,
-    tx_csum: bool,
     shared: &Shared,
 ) -> (usize, u64) {
     let geo = shared.geometry();
+    let Some(first) = src.first() else {
+        return (0, 0);
+    };
+    // The same request gives the same flags: one compare of the request instead of the flags
+    // computed per packet.
+    let offload = first.offload;
     let (mut k, mut b) = (0, 0u64);
     for ((d, slot), p) in dsegs.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
         if p.segment_count() != 1
             || (len as usize) < MIN_FRAME
             || !p.is_from(shared)
-            || cs_flags(p, tx_csum) != cs
+            || p.offload != offload
         {
             break;
         }
@@ -468,7 +473,7 @@ impl Tx {
             }
             n += 1;
         }
-        if n < total {
+        if n > 0 && n < total {
             // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
             unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
@@ -616,6 +621,11 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        // A full ring takes nothing: the caller keeps its packets (a sender polling a full ring
+        // spends a check here, not a burst's set-up).
+        if self.free_bbs() == 0 {
+            return 0;
+        }
         let total = pkts.len();
         let base = pkts.as_mut_ptr();
         // As in `burst_send`: from here the Vec does not own its elements; each of the first `n`
@@ -661,8 +671,6 @@ impl Tx {
                     &mut self.bufs[buf_slot..buf_slot + max],
                     src,
                     self.lkey.to_be_bytes(),
-                    cs,
-                    self.tx_csum,
                     self.shared,
                 );
                 // k >= 1: the first packet passed the same test above.
@@ -685,7 +693,7 @@ impl Tx {
             }
             n += 1;
         }
-        if n < total {
+        if n > 0 && n < total {
             // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
             unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
