@@ -12,11 +12,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-200}
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release --bench dv --message-format=json 2>/dev/null >/tmp/rawq-dv-build.json || cargo build --release --bench dv
-BIN=$(grep -o '"executable":"[^"]*deps/dv-[^"]*"' /tmp/rawq-dv-build.json | tail -1 | cut -d'"' -f4)
-[ -x "$BIN" ] || { echo "bench binary not found" >&2; exit 1; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+# The build's report in this run's own directory: a fixed path in /tmp is shared with any other
+# checkout running this script at the same time (and then names the other one's binary).
+cargo build --release --bench dv --message-format=json 2>/dev/null >"$OUT/build.json" || cargo build --release --bench dv
+BIN=$(grep -o '"executable":"[^"]*deps/dv-[^"]*"' "$OUT/build.json" | tail -1 | cut -d'"' -f4)
+[ -x "$BIN" ] || { echo "bench binary not found" >&2; exit 1; }
 PKTS=$((ROUNDS * 512))
 for dir in tx tx18 txdev txempw rx; do
   RAWQ_DV_CALLGRIND=$ROUNDS valgrind --tool=callgrind --callgrind-out-file="$OUT/$dir.out" \
