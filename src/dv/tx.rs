@@ -208,6 +208,51 @@ fn fast_run<const INLINE: bool>(
     k
 }
 
+/// Writes one eMPW data segment per packet of `src` into `dsegs`, recording each buffer in
+/// `bufs`, until a packet cannot join the session (chained, shorter than [`MIN_FRAME`], of
+/// another pool, or asking for other offloads than the first packet, whose checksum flags the
+/// session's title carries). Returns the packets written and their bytes. The three slices
+/// have the same length: no index check or wrap in the loop.
+#[inline(always)]
+fn empw_run(
+    dsegs: &mut [[u8; 16]],
+    bufs: &mut [u32],
+    src: &[Packet],
+    lkey_be: [u8; 4],
+    shared: &Shared,
+) -> (usize, u64) {
+    let geo = shared.geometry();
+    let Some(first) = src.first() else {
+        return (0, 0);
+    };
+    // The same request gives the same flags: one compare of the request instead of the flags
+    // computed per packet.
+    let offload = first.offload;
+    let (mut k, mut b) = (0, 0u64);
+    for ((d, slot), p) in dsegs.iter_mut().zip(bufs.iter_mut()).zip(src) {
+        let (off, len) = p.first_seg();
+        if p.segment_count() != 1
+            || (len as usize) < MIN_FRAME
+            || !p.is_from(shared)
+            || p.offload != offload
+        {
+            break;
+        }
+        let idx = p.buffer_index();
+        let addr = geo.buf_ptr(idx) as u64 + off as u64;
+        // Data segment: byte count, lkey, address, all big-endian (`struct mlx5_wqe_data_seg`).
+        let mut w = [0u8; 16];
+        w[0..4].copy_from_slice(&(len as u32).to_be_bytes());
+        w[4..8].copy_from_slice(&lkey_be);
+        w[8..16].copy_from_slice(&addr.to_be_bytes());
+        *d = w;
+        *slot = idx;
+        b += len as u64;
+        k += 1;
+    }
+    (k, b)
+}
+
 impl Tx {
     /// The send half over `sq` and its CQ.
     ///
@@ -468,7 +513,7 @@ impl Tx {
             }
             n += 1;
         }
-        if n < total {
+        if n > 0 && n < total {
             // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
             unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
@@ -509,30 +554,6 @@ impl Tx {
         self.completed_any
     }
 
-    /// Hands the first `n` packets over (their buffers are in the buffer ring now, or they were
-    /// dropped) and rings the doorbell once.
-    #[inline(always)]
-    fn finish_burst(
-        &mut self,
-        pkts: &mut Vec<Packet>,
-        n: usize,
-        last: Option<u16>,
-        cache: &mut PoolCache,
-    ) {
-        for p in pkts.drain(..n) {
-            // Buffers recorded in the ring are the device's now; a dropped packet is freed.
-            if !self.was_posted(&p) {
-                self.discard(p, cache);
-            } else {
-                let _ = p.into_raw();
-            }
-        }
-        if let Some(last) = last {
-            self.request_completion(last);
-            self.doorbell(last);
-        }
-    }
-
     /// Frees a packet the burst drops: into `cache` if it is of this queue's pool, else
     /// through its own pool (a `PoolCache` takes only its pool's buffers).
     #[inline(never)]
@@ -544,19 +565,9 @@ impl Tx {
         }
     }
 
-    /// Whether `p` can go into a WQE at all (false for packets a burst drops): at least an
-    /// Ethernet header, no more buffers than a WQE can point at, and buffers of this queue's
+    /// Whether `p` can go into a WQE at all, before any offload request is looked at: at least
+    /// an Ethernet header, no more buffers than a WQE can point at, and buffers of this queue's
     /// pool (the only memory its key covers, and the only pool its buffer ring returns to).
-    #[inline(always)]
-    fn was_posted(&self, p: &Packet) -> bool {
-        self.basic_ok(p)
-            && p.offload
-                .tso_mss
-                .is_none_or(|mss| self.tso_plan(p, mss).is_ok())
-            && (p.offload.vlan_insert.is_none() || check_untagged(p).is_ok())
-    }
-
-    /// `was_posted` before any offload request is looked at.
     #[inline(always)]
     fn basic_ok(&self, p: &Packet) -> bool {
         p.len() >= MIN_FRAME && p.segment_count() as u32 <= MAX_DS - 3 && p.is_from(self.shared)
@@ -673,57 +684,73 @@ impl Tx {
         stats: &StatsWriter,
         cache: &mut PoolCache,
     ) -> usize {
+        // A full ring takes nothing: the caller keeps its packets (a sender polling a full ring
+        // spends a check here, not a burst's set-up).
+        if self.free_bbs() == 0 {
+            return 0;
+        }
+        let total = pkts.len();
+        let base = pkts.as_mut_ptr();
+        // As in `burst_send`: from here the Vec does not own its elements; each of the first `n`
+        // is moved into the ring or read out and freed, the rest go back to the front.
+        // SAFETY: shrinking the length to 0 only forgets elements; none is dropped.
+        unsafe { pkts.set_len(0) };
         let (pkts0, bbs0, bytes0) = (self.pkts_posted, self.pi, self.bytes_posted);
         let mut last = None;
         let (mut n, mut dropped) = (0, 0);
-        // Open session: (start WQEBB, packets, bytes, cs flags).
-        let mut sess: Option<(u16, u32, u64, u8)> = None;
-        for p in pkts.iter() {
+        while n < total {
+            // SAFETY: `n < total`: element `n` is initialized and not moved yet.
+            let p = unsafe { &*base.add(n) };
             let cs = cs_flags(p, self.tx_csum);
             let tso = p.offload.tso_mss;
+            // TSO and VLAN insertion take the general path (`empw_run` keeps a session to
+            // packets asking what its first one asks).
             if p.segment_count() == 1
                 && p.len() >= MIN_FRAME
                 && p.is_from(self.shared)
                 && tso.is_none()
                 && p.offload.vlan_insert.is_none()
             {
-                if let Some((start, k, bytes, scs)) = sess {
-                    let room = (2 + k + 1).div_ceil(4) <= self.free_bbs();
-                    if scs == cs && k < EMPW_MAX_PKTS && room {
-                        let d = self.ds(start, 2 + k);
-                        data::DataSeg::new_unchecked(&mut d[..]).fill(
-                            p.len() as u32,
-                            self.lkey,
-                            p.data_addr(),
-                        );
-                        self.push_buf(p.buffer_index());
-                        sess = Some((start, k + 1, bytes + p.len() as u64, scs));
-                        n += 1;
-                        continue;
-                    }
-                    self.close_empw(start, k, bytes, scs);
-                    last = Some(start);
-                    sess = None;
-                }
-                // Open a new session with this packet: needs one WQEBB.
-                if self.free_bbs() == 0 {
+                // One session: its title WQEBB and the WQEBBs its data segments fill, up to the
+                // ring's end (so no DS index wraps inside it), the free WQEBBs and the end of
+                // the buffer ring.
+                let free = self.free_bbs() as usize;
+                if free == 0 {
                     break;
                 }
-                let start = self.pi;
-                let d = self.ds(start, 2);
-                data::DataSeg::new_unchecked(&mut d[..]).fill(
-                    p.len() as u32,
-                    self.lkey,
-                    p.data_addr(),
+                let slot = (self.pi as u32 & self.mask) as usize;
+                let buf_slot = (self.buf_pi & self.buf_mask) as usize;
+                let max = (EMPW_MAX_PKTS as usize)
+                    .min(total - n)
+                    .min(4 * free - 2)
+                    .min(4 * (self.wqe_cnt as usize - slot) - 2)
+                    .min(self.bufs.len() - buf_slot);
+                // SAFETY: elements `n..n + max` are initialized and not moved (`n + max <=
+                // total`); they stay in place while this slice lives.
+                let src = unsafe { std::slice::from_raw_parts(base.add(n), max) };
+                // SAFETY: DS units 2 .. 2 + max of the WQE at `slot` lie in WQEBBs `slot ..
+                // slot + (2 + max) / 4`, inside the ring (`max <= 4 * (wqe_cnt - slot) - 2`)
+                // and free (`max <= 4 * free - 2`): software owns them until the doorbell.
+                let dsegs = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        self.base.add(slot * WQEBB + 32) as *mut [u8; 16],
+                        max,
+                    )
+                };
+                let (k, bytes) = empw_run(
+                    dsegs,
+                    &mut self.bufs[buf_slot..buf_slot + max],
+                    src,
+                    self.lkey.to_be_bytes(),
+                    self.shared,
                 );
-                self.push_buf(p.buffer_index());
-                sess = Some((start, 1, p.len() as u64, cs));
-                n += 1;
-                continue;
-            }
-            if let Some((start, k, bytes, scs)) = sess.take() {
-                self.close_empw(start, k, bytes, scs);
+                // k >= 1: the first packet passed the same test above.
+                self.buf_pi = self.buf_pi.wrapping_add(k as u32);
+                let start = self.pi;
+                self.close_empw(start, k as u32, bytes, cs);
                 last = Some(start);
+                n += k;
+                continue;
             }
             let written = match tso {
                 Some(mss) => self.write_tso_or_refuse(p, mss),
@@ -734,17 +761,24 @@ impl Tx {
                 Some(None) => {
                     stats.add(Counter::TxDrops, 1);
                     dropped += 1;
+                    // SAFETY: element `n` is initialized and is moved out exactly once.
+                    self.discard(unsafe { std::ptr::read(base.add(n)) }, cache);
                 }
                 None => break,
             }
             n += 1;
         }
-        if let Some((start, k, bytes, scs)) = sess {
-            self.close_empw(start, k, bytes, scs);
-            last = Some(start);
+        if n > 0 && n < total {
+            // SAFETY: elements `n..total` are initialized and not moved; they go to the front.
+            unsafe { std::ptr::copy(base.add(n), base, total - n) };
         }
+        // SAFETY: the first `total - n` elements are initialized (moved there just above).
+        unsafe { pkts.set_len(total - n) };
         self.posted(pkts0, bbs0, bytes0, stats);
-        self.finish_burst(pkts, n, last, cache);
+        if let Some(last) = last {
+            self.request_completion(last);
+            self.doorbell(last);
+        }
         n - dropped
     }
 

@@ -117,15 +117,17 @@ impl PoolCache {
                 capacity: self.shared.count,
             });
         }
-        out.reserve(n);
         let from = self.stack.len() - n;
         let s = self.shared;
+        // A slice iterator (exact length: one reserve, no per-element capacity check) and a
+        // truncate, rather than a `Drain` (whose drop moves the tail back).
         out.extend(
-            self.stack
-                .drain(from..)
+            self.stack[from..]
+                .iter()
                 .rev()
-                .map(|idx| Packet::from_free_index(s, idx)),
+                .map(|&idx| Packet::from_free_index(s, idx)),
         );
+        self.stack.truncate(from);
         Ok(())
     }
 

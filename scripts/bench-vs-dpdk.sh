@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# rawq's DV data path beside DPDK's mlx5 PMD (dpdk-testpmd, Debian's unmodified build) on the
+# same emulated ConnectX-5 (scripts/emu.sh, looped-back port, release emulator), in one run of
+# this script: callgrind instructions per packet on the thread doing the work.
+#
+#   tx: `pktgen -b dv -s 60` beside `testpmd --forward-mode=txonly --txpkts=64` (burst 32).
+#   io: `fwd -b dv --mode io --tx-first N` beside `testpmd --forward-mode=io` + `start tx_first`
+#       (one looped-back port: every frame sent comes back and is forwarded again).
+#
+# How it counts (valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes):
+# * the worker thread is the one running pktgen's tx_loop / fwd's forwarding loop / testpmd's
+#   forwarding lcore; its whole cost is the "whole" figure (pktgen's `settle` after the loop,
+#   and the thread's set-up before it, are left out);
+# * the driver is the inclusive cost of the burst calls: rawq's `DvQueue::{tx,rx}_burst` (and
+#   `alloc_burst`); DPDK's libraries are stripped, so its burst functions are found by their
+#   place in the call graph: the functions of librte_net_mlx5 the forwarding function calls
+#   once per burst (their call counts are printed beside testpmd's own burst counts;
+#   `--log-level=pmd.net.mlx5:debug` names the Tx/Rx function the PMD selected, printed too);
+# * empty polls: valgrind runs one thread at a time, so a sender can fill its ring while the
+#   device thread waits for its turn and then poll a full ring, and a forwarder polls an empty
+#   one. Each tool runs twice (rings of two sizes, so the share of empty calls differs) and the
+#   cost is fitted as Ir = a * packets + c * calls: `c` is what an empty call costs, and
+#   "per packet" is a + c / 32 (a full burst of 32, no empty calls). The raw figures of both
+#   runs are printed beside the fit.
+# * each tool's packet counts are checked against the emulated device's (RAWQ_EMU_STATS).
+# DPDK's settings are pinned and printed: txq_mpw_en=1 (eMPW, as rawq on this part),
+# txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
+# needs none, rawq inlines none), rxq_cqe_comp_en=1 (CQE compression, as rawq by default).
+#
+# Usage (as root): bash scripts/bench-vs-dpdk.sh [--modes tx,io] [--seconds S] [--keep]
+#   --seconds S   testpmd's forwarding window under valgrind (default 20)
+#   --keep        keep the callgrind files and logs (their directory is printed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODES=tx,io SECS=20 KEEP=0
+while (($#)); do
+  case "$1" in
+    --modes) MODES=${2:?}; shift 2 ;;
+    --seconds) SECS=${2:?}; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
+  esac
+done
+for t in valgrind callgrind_annotate python3 dpdk-testpmd; do
+  command -v $t >/dev/null || { echo "bench: $t not found (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+DEVARGS=txq_mpw_en=1,txq_inline_min=0,txq_inline_max=0,txq_inline_mpw=0,rxq_cqe_comp_en=1
+
+echo "bench: building pktgen, fwd and the emulator (release)…" >&2
+cargo build --release --quiet --all-features --example pktgen --example fwd
+cargo build --release --quiet -p rawq-emu
+export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
+export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
+PKTGEN=$ROOT/target/release/examples/pktgen FWD=$ROOT/target/release/examples/fwd
+
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/rawq-vs-dpdk.XXXXXX")
+[[ $KEEP == 1 ]] && echo "bench: files in $OUT" >&2
+trap '[[ $KEEP == 1 ]] || rm -rf "$OUT"' EXIT
+VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes)
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPU(s), $(uname -r);" \
+  "load average $(cut -d' ' -f1-3 /proc/loadavg); DPDK $(dpkg-query -W -f '${Version}' librte-net-mlx5-23 2>/dev/null || echo '?')"
+
+# The Python half: reads one run's callgrind files (one per thread), finds the worker thread
+# and the driver's functions, prints one JSON object.
+cat >"$OUT/parse.py" <<'EOF'
+import glob, json, re, subprocess, sys
+tool, prefix = sys.argv[1], sys.argv[2]
+LINE = re.compile(r'^\s*([\d,]+) \([^)]*\)\s+([*>])\s+(.*?)(?: \(([\d,]+)x\))?(?: \[(.*)\])?$')
+def tree(path):
+    out = subprocess.run(['callgrind_annotate', '--tree=calling', '--inclusive=yes',
+                          '--threshold=100', path], capture_output=True, text=True).stdout
+    incl, calls, cur = {}, {}, None
+    for l in out.splitlines():
+        m = LINE.match(l)
+        if not m:
+            continue
+        ir, kind, name, n, obj = int(m[1].replace(',', '')), m[2], m[3], m[4], m[5] or ''
+        name = name.split(':', 1)[-1] if not name.startswith('???') else name[4:] + '@' + obj.rsplit('/', 1)[-1]
+        if kind == '*':
+            cur = name
+            incl[name] = max(incl.get(name, 0), ir)
+        elif cur is not None:
+            calls.setdefault(cur, []).append((name, ir, int(n.replace(',', '')) if n else 0))
+    return incl, calls
+def total(path):
+    for l in open(path):
+        if l.startswith('summary:') or l.startswith('totals:'):
+            return int(l.split()[1])
+best = None
+for f in sorted(glob.glob(prefix + '-*')):
+    incl, calls = tree(f)
+    if tool == 'rawq':
+        # The caller of the queue's bursts: pktgen's tx_loop, or the thread function fwd's
+        # `forward` is inlined into.
+        keys = [k for k, cl in calls.items() if k in incl and any(
+            re.search(r'DvQueue as rawq::queue::QueueOps>::(tx|rx)_burst$', c[0]) for c in cl)]
+    else:
+        keys = [k for k in calls if k.endswith('@dpdk-testpmd') and
+                any(c[0].endswith('librte_net_mlx5.so.23.0') for c in calls[k])]
+    if not keys:
+        continue
+    if tool == 'rawq':
+        loop = max(keys, key=lambda k: incl[k])
+    else:
+        # testpmd's forwarding function: the caller of the PMD's burst functions with the most
+        # cost on this thread (the main thread calls the PMD only in set-up).
+        loop = max(keys, key=lambda k: sum(c[1] for c in calls[k]))
+    if best is None or incl[loop] > best[1]:
+        best = (f, incl[loop], incl, calls, loop)
+if best is None:
+    sys.exit('no worker thread found in ' + prefix)
+f, whole, incl, calls, loop = best
+r = {'thread_file': f, 'loop': loop, 'whole': whole, 'driver': {}, 'app': {}}
+if tool == 'rawq':
+    for k, v in incl.items():
+        m = re.search(r'DvQueue as rawq::queue::QueueOps>::(tx_burst|rx_burst|alloc_burst|reclaim)$', k)
+        if m:
+            r['driver'][m[1]] = {'ir': v, 'calls': 0}
+    for (name, ir, n) in calls.get(loop, []):
+        # pktgen's settle (after the loop: waiting for the last completions) is left out.
+        if name.endswith('pktgen::loops::settle'):
+            r['whole'] -= ir
+    for (name, ir, n) in sum(calls.values(), []):
+        m = re.search(r'DvQueue as rawq::queue::QueueOps>::(tx_burst|rx_burst|alloc_burst|reclaim)$', name)
+        if m:
+            r['driver'][m[1]]['calls'] += n
+        if re.search(r'write_udp$|measure::fill$', name):
+            r['app']['frame writing (' + name.rsplit('::', 1)[-1] + ')'] = ir
+else:
+    for (name, ir, n) in calls[loop]:
+        if name.endswith('librte_net_mlx5.so.23.0'):
+            r['driver'][name] = {'ir': ir, 'calls': n}
+        else:
+            r['app'][name] = {'ir': ir, 'calls': n}
+print(json.dumps(r))
+EOF
+
+# Fits Ir = a * packets + c * calls over two runs; prints the per-packet figures.
+cat >"$OUT/fit.py" <<'EOF'
+import json, sys
+label, burst = sys.argv[1], 32
+runs = [json.loads(x) for x in sys.argv[2:4]]
+def show(name, pts):
+    # pts: [(ir, packets, calls)] of the two runs
+    (i1, p1, c1), (i2, p2, c2) = pts
+    raw = ', '.join('%.1f (%d calls / %d pkts)' % (i / p, c, p) for i, p, c in pts if p)
+    det = p1 * c2 - p2 * c1
+    if det and p1 and p2:
+        a = (i1 * c2 - i2 * c1) / det
+        c = (p1 * i2 - p2 * i1) / det
+        fit = '%.1f per packet in full bursts (a %.1f + c %.1f / %d; an empty call %.1f)' % (
+            a + c / burst, a, c, burst, c)
+    else:
+        fit = 'no fit (the two runs have the same share of empty calls)'
+    print('  %-34s %s\n  %-34s raw: %s' % (name, fit, '', raw))
+print(label)
+for key in runs[0]['series']:
+    show(key, [tuple(r['series'][key]) for r in runs])
+EOF
+
+# Waits (bounded) until file $1 contains $2.
+wait_for() {
+  local i
+  for i in $(seq 1200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.5; done
+  echo "bench: timed out waiting for '$2' in $1" >&2; tail -20 "$1" >&2; return 1
+}
+
+# rawq tx run $1 (tag) with ring $2; prints the run's JSON (series: name -> [ir, pkts, calls]).
+rawq_tx() {
+  local tag=$1 ring=$2 n=100000
+  RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/emu.sh -- "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" \
+    "$PKTGEN" -b dv -d mlx5_0 -s 60 -n $n --burst 32 --ring "$ring" --json \
+    >"$OUT/$tag.json" 2>"$OUT/$tag.log" || { tail "$OUT/$tag.log" >&2; return 1; }
+  python3 "$OUT/parse.py" rawq "$OUT/$tag.out" >"$OUT/$tag.parse"
+  python3 - "$OUT/$tag.json" "$OUT/$tag.parse" "$OUT/$tag.emu" <<'EOF'
+import json, re, sys
+j, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+emu = open(sys.argv[3]).read()
+frames = int(re.search(r'tx_frames: (\d+)', emu)[1])
+pk, calls = j['packets'], j['tx_bursts']
+d = p['driver']
+drv = d['tx_burst']['ir'] + d.get('alloc_burst', {'ir': 0})['ir']
+print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': calls, 'series': {
+    'driver: tx_burst (+ completions, free)': [d['tx_burst']['ir'], pk, calls],
+    'driver: buffer allocation (alloc_burst)': [d.get('alloc_burst', {'ir': 0})['ir'], pk, calls],
+    'whole sender thread (tx_loop)': [p['whole'], pk, calls],
+    'application (whole - driver)': [p['whole'] - drv, pk, calls]},
+    'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'app': p['app']}}))
+EOF
+}
+
+# testpmd run $1 (tag) in forward mode $2 with $3 descriptors a ring; testpmd's command $4
+# starts it (start / start tx_first).
+dpdk_run() {
+  local tag=$1 mode=$2 desc=$3 start=$4
+  mkfifo "$OUT/$tag.in"
+  cat >"$OUT/$tag.vg" <<EOF
+#!/bin/sh
+exec ${VG[*]} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
+EOF
+  chmod +x "$OUT/$tag.vg"
+  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/testpmd-emu.sh --mem 512 \
+    --devargs "$DEVARGS" --eal --log-level=pmd.net.mlx5:debug -- -i --forward-mode="$mode" \
+    --total-num-mbufs=32768 --txd="$desc" --rxd="$desc" --burst=32 --txpkts=64 \
+    --record-burst-stats <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
+  local pid=$!
+  exec 7>"$OUT/$tag.in"
+  wait_for "$OUT/$tag.log" 'testpmd> ' || { exec 7>&-; wait $pid; return 1; }
+  echo "$start" >&7
+  wait_for "$OUT/$tag.log" 'Start automatic\|Starting\|start' || true
+  sleep "$SECS" # the window: testpmd forwards until told to stop
+  # testpmd's stdout is a file here (fully buffered): its statistics appear when it exits, so
+  # stop and quit go together (it runs them in order).
+  printf 'stop\nquit\n' >&7
+  exec 7>&-
+  wait $pid || true
+  python3 "$OUT/parse.py" dpdk "$OUT/$tag.out" >"$OUT/$tag.parse"
+}
+
+# The JSON of a testpmd run $1 (tag), packets counted from direction $2 (TX|RX).
+dpdk_series() {
+  python3 - "$OUT/$1.log" "$OUT/$1.parse" "$OUT/$1.emu" "$2" <<'EOF'
+import json, re, sys
+log, p, emu, dirn = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), open(sys.argv[3]).read(), sys.argv[4]
+acc = log[log.index('Accumulated forward statistics'):]
+pk = int(re.search(dirn + r'-packets: *(\d+)', acc)[1])
+frames = int(re.search(r'tx_frames: (\d+)', emu)[1])
+drv = sorted(p['driver'].items(), key=lambda kv: -kv[1]['ir'])
+# The burst call: the PMD function called most often from the forwarding function.
+burst = max(p['driver'].values(), key=lambda v: v['calls'])['calls'] if drv else 0
+dsum = sum(v['ir'] for _, v in drv)
+print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': burst, 'series': {
+    'driver: PMD burst functions': [dsum, pk, burst],
+    'whole forwarding lcore': [p['whole'], pk, burst],
+    'application (whole - driver)': [p['whole'] - dsum, pk, burst]},
+    'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'forwarding function': p['loop'],
+              'PMD functions': {k: v for k, v in drv},
+              'app callees': p['app']}}))
+EOF
+}
+
+report_notes() { # $1: run JSON
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("  run: %d packets counted by the tool, %d frames sent by the emulated device, %d burst calls; %s" % (j["pkts"], j["device_frames"], j["calls"], json.dumps(j["notes"])))' "$1"
+}
+
+if [[ $MODES == *tx* ]]; then
+  echo
+  echo "== transmit only: 60-byte UDP frames (64 on the wire with FCS), burst 32 =="
+  A=$(rawq_tx rawq-tx-a 8192) B=$(rawq_tx rawq-tx-b 256)
+  python3 "$OUT/fit.py" "rawq pktgen -b dv (eMPW; rings of 8192 and 256):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  dpdk_run dpdk-tx-a txonly 4096 start
+  dpdk_run dpdk-tx-b txonly 512 start
+  A=$(dpdk_series dpdk-tx-a TX) B=$(dpdk_series dpdk-tx-b TX)
+  python3 "$OUT/fit.py" "dpdk-testpmd txonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-tx-a.log" | tr -s '\t\n' '  ')"
+  echo "  its settings: $(grep -h -o '"txq_[a-z_]*" is [-0-9]*\|"rxq_cqe_comp_en" is [0-9]*' "$OUT/dpdk-tx-a.log" | tr '\n' ' ')"
+fi
+
+# rawq fwd io run $1 (tag) with $2 frames sent first; prints the run's JSON.
+rawq_io() {
+  local tag=$1 first=$2
+  RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/emu.sh -- "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" \
+    "$FWD" -b dv -d mlx5_0 --mode io --tx-first "$first" --burst 32 --ring 1024 -t "$SECS" --rule 'udp dst-port 9000 -> queue 0' \
+    --quiet --json >"$OUT/$tag.json" 2>"$OUT/$tag.log" || { tail "$OUT/$tag.log" >&2; return 1; }
+  python3 "$OUT/parse.py" rawq "$OUT/$tag.out" >"$OUT/$tag.parse"
+  python3 - "$OUT/$tag.json" "$OUT/$tag.parse" "$OUT/$tag.emu" <<'EOF'
+import json, re, sys
+j, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+emu = open(sys.argv[3]).read()
+frames = int(re.search(r'tx_frames: (\d+)', emu)[1])
+pk = j['forwarded']
+d = p['driver']
+ir = lambda k: d.get(k, {'ir': 0})['ir']
+calls = d['rx_burst']['calls']
+drv = ir('rx_burst') + ir('tx_burst') + ir('reclaim')
+print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': calls, 'series': {
+    'driver: rx_burst + tx_burst + reclaim': [drv, pk, calls],
+    'whole forwarding thread (fwd::forward)': [p['whole'], pk, calls],
+    'application (whole - driver)': [p['whole'] - drv, pk, calls]},
+    'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'driver': d}}))
+EOF
+}
+
+if [[ $MODES == *io* ]]; then
+  echo
+  echo "== io forwarding on one looped-back port: the frames sent first go round (rx -> tx) =="
+  A=$(rawq_io rawq-io-a 512) B=$(rawq_io rawq-io-b 64)
+  python3 "$OUT/fit.py" "rawq fwd -b dv --mode io (--tx-first 512 and 64, ring 1024):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  dpdk_run dpdk-io-a io 1024 "start tx_first 16"
+  dpdk_run dpdk-io-b io 1024 "start tx_first 2"
+  A=$(dpdk_series dpdk-io-a TX) B=$(dpdk_series dpdk-io-b TX)
+  python3 "$OUT/fit.py" "dpdk-testpmd io, mlx5 PMD ($DEVARGS; start tx_first 16 and 2, rings of 1024):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  echo "  the PMD's choice: $(grep -h 'selected.*Rx function\|selected Tx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
+fi
