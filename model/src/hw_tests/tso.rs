@@ -33,7 +33,7 @@ fn tso_wqe(r: &Rig, sqn: u32, mss: u16, hdr: &[u8], payload_len: u32) {
         .copy_from_slice(&(hdr.len() as u16).to_be_bytes());
     r.bytes(eth + 14, hdr.len()).copy_from_slice(hdr);
     r.data_seg(SQ + 96, payload_len, r.lkey, r.at(DATA) as u64);
-    r.be32(DB + 0x800, 2);
+    r.ring(2, 0);
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn a_vlan_insert_in_the_ethernet_segment_tags_the_frame() {
     r.bytes(SQ + 16, 16).fill(0);
     r.be32(SQ + 28, 0x8000_0000 | 0x2064);
     r.data_seg(SQ + 32, 100, r.lkey, r.at(DATA) as u64);
-    r.be32(DB + 0x800, 1);
+    r.ring(1, 0);
     r.hw.process();
     r.hw.process();
     assert_eq!(byte_cnt(&r.cqe(1, 64, 0)), 104);
