@@ -262,11 +262,14 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
 
     let nq = info.queues as u64;
     let pps = a.rate.pps(src.mean_len()).map(|p| p / nq as f64);
-    let t0 = Instant::now();
-    // parse_duration bounds -t, so the deadline cannot overflow.
-    let deadline = a.duration.map(|d| t0 + Duration::from_secs_f64(d));
-    let workers: Vec<_> = port
-        .take_queues()
+    // -t counts from when every queue thread is ready (spawned and pinned), not from before
+    // they were spawned: on a loaded machine a thread can start later than a short run's end
+    // (an RFC 2544 trial of 100 ms once sent nothing). parse_duration bounds -t, so the
+    // deadlines cannot overflow.
+    let duration = a.duration.map(Duration::from_secs_f64);
+    let queues = port.take_queues();
+    let ready = Arc::new(std::sync::Barrier::new(queues.len() + 1));
+    let workers: Vec<_> = queues
         .into_iter()
         .map(|q| {
             let i = q.index() as usize;
@@ -283,10 +286,13 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 None => (src, pps, limit),
             };
             let m = m.clone();
+            let ready = ready.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
                 }
+                ready.wait();
+                let deadline = duration.map(|d| Instant::now() + d);
                 let end = Until {
                     stop: &stop,
                     deadline,
@@ -304,6 +310,9 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             })
         })
         .collect();
+    ready.wait();
+    let t0 = Instant::now();
+    let deadline = duration.map(|d| t0 + d);
 
     // Live stats and the stop conditions.
     let mut gone = None;
