@@ -127,7 +127,12 @@ fn burst_fill_allocates_nothing() {
             src.fill_burst(&mut pkts, b * 32, 0).unwrap();
         }
         COUNTING.with(|c| c.set(false));
-        assert_eq!(ALLOCS.load(Relaxed), 0, "allocations per burst ({:?})", src.max_len());
+        assert_eq!(
+            ALLOCS.load(Relaxed),
+            0,
+            "allocations per burst ({:?})",
+            src.max_len()
+        );
         assert!(pkts.iter().all(|p| !p.is_empty()));
     }
 }

@@ -205,8 +205,10 @@ pub(crate) fn tx_loop(
 
 /// After the send loop: lets the device finish what it has (backends that count at completion
 /// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
-/// back; bounded at `linger` + one second. (A function of its own: callgrind tells the loop's
-/// instructions from these.)
+/// back; bounded at `linger` + one second without a completion, and `linger` + 10 s in all (a
+/// device still completing a full ring, slowly as under valgrind on a loaded machine, is
+/// waited for: its frames were sent, not dropped). (A function of its own: callgrind tells the
+/// loop's instructions from these.)
 #[inline(never)]
 fn settle(
     q: &mut Queue,
@@ -220,10 +222,14 @@ fn settle(
         let s = q.stats();
         s.tx_packets + s.tx_errors + s.tx_drops >= sent
     };
-    while t.elapsed() < linger + Duration::from_secs(1) {
+    let mut quiet_since = t;
+    while t.elapsed() < linger + Duration::from_secs(10) {
         let busy = q.reclaim() > 0;
         receive(q, qm);
-        if !busy && t.elapsed() >= linger && settled(q) {
+        let now = Instant::now();
+        if busy {
+            quiet_since = now;
+        } else if now - t >= linger && (settled(q) || now - quiet_since >= Duration::from_secs(1)) {
             break;
         }
     }
