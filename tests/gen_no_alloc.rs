@@ -92,3 +92,47 @@ fn per_frame_work_allocates_nothing() {
     assert_eq!(hist.count(), 200_000);
     assert_eq!(ft.received(), 200_000);
 }
+
+/// Writing a burst (`FrameSource::fill_burst`, pktgen's send loop) allocates nothing either,
+/// on the one-size path and the frame-by-frame one.
+#[test]
+fn burst_fill_allocates_nothing() {
+    use rawq::gen::FrameSource;
+    use rawq::{HugePages, Mempool, MempoolConfig};
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 64,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut pkts: Vec<_> = (0..32).map(|_| pool.alloc().unwrap()).collect();
+    for sizes in [SizeSpec::Fixed(60), SizeSpec::Imix] {
+        let src = FrameSource::Template(
+            Stamper::new(FrameSpec {
+                dst_mac: [2, 0, 0, 0, 0, 2],
+                src_mac: [2, 0, 0, 0, 0, 1],
+                src_ip: "10.0.0.1".parse().unwrap(),
+                dst_ip: "10.0.0.2".parse().unwrap(),
+                src_port: 1000,
+                dst_port: 9000,
+                flows: 100,
+                vary: FlowVary::SrcPort,
+                sizes,
+                stamp: false,
+            })
+            .unwrap(),
+        );
+        COUNTING.with(|c| c.set(true));
+        for b in 0..1000u64 {
+            src.fill_burst(&mut pkts, b * 32, 0).unwrap();
+        }
+        COUNTING.with(|c| c.set(false));
+        assert_eq!(
+            ALLOCS.load(Relaxed),
+            0,
+            "allocations per burst ({:?})",
+            src.max_len()
+        );
+        assert!(pkts.iter().all(|p| !p.is_empty()));
+    }
+}

@@ -43,6 +43,7 @@ pub(crate) fn tx_loop(
     };
     let mut seq = SeqTracker::default();
     let tso = qm.tso();
+    let latency = qm.latency();
     // Start of the current stretch of full-ring bursts.
     let mut full_since: Option<Instant> = None;
     let mut receive = |q: &mut Queue, qm: &mut measure::QueueMeasure| {
@@ -126,18 +127,30 @@ pub(crate) fn tx_loop(
             }
             continue;
         }
-        let burst_ns = qm.burst_clock();
-        for p in &mut pkts[start..] {
-            if let Err(e) = measure::fill(src, p, i, stream, qm.stamp(i, burst_ns)) {
-                eprintln!("pktgen: queue {stream}: {e}");
-                end.stop.store(true, Relaxed);
-                pkts.clear();
-                out.seq = seq;
-                return out;
-            }
-            p.offload.tso_mss = tso;
-            i += 1;
+        // Without latency stamps the burst is written in one call (what varies per frame is
+        // settled once a burst there); with them, frame by frame (1 in N carries the time).
+        let fresh = &mut pkts[start..];
+        let filled = if latency {
+            let burst_ns = qm.burst_clock();
+            fresh
+                .iter_mut()
+                .zip(i..)
+                .try_for_each(|(p, k)| measure::fill(src, p, k, stream, qm.stamp(k, burst_ns)))
+        } else {
+            src.fill_burst(fresh, i, stream)
+        };
+        if let Err(e) = filled {
+            eprintln!("pktgen: queue {stream}: {e}");
+            end.stop.store(true, Relaxed);
+            pkts.clear();
+            out.seq = seq;
+            return out;
         }
+        if tso.is_some() {
+            // (Fresh packets carry no offload request: only --tso sets one.)
+            fresh.iter_mut().for_each(|p| p.offload.tso_mss = tso);
+        }
+        i += fresh.len() as u64;
         let n = q.tx_burst(&mut pkts);
         qm.on_tx(n);
         pacer.sent(n);
@@ -192,8 +205,10 @@ pub(crate) fn tx_loop(
 
 /// After the send loop: lets the device finish what it has (backends that count at completion
 /// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
-/// back; bounded at `linger` + one second. (A function of its own: callgrind tells the loop's
-/// instructions from these.)
+/// back; bounded at `linger` + one second without a completion, and `linger` + 10 s in all (a
+/// device still completing a full ring, slowly as under valgrind on a loaded machine, is
+/// waited for: its frames were sent, not dropped). (A function of its own: callgrind tells the
+/// loop's instructions from these.)
 #[inline(never)]
 fn settle(
     q: &mut Queue,
@@ -207,10 +222,14 @@ fn settle(
         let s = q.stats();
         s.tx_packets + s.tx_errors + s.tx_drops >= sent
     };
-    while t.elapsed() < linger + Duration::from_secs(1) {
+    let mut quiet_since = t;
+    while t.elapsed() < linger + Duration::from_secs(10) {
         let busy = q.reclaim() > 0;
         receive(q, qm);
-        if !busy && t.elapsed() >= linger && settled(q) {
+        let now = Instant::now();
+        if busy {
+            quiet_since = now;
+        } else if now - t >= linger && (settled(q) || now - quiet_since >= Duration::from_secs(1)) {
             break;
         }
     }

@@ -548,6 +548,11 @@ impl QueueMeasure {
         }
     }
 
+    /// Whether frames carry latency stamps (--latency).
+    pub fn latency(&self) -> bool {
+        self.m.every > 0
+    }
+
     /// The MSS of --tso, if given.
     pub fn tso(&self) -> Option<u16> {
         self.m.args.tso

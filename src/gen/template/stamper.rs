@@ -10,6 +10,7 @@ use super::spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape};
 use super::{stamp_len, ETH, IP4, IP6, TCP, UDP};
 use crate::error::{Error, Result};
 
+mod burst;
 mod write;
 
 use write::{Fast, WriteFn};
@@ -105,7 +106,6 @@ pub struct Stamper {
     l4_base: u32,
     /// The writer chosen once at construction; `Fast::General` handles every shape.
     /// The shape decision (read by the tests; `writer` is what the hot path uses).
-    #[cfg_attr(not(test), allow(dead_code))]
     fast: Fast,
     /// `fast`'s writer: one indirect call per frame instead of a branch tree.
     writer: WriteFn,

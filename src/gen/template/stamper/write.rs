@@ -48,6 +48,20 @@ impl Fast {
     }
 }
 
+/// `dst.copy_from_slice(src)`. Frames of 32 to 64 bytes (the smallest, where a call to
+/// `memcpy` costs as much as writing the rest of the frame and makes the caller keep its
+/// values on the stack) are two overlapping 32-byte copies, inline.
+#[inline(always)]
+fn copy_frame(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n == dst.len() && (32..=64).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 impl Stamper {
     /// A stamp's first 16 bytes, big-endian, for one store: magic, stream, flow, flows - 1 and
     /// the low 48 bits of `seq`; and what they add to the transport checksum sum (flows - 1 is
@@ -63,9 +77,7 @@ impl Stamper {
     }
 
     /// The plain writers: UDP over IPv4 (`V6` false) or IPv6, flows varying the source address
-    /// (`IP`) or port, with or without a sequence stamp (`STAMP`). The header block from the
-    /// IP header to the stamp's end is one slice of constant length, so no store below is
-    /// bounds-checked; the varying words go out in a few wide stores.
+    /// (`IP`) or port, with or without a sequence stamp (`STAMP`).
     fn write_udp<const V6: bool, const IP: bool, const STAMP: bool>(
         &self,
         out: &mut [u8],
@@ -75,13 +87,40 @@ impl Stamper {
         seq: u64,
         _tx_ns: Option<u64>,
     ) {
-        let [l4c, ipc] = self.len_sums[len];
-        out[..len].copy_from_slice(&self.tmpl[..len]);
+        let sums = self.len_sums[len];
+        let flow = flow % self.flows;
+        self.udp_frame::<V6, IP, STAMP>(
+            &mut out[..len],
+            &self.tmpl[..len],
+            sums,
+            flow,
+            stream,
+            seq,
+        );
+    }
+
+    /// One plain frame (see [`Stamper::write_udp`]) as long as `out`: `tmpl` is the
+    /// template's first `out.len()` bytes, `[l4c, ipc]` that length's `len_sums` entry, `flow`
+    /// already below the flow count. The header block from the IP header to the stamp's end is
+    /// one slice of constant length, so no store below is bounds-checked; the varying words go
+    /// out in a few wide stores. (Inlined into both the per-frame writer and the burst
+    /// writer, which computes the length's values once a burst.)
+    #[inline(always)]
+    pub(super) fn udp_frame<const V6: bool, const IP: bool, const STAMP: bool>(
+        &self,
+        out: &mut [u8],
+        tmpl: &[u8],
+        [l4c, ipc]: [u32; 2],
+        flow: u32,
+        stream: u16,
+        seq: u64,
+    ) {
+        let len = out.len();
+        copy_frame(out, tmpl);
         let l3 = self.l3;
         let ip_len = if V6 { IP6 } else { IP4 };
         let hdr = ip_len + UDP + if STAMP { STAMP_LEN } else { 0 };
         let h = &mut out[l3..l3 + hdr];
-        let flow = flow % self.flows;
         let mut src_words = 0;
         let src_port = if IP {
             // The last 16 bits of the source: base + flow, stepping over the destination.
