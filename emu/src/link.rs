@@ -86,10 +86,11 @@ impl PortLink {
     }
 
     /// The device hits a fatal internal error. What the kernel does (Linux
-    /// drivers/infiniband/hw/mlx5/main.c `mlx5_ib_handle_event`, on `MLX5_DEV_EVENT_SYS_ERROR`):
+    /// drivers/infiniband/hw/mlx5/main.c `mlx5_ib_handle_event`, in newer kernels
+    /// `mlx5_ib_handle_sys_error_event`, on `MLX5_DEV_EVENT_SYS_ERROR`):
     /// `mlx5_ib_handle_internal_error` completes what the QPs had outstanding, the device stops
     /// being active (`ib_active = false`) and `IB_EVENT_DEVICE_FATAL` is dispatched with
-    /// `element.port_num = 1`, which reaches every context's async fd as a port event does
+    /// `element.port_num` the event's parameter (1, as mlx5 core's error state raises it), which reaches every context's async fd as a port event does
     /// (uverbs_main.c `ib_uverbs_event_handler`); no port event follows. mlx5 core's health
     /// code (drivers/net/ethernet/mellanox/mlx5/core/health.c `mlx5_enter_error_state`) then
     /// takes the device away: uverbs disassociates every open file and answers each later
