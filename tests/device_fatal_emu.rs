@@ -121,3 +121,54 @@ fn emu_dv_fwd_ends_naming_the_device_fatal_error_even_with_on_link_down_wait() {
 fn emu_verbs_fwd_ends_naming_the_device_fatal_error_even_with_on_link_down_wait() {
     fwd("verbs");
 }
+
+/// A device that is failed when first used: the verbs command that starts it, and every one
+/// after, fails with EIO (the kernel's answer once the device is gone), so the port does not
+/// open and pktgen says so.
+fn open_fails_with_eio(backend: &str) {
+    let _one = serial();
+    let dir = tempdir(&format!("fatal-open-{backend}"));
+    let fatal = dir.join("fatal");
+    std::fs::write(&fatal, b"").unwrap();
+    let exe = support::example("pktgen");
+    let child = emu_sh(
+        None,
+        Some(120),
+        &[],
+        &[
+            exe.to_str().unwrap(),
+            "-b",
+            backend,
+            "-d",
+            "mlx5_0",
+            "-n",
+            "100",
+            "--quiet",
+        ],
+        &dir.join("model.stats"),
+    )
+    .env("RAWQ_EMU_FATAL_FILE", &fatal)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("run scripts/emu.sh");
+    let out = wait_for(child, Duration::from_secs(60));
+    let all = text(&out);
+    assert!(!out.status.success(), "non-zero status: {all}");
+    assert!(
+        all.contains("pktgen: ibv_") && all.contains("Input/output error"),
+        "a verbs call failed with EIO: {all}"
+    );
+    assert!(!all.contains("pktgen tx:"), "nothing was sent: {all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn emu_verbs_port_on_a_failed_device_does_not_open_eio() {
+    open_fails_with_eio("verbs");
+}
+
+#[test]
+fn emu_dv_port_on_a_failed_device_does_not_open_eio() {
+    open_fails_with_eio("dv");
+}

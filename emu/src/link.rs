@@ -162,9 +162,14 @@ pub fn watch(ifname: String, link: Arc<PortLink>) {
         });
 }
 
-/// Makes `link` fail fatally ([`PortLink::fatal`]) once `path` exists (a thread of its own,
-/// looking every [`POLL`]; it ends then).
+/// Makes `link` fail fatally ([`PortLink::fatal`]) once `path` exists: at once if it does
+/// already (the device is started failed, and so the command that started it is the first to
+/// fail), else from a thread of its own, looking every [`POLL`], which ends then.
 pub fn watch_fatal(path: String, link: Arc<PortLink>) {
+    if std::path::Path::new(&path).exists() {
+        link.fatal();
+        return;
+    }
     let _ = std::thread::Builder::new()
         .name("rawq-emu-fatal".into())
         .spawn(move || {
