@@ -560,9 +560,10 @@ impl Port {
 
     /// The frames a rule has taken since it was installed (the frames the rule matched and
     /// acted on, whatever its action), where the backend can count per rule: AF_XDP (counters
-    /// in the steering program). `None` on the other backends: the model and the emulated NIC
-    /// do not count per flow, and on mlx5 hardware a flow counts only with an `ibv_counters`
-    /// object bound to it (`IBV_FLOW_SPEC_ACTION_COUNT`), which rawq does not create.
+    /// in the steering program) and the model (each rule's device flow counter). `None` on
+    /// verbs and DV: on mlx5 a flow counts only with an `ibv_counters` object bound to it
+    /// (`IBV_FLOW_SPEC_ACTION_COUNT`), which rawq does not create (the emulated NIC does not
+    /// serve the ioctl uAPI those objects live in).
     ///
     /// # Errors
     /// [`Error::RuleHandle`] as for [`Port::remove_rule`]; [`Error::Os`] if the counters cannot

@@ -27,6 +27,10 @@
 //!   name (`CREATE_CQ`, `EX_CREATE_WQ`, ... as the debug log names them) panics after its
 //!   handler ran, so that tests see a panic answered EIO without poisoning the file or leaking
 //!   the objects it made.
+//! * `RAWQ_EMU_FATAL_FILE=PATH`: fault injection: once PATH exists, the device has hit a
+//!   fatal internal error (what a ConnectX reports as a system error, the health syndrome mlx5
+//!   core turns into `MLX5_DEV_EVENT_SYS_ERROR`): every context gets `IB_EVENT_DEVICE_FATAL`,
+//!   the port is down, every later command fails with EIO ([`crate::link::PortLink::fatal`]).
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
 //!   when a command fd closes); a pair's `mlx5_1` writes `FILE.mlx5_1`.
@@ -100,6 +104,8 @@ pub struct Config {
     pub stats: Option<String>,
     /// Injected send error: (WQE index, CQE syndrome).
     pub tx_error: Option<(u64, u8)>,
+    /// `RAWQ_EMU_FATAL_FILE`: the device fails fatally once this file exists.
+    pub fatal_file: Option<String>,
     /// Two devices cabled to each other.
     pub pair: bool,
     /// CQEs carry timestamps.
@@ -158,6 +164,7 @@ impl Default for Config {
             debug: false,
             stats: None,
             tx_error: None,
+            fatal_file: None,
             pair: false,
             cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
             pause: false,
@@ -208,6 +215,7 @@ impl Config {
                 }
                 m
             }),
+            fatal_file: get("RAWQ_EMU_FATAL_FILE"),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {

@@ -115,6 +115,9 @@ impl Device {
         if let Some(ifname) = &self.cfg.wire {
             crate::link::watch(ifname.clone(), Arc::clone(&self.link));
         }
+        if let Some(path) = &self.cfg.fatal_file {
+            crate::link::watch_fatal(path.clone(), Arc::clone(&self.link));
+        }
         let wire = match &self.cfg.wire {
             Some(ifname) => ModelWire::Bridge {
                 ifname: ifname.clone(),
@@ -216,6 +219,10 @@ impl Device {
     /// The command's errno.
     pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
         let f = self.file(fd)?;
+        // A device that failed fatally answers nothing more (crate::link::PortLink::fatal).
+        if self.link.is_fatal() {
+            return Err(libc::EIO);
+        }
         let mut f = lock_file(&f);
         catch_unwind(AssertUnwindSafe(|| cmd::write(self, &mut f, buf, count))).unwrap_or_else(
             |_| {

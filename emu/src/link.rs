@@ -23,6 +23,8 @@ use std::time::Duration;
 use crate::sys;
 use crate::uapi::{self, ib_uverbs_async_event_desc};
 
+/// `IB_EVENT_DEVICE_FATAL` (`enum ib_event_type`, = `IBV_EVENT_DEVICE_FATAL` in verbs.h).
+pub const IB_EVENT_DEVICE_FATAL: u32 = 8;
 /// `IB_EVENT_PORT_ACTIVE`, `IB_EVENT_PORT_ERR` (`enum ib_event_type`).
 pub const IB_EVENT_PORT_ACTIVE: u32 = 9;
 /// See [`IB_EVENT_PORT_ACTIVE`].
@@ -39,6 +41,8 @@ pub const POLL: Duration = Duration::from_millis(20);
 #[derive(Debug)]
 pub struct PortLink {
     up: AtomicBool,
+    /// The device hit a fatal error ([`PortLink::fatal`]); for good.
+    fatal: AtomicBool,
     /// Our ends of the async event fds of the open contexts.
     contexts: Mutex<Vec<i32>>,
 }
@@ -47,6 +51,7 @@ impl Default for PortLink {
     fn default() -> Self {
         PortLink {
             up: AtomicBool::new(true),
+            fatal: AtomicBool::new(false),
             contexts: Mutex::new(Vec::new()),
         }
     }
@@ -75,11 +80,46 @@ impl PortLink {
             .retain(|&fd| fd != async_tx);
     }
 
+    /// The device failed ([`PortLink::fatal`]): commands answer EIO.
+    pub fn is_fatal(&self) -> bool {
+        self.fatal.load(Ordering::Acquire)
+    }
+
+    /// The device hits a fatal internal error. What the kernel does (Linux
+    /// drivers/infiniband/hw/mlx5/main.c `mlx5_ib_handle_event`, in newer kernels
+    /// `mlx5_ib_handle_sys_error_event`, on `MLX5_DEV_EVENT_SYS_ERROR`):
+    /// `mlx5_ib_handle_internal_error` completes what the QPs had outstanding, the device stops
+    /// being active (`ib_active = false`) and `IB_EVENT_DEVICE_FATAL` is dispatched with
+    /// `element.port_num` the event's parameter (1, as mlx5 core's error state raises it), which reaches every context's async fd as a port event does
+    /// (uverbs_main.c `ib_uverbs_event_handler`); no port event follows. mlx5 core's health
+    /// code (drivers/net/ethernet/mellanox/mlx5/core/health.c `mlx5_enter_error_state`) then
+    /// takes the device away: uverbs disassociates every open file and answers each later
+    /// command EIO (uverbs_main.c `ib_uverbs_write`: no `ib_dev` any more). Here the port
+    /// reports down from then on, whatever its wire does, and every command answers EIO
+    /// (`Device::write`). Returns whether this call made the change.
+    pub fn fatal(&self) -> bool {
+        let ctxs = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        if self.fatal.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.up.store(false, Ordering::Release);
+        let d = ib_uverbs_async_event_desc {
+            element: 1,
+            event_type: IB_EVENT_DEVICE_FATAL,
+            reserved: 0,
+        };
+        for &fd in ctxs.iter() {
+            sys::send_event(fd, uapi::bytes_of(&d));
+        }
+        true
+    }
+
     /// The state is now `up`: if that is a change, every context gets `IB_EVENT_PORT_ACTIVE`
     /// or `IB_EVENT_PORT_ERR` for port 1. Returns whether it was a change.
     pub fn set(&self, up: bool) -> bool {
         let ctxs = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
-        if self.up.swap(up, Ordering::AcqRel) == up {
+        // A failed device's port stays down and says nothing more.
+        if self.is_fatal() || self.up.swap(up, Ordering::AcqRel) == up {
             return false;
         }
         let d = ib_uverbs_async_event_desc {
@@ -122,6 +162,24 @@ pub fn watch(ifname: String, link: Arc<PortLink>) {
         });
 }
 
+/// Makes `link` fail fatally ([`PortLink::fatal`]) once `path` exists: at once if it does
+/// already (the device is started failed, and so the command that started it is the first to
+/// fail), else from a thread of its own, looking every [`POLL`], which ends then.
+pub fn watch_fatal(path: String, link: Arc<PortLink>) {
+    if std::path::Path::new(&path).exists() {
+        link.fatal();
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("rawq-emu-fatal".into())
+        .spawn(move || {
+            while !std::path::Path::new(&path).exists() {
+                std::thread::sleep(POLL);
+            }
+            link.fatal();
+        });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +214,37 @@ mod tests {
         );
         assert_eq!(got(b_app), vec![(1, IB_EVENT_PORT_ERR)]);
         assert!(l.is_up());
+        for fd in [a_app, a_tx, b_app, b_tx] {
+            sys::close(fd);
+        }
+    }
+
+    #[test]
+    fn a_fatal_error_is_one_event_on_every_context_and_the_port_stays_down() {
+        let l = PortLink::default();
+        let (a_app, a_tx) = sys::event_pair(true).unwrap();
+        let (b_app, b_tx) = sys::event_pair(true).unwrap();
+        l.add_context(a_tx);
+        l.add_context(b_tx);
+        assert!(!l.is_fatal());
+        assert!(l.fatal());
+        assert!(!l.fatal(), "once");
+        assert!(l.is_fatal() && !l.is_up());
+        assert!(!l.set(true), "the wire coming up changes nothing");
+        assert!(!l.is_up());
+        let mut buf = [0u8; 64];
+        for fd in [a_app, b_app] {
+            let n = sys::recv_nowait(fd, &mut buf).expect("an event");
+            assert_eq!(n, 16);
+            assert_eq!(
+                (
+                    crate::cmd::u64_at(&buf, 0),
+                    crate::cmd::u64_at(&buf, 8) as u32
+                ),
+                (1, IB_EVENT_DEVICE_FATAL)
+            );
+            assert!(sys::recv_nowait(fd, &mut buf).is_none(), "one event only");
+        }
         for fd in [a_app, a_tx, b_app, b_tx] {
             sys::close(fd);
         }

@@ -556,6 +556,18 @@ impl Hw {
         self.lock().destroy_flow(id)
     }
 
+    /// Frames flow `id` has taken since it was created: delivered to its TIR (whether or not
+    /// the RQ had a buffer) or dropped by a drop flow; a frame held for flow control counts
+    /// once, when delivered. The flow counter of a verbs flow created with
+    /// `IBV_FLOW_SPEC_ACTION_COUNT` (Linux drivers/infiniband/hw/mlx5/counters.c
+    /// `read_flow_counters`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown flow.
+    pub fn flow_hits(&self, id: u32) -> Result<u64> {
+        self.lock().flow_hits(id)
+    }
+
     /// How many flows and TIRs the device holds (a driver that adds and removes rules can
     /// check it leaks none).
     pub fn flow_and_tir_count(&self) -> (usize, usize) {

@@ -36,6 +36,12 @@ pub(crate) struct Flow {
     table: u32,
     /// Its match as the flow table entry holds it.
     key: MatchKey,
+    /// Frames this flow took (delivered to its TIR or dropped by it): the flow counter the
+    /// kernel binds to a flow created with `IBV_FLOW_SPEC_ACTION_COUNT` (Linux
+    /// drivers/infiniband/hw/mlx5/fs.c `_create_flow_rule` adds the COUNT action with the
+    /// counter as a destination of the entry; counters.c `read_flow_counters` reads its packets
+    /// through `mlx5_fc_query`). It lives and dies with the flow.
+    hits: u64,
 }
 
 /// `MLX5_IB_FLOW_MCAST_PRIO` (Linux drivers/infiniband/hw/mlx5/mlx5_ib.h): the table after the
@@ -341,6 +347,7 @@ impl HwState {
                 drop,
                 table,
                 key,
+                hits: 0,
             },
         )?;
         // Stable: `order` is by table, then creation; the new flow goes last in its table.
@@ -349,6 +356,14 @@ impl HwState {
         self.order
             .sort_by_key(|&n| flows.get(n).map_or(u32::MAX, |f| f.table));
         Ok(id)
+    }
+
+    /// Frames flow `id` has taken since it was created ([`Flow::hits`]).
+    pub(crate) fn flow_hits(&self, id: u32) -> Result<u64> {
+        self.flows
+            .get(id)
+            .map(|f| f.hits)
+            .ok_or_else(|| Error::Config(format!("model flow_hits: unknown flow {id}")))
     }
 
     pub(crate) fn destroy_flow(&mut self, id: u32) -> Result<()> {
@@ -434,6 +449,9 @@ impl HwState {
             }
             if fl.drop {
                 self.counters.rx_rule_drop += 1;
+                if let Some(f) = self.flows.get_mut(id) {
+                    f.hits += 1;
+                }
                 return Deliver::Done;
             }
             let (tirn, tag, dont_trap) = (fl.d.tirn, fl.tag, fl.d.dont_trap);
@@ -442,7 +460,13 @@ impl HwState {
                 ends = !dont_trap;
             }
             if let Deliver::Wait = self.deliver_tir(tirn, frame, parsed.as_ref(), tag, !took) {
+                // Held for flow control: counted when it is delivered.
                 return Deliver::Wait;
+            }
+            // Counted as the entry's counter counts: the frame hit the flow, whether or not
+            // its RQ then had a buffer (that loss is the RQ's `out_of_buffer`).
+            if let Some(f) = self.flows.get_mut(id) {
+                f.hits += 1;
             }
             took = true;
         }

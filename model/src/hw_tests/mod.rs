@@ -627,6 +627,7 @@ fn spawn_pins_the_device_thread_when_given_a_cpu() {
 
 mod doorbell;
 mod faults;
+mod flow_counters;
 mod flow_rank;
 mod mr;
 mod tso;

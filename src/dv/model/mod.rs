@@ -287,6 +287,10 @@ impl crate::port::Control for ModelControl {
     fn remove_rule(&mut self, id: u64) -> Result<()> {
         self.port.remove_rule(id)
     }
+
+    fn rule_hits(&self, id: u64) -> Result<Option<u64>> {
+        self.port.rule_hits(id).map(Some)
+    }
 }
 
 pub(crate) fn ring_ptr<T>(p: *mut u8) -> Result<std::ptr::NonNull<T>> {

@@ -288,6 +288,21 @@ impl ModelPort {
         Ok(())
     }
 
+    /// Frames rule number `id` has taken since it was installed: its device flow's counter
+    /// ([`Hw::flow_hits`]; a drop rule counts the frames it dropped).
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] for a number not installed.
+    pub fn rule_hits(&self, id: u64) -> Result<u64> {
+        let inner = self.lock();
+        let Some(&(_, flow, _)) = inner.rule_flows.iter().find(|(r, _, _)| *r == id) else {
+            return Err(Error::RuleHandle(format!(
+                "the model port has no rule {id}"
+            )));
+        };
+        Ok(self.hw.flow_hits(flow)?)
+    }
+
     fn lock(&self) -> MutexGuard<'_, PortInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
