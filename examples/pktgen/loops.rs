@@ -190,7 +190,8 @@ pub(crate) fn tx_loop(
     } else {
         Duration::from_millis(20)
     };
-    settle(&mut q, sent, linger, qm, &mut receive);
+    end.sending.fetch_sub(1, Relaxed);
+    settle(&mut q, sent, linger, end, qm, &mut receive);
     // Errors completed while settling (a send refused by the device is only seen when its
     // error CQE is polled, often after the loop) are said too.
     if out.failure.is_none() {
@@ -207,16 +208,23 @@ pub(crate) fn tx_loop(
 /// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
 /// back; bounded at `linger` + one second without a completion, and `linger` + 10 s in all (a
 /// device still completing a full ring, slowly as under valgrind on a loaded machine, is
-/// waited for: its frames were sent, not dropped). (A function of its own: callgrind tells the
-/// loop's instructions from these.)
+/// waited for: its frames were sent, not dropped). The linger starts when every queue has left
+/// its send loop (until then this queue receives: RSS may steer other queues' frames to it,
+/// and a queue that went away would turn them into the device's no-buffer drops), or at a stop.
+/// (A function of its own: callgrind tells the loop's instructions from these.)
 #[inline(never)]
 fn settle(
     q: &mut Queue,
     sent: u64,
     linger: Duration,
+    end: &Until,
     qm: &mut measure::QueueMeasure,
     receive: &mut impl FnMut(&mut Queue, &mut measure::QueueMeasure),
 ) {
+    while end.sending.load(Relaxed) > 0 && !end.stop.load(Relaxed) {
+        q.reclaim();
+        receive(q, qm);
+    }
     let t = Instant::now();
     let settled = |q: &Queue| {
         let s = q.stats();

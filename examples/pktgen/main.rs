@@ -25,7 +25,7 @@ mod summary;
 mod window;
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -269,6 +269,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let duration = a.duration.map(Duration::from_secs_f64);
     let queues = port.take_queues();
     let ready = Arc::new(std::sync::Barrier::new(queues.len() + 1));
+    let sending = Arc::new(AtomicUsize::new(queues.len()));
     let workers: Vec<_> = queues
         .into_iter()
         .map(|q| {
@@ -287,6 +288,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             };
             let m = m.clone();
             let ready = ready.clone();
+            let sending = sending.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     eprintln!("pktgen: queue {i}: not pinned: {e}");
@@ -296,6 +298,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 let end = Until {
                     stop: &stop,
                     deadline,
+                    sending: &sending,
                 };
                 let mut qm = m.queue(q.index());
                 let out = if rx {
@@ -515,6 +518,9 @@ fn gone_error(dev: &str) -> rawq::Error {
 struct Until<'a> {
     stop: &'a AtomicBool,
     deadline: Option<Instant>,
+    /// Queue threads still in their send loop: with --txrx a queue keeps receiving until every
+    /// queue has sent (RSS may bring it another queue's frames), then for --drain.
+    sending: &'a AtomicUsize,
 }
 
 impl Until<'_> {
