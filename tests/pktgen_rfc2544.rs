@@ -487,7 +487,11 @@ fn an_upside_down_range_is_refused_before_any_trial() {
 
 /// A reflector of known capacity, for the search to find: on its own thread, over AF_XDP on
 /// `dev` (opened in namespace `ns`), it sends back (MACs swapped) at most `pps` frames a second
-/// from a token bucket `depth` frames deep, and drops the rest, until `stop`.
+/// from a token bucket `depth` frames deep, and drops the rest, until `stop`. The bucket runs
+/// on each frame's arrival time (the XDP hook's timestamp), not on when this thread gets to it:
+/// a thread the loaded machine keeps off its core for a while then finds a backlog, which a
+/// bucket on the thread's clock would drop as over capacity (the search then found a third of
+/// the capacity).
 fn limited_reflector(
     p: &support::NetnsPair,
     ns: &str,
@@ -502,6 +506,8 @@ fn limited_reflector(
         .run_in(ns, move || {
             rawq::Port::builder(rawq::Backend::Xdp { ifname: dev })
                 .rule("udp dst-port 9000 -> queue 0".parse().unwrap())
+                .rx_timestamps(rawq::RxTimestamps::Kernel)
+                .rx_ring(8192)
                 .open()
         })
         .expect("the reflector's port");
@@ -509,17 +515,23 @@ fn limited_reflector(
     std::thread::spawn(move || {
         let _port = port;
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
-        let (mut tokens, mut last, mut dropped) = (depth, Instant::now(), 0u64);
+        let (mut tokens, mut last, mut dropped) = (depth, None::<u64>, 0u64);
         while !stop.load(Relaxed) {
             q.reclaim();
             if q.rx_burst(&mut rx, 32) == 0 {
                 std::thread::sleep(Duration::from_micros(50));
                 continue;
             }
-            let now = Instant::now();
-            tokens = (tokens + now.duration_since(last).as_secs_f64() * pps).min(depth);
-            last = now;
             for mut f in rx.drain(..) {
+                let at = f
+                    .meta
+                    .kernel_rx_ns()
+                    .expect("the XDP hook's receive timestamp");
+                if let Some(l) = last {
+                    let dt = at.saturating_sub(l) as f64 * 1e-9;
+                    tokens = (tokens + dt * pps).min(depth);
+                }
+                last = Some(last.map_or(at, |l| l.max(at)));
                 if tokens >= 1.0 {
                     tokens -= 1.0;
                     let d = f.data_mut();
