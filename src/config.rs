@@ -124,10 +124,10 @@ pub struct PortConfig {
     /// The port MTU ([`PortBuilder::mtu`](crate::PortBuilder::mtu)); `None`: the backend's
     /// default (single-buffer receive, no transmit check).
     pub mtu: Option<u32>,
-    /// Strip one 802.1Q tag from received frames, the tag in [`RxMeta::vlan_tci`]
-    /// (crate::RxMeta::vlan_tci) (dv and model: the device does it; the other backends refuse
-    /// it when the port opens: verbs because `ibv_poll_cq`'s completion carries no tag,
-    /// AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
+    /// Strip one 802.1Q tag from received frames, the tag in
+    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv and model: the device does it; the
+    /// other backends refuse it when the port opens: verbs because `ibv_poll_cq`'s completion
+    /// carries no tag, AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
     pub vlan_strip: bool,
 }
 
@@ -401,6 +401,7 @@ impl Offloads {
     /// it offers them (`tx_csum`; else rawq fills them), TSO when it segments (`max_tso` > 0),
     /// RSS, CQE timestamps and VLAN insertion (the Ethernet segment's) in hardware (verbs sets
     /// insertion to software); VLAN stripping as the backend sets it; no receive scatter yet.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     pub(crate) fn mlx5(tx_csum: bool, max_tso: u32) -> Offloads {
         let hw = |b: bool| {
             if b {
@@ -430,6 +431,7 @@ impl Offloads {
     /// no TSO, no VLAN stripping (a received frame keeps its tag: rawq's steering program reads no VLAN
     /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
     /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
+    #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
     pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {
         Offloads {
             ipv4_csum: Offload::Software,

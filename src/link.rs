@@ -256,6 +256,7 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
 /// Data rate per lane in Mb/s of an `IBV_SPEED_*` code, and lanes of an `IBV_WIDTH_*` code, as
 /// the kernel's `rate_show` (drivers/infiniband/core/sysfs.c) turns `active_speed` /
 /// `active_width` into the port's `rate`.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 pub(crate) fn ib_rate_mbps(speed: u8, width: u8) -> Option<u32> {
     let lane = match speed {
         1 => 2_500,
@@ -533,6 +534,7 @@ pub(crate) fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// A `u32` attribute payload.
+#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
 pub(crate) fn u32_of(p: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes(p.get(..4)?.try_into().ok()?))
 }

@@ -19,6 +19,11 @@ mod offload;
 #[cfg(feature = "mlx5")]
 pub(crate) use meta::ticks_to_ns;
 pub use meta::RxMeta;
+// Each backend uses some of these.
+#[cfg_attr(
+    not(all(feature = "verbs", feature = "mlx5", feature = "xdp")),
+    allow(unused_imports)
+)]
 pub(crate) use offload::{
     check_untagged, fill_checksums, fill_packet_checksums, insert_vlan, tso_header_len,
     MAX_TSO_HEADER,

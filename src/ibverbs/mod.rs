@@ -279,6 +279,7 @@ pub(crate) fn install_rules(
     Ok(control)
 }
 
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
 pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
     create_qp_sg(pd, tx_cq, rx_cq, caps, 1)
 }
