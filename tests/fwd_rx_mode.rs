@@ -37,20 +37,6 @@ fn clk_tck() -> u64 {
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as u64
 }
 
-/// Waits (bounded) until interface `dev` in namespace `ns` has an XDP program: fwd is then
-/// attached and forwarding.
-fn wait_xdp_attached(p: &NetnsPair, ns: &str, dev: &str) {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = p.exec(ns, &["ip", "link", "show", dev]);
-        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
-            return;
-        }
-        assert!(Instant::now() < end, "no XDP program on {dev} after 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The share of one core `pid` used over the next `secs` seconds.
 fn idle_cpu_share(pid: u32, secs: u64) -> f64 {
     let t0 = cpu_ticks(pid);
@@ -79,7 +65,7 @@ fn idle_then_reflect(mode: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_xdp_attached(&p, &p.b, &p.veth_b);
+    support::xdp::wait_attached(&p, &p.b, &p.veth_b);
     // `ip netns exec` execs fwd in place: the child is fwd itself.
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", fwd.id())).unwrap();
     assert_eq!(comm.trim(), "fwd");
@@ -150,7 +136,7 @@ fn xdp_poll_spins_while_idle() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_xdp_attached(&p, &p.b, &p.veth_b);
+    support::xdp::wait_attached(&p, &p.b, &p.veth_b);
     let share = idle_cpu_share(fwd.id(), 2);
     kill(&mut fwd);
     let _ = fwd.wait();
@@ -183,7 +169,7 @@ fn pktgen_rx_interrupt_idles_then_counts_every_frame() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_xdp_attached(&p, &p.b, &p.veth_b);
+    support::xdp::wait_attached(&p, &p.b, &p.veth_b);
     let share = idle_cpu_share(rx.id(), 3);
     let mac_b = p.mac_text(&p.b, &p.veth_b);
     let n = 20_000u64;

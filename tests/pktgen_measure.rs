@@ -5,7 +5,6 @@
 mod support;
 
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use support::NetnsPair;
 
@@ -213,7 +212,7 @@ fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serd
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    support::xdp::wait_attached(p, &p.b, &p.veth_b);
     let mac_b = p.mac_text(&p.b, &p.veth_b);
     let tx = in_ns_rt(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
@@ -302,7 +301,7 @@ fn capture_matches_what_was_sent() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    support::xdp::wait_attached(&p, &p.b, &p.veth_b);
     let mac_b = p.mac_text(&p.b, &p.veth_b);
     let tx = in_ns(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])

@@ -39,3 +39,21 @@ pub fn link_show(_p: &NetnsPair, ns: &str, dev: &str) -> String {
         .expect("ip link show");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Waits (bounded, 20 s) until interface `dev` in namespace `ns` has an XDP program: a rawq
+/// port (pktgen, fwd) attaches its steering program after binding its sockets, so the port is
+/// then receiving.
+pub fn wait_attached(p: &NetnsPair, ns: &str, dev: &str) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = p.exec(ns, &["ip", "link", "show", dev]);
+        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no XDP program on {dev} after 20 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
