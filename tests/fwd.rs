@@ -254,23 +254,6 @@ fn rx_drops_are_counted() {
     assert!(forwarded + refused + rx_drops <= n, "{out}");
 }
 
-/// Waits (bounded) until interface `dev` in namespace `ns` has an XDP program: fwd is then
-/// attached and forwarding.
-fn wait_xdp_attached(p: &NetnsPair, ns: &str, dev: &str) {
-    let end = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = p.exec(ns, &["ip", "link", "show", dev]);
-        if String::from_utf8_lossy(&out.stdout).contains("xdp") {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "no XDP program on {dev} after 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The number after `key` in `text`.
 fn number_after(text: &str, key: &str) -> u64 {
     let at = text
@@ -303,7 +286,7 @@ fn output_link_failure_ends_the_run(delete: bool) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_xdp_attached(&x, &x.b, &y.veth_b);
+    support::xdp::wait_attached(&x, &x.b, &y.veth_b);
     let send = |n: u64| {
         let tx = ns_cmd(&x.a, "pktgen")
             .args(["-b", "xdp", "-d", &x.veth_a, "-n", &n.to_string()])
@@ -397,7 +380,7 @@ fn two_queue_pairs_on_a_two_queue_veth() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_xdp_attached(&p, &p.b, &qb);
+    support::xdp::wait_attached(&p, &p.b, &qb);
     let n: u64 = 20_000;
     let tx = ns_cmd(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &qa, "-q", "2", "-n", &n.to_string()])
