@@ -171,11 +171,14 @@ impl PortBuilder {
         let strips = matches!(cfg.backend, Backend::Dv { .. } | Backend::Model(_));
         #[cfg(not(feature = "mlx5"))]
         let strips = false;
+        // verbs too: its extended receive CQ carries the tag (ibverbs/rx.rs).
+        #[cfg(feature = "verbs")]
+        let strips = strips || matches!(cfg.backend, Backend::Verbs { .. });
         if cfg.vlan_strip && !strips {
             return Err(Error::Unsupported(
-                "VLAN stripping is done by the dv and model backends only (verbs completions \
-                 carry no tag, AF_XDP's steering program reads none): open without vlan_strip \
-                 and read the tag from the frame"
+                "VLAN stripping is done by the dv, verbs and model backends only (AF_XDP's \
+                 steering program reads no tag): open without vlan_strip and read the tag from \
+                 the frame"
                     .into(),
             ));
         }

@@ -373,49 +373,99 @@ fn inner_vlan_insert() {
     eprintln!("VLAN OK");
 }
 
-/// dv with VLAN stripping on: a frame sent with a tag (inserted by the device) comes back
-/// untagged, the tag in `RxMeta`.
+/// Which port `inner_vlan_strip` opens: "dv", "verbs" (receive on the QP's RQ, stripping
+/// asked with `IBV_QP_CREATE_CVLAN_STRIPPING`) or "verbs-rss" (receive on a WQ behind an RSS
+/// table, stripping asked with `IBV_WQ_FLAGS_CVLAN_STRIPPING`).
+const STRIP_ENV: &str = "RAWQ_EMU_STRIP_BACKEND";
+
+/// With VLAN stripping on: a frame sent with a tag (inserted by the device on dv, by rawq on
+/// verbs) comes back untagged, the tag in `RxMeta`; an untagged frame comes back with none.
 #[test]
 #[ignore = "the application side of an outer test: runs under scripts/emu.sh"]
 fn inner_vlan_strip() {
     inner_only();
-    let mut port = Port::builder(Backend::Dv {
-        device: "mlx5_0".into(),
-        port: 1,
-    })
-    .vlan_strip(true)
-    .rule("tcp dst-port 9000 -> queue 0".parse().expect("rule"))
-    .open()
-    .expect("open a DV port with VLAN stripping");
+    let which = std::env::var(STRIP_ENV).unwrap_or_else(|_| "dv".into());
+    let (backend, rule) = match which.as_str() {
+        "verbs" => (
+            Backend::Verbs {
+                device: "mlx5_0".into(),
+                port: 1,
+            },
+            "tcp dst-port 9000 -> queue 0",
+        ),
+        "verbs-rss" => (
+            Backend::Verbs {
+                device: "mlx5_0".into(),
+                port: 1,
+            },
+            "tcp dst-port 9000 -> rss 0",
+        ),
+        _ => (
+            Backend::Dv {
+                device: "mlx5_0".into(),
+                port: 1,
+            },
+            "tcp dst-port 9000 -> queue 0",
+        ),
+    };
+    let mut port = Port::builder(backend)
+        .vlan_strip(true)
+        .rule(rule.parse().expect("rule"))
+        .open()
+        .unwrap_or_else(|e| panic!("open a {which} port with VLAN stripping: {e}"));
     assert_eq!(port.info().offloads.vlan_strip, rawq::Offload::Hardware);
     let mut q = port.take_queues().pop().expect("one queue");
     let mut tcp = header(100, 6);
     tcp.extend((0..100).map(|i| i as u8));
     let mut p = packet(&port, &tcp);
     p.offload.vlan_insert = Some(TCI);
-    let mut v = vec![p];
-    assert_eq!(q.tx_burst(&mut v), 1);
+    let mut v = vec![p, packet(&port, &tcp)];
+    let end = Instant::now() + Duration::from_secs(10);
+    while !v.is_empty() && Instant::now() < end {
+        q.tx_burst(&mut v);
+    }
+    assert!(v.is_empty(), "both frames sent");
     let mut got = Vec::new();
     let end = Instant::now() + Duration::from_secs(30);
-    while got.is_empty() && Instant::now() < end {
+    while got.len() < 2 && Instant::now() < end {
         q.reclaim();
         q.rx_burst(&mut got, 8);
     }
-    assert_eq!(got.len(), 1);
+    if let Some(e) = q.take_error() {
+        panic!("{e}");
+    }
+    assert_eq!(got.len(), 2);
     assert_eq!(got[0].meta.vlan_tci(), Some(TCI), "{:?}", got[0].meta);
-    assert!(
-        got[0].to_vec() == tcp,
-        "the frame arrives untagged, as it was before insertion"
-    );
+    assert_eq!(got[1].meta.vlan_tci(), None, "untagged: {:?}", got[1].meta);
+    for g in &got {
+        assert!(
+            g.to_vec() == tcp,
+            "the frame arrives untagged, as it was before insertion"
+        );
+    }
     eprintln!("STRIP OK");
+}
+
+fn outer_strip(which: &str) {
+    let _one = serial();
+    let (out, _) = run_inner("inner_vlan_strip", &[], &[(STRIP_ENV, which)]);
+    let t = support::emu::text(&out);
+    assert!(t.contains("STRIP OK"), "{t}");
 }
 
 #[test]
 fn vlan_stripping_on_dv_gives_the_tag_in_rx_meta() {
-    let _one = serial();
-    let (out, _) = run_inner("inner_vlan_strip", &[], &[]);
-    let t = support::emu::text(&out);
-    assert!(t.contains("STRIP OK"), "{t}");
+    outer_strip("dv");
+}
+
+#[test]
+fn vlan_stripping_on_verbs_gives_the_tag_in_rx_meta() {
+    outer_strip("verbs");
+}
+
+#[test]
+fn vlan_stripping_on_verbs_rss_wqs_gives_the_tag_in_rx_meta() {
+    outer_strip("verbs-rss");
 }
 
 fn outer_vlan(backend: &str) {

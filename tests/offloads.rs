@@ -135,7 +135,7 @@ fn vlan_stripping_is_refused_where_the_tag_cannot_reach_rx_meta() {
         panic!("a loopback port with VLAN stripping opened");
     };
     assert!(matches!(e, rawq::Error::Unsupported(_)), "{e:?}");
-    assert!(e.to_string().contains("dv and model"), "{e}");
+    assert!(e.to_string().contains("dv, verbs and model"), "{e}");
 }
 
 #[cfg(feature = "mlx5")]

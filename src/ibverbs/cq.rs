@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 /// it is destroyed after them.
 pub struct Cq {
     cq: NonNull<ibv_cq>,
+    /// Created by `ibv_create_cq_ex` (then `cq` is its `ibv_cq_ex_to_cq`, the same pointer):
+    /// polled with `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll`, never `ibv_poll_cq`.
+    ex: Option<NonNull<ibv_cq_ex>>,
     cqe: u32,
     /// Destroyed after the CQ (fields drop after `Drop::drop`).
     channel: Option<Arc<CompChannel>>,
@@ -70,6 +73,7 @@ impl Cq {
         let actual = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
         Ok(Cq {
             cq,
+            ex: None,
             cqe: actual,
             channel: None,
             _ctx: ctx.clone(),
@@ -92,10 +96,54 @@ impl Cq {
         let actual = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
         Ok(Cq {
             cq,
+            ex: None,
             cqe: actual,
             channel: Some(channel),
             _ctx: ctx.clone(),
         })
+    }
+
+    /// An extended CQ (`ibv_create_cq_ex`) whose completions carry the VLAN tag the device
+    /// stripped: `wc_flags` `IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_CVLAN` (rdma-core
+    /// libibverbs/man/ibv_create_cq_ex.3; libmlx5 providers/mlx5/verbs.c `create_cq` takes
+    /// both, `CREATE_CQ_SUPPORTED_WC_FLAGS`, and cq.c `mlx5_cq_fill_pfns` installs
+    /// `mlx5_cq_read_wc_cvlan`, which returns the CQE's `vlan_info`). Polled with
+    /// [`Cq::poll_cvlan`]; events go to `channel` when given.
+    ///
+    /// # Errors
+    /// [`Error::Os`]: EOPNOTSUPP/ENOTSUP when the provider has no extended CQ or cannot report
+    /// the tag, EINVAL when `cqe` exceeds the device's `max_cqe`, ENOMEM.
+    pub fn with_cvlan(ctx: &Context, cqe: u32, channel: Option<Arc<CompChannel>>) -> Result<Cq> {
+        // SAFETY: plain old data; all-zero is a valid start (no comp_mask: no flags, no PD).
+        let mut a: ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        a.cqe = cqe;
+        a.channel = channel
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |c| c.as_raw());
+        a.wc_flags = u64::from(
+            ibv_create_cq_wc_flags::IBV_WC_EX_WITH_BYTE_LEN.0
+                | ibv_create_cq_wc_flags::IBV_WC_EX_WITH_CVLAN.0,
+        );
+        // SAFETY: the context is open; the channel (if any) outlives the CQ (held in it,
+        // dropped after it).
+        let ex = unsafe { super::inline::ibv_create_cq_ex(ctx.as_raw(), &mut a) };
+        let ex = NonNull::new(ex).ok_or_else(|| Error::last_os("ibv_create_cq_ex(CVLAN)"))?;
+        // `ibv_cq_ex_to_cq` (verbs.h) is this cast: an `ibv_cq_ex` begins as an `ibv_cq`.
+        let cq = ex.cast::<ibv_cq>();
+        // SAFETY: just created.
+        let actual = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
+        Ok(Cq {
+            cq,
+            ex: Some(ex),
+            cqe: actual,
+            channel,
+            _ctx: ctx.clone(),
+        })
+    }
+
+    /// Whether completions carry the stripped VLAN tag ([`Cq::with_cvlan`]).
+    pub fn has_cvlan(&self) -> bool {
+        self.ex.is_some()
     }
 
     /// The completion channel this CQ reports to, if any.
@@ -142,6 +190,7 @@ impl Cq {
         let cqe = unsafe { (*cq.as_ptr()).cqe }.max(0) as u32;
         Cq {
             cq,
+            ex: None,
             cqe,
             channel: None,
             _ctx: ctx.clone(),
@@ -160,6 +209,19 @@ impl Cq {
     #[inline]
     pub fn poll(&self, wc: &mut [ibv_wc]) -> Result<usize> {
         let n = wc.len().min(i32::MAX as usize) as i32;
+        if let Some(ex) = self.ex {
+            // SAFETY: the CQ is alive; `wc` has room for `n` entries; no tags asked (NULL);
+            // only this queue polls it.
+            let rc = unsafe {
+                super::inline::rawq_poll_cq_ex(
+                    ex.as_ptr(),
+                    n,
+                    wc.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            return poll_result(rc);
+        }
         // SAFETY: the CQ is alive; `wc` has room for `n` entries; only this queue polls it.
         let rc = unsafe { ibv_poll_cq(self.cq.as_ptr(), n, wc.as_mut_ptr()) };
         if rc < 0 {
@@ -168,10 +230,43 @@ impl Cq {
         Ok(rc as usize)
     }
 
+    /// As [`Cq::poll`], with each completion's CVLAN field (the TCI of the tag the device
+    /// stripped; 0 for a frame that had none, or an error completion) in `cvlan` at the same
+    /// index. Only on a CQ made by [`Cq::with_cvlan`]; on another it polls as [`Cq::poll`] and
+    /// leaves `cvlan` as it was.
+    ///
+    /// # Errors
+    /// As [`Cq::poll`].
+    #[inline]
+    pub fn poll_cvlan(&self, wc: &mut [ibv_wc], cvlan: &mut [u16]) -> Result<usize> {
+        let Some(ex) = self.ex else {
+            return self.poll(wc);
+        };
+        let n = wc.len().min(cvlan.len()).min(i32::MAX as usize) as i32;
+        // SAFETY: the CQ is alive; `wc` and `cvlan` have room for `n` entries; only this queue
+        // polls it.
+        let rc = unsafe {
+            super::inline::rawq_poll_cq_ex(ex.as_ptr(), n, wc.as_mut_ptr(), cvlan.as_mut_ptr())
+        };
+        poll_result(rc)
+    }
+
     /// The raw `ibv_cq`, valid while `self` lives.
     pub fn as_raw(&self) -> *mut ibv_cq {
         self.cq.as_ptr()
     }
+}
+
+/// A batch poll's return: how many, or the provider's error (a negative errno).
+#[inline]
+fn poll_result(rc: i32) -> Result<usize> {
+    if rc < 0 {
+        return Err(Error::os(
+            "ibv_start_poll",
+            io::Error::from_raw_os_error(-rc),
+        ));
+    }
+    Ok(rc as usize)
 }
 
 /// A zeroed work completion, for preallocating poll arrays.

@@ -3,9 +3,9 @@
 //! context on a 64-bit host). Imported by name where used, so they shadow rdma-sys's.
 
 use rdma_sys::{
-    ibv_context, ibv_device_attr_ex, ibv_flow, ibv_flow_attr, ibv_qp, ibv_qp_init_attr_ex,
-    ibv_query_device_ex_input, ibv_rwq_ind_table, ibv_rwq_ind_table_init_attr, ibv_wq, ibv_wq_attr,
-    ibv_wq_init_attr,
+    ibv_context, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_device_attr_ex, ibv_flow, ibv_flow_attr,
+    ibv_qp, ibv_qp_init_attr_ex, ibv_query_device_ex_input, ibv_rwq_ind_table,
+    ibv_rwq_ind_table_init_attr, ibv_wc, ibv_wq, ibv_wq_attr, ibv_wq_init_attr,
 };
 
 extern "C" {
@@ -46,4 +46,19 @@ extern "C" {
         ctx: *mut ibv_context,
         attr: *mut ibv_qp_init_attr_ex,
     ) -> *mut ibv_qp;
+    /// `ibv_create_cq_ex`: NULL with errno set on failure.
+    #[link_name = "rawq_ibv_create_cq_ex"]
+    pub(crate) fn ibv_create_cq_ex(
+        ctx: *mut ibv_context,
+        attr: *mut ibv_cq_init_attr_ex,
+    ) -> *mut ibv_cq_ex;
+    /// Up to `n` completions of an extended CQ (`ibv_start_poll`, `ibv_next_poll`,
+    /// `ibv_end_poll`) into `wc` (wr_id, status, vendor_err, byte_len, wc_flags) and, unless
+    /// NULL, their CVLAN fields into `cvlan`: how many, or a negative errno.
+    pub(crate) fn rawq_poll_cq_ex(
+        cq: *mut ibv_cq_ex,
+        n: i32,
+        wc: *mut ibv_wc,
+        cvlan: *mut u16,
+    ) -> i32;
 }

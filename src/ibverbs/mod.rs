@@ -281,30 +281,33 @@ pub(crate) fn install_rules(
 
 #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
 pub(crate) fn create_qp(pd: &Pd, tx_cq: Arc<Cq>, rx_cq: Arc<Cq>, caps: QpCaps) -> Result<RawQp> {
-    create_qp_sg(pd, tx_cq, rx_cq, caps, 1)
+    create_qp_sg(pd, tx_cq, rx_cq, caps, 1, false)
 }
 
-/// As [`create_qp`], with receive WRs of up to `recv_sge` scatter entries.
+/// As [`create_qp`], with receive WRs of up to `recv_sge` scatter entries, and the RQ
+/// stripping VLAN tags when `strip` ([`RawQp::create_cvlan_stripping`]).
 fn create_qp_sg(
     pd: &Pd,
     tx_cq: Arc<Cq>,
     rx_cq: Arc<Cq>,
     caps: QpCaps,
     recv_sge: u32,
+    strip: bool,
 ) -> Result<RawQp> {
     if caps.max_tso_header > 0 {
         // Room for TSO headers asked first; a device that refuses it still gets a QP, without
         // TSO (the queue then refuses TSO requests: `Tx::set_max_tso` is not called).
-        if let Ok(qp) = create_qp_inline_or_not(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
+        let r = create_qp_inline_or_not(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge, strip);
+        if let Ok(qp) = r {
             return Ok(qp);
         }
         let caps = QpCaps {
             max_tso_header: 0,
             ..caps
         };
-        return create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge);
+        return create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge, strip);
     }
-    create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge)
+    create_qp_inline_or_not(pd, tx_cq, rx_cq, caps, recv_sge, strip)
 }
 
 fn create_qp_inline_or_not(
@@ -313,20 +316,21 @@ fn create_qp_inline_or_not(
     rx_cq: Arc<Cq>,
     caps: QpCaps,
     recv_sge: u32,
+    strip: bool,
 ) -> Result<RawQp> {
-    match RawQp::create_sg(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
+    let create = if strip {
+        RawQp::create_cvlan_stripping
+    } else {
+        RawQp::create_sg
+    };
+    match create(pd, tx_cq.clone(), rx_cq.clone(), caps, recv_sge) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && caps.max_inline_data > 0 => {
             // Some devices refuse inline data on RAW_PACKET QPs: go without.
-            RawQp::create_sg(
-                pd,
-                tx_cq,
-                rx_cq,
-                QpCaps {
-                    max_inline_data: 0,
-                    ..caps
-                },
-                recv_sge,
-            )
+            let caps = QpCaps {
+                max_inline_data: 0,
+                ..caps
+            };
+            create(pd, tx_cq, rx_cq, caps, recv_sge)
         }
         r => r,
     }
@@ -363,6 +367,17 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
     if rss && !dev.rss_raw_packet() {
         return Err(Error::Unsupported(format!(
             "{device} cannot do RSS on RAW_PACKET QPs (no receive WQ indirection tables)"
+        )));
+    }
+    // VLAN stripping: the RQ (the QP's, or each WQ under RSS) strips, and the receive CQ is an
+    // extended one, whose completions carry the tag (`Cq::with_cvlan`). Without stripping the
+    // CQ stays the ordinary one polled with `ibv_poll_cq` (nothing to read beyond `ibv_wc`).
+    let strip = cfg.vlan_strip;
+    if strip && !dev.raw_cvlan_stripping() {
+        return Err(Error::Unsupported(format!(
+            "{device} cannot strip VLAN tags on RAW_PACKET queues (no \
+             IBV_RAW_PACKET_CAP_CVLAN_STRIPPING); open the port without vlan_strip and read the \
+             tag from the frame"
         )));
     }
     let pd = Pd::new(&ctx)?;
@@ -402,6 +417,8 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         // The receive CQ reports to a completion channel of its own (event-driven receive);
         // without one (ibv_create_comp_channel failed) the queue polls only.
         let rx_cq = Arc::new(match channel::CompChannel::new(&ctx) {
+            Ok(ch) if strip => Cq::with_cvlan(&ctx, cfg.rx_ring, Some(Arc::new(ch)))?,
+            Err(_) if strip => Cq::with_cvlan(&ctx, cfg.rx_ring, None)?,
             Ok(ch) => Cq::with_channel(&ctx, cfg.rx_ring, Arc::new(ch))?,
             Err(_) => Cq::new(&ctx, cfg.rx_ring)?,
         });
@@ -412,10 +429,15 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             rx_cq.clone(),
             caps,
             recv_sge,
+            strip && !rss,
         )?);
         qp.ready(port)?;
         let target = if rss {
-            let wq = Arc::new(Wq::create_sg(&pd, rx_cq.clone(), rx_wrs, sges)?);
+            let wq = Arc::new(if strip {
+                Wq::create_cvlan_stripping(&pd, rx_cq.clone(), rx_wrs, sges)?
+            } else {
+                Wq::create_sg(&pd, rx_cq.clone(), rx_wrs, sges)?
+            });
             wqs.push(wq.clone());
             RecvTarget::Wq(wq)
         } else {
@@ -430,8 +452,12 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             port,
         };
         let notify_cq = rx_cq.clone();
+        let mut rx = Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges);
+        if strip {
+            rx = rx.with_vlan_strip();
+        }
         let q = VerbsQueue::new(
-            Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges),
+            rx,
             {
                 let mut tx = Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum());
                 if qp.caps().max_tso_header > 0 {
@@ -467,6 +493,13 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             rx_timestamps: crate::config::Offload::Absent,
             // ibv_post_send has no tag insertion: rawq inserts it (ibverbs/tx.rs).
             vlan_insert: crate::config::Offload::Software,
+            // The RQs strip when the device can (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`), the tag
+            // read from the extended CQ (see `vlan_strip` above).
+            vlan_strip: if dev.raw_cvlan_stripping() {
+                crate::config::Offload::Hardware
+            } else {
+                crate::config::Offload::Absent
+            },
             ..crate::config::Offloads::mlx5(dev.raw_ip_csum(), tso_max)
         },
     };

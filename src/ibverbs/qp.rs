@@ -87,9 +87,16 @@ fn modify(qp: *mut ibv_qp, attr: &mut ibv_qp_attr, mask: u32, op: &'static str) 
     Ok(())
 }
 
-/// `ibv_create_qp_ex` for the QP `a` describes, with `max_tso_header` (the only way to give
-/// one: `IBV_QP_INIT_ATTR_MAX_TSO_HEADER`); the caps the provider gave are written back to `a`.
-fn create_tso(pd: &Pd, a: &mut ibv_qp_init_attr, max_tso_header: u16) -> Result<NonNull<ibv_qp>> {
+/// `ibv_create_qp_ex` for the QP `a` describes, with what only it can give: `max_tso_header`
+/// (`IBV_QP_INIT_ATTR_MAX_TSO_HEADER`, when not 0) and `create_flags`
+/// (`IBV_QP_INIT_ATTR_CREATE_FLAGS`, when not 0); the caps the provider gave are written back
+/// to `a`.
+fn create_ex(
+    pd: &Pd,
+    a: &mut ibv_qp_init_attr,
+    max_tso_header: u16,
+    create_flags: u32,
+) -> Result<NonNull<ibv_qp>> {
     // SAFETY: plain old data; all-zero is a valid start.
     let mut x: ibv_qp_init_attr_ex = unsafe { mem::zeroed() };
     x.send_cq = a.send_cq;
@@ -97,13 +104,19 @@ fn create_tso(pd: &Pd, a: &mut ibv_qp_init_attr, max_tso_header: u16) -> Result<
     x.qp_type = a.qp_type;
     x.sq_sig_all = a.sq_sig_all;
     x.cap = a.cap;
-    x.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0
-        | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_MAX_TSO_HEADER.0;
+    x.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
     x.pd = pd.as_raw();
-    x.max_tso_header = max_tso_header;
+    if max_tso_header > 0 {
+        x.comp_mask |= ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_MAX_TSO_HEADER.0;
+        x.max_tso_header = max_tso_header;
+    }
+    if create_flags != 0 {
+        x.comp_mask |= ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS.0;
+        x.create_flags = create_flags;
+    }
     // SAFETY: the PD and both CQs are alive and kept so by the caller's returned value.
     let qp = unsafe { super::inline::ibv_create_qp_ex(pd.context().as_raw(), &mut x) };
-    let qp = NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp_ex(RAW_PACKET, TSO)"))?;
+    let qp = NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp_ex(RAW_PACKET)"))?;
     a.cap = x.cap;
     Ok(qp)
 }
@@ -130,6 +143,38 @@ impl RawQp {
         caps: QpCaps,
         max_recv_sge: u32,
     ) -> Result<RawQp> {
+        RawQp::create_flags(pd, send_cq, recv_cq, caps, max_recv_sge, 0)
+    }
+
+    /// As [`RawQp::create_sg`], with the device stripping one 802.1Q tag from each frame its
+    /// RQ receives (`IBV_QP_CREATE_CVLAN_STRIPPING`; the tag is reported in the completion's
+    /// CVLAN field, which only an extended CQ reads: `recv_cq` should be [`Cq::with_cvlan`]).
+    /// The kernel takes the flag on a RAW_PACKET QP of a device with `eth_net_offloads` and
+    /// `vlan_cap` and clears the RQ context's `vsd` (VLAN strip disable) bit for it (Linux
+    /// drivers/infiniband/hw/mlx5/qp.c `process_create_flags`, `create_raw_packet_qp_rq`);
+    /// libmlx5 passes it through (providers/mlx5/verbs.c `create_qp`).
+    ///
+    /// # Errors
+    /// As [`RawQp::create`]; EOPNOTSUPP/EINVAL when the device cannot strip.
+    pub fn create_cvlan_stripping(
+        pd: &Pd,
+        send_cq: Arc<Cq>,
+        recv_cq: Arc<Cq>,
+        caps: QpCaps,
+        max_recv_sge: u32,
+    ) -> Result<RawQp> {
+        let flags = ibv_qp_create_flags::IBV_QP_CREATE_CVLAN_STRIPPING.0;
+        RawQp::create_flags(pd, send_cq, recv_cq, caps, max_recv_sge, flags)
+    }
+
+    fn create_flags(
+        pd: &Pd,
+        send_cq: Arc<Cq>,
+        recv_cq: Arc<Cq>,
+        caps: QpCaps,
+        max_recv_sge: u32,
+        create_flags: u32,
+    ) -> Result<RawQp> {
         // SAFETY: `ibv_qp_init_attr` is plain old data; all-zero is a valid start.
         let mut a: ibv_qp_init_attr = unsafe { mem::zeroed() };
         a.send_cq = send_cq.as_raw();
@@ -143,8 +188,8 @@ impl RawQp {
             max_recv_sge: max_recv_sge.max(1),
             max_inline_data: caps.max_inline_data,
         };
-        let qp = if caps.max_tso_header > 0 {
-            create_tso(pd, &mut a, caps.max_tso_header)?
+        let qp = if caps.max_tso_header > 0 || create_flags != 0 {
+            create_ex(pd, &mut a, caps.max_tso_header, create_flags)?
         } else {
             // SAFETY: the PD and both CQs are alive and kept so by the returned value.
             let qp = unsafe { ibv_create_qp(pd.as_raw(), &mut a) };

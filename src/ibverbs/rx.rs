@@ -12,6 +12,16 @@
 //! (libmlx5 posts one data segment per SGE, rdma-core providers/mlx5/qp.c `mlx5_post_wq_recv`).
 //! The buffers the frame filled become one chained [`Packet`]; the rest go back to the cache.
 //! One buffer per WR (the default) keeps the single-buffer path as it was.
+//!
+//! **VLAN stripping** ([`Rx::with_vlan_strip`]): the RQ strips one 802.1Q tag and the CQ is an
+//! extended one ([`Cq::with_cvlan`]), polled in batches with `ibv_start_poll` /
+//! `ibv_next_poll` / `ibv_end_poll`; each completion's CVLAN field (`ibv_wc_read_cvlan`) goes
+//! to [`RxMeta::vlan_tci`]. Verbs says no more than that field: libmlx5 returns the CQE's
+//! `vlan_info` (providers/mlx5/cq.c `mlx5_cq_read_wc_cvlan`) and sets no completion flag for
+//! "a tag was stripped" (`mlx5_cq_read_wc_flags`: checksum, immediate, GRH, tag matching only),
+//! so a TCI of 0 (a priority tag of priority 0, VLAN 0) is not told apart from an untagged
+//! frame: both get no tag. Without stripping the CQ is the ordinary one, polled with
+//! `ibv_poll_cq` as before.
 
 use std::sync::Arc;
 
@@ -79,6 +89,8 @@ pub(crate) struct Rx {
     /// The buffer of each entry of `sg` (scatter WRs only).
     sg_idx: Box<[u32]>,
     wc: Box<[ibv_wc]>,
+    /// The CVLAN field of each entry of `wc` (VLAN stripping only; empty otherwise).
+    cvlan: Box<[u16]>,
 }
 
 // SAFETY: the WR array's internal pointers point into boxes owned by this struct; the verbs
@@ -126,7 +138,22 @@ impl Rx {
             .into_boxed_slice(),
             sg_idx: Box::new([]),
             wc: (0..RX_BURST).map(|_| empty_wc()).collect(),
+            cvlan: Box::new([]),
         }
+    }
+
+    /// Reads the tag the device stripped from each completion into [`RxMeta::vlan_tci`]: the
+    /// RQ strips (`IBV_QP_CREATE_CVLAN_STRIPPING` / `IBV_WQ_FLAGS_CVLAN_STRIPPING`) and the CQ
+    /// was made by [`Cq::with_cvlan`].
+    pub(crate) fn with_vlan_strip(mut self) -> Rx {
+        self.cvlan = vec![0; RX_BURST].into_boxed_slice();
+        self
+    }
+
+    /// The tag of completion `i` of the last poll, if the device stripped one.
+    #[inline]
+    fn vlan(&self, i: usize) -> Option<u16> {
+        self.cvlan.get(i).copied().filter(|&t| t != 0)
     }
 
     /// Makes each receive WR scatter over `sges` buffers (the RQ was created for that many
@@ -303,7 +330,12 @@ impl Rx {
         let mut done = RxDone::default();
         let n = max.min(RX_BURST);
         if n > 0 {
-            match self.cq.poll(&mut self.wc[..n]) {
+            let polled = if self.cvlan.is_empty() {
+                self.cq.poll(&mut self.wc[..n])
+            } else {
+                self.cq.poll_cvlan(&mut self.wc[..n], &mut self.cvlan[..n])
+            };
+            match polled {
                 Ok(got) => self.deliver(got, out, cache, pool, stats, &mut done),
                 Err(e) => done.error = Some(e),
             }
@@ -345,7 +377,7 @@ impl Rx {
                 let len = wc.byte_len as u16;
                 let mut p = Packet::from_raw_parts(shared, idx, self.headroom, len);
                 let csum = wc.wc_flags & ibv_wc_flags::IBV_WC_IP_CSUM_OK.0 != 0;
-                p.meta = RxMeta::new(0, 0, None, csum, csum);
+                p.meta = RxMeta::new(0, 0, self.vlan(i), csum, csum);
                 bytes += len as u64;
                 out.push(p);
                 done.got += 1;
@@ -426,7 +458,7 @@ impl Rx {
             }
             if let Some(mut p) = head.filter(|_| ok) {
                 let csum = flags & ibv_wc_flags::IBV_WC_IP_CSUM_OK.0 != 0;
-                p.meta = RxMeta::new(0, 0, None, csum, csum);
+                p.meta = RxMeta::new(0, 0, self.vlan(i), csum, csum);
                 bytes += byte_len as u64;
                 out.push(p);
                 done.got += 1;

@@ -63,6 +63,24 @@ impl Wq {
     /// # Errors
     /// As [`Wq::create`].
     pub fn create_sg(pd: &Pd, cq: Arc<Cq>, max_wr: u32, max_sge: u32) -> Result<Wq> {
+        Wq::create_flags(pd, cq, max_wr, max_sge, 0)
+    }
+
+    /// As [`Wq::create_sg`], with the device stripping one 802.1Q tag from each frame the WQ
+    /// receives (`IBV_WQ_FLAGS_CVLAN_STRIPPING`; the tag is reported in the completion's CVLAN
+    /// field, which only an extended CQ reads: `cq` should be [`Cq::with_cvlan`]). The kernel
+    /// refuses the flag (EOPNOTSUPP) on a device without `eth_net_offloads` and `vlan_cap`,
+    /// and otherwise leaves the RQ context's `vsd` (VLAN strip disable) bit clear (Linux
+    /// drivers/infiniband/hw/mlx5/qp.c `create_rq`).
+    ///
+    /// # Errors
+    /// As [`Wq::create`].
+    pub fn create_cvlan_stripping(pd: &Pd, cq: Arc<Cq>, max_wr: u32, max_sge: u32) -> Result<Wq> {
+        let flags = ibv_wq_flags::IBV_WQ_FLAGS_CVLAN_STRIPPING.0;
+        Wq::create_flags(pd, cq, max_wr, max_sge, flags)
+    }
+
+    fn create_flags(pd: &Pd, cq: Arc<Cq>, max_wr: u32, max_sge: u32, flags: u32) -> Result<Wq> {
         // SAFETY: plain old data; all-zero is a valid start.
         let mut a: ibv_wq_init_attr = unsafe { mem::zeroed() };
         a.wq_type = ibv_wq_type::IBV_WQT_RQ;
@@ -70,6 +88,10 @@ impl Wq {
         a.max_sge = max_sge.max(1);
         a.pd = pd.as_raw();
         a.cq = cq.as_raw();
+        if flags != 0 {
+            a.comp_mask |= ibv_wq_init_attr_mask::IBV_WQ_INIT_ATTR_FLAGS.0;
+            a.create_flags = flags;
+        }
         // SAFETY: context, PD and CQ are alive and kept so by the returned value.
         let wq = unsafe { ibv_create_wq(pd.context().as_raw(), &mut a) };
         let wq = NonNull::new(wq).ok_or_else(|| Error::last_os("ibv_create_wq"))?;

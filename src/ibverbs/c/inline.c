@@ -8,6 +8,8 @@
  * through it (ibv_query_device_ex, ibv_create_flow, the WQ and indirection-table verbs,
  * ibv_create_qp_ex, ...) fails with EOPNOTSUPP / NULL before the provider is reached.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <infiniband/verbs.h>
 
 int rawq_ibv_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
@@ -55,4 +57,63 @@ int rawq_ibv_destroy_rwq_ind_table(struct ibv_rwq_ind_table *tbl)
 struct ibv_qp *rawq_ibv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
 	return ibv_create_qp_ex(ctx, attr);
+}
+
+struct ibv_cq_ex *rawq_ibv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	return ibv_create_cq_ex(ctx, attr);
+}
+
+/*
+ * Polls up to `n` completions of an extended CQ (created with IBV_WC_EX_WITH_BYTE_LEN and
+ * IBV_WC_EX_WITH_CVLAN) into `wc` (wr_id, status, vendor_err; byte_len, wc_flags of successful
+ * ones) and, when `cvlan` is not NULL, each one's CVLAN field into `cvlan` (0 for an error
+ * completion). Returns how many, or a negative errno when the first poll fails.
+ *
+ * The batch is one ibv_start_poll, ibv_next_poll per further completion and one ibv_end_poll,
+ * as libibverbs/man/ibv_create_cq_ex.3 describes: start_poll returns ENOENT on an empty CQ
+ * (and then end_poll must not be called), next_poll ENOENT when no more completions are ready.
+ */
+int rawq_poll_cq_ex(struct ibv_cq_ex *cq, int n, struct ibv_wc *wc, uint16_t *cvlan)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int i = 0;
+	int rc;
+
+	if (n <= 0)
+		return 0;
+	rc = ibv_start_poll(cq, &attr);
+	if (rc == ENOENT)
+		return 0;
+	if (rc)
+		return -rc;
+	for (;;) {
+		struct ibv_wc *w = &wc[i];
+
+		w->wr_id = cq->wr_id;
+		w->status = cq->status;
+		if (cq->status == IBV_WC_SUCCESS) {
+			w->vendor_err = 0;
+			w->byte_len = ibv_wc_read_byte_len(cq);
+			w->wc_flags = ibv_wc_read_wc_flags(cq);
+			if (cvlan)
+				cvlan[i] = ibv_wc_read_cvlan(cq);
+		} else {
+			w->vendor_err = ibv_wc_read_vendor_err(cq);
+			w->byte_len = 0;
+			w->wc_flags = 0;
+			if (cvlan)
+				cvlan[i] = 0;
+		}
+		i++;
+		if (i == n)
+			break;
+		rc = ibv_next_poll(cq);
+		if (rc)
+			/* ENOENT: no more ready; another error: report what was gathered, the
+			 * next call's start_poll meets the error again. */
+			break;
+	}
+	ibv_end_poll(cq);
+	return i;
 }
