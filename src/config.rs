@@ -125,9 +125,10 @@ pub struct PortConfig {
     /// default (single-buffer receive, no transmit check).
     pub mtu: Option<u32>,
     /// Strip one 802.1Q tag from received frames, the tag in
-    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv and model: the device does it; the
-    /// other backends refuse it when the port opens: verbs because `ibv_poll_cq`'s completion
-    /// carries no tag, AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
+    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv, verbs and model: the device does it;
+    /// verbs reads the tag from an extended CQ, where a TCI of 0 cannot be told from no tag; the
+    /// other backends refuse it when the port opens: AF_XDP because rawq's steering program
+    /// reads no VLAN metadata kfunc).
     pub vlan_strip: bool,
 }
 

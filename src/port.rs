@@ -91,7 +91,7 @@ impl PortBuilder {
     }
 
     /// Strip one 802.1Q tag from received frames, the tag in
-    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (default off; dv and model only, the
+    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (default off; dv, verbs and model only, the
     /// others refuse it: see [`PortConfig::vlan_strip`]).
     pub fn vlan_strip(mut self, on: bool) -> Self {
         self.cfg.vlan_strip = on;

@@ -197,6 +197,18 @@ impl Cq {
         }
     }
 
+    /// An extended CQ over a fake `ibv_cq_ex` for data-path tests.
+    ///
+    /// # Safety
+    /// As [`Cq::from_raw`].
+    #[cfg(test)]
+    pub(crate) unsafe fn from_raw_ex(ctx: &Context, ex: NonNull<ibv_cq_ex>) -> Cq {
+        // SAFETY: forwarded contract; an `ibv_cq_ex` begins as an `ibv_cq`.
+        let mut cq = unsafe { Cq::from_raw(ctx, ex.cast()) };
+        cq.ex = Some(ex);
+        cq
+    }
+
     /// Room in the CQ (what the provider actually allocated, at least what was asked).
     pub fn capacity(&self) -> u32 {
         self.cqe

@@ -25,6 +25,7 @@ use crate::packet::Packet;
 use crate::stats::StatsWriter;
 use crate::Error;
 
+mod cvlan;
 mod layout;
 mod recovery;
 
