@@ -195,6 +195,16 @@ fn stripped_tags_reach_rx_meta_through_batched_extended_polls() {
     assert!(out.iter().all(|p| p.meta.l3_csum_ok()));
     assert_eq!(out[1].data(), &[2; 60][..]);
     assert_eq!(r.stats.snapshot().rx_errors, 1);
+    // Recovery's drain polls the same CQ (no tags asked): two flushed WRs come home.
+    let posted = rx.posted();
+    deliver(&[5; 60], ibv_wc_status::IBV_WC_WR_FLUSH_ERR, 0);
+    deliver(&[6; 60], ibv_wc_status::IBV_WC_WR_FLUSH_ERR, 0);
+    rx.drain(&mut r.cache);
+    assert_eq!(rx.posted(), posted - 2);
+    ex(|e| {
+        assert_eq!((e.starts, e.ends, e.ready.len()), (3, 3, 0));
+        assert!(e.broken.is_empty(), "{:?}", e.broken);
+    });
     drop(out);
     rx.forget_posted(&mut r.cache);
     r.assert_all_home();
