@@ -125,9 +125,10 @@ pub struct PortConfig {
     /// default (single-buffer receive, no transmit check).
     pub mtu: Option<u32>,
     /// Strip one 802.1Q tag from received frames, the tag in
-    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv and model: the device does it; the
-    /// other backends refuse it when the port opens: verbs because `ibv_poll_cq`'s completion
-    /// carries no tag, AF_XDP because rawq's steering program reads no VLAN metadata kfunc).
+    /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv and model: the device does it;
+    /// AF_XDP: the driver's tag through the XDP metadata kfunc where the driver has one, else
+    /// the frame keeps its tag, as [`PortInfo::offloads`] says; the other backends refuse it
+    /// when the port opens: verbs because `ibv_poll_cq`'s completion carries no tag).
     pub vlan_strip: bool,
 }
 
@@ -428,8 +429,8 @@ impl Offloads {
     }
 
     /// AF_XDP: checksums and VLAN insertion in software (the socket has no transmit offload),
-    /// no TSO, no VLAN stripping (a received frame keeps its tag: rawq's steering program reads no VLAN
-    /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
+    /// no TSO, no VLAN stripping (the port sets it to hardware where the driver answers the
+    /// VLAN metadata kfunc, `xdp::open`), the NIC's own RSS (configured with ethtool, not by rawq), kernel
     /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
     #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
     pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {

@@ -171,10 +171,14 @@ impl PortBuilder {
         let strips = matches!(cfg.backend, Backend::Dv { .. } | Backend::Model(_));
         #[cfg(not(feature = "mlx5"))]
         let strips = false;
+        // AF_XDP: the driver's tag through the XDP metadata kfunc where it has one, otherwise
+        // the frame keeps its tag; `PortInfo::offloads` says which (xdp/mod.rs `vlan_kfunc`).
+        #[cfg(feature = "xdp")]
+        let strips = strips || matches!(cfg.backend, Backend::Xdp { .. });
         if cfg.vlan_strip && !strips {
             return Err(Error::Unsupported(
-                "VLAN stripping is done by the dv and model backends only (verbs completions \
-                 carry no tag, AF_XDP's steering program reads none): open without vlan_strip \
+                "VLAN stripping is done by the dv and model backends and AF_XDP only (verbs \
+                 completions carry no tag): open without vlan_strip \
                  and read the tag from the frame"
                     .into(),
             ));

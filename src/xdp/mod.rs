@@ -88,6 +88,7 @@ use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
 pub mod bpf;
+pub mod genl;
 pub mod live;
 mod netlink;
 pub mod phc;
@@ -261,7 +262,8 @@ pub(crate) struct XdpQueue {
     ifname: String,
     /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
     error: Option<Error>,
-    /// The steering program writes receive timestamps into the frames' metadata.
+    /// The steering program writes a metadata record (receive timestamps, the driver's VLAN
+    /// tag) in front of the frames it redirects.
     stamps: bool,
     /// Multi-buffer frames (`XDP_USE_SG`, see [`sg`]).
     sg: bool,
@@ -368,6 +370,23 @@ impl QueueOps for XdpQueue {
 
 /// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).
 const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
+/// The kfunc that reads the VLAN tag a driver took off a frame (net/core/xdp.c, Linux 6.8).
+pub const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
+
+/// The BTF id of [`RX_VLAN_TAG_KFUNC`] when a port asks for VLAN stripping and the driver of
+/// `ifindex` answers it (its `xmo_rx_vlan_tag` op, reported by the `netdev` family: [`genl`]);
+/// `None` otherwise (no stripping asked, a kernel before 6.8 or without BTF, a driver without
+/// the op): the program then does not call it, and frames keep whatever tag their data has.
+fn vlan_kfunc(cfg: &PortConfig, ifindex: u32) -> Option<u32> {
+    if !cfg.vlan_strip {
+        return None;
+    }
+    let features = genl::rx_metadata_features(ifindex).unwrap_or(0);
+    if features & genl::RX_METADATA_VLAN_TAG == 0 {
+        return None;
+    }
+    bpf::btf::vmlinux_func(RX_VLAN_TAG_KFUNC, "VLAN stripping", "").ok()
+}
 
 /// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
 /// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
@@ -460,9 +479,10 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             )?,
         },
     };
+    let vlan = vlan_kfunc(cfg, ifindex);
     // A port MTU whose frames do not fit one chunk: multi-buffer sockets and program.
     let sg = sg::needed(cfg, &umem, pool)?;
-    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp, sg)?;
+    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp, sg, vlan)?;
     let map = steering.map();
 
     let sizes = RingSizes {
@@ -535,7 +555,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             tx_len: vec![0; umem.count as usize],
             ifname: ifname.clone(),
             error: None,
-            stamps: stamp != Stamp::None,
+            stamps: stamp != Stamp::None || vlan.is_some(),
             sg,
         };
         xq.refill();
@@ -553,7 +573,15 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             mode.name().into()
         },
         queues: cfg.queues,
-        offloads: crate::config::Offloads::xdp(cfg.rx_timestamps),
+        offloads: crate::config::Offloads {
+            // The driver's tag where it has the op; otherwise the frame keeps its tag.
+            vlan_strip: if vlan.is_some() {
+                crate::config::Offload::Hardware
+            } else {
+                crate::config::Offload::Absent
+            },
+            ..crate::config::Offloads::xdp(cfg.rx_timestamps)
+        },
     };
     Ok((queues, info, Box::new(steering)))
 }
