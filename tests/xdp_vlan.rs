@@ -20,12 +20,18 @@ const PORT: u16 = 9000;
 
 /// Opens an AF_XDP port on A's veth steering UDP to port 9000 to queue 0, VLAN stripping `strip`.
 fn open(p: &NetnsPair, strip: bool) -> rawq::Result<Port> {
+    open_rules(p, strip, &[&format!("udp dst-port {PORT} -> queue 0")])
+}
+
+/// Opens an AF_XDP port on A's veth with `rules`, VLAN stripping `strip`.
+fn open_rules(p: &NetnsPair, strip: bool, rules: &[&str]) -> rawq::Result<Port> {
     let dev = p.veth_a.clone();
+    let rules: Vec<rawq::flow::Rule> = rules.iter().map(|r| r.parse().unwrap()).collect();
     p.run_in(&p.a, move || {
         Port::builder(Backend::Xdp { ifname: dev })
             .rx_ring(256)
             .tx_ring(256)
-            .rule(format!("udp dst-port {PORT} -> queue 0").parse().unwrap())
+            .rules(rules)
             .vlan_strip(strip)
             .open()
     })
@@ -174,6 +180,32 @@ fn offloaded_tag_reaches_rx_meta_through_the_kfunc() {
     }
 }
 
+/// A rule on the VLAN id matches the tag the driver took off the frame (as an mlx5 flow table
+/// matches the tag before the RQ strips it): with the tag only in the skb, `vlan 100` takes
+/// the frames and `vlan 101` none.
+#[test]
+fn a_vlan_rule_matches_the_tag_the_driver_took_off() {
+    let Some(p) = NetnsPair::new("vlrul") else {
+        return;
+    };
+    let other = format!("vlan {} udp dst-port {PORT} -> drop", VID + 1);
+    let ours = format!("vlan {VID} udp dst-port {PORT} -> queue 0");
+    let mut port = open_rules(&p, true, &[&other, &ours]).expect("open");
+    let mut q = port.take_queues().remove(0);
+    let (sock, _link) = vlan_sender(&p, true);
+    let got = exchange(&sock, &mut q, 20);
+    assert!(
+        got.iter().all(|(_, m)| m.vlan_tci() == Some(TCI)),
+        "{got:?}"
+    );
+    let hits: Vec<u64> = port
+        .rules()
+        .into_iter()
+        .map(|(h, _)| port.rule_hits(h).unwrap().unwrap())
+        .collect();
+    assert_eq!(hits, [0, 20], "hits of `{other}` and `{ours}`");
+}
+
 /// B's veth without TX VLAN offload: the tag is in the frame data, the skb carries none, the
 /// kfunc answers that it has no tag: the frame keeps its tag and `RxMeta` has none.
 #[test]
@@ -209,4 +241,138 @@ fn without_vlan_strip_rx_meta_has_no_tag() {
     let (sock, _link) = vlan_sender(&p, true);
     let got = exchange(&sock, &mut q, 10);
     assert!(got.iter().all(|(_, m)| m.vlan_tci().is_none()), "{got:?}");
+}
+
+fn root_or_skip() -> Option<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return support::skip_or_fail("loading BPF programs needs root");
+    }
+    Some(())
+}
+
+/// An Ethernet + IPv4 + UDP frame to port 9000.
+fn udp_frame() -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&46u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[36..38].copy_from_slice(&PORT.to_be_bytes());
+    f[38..40].copy_from_slice(&26u16.to_be_bytes());
+    f
+}
+
+/// The program calling `bpf_xdp_metadata_rx_vlan_tag` (its id found by name in the live vmlinux
+/// BTF), alone and with the hardware-timestamp kfunc, passes the verifier loaded device-bound
+/// to a veth; unbound, the verifier refuses it. `BPF_PROG_TEST_RUN` refuses a device-bound
+/// program (EINVAL), so only live traffic (the tests above) runs the kfunc.
+#[test]
+fn vlan_program_passes_the_verifier_device_bound_only() {
+    use rawq::xdp::bpf::{self, Program, Stamp, Variant, XskMap};
+    let Some(p) = NetnsPair::new("vlver") else {
+        return;
+    };
+    let vlan = bpf::btf::vmlinux_func(rawq::xdp::RX_VLAN_TAG_KFUNC, "this test", "").unwrap();
+    let ts = bpf::btf::vmlinux_func("bpf_xdp_metadata_rx_timestamp", "this test", "").unwrap();
+    let veth = p.veth_a.clone();
+    p.run_in(&p.a, move || {
+        let ifindex = rawq::xdp::ifindex(&veth).unwrap();
+        let map = XskMap::create(1).unwrap();
+        let rules = vec![format!("udp dst-port {PORT} -> queue 0").parse().unwrap()];
+        for stamp in [
+            Stamp::None,
+            Stamp::Kernel,
+            Stamp::Hardware {
+                rx_timestamp_kfunc: ts,
+            },
+        ] {
+            let insns = bpf::compile_meta(
+                &rules,
+                Variant::Steer {
+                    xskmap_fd: map.as_raw_fd(),
+                },
+                stamp,
+                Some(vlan),
+                None,
+            )
+            .unwrap();
+            let prog = Program::load_for_device(&insns, "rawq_vlan", ifindex)
+                .unwrap_or_else(|e| panic!("{stamp:?}: the verifier refuses it: {e}"));
+            let e = prog.test_run(&udp_frame()).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+            match Program::load(&insns, "rawq_vlan") {
+                Err(rawq::Error::Verifier { log, .. }) => {
+                    assert!(log.contains("device-bound"), "{log}")
+                }
+                other => panic!("unbound {stamp:?}: {other:?}"),
+            }
+        }
+    });
+}
+
+/// A program that does not call the VLAN kfunc (kernel stamps only) runs under
+/// `BPF_PROG_TEST_RUN`: its 32-byte record says "not asked" for the VLAN, with no tag.
+#[test]
+fn records_without_the_vlan_kfunc_say_not_asked() {
+    use rawq::xdp::bpf::{self, meta, Program, Stamp, Variant, XskMap};
+    let Some(()) = root_or_skip() else { return };
+    let map = XskMap::create(1).unwrap();
+    let rules = vec![format!("udp dst-port {PORT} -> queue 0").parse().unwrap()];
+    let insns = bpf::compile_meta(
+        &rules,
+        Variant::Steer {
+            xskmap_fd: map.as_raw_fd(),
+        },
+        Stamp::Kernel,
+        None,
+        None,
+    )
+    .unwrap();
+    let prog = Program::load(&insns, "rawq_novlan").unwrap();
+    let (_, m, out) = prog.test_run_meta(&udp_frame()).unwrap();
+    assert_eq!(m.len(), meta::LEN);
+    assert_eq!(m.len(), 32);
+    let st = i32::from_ne_bytes(m[meta::VLAN_STATUS_AT..][..4].try_into().unwrap());
+    assert_eq!(st, meta::NOT_ASKED);
+    assert_eq!(m[meta::VLAN_TCI_AT..meta::VLAN_TCI_AT + 4], [0; 4]);
+    assert_eq!(out, udp_frame());
+}
+
+/// The kernel's `netdev` family says a veth's driver answers the VLAN metadata kfunc (veth has
+/// all three ops: timestamp, hash, VLAN tag; drivers/net/veth.c `veth_xdp_metadata_ops`) and
+/// `lo`'s answers none; on `lo` a port asked to strip opens, says stripping is absent, and the
+/// frame keeps its tag.
+#[test]
+fn netdev_family_reports_the_vlan_op_per_driver() {
+    use rawq::xdp::genl;
+    let Some(p) = NetnsPair::new("vlgen") else {
+        return;
+    };
+    let veth = p.veth_a.clone();
+    let (v, lo) = p.run_in(&p.a, move || {
+        let f = |n: &str| genl::rx_metadata_features(rawq::xdp::ifindex(n).unwrap()).unwrap();
+        (f(&veth), f("lo"))
+    });
+    assert_eq!(
+        v,
+        genl::RX_METADATA_TIMESTAMP | genl::RX_METADATA_HASH | genl::RX_METADATA_VLAN_TAG
+    );
+    assert_eq!(lo, 0);
+    let info = p.run_in(&p.a, || {
+        Port::builder(Backend::Xdp {
+            ifname: "lo".into(),
+        })
+        .rx_ring(64)
+        .tx_ring(64)
+        .rule(format!("udp dst-port {PORT} -> queue 0").parse().unwrap())
+        .vlan_strip(true)
+        .open()
+        .map(|port| port.info().clone())
+    });
+    let info = info.expect("lo opens with vlan_strip");
+    assert_eq!(info.offloads.vlan_strip, Offload::Absent);
 }

@@ -55,7 +55,7 @@
 //! # Receive timestamps
 //! With [`PortBuilder::rx_timestamps`](crate::PortBuilder::rx_timestamps)
 //! ([`RxTimestamps::Kernel`]) the steering program stamps every frame it redirects with
-//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 24-byte record just
+//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 32-byte record just
 //! in front of the frame's data ([`bpf::meta`]; copy mode copies it into the UMEM chunk with the
 //! frame). The receive path reads it into [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns)
 //! and clears the record's magic. Every driver runs the hook (veth: in its NAPI poll; generic
@@ -73,6 +73,19 @@
 //! the driver did not stamp (veth: none ever is) has none. The kernel time is recorded too.
 //! `BPF_PROG_TEST_RUN` refuses device-bound programs (EINVAL), so only the verifier and live
 //! traffic can check this one.
+//!
+//! # VLAN stripping
+//! With [`PortBuilder::vlan_strip`](crate::PortBuilder::vlan_strip), and where the interface's
+//! driver implements the `xmo_rx_vlan_tag` metadata op (the kernel's `netdev` generic-netlink
+//! family reports it: [`genl`]; veth, mlx5e and ice implement it), the steering program is loaded
+//! device-bound and calls the kfunc `bpf_xdp_metadata_rx_vlan_tag` (Linux 6.8, net/core/xdp.c)
+//! for every frame it redirects; the metadata record ([`bpf::meta`], now 32 bytes) carries its
+//! answer, and the receive path puts a tag the driver took off the frame into
+//! [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci). On a veth that is a tag that came in the
+//! skb (drivers/net/veth.c `veth_xdp_rx_vlan_tag` reads `skb->vlan_tci`): the XDP program sees
+//! the frame without it. A tag in the frame data stays there (the kfunc answers ENODATA). A
+//! driver without the op, or a kernel without the kfunc: no call, the port's
+//! `offloads.vlan_strip` is `Absent`.
 //!
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the

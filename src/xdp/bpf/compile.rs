@@ -49,6 +49,14 @@
 //! write `data_meta + N` after a check `data_meta + N <= data` (packet pointers are reloaded
 //! from the context after `adjust_meta`, which invalidates the old ones).
 //!
+//! **The driver's VLAN tag** ([`compile_meta`] with the BTF id of
+//! `bpf_xdp_metadata_rx_vlan_tag`): before the redirect the program calls that kfunc with two
+//! stack outputs (TCI, then the protocol, in one zeroed slot) and writes its return value and
+//! outputs into the same record ([`meta::VLAN_STATUS_AT`]); the program must be loaded
+//! device-bound. The parse asks it too for a frame without a tag in its data, so that a rule's
+//! `vlan` matches the tag the driver took off (as mlx5's flow tables match the tag before the
+//! RQ strips it).
+//!
 //! [`Variant::Verdict`] replaces every action by `return VERDICT_BASE + i` (`i` = the rule's
 //! index in the slice given) and "no match" by [`VERDICT_NONE`], so a test run can tell *which*
 //! rule matched.
@@ -235,7 +243,7 @@ pub fn compile_meta(
     let redirect = a.label();
     let rules_start = a.label();
 
-    emit_parse(&mut a, no_match, rules_start);
+    emit_parse(&mut a, no_match, rules_start, vlan_kfunc);
     a.bind(rules_start);
 
     // The mlx5 kernel driver's table order (flow::order), the given order among equals.
@@ -403,7 +411,11 @@ fn load_be16(a: &mut Asm, dst: Reg, base: Reg, off: i16) {
     a.emit(Insn::to_be(dst, 16));
 }
 
-fn emit_parse(a: &mut Asm, no_match: Label, done: Label) {
+/// The parse (module docs, step 1). With `vlan_kfunc`, an untagged frame's VLAN id is the one
+/// the driver took off it, if it did (the kfunc answers 0), so that a rule's `vlan` matches it
+/// as the mlx5 flow tables match a tag before the RQ strips it; the context pointer is then in
+/// `SLOT_CTX` already.
+fn emit_parse(a: &mut Asm, no_match: Label, done: Label, vlan_kfunc: Option<u32>) {
     use Reg::*;
     a.emit(Insn::ldx_w(QIDX, R1, MD_RX_QUEUE_INDEX));
     a.emit(Insn::ldx_w(DATA, R1, MD_DATA));
@@ -426,7 +438,30 @@ fn emit_parse(a: &mut Asm, no_match: Label, done: Label) {
     a.emit(Insn::stx_dw(R10, SLOT_VLAN, R4));
     load_be16(a, R3, DATA, 16);
     a.emit(Insn::mov64_imm(L3, 18));
-    a.bind(untagged);
+    if let Some(kfunc) = vlan_kfunc {
+        let have_vlan = a.label();
+        let no_tag = a.label();
+        a.ja(have_vlan);
+        a.bind(untagged);
+        // R3 (the ethertype) does not survive the call: kept in its slot meanwhile.
+        a.emit(Insn::stx_dw(R10, SLOT_ETYPE, R3));
+        a.emit(Insn::st_dw(R10, SLOT_VLAN_OUT, 0));
+        a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+        a.emit(Insn::mov64_reg(R2, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_VLAN_OUT as i32 + 2));
+        a.emit(Insn::mov64_reg(R3, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R3, SLOT_VLAN_OUT as i32));
+        a.emit(Insn::call_kfunc(kfunc as i32));
+        a.jmp_imm(JmpOp::Jne, R0, 0, no_tag);
+        a.emit(Insn::ldx_h(R4, R10, SLOT_VLAN_OUT));
+        a.emit(Insn::alu64_imm(AluOp::And, R4, 0x0fff));
+        a.emit(Insn::stx_dw(R10, SLOT_VLAN, R4));
+        a.bind(no_tag);
+        a.emit(Insn::ldx_dw(R3, R10, SLOT_ETYPE));
+        a.bind(have_vlan);
+    } else {
+        a.bind(untagged);
+    }
     a.emit(Insn::stx_dw(R10, SLOT_ETYPE, R3));
 
     let v4 = a.label();
