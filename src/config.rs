@@ -126,9 +126,10 @@ pub struct PortConfig {
     pub mtu: Option<u32>,
     /// Strip one 802.1Q tag from received frames, the tag in
     /// [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci) (dv, verbs and model: the device does it;
-    /// verbs reads the tag from an extended CQ, where a TCI of 0 cannot be told from no tag; the
-    /// other backends refuse it when the port opens: AF_XDP because rawq's steering program
-    /// reads no VLAN metadata kfunc).
+    /// verbs reads the tag from an extended CQ, where a TCI of 0 cannot be told from no tag;
+    /// AF_XDP: the driver's tag through the XDP metadata kfunc where the driver has one, else
+    /// the frame keeps its tag, as [`PortInfo::offloads`] says; loopback refuses it when the port
+    /// opens).
     pub vlan_strip: bool,
 }
 
@@ -429,8 +430,8 @@ impl Offloads {
     }
 
     /// AF_XDP: checksums and VLAN insertion in software (the socket has no transmit offload),
-    /// no TSO, no VLAN stripping (a received frame keeps its tag: rawq's steering program reads no VLAN
-    /// metadata kfunc), the NIC's own RSS (configured with ethtool, not by rawq), kernel
+    /// no TSO, no VLAN stripping (the port sets it to hardware where the driver answers the
+    /// VLAN metadata kfunc, `xdp::open`), the NIC's own RSS (configured with ethtool, not by rawq), kernel
     /// timestamps in software or the driver's with [`RxTimestamps::Hardware`].
     #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
     pub(crate) fn xdp(stamps: RxTimestamps) -> Offloads {

@@ -174,11 +174,15 @@ impl PortBuilder {
         // verbs too: its extended receive CQ carries the tag (ibverbs/rx.rs).
         #[cfg(feature = "verbs")]
         let strips = strips || matches!(cfg.backend, Backend::Verbs { .. });
+        // AF_XDP: the driver's tag through the XDP metadata kfunc where it has one, otherwise
+        // the frame keeps its tag; `PortInfo::offloads` says which (xdp/mod.rs `vlan_kfunc`).
+        #[cfg(feature = "xdp")]
+        let strips = strips || matches!(cfg.backend, Backend::Xdp { .. });
         if cfg.vlan_strip && !strips {
             return Err(Error::Unsupported(
-                "VLAN stripping is done by the dv, verbs and model backends only (AF_XDP's \
-                 steering program reads no tag): open without vlan_strip and read the tag from \
-                 the frame"
+                "VLAN stripping is done by the dv, verbs and model backends and AF_XDP only \
+                 (loopback has no device to do it): open without vlan_strip and read the tag \
+                 from the frame"
                     .into(),
             ));
         }

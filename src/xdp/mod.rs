@@ -55,7 +55,7 @@
 //! # Receive timestamps
 //! With [`PortBuilder::rx_timestamps`](crate::PortBuilder::rx_timestamps)
 //! ([`RxTimestamps::Kernel`]) the steering program stamps every frame it redirects with
-//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 24-byte record just
+//! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 32-byte record just
 //! in front of the frame's data ([`bpf::meta`]; copy mode copies it into the UMEM chunk with the
 //! frame). The receive path reads it into [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns)
 //! and clears the record's magic. Every driver runs the hook (veth: in its NAPI poll; generic
@@ -74,6 +74,19 @@
 //! `BPF_PROG_TEST_RUN` refuses device-bound programs (EINVAL), so only the verifier and live
 //! traffic can check this one.
 //!
+//! # VLAN stripping
+//! With [`PortBuilder::vlan_strip`](crate::PortBuilder::vlan_strip), and where the interface's
+//! driver implements the `xmo_rx_vlan_tag` metadata op (the kernel's `netdev` generic-netlink
+//! family reports it: [`genl`]; veth, mlx5e and ice implement it), the steering program is loaded
+//! device-bound and calls the kfunc `bpf_xdp_metadata_rx_vlan_tag` (Linux 6.8, net/core/xdp.c)
+//! for every frame it redirects; the metadata record ([`bpf::meta`], now 32 bytes) carries its
+//! answer, and the receive path puts a tag the driver took off the frame into
+//! [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci). On a veth that is a tag that came in the
+//! skb (drivers/net/veth.c `veth_xdp_rx_vlan_tag` reads `skb->vlan_tci`): the XDP program sees
+//! the frame without it. A tag in the frame data stays there (the kfunc answers ENODATA). A
+//! driver without the op, or a kernel without the kfunc: no call, the port's
+//! `offloads.vlan_strip` is `Absent`.
+//!
 //! # Namespaces
 //! Interface names and indices are those of the calling thread's network namespace: open the
 //! port on a thread that has entered the namespace of the interface. The queues can then be
@@ -88,6 +101,7 @@ use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
 pub mod bpf;
+pub mod genl;
 pub mod live;
 mod netlink;
 pub mod phc;
@@ -261,7 +275,8 @@ pub(crate) struct XdpQueue {
     ifname: String,
     /// The last failure to kick the kernel (link down, interface gone), for `take_error`.
     error: Option<Error>,
-    /// The steering program writes receive timestamps into the frames' metadata.
+    /// The steering program writes a metadata record (receive timestamps, the driver's VLAN
+    /// tag) in front of the frames it redirects.
     stamps: bool,
     /// Multi-buffer frames (`XDP_USE_SG`, see [`sg`]).
     sg: bool,
@@ -368,6 +383,23 @@ impl QueueOps for XdpQueue {
 
 /// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).
 const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
+/// The kfunc that reads the VLAN tag a driver took off a frame (net/core/xdp.c, Linux 6.8).
+pub const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
+
+/// The BTF id of [`RX_VLAN_TAG_KFUNC`] when a port asks for VLAN stripping and the driver of
+/// `ifindex` answers it (its `xmo_rx_vlan_tag` op, reported by the `netdev` family: [`genl`]);
+/// `None` otherwise (no stripping asked, a kernel before 6.8 or without BTF, a driver without
+/// the op): the program then does not call it, and frames keep whatever tag their data has.
+fn vlan_kfunc(cfg: &PortConfig, ifindex: u32) -> Option<u32> {
+    if !cfg.vlan_strip {
+        return None;
+    }
+    let features = genl::rx_metadata_features(ifindex).unwrap_or(0);
+    if features & genl::RX_METADATA_VLAN_TAG == 0 {
+        return None;
+    }
+    bpf::btf::vmlinux_func(RX_VLAN_TAG_KFUNC, "VLAN stripping", "").ok()
+}
 
 /// How long a bind that finds its netdev queue taken is retried: the kernel releases the queue
 /// of a closed socket asynchronously, so back-to-back runs can briefly see EBUSY.
@@ -460,9 +492,10 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             )?,
         },
     };
+    let vlan = vlan_kfunc(cfg, ifindex);
     // A port MTU whose frames do not fit one chunk: multi-buffer sockets and program.
     let sg = sg::needed(cfg, &umem, pool)?;
-    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp, sg)?;
+    let mut steering = steer::Steering::new(&cfg.rules, map, ifname, ifindex, stamp, sg, vlan)?;
     let map = steering.map();
 
     let sizes = RingSizes {
@@ -535,7 +568,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             tx_len: vec![0; umem.count as usize],
             ifname: ifname.clone(),
             error: None,
-            stamps: stamp != Stamp::None,
+            stamps: stamp != Stamp::None || vlan.is_some(),
             sg,
         };
         xq.refill();
@@ -553,7 +586,15 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             mode.name().into()
         },
         queues: cfg.queues,
-        offloads: crate::config::Offloads::xdp(cfg.rx_timestamps),
+        offloads: crate::config::Offloads {
+            // The driver's tag where it has the op; otherwise the frame keeps its tag.
+            vlan_strip: if vlan.is_some() {
+                crate::config::Offload::Hardware
+            } else {
+                crate::config::Offload::Absent
+            },
+            ..crate::config::Offloads::xdp(cfg.rx_timestamps)
+        },
     };
     Ok((queues, info, Box::new(steering)))
 }

@@ -55,9 +55,11 @@ impl XdpQueue {
         got as usize
     }
 
-    /// The timestamps the steering program wrote in front of the frame at `off` in buffer
-    /// `idx` (the record of [`meta`], see `bpf::compile`), clearing its magic so that a later
-    /// frame in this buffer that gets no record (no metadata room) is not given this one's.
+    /// The timestamps and VLAN tag the steering program wrote in front of the frame at `off` in
+    /// buffer `idx` (the record of [`meta`], see `bpf::compile`), clearing its magic so that a
+    /// later frame in this buffer that gets no record (no metadata room) is not given this
+    /// one's. The tag is the one the driver took off the frame (the kfunc answered 0): a tag
+    /// still in the frame's data stays there and is not reported here.
     #[inline]
     pub(super) fn take_meta(&self, idx: u32, off: u32) -> RxMeta {
         if (off as usize) < meta::LEN + BUF_HEADER {
@@ -86,8 +88,13 @@ impl XdpQueue {
             u64::from_ne_bytes(b)
         };
         let hw_ok = i32::from_ne_bytes(word(&rec, meta::HW_STATUS_AT)) == 0;
-        RxMeta::default()
-            .with_kernel_rx_ns(u64_at(meta::KERNEL_NS_AT))
+        let vlan = (i32::from_ne_bytes(word(&rec, meta::VLAN_STATUS_AT)) == 0)
+            .then(|| u16::from_ne_bytes([rec[meta::VLAN_TCI_AT], rec[meta::VLAN_TCI_AT + 1]]));
+        let base = match vlan {
+            Some(tci) => RxMeta::new(0, 0, Some(tci), false, false),
+            None => RxMeta::default(),
+        };
+        base.with_kernel_rx_ns(u64_at(meta::KERNEL_NS_AT))
             .with_hw_timestamp(if hw_ok { u64_at(meta::HW_NS_AT) } else { 0 })
     }
 

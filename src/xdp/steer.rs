@@ -56,11 +56,16 @@ pub(super) struct Steering {
     /// The program handles multi-buffer frames (`BPF_F_XDP_HAS_FRAGS`): the sockets are bound
     /// with `XDP_USE_SG`.
     frags: bool,
+    /// The BTF id of `bpf_xdp_metadata_rx_vlan_tag`, when the program asks the driver for the
+    /// VLAN tag of each frame it redirects (`PortBuilder::vlan_strip` on a driver with the op).
+    vlan_kfunc: Option<u32>,
 }
 
 impl Steering {
     /// Compiles `rules` (numbered 0, 1, ...) and attaches them to `ifindex`; no program when
-    /// there are none.
+    /// there are none. With `vlan_kfunc` (the BTF id of `bpf_xdp_metadata_rx_vlan_tag`) the
+    /// program records the driver's VLAN tag of every frame it redirects
+    /// ([`bpf::compile_meta`]).
     ///
     /// # Errors
     /// [`Error::Config`] for more than [`COUNTER_SLOTS`] rules; what compiling, loading and
@@ -72,6 +77,7 @@ impl Steering {
         ifindex: u32,
         stamp: Stamp,
         frags: bool,
+        vlan_kfunc: Option<u32>,
     ) -> Result<Steering> {
         if rules.len() > COUNTER_SLOTS as usize {
             return Err(too_many(ifname));
@@ -91,6 +97,7 @@ impl Steering {
             stamp,
             netns,
             frags,
+            vlan_kfunc,
         };
         for (i, r) in rules.iter().enumerate() {
             let slot = s.free.pop().ok_or_else(|| too_many(ifname))?;
@@ -163,18 +170,24 @@ impl Steering {
     fn load(&self) -> Result<Program> {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         let slots: Vec<u32> = self.rules.iter().map(|r| r.slot).collect();
-        let insns = bpf::compile_counted(
+        let insns = bpf::compile_meta(
             &rules,
             Variant::Steer {
                 xskmap_fd: self.map.as_raw_fd(),
             },
             self.stamp,
+            self.vlan_kfunc,
             Some(Counting {
                 map_fd: self.counters.as_raw_fd(),
                 slots: &slots,
             }),
         )?;
         match self.stamp {
+            // The VLAN kfunc is only used where the driver reports the op (so it has native
+            // XDP): bound to it like the timestamp kfunc's program, refusals said plainly.
+            _ if self.vlan_kfunc.is_some() => {
+                Program::load_flags(&insns, "rawq_steer", Some(self.ifindex), self.frags)
+            }
             // The metadata kfuncs are the driver's: the verifier wants the program bound to it.
             Stamp::Hardware { .. } => {
                 Program::load_flags(&insns, "rawq_steer", Some(self.ifindex), self.frags).map_err(

@@ -49,6 +49,14 @@
 //! write `data_meta + N` after a check `data_meta + N <= data` (packet pointers are reloaded
 //! from the context after `adjust_meta`, which invalidates the old ones).
 //!
+//! **The driver's VLAN tag** ([`compile_meta`] with the BTF id of
+//! `bpf_xdp_metadata_rx_vlan_tag`): before the redirect the program calls that kfunc with two
+//! stack outputs (TCI, then the protocol, in one zeroed slot) and writes its return value and
+//! outputs into the same record ([`meta::VLAN_STATUS_AT`]); the program must be loaded
+//! device-bound. The parse asks it too for a frame without a tag in its data, so that a rule's
+//! `vlan` matches the tag the driver took off (as mlx5's flow tables match the tag before the
+//! RQ strips it).
+//!
 //! [`Variant::Verdict`] replaces every action by `return VERDICT_BASE + i` (`i` = the rule's
 //! index in the slice given) and "no match" by [`VERDICT_NONE`], so a test run can tell *which*
 //! rule matched.
@@ -98,11 +106,13 @@ pub enum Stamp {
     },
 }
 
-/// The metadata record a stamping program writes in front of each redirected frame (host byte
-/// order; `LEN` bytes ending where the frame's data starts).
+/// The metadata record a stamping or VLAN-reading program writes in front of each redirected
+/// frame (host byte order but for the VLAN protocol; `LEN` bytes ending where the frame's data
+/// starts).
 pub mod meta {
-    /// Bytes of the record (a multiple of 4 and at most 32: `xdp_metalen_invalid`).
-    pub const LEN: usize = 24;
+    /// Bytes of the record (a multiple of 4 and at most 32, the limit of
+    /// net/core/filter.c `xdp_metalen_invalid` before Linux 6.x raised it).
+    pub const LEN: usize = 32;
     /// Offset of the magic word.
     pub const MAGIC_AT: usize = 0;
     /// Marks a record this program wrote ("rqTS"); the reader clears it, so a stale record
@@ -118,6 +128,16 @@ pub mod meta {
     pub const KERNEL_NS_AT: usize = 8;
     /// Offset of the hardware receive time, ns (u64; 0: none).
     pub const HW_NS_AT: usize = 16;
+    /// Offset of the VLAN kfunc's return value as an i32 (0: the driver gave the tag it
+    /// took off the frame; a negative errno otherwise: ENODATA for a frame that came with
+    /// no tag outside its data, EOPNOTSUPP for a driver without the op). [`NOT_ASKED`] when
+    /// the program does not call it.
+    pub const VLAN_STATUS_AT: usize = 24;
+    /// Offset of the TCI the kfunc wrote (u16, host order: PCP, DEI and VID).
+    pub const VLAN_TCI_AT: usize = 28;
+    /// Offset of the tag protocol the kfunc wrote (u16, network order as the kfunc gives it:
+    /// 0x8100 or 0x88a8).
+    pub const VLAN_PROTO_AT: usize = 30;
 }
 
 // Stack slots (offsets from R10) of the parse results. Each holds a small value or a sentinel.
@@ -129,6 +149,7 @@ const SLOT_DPORT: i16 = -40; // L4 destination port, or NONE16
 const SLOT_CTX: i16 = -48; // the context pointer (stamping programs)
 const SLOT_HWTS: i16 = -56; // the kfunc's output (Stamp::Hardware)
 const SLOT_COUNT_KEY: i16 = -64; // the per-rule counter's key (Counting)
+const SLOT_VLAN_OUT: i16 = -72; // the VLAN kfunc's outputs: TCI (2 bytes), then proto (2)
 const NONE8: i32 = 0x100;
 const NONE16: i32 = 0x1_0000;
 
@@ -186,17 +207,35 @@ pub fn compile_counted(
     stamp: Stamp,
     count: Option<Counting<'_>>,
 ) -> Result<Vec<Insn>> {
+    compile_meta(rules, variant, stamp, None, count)
+}
+
+/// As [`compile_counted`]; with `vlan_kfunc` (the vmlinux BTF id of
+/// `bpf_xdp_metadata_rx_vlan_tag`), a [`Variant::Steer`] program asks the driver for the VLAN
+/// tag it took off each frame it redirects and writes the answer into the metadata record
+/// ([`meta::VLAN_STATUS_AT`]). Such a program must be loaded device-bound, like
+/// [`Stamp::Hardware`]'s.
+///
+/// # Errors
+/// As [`compile_counted`].
+pub fn compile_meta(
+    rules: &[Rule],
+    variant: Variant,
+    stamp: Stamp,
+    vlan_kfunc: Option<u32>,
+    count: Option<Counting<'_>>,
+) -> Result<Vec<Insn>> {
     if count.is_some_and(|c| c.slots.len() < rules.len()) {
         return Err(Error::Config(
             "compile_counted: fewer counter slots than rules".into(),
         ));
     }
     let mut a = Asm::new();
-    let stamp = match variant {
-        Variant::Steer { .. } => stamp,
-        Variant::Verdict => Stamp::None,
+    let (stamp, vlan_kfunc) = match variant {
+        Variant::Steer { .. } => (stamp, vlan_kfunc),
+        Variant::Verdict => (Stamp::None, None),
     };
-    if stamp != Stamp::None {
+    if stamp != Stamp::None || vlan_kfunc.is_some() {
         a.emit(Insn::stx_dw(Reg::R10, SLOT_CTX, Reg::R1));
     }
     let no_match = a.label();
@@ -204,7 +243,7 @@ pub fn compile_counted(
     let redirect = a.label();
     let rules_start = a.label();
 
-    emit_parse(&mut a, no_match, rules_start);
+    emit_parse(&mut a, no_match, rules_start, vlan_kfunc);
     a.bind(rules_start);
 
     // The mlx5 kernel driver's table order (flow::order), the given order among equals.
@@ -250,7 +289,7 @@ pub fn compile_counted(
     // unreachable code).
     if let (Variant::Steer { xskmap_fd }, true) = (variant, redirects) {
         a.bind(redirect);
-        emit_stamp(&mut a, stamp);
+        emit_stamp(&mut a, stamp, vlan_kfunc);
         a.emit_all(&Insn::ld_map_fd(Reg::R1, xskmap_fd));
         a.emit(Insn::mov64_reg(Reg::R2, QIDX));
         a.emit(Insn::mov64_imm(Reg::R3, action::PASS as i32));
@@ -265,16 +304,19 @@ pub fn compile_counted(
     })
 }
 
-/// The metadata record of `stamp` (nothing for `Stamp::None`), falling through to the redirect
-/// whether or not the kernel gave room for it. R7 and R8 are free by now (the parse is over).
-fn emit_stamp(a: &mut Asm, stamp: Stamp) {
+/// The metadata record of `stamp` and `vlan_kfunc` (nothing when neither asks for one), falling
+/// through to the redirect whether or not the kernel gave room for it. R7, R8 and R9 are free
+/// by now (the parse is over).
+fn emit_stamp(a: &mut Asm, stamp: Stamp, vlan_kfunc: Option<u32>) {
     use Reg::*;
-    if stamp == Stamp::None {
+    if stamp == Stamp::None && vlan_kfunc.is_none() {
         return;
     }
     let done = a.label();
-    a.emit(Insn::call(HELPER_KTIME_GET_NS));
-    a.emit(Insn::mov64_reg(R7, R0));
+    if stamp != Stamp::None {
+        a.emit(Insn::call(HELPER_KTIME_GET_NS));
+        a.emit(Insn::mov64_reg(R7, R0));
+    }
     if let Stamp::Hardware { rx_timestamp_kfunc } = stamp {
         // int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, u64 *timestamp)
         a.emit(Insn::st_dw(R10, SLOT_HWTS, 0));
@@ -283,6 +325,19 @@ fn emit_stamp(a: &mut Asm, stamp: Stamp) {
         a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_HWTS as i32));
         a.emit(Insn::call_kfunc(rx_timestamp_kfunc as i32));
         a.emit(Insn::mov64_reg(R8, R0));
+    }
+    if let Some(kfunc) = vlan_kfunc {
+        // int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+        //                                  u16 *vlan_tci) (net/core/xdp.c): both outputs in one
+        // zeroed stack slot, which the verifier wants initialised before a kfunc reads it.
+        a.emit(Insn::st_dw(R10, SLOT_VLAN_OUT, 0));
+        a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+        a.emit(Insn::mov64_reg(R2, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_VLAN_OUT as i32 + 2));
+        a.emit(Insn::mov64_reg(R3, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R3, SLOT_VLAN_OUT as i32));
+        a.emit(Insn::call_kfunc(kfunc as i32));
+        a.emit(Insn::mov64_reg(R9, R0));
     }
     // bpf_xdp_adjust_meta(ctx, -LEN); 0 on success.
     a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
@@ -297,7 +352,11 @@ fn emit_stamp(a: &mut Asm, stamp: Stamp) {
     a.emit(Insn::alu64_imm(AluOp::Add, R4, meta::LEN as i32));
     a.jmp_reg(JmpOp::Jgt, R4, R3, done);
     a.emit(Insn::st_w(R2, meta::MAGIC_AT as i16, meta::MAGIC as i32));
-    a.emit(Insn::stx_dw(R2, meta::KERNEL_NS_AT as i16, R7));
+    if stamp == Stamp::None {
+        a.emit(Insn::st_dw(R2, meta::KERNEL_NS_AT as i16, 0));
+    } else {
+        a.emit(Insn::stx_dw(R2, meta::KERNEL_NS_AT as i16, R7));
+    }
     match stamp {
         Stamp::Hardware { .. } => {
             a.emit(Insn::stx_w(R2, meta::HW_STATUS_AT as i16, R8));
@@ -308,6 +367,15 @@ fn emit_stamp(a: &mut Asm, stamp: Stamp) {
             a.emit(Insn::st_w(R2, meta::HW_STATUS_AT as i16, meta::NOT_ASKED));
             a.emit(Insn::st_dw(R2, meta::HW_NS_AT as i16, 0));
         }
+    }
+    if vlan_kfunc.is_some() {
+        a.emit(Insn::stx_w(R2, meta::VLAN_STATUS_AT as i16, R9));
+        // TCI then protocol, as the record has them.
+        a.emit(Insn::ldx_w(R4, R10, SLOT_VLAN_OUT));
+        a.emit(Insn::stx_w(R2, meta::VLAN_TCI_AT as i16, R4));
+    } else {
+        a.emit(Insn::st_w(R2, meta::VLAN_STATUS_AT as i16, meta::NOT_ASKED));
+        a.emit(Insn::st_w(R2, meta::VLAN_TCI_AT as i16, 0));
     }
     a.bind(done);
 }
@@ -343,7 +411,11 @@ fn load_be16(a: &mut Asm, dst: Reg, base: Reg, off: i16) {
     a.emit(Insn::to_be(dst, 16));
 }
 
-fn emit_parse(a: &mut Asm, no_match: Label, done: Label) {
+/// The parse (module docs, step 1). With `vlan_kfunc`, an untagged frame's VLAN id is the one
+/// the driver took off it, if it did (the kfunc answers 0), so that a rule's `vlan` matches it
+/// as the mlx5 flow tables match a tag before the RQ strips it; the context pointer is then in
+/// `SLOT_CTX` already.
+fn emit_parse(a: &mut Asm, no_match: Label, done: Label, vlan_kfunc: Option<u32>) {
     use Reg::*;
     a.emit(Insn::ldx_w(QIDX, R1, MD_RX_QUEUE_INDEX));
     a.emit(Insn::ldx_w(DATA, R1, MD_DATA));
@@ -366,7 +438,30 @@ fn emit_parse(a: &mut Asm, no_match: Label, done: Label) {
     a.emit(Insn::stx_dw(R10, SLOT_VLAN, R4));
     load_be16(a, R3, DATA, 16);
     a.emit(Insn::mov64_imm(L3, 18));
-    a.bind(untagged);
+    if let Some(kfunc) = vlan_kfunc {
+        let have_vlan = a.label();
+        let no_tag = a.label();
+        a.ja(have_vlan);
+        a.bind(untagged);
+        // R3 (the ethertype) does not survive the call: kept in its slot meanwhile.
+        a.emit(Insn::stx_dw(R10, SLOT_ETYPE, R3));
+        a.emit(Insn::st_dw(R10, SLOT_VLAN_OUT, 0));
+        a.emit(Insn::ldx_dw(R1, R10, SLOT_CTX));
+        a.emit(Insn::mov64_reg(R2, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R2, SLOT_VLAN_OUT as i32 + 2));
+        a.emit(Insn::mov64_reg(R3, R10));
+        a.emit(Insn::alu64_imm(AluOp::Add, R3, SLOT_VLAN_OUT as i32));
+        a.emit(Insn::call_kfunc(kfunc as i32));
+        a.jmp_imm(JmpOp::Jne, R0, 0, no_tag);
+        a.emit(Insn::ldx_h(R4, R10, SLOT_VLAN_OUT));
+        a.emit(Insn::alu64_imm(AluOp::And, R4, 0x0fff));
+        a.emit(Insn::stx_dw(R10, SLOT_VLAN, R4));
+        a.bind(no_tag);
+        a.emit(Insn::ldx_dw(R3, R10, SLOT_ETYPE));
+        a.bind(have_vlan);
+    } else {
+        a.bind(untagged);
+    }
     a.emit(Insn::stx_dw(R10, SLOT_ETYPE, R3));
 
     let v4 = a.label();

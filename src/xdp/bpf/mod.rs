@@ -8,8 +8,8 @@ pub mod insn;
 pub mod sys;
 
 pub use compile::{
-    compile, compile_counted, compile_stamped, meta, Counting, Stamp, Variant, VERDICT_BASE,
-    VERDICT_NONE,
+    compile, compile_counted, compile_meta, compile_stamped, meta, Counting, Stamp, Variant,
+    VERDICT_BASE, VERDICT_NONE,
 };
 pub use insn::{Asm, Insn, Label, Reg};
 pub use sys::{action, PerCpuCounters, Program, XdpLink, XskMap};
