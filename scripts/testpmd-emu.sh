@@ -37,7 +37,7 @@ while (($#)); do
   case "$1" in
     --pair) PAIR=1; EMU_OPTS+=("$1"); shift ;;
     --release) EMU_OPTS+=("$1"); shift ;;
-    --wire|--min-inline) EMU_OPTS+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --wire|--min-inline|--cable) EMU_OPTS+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --netdev) NETDEV=${2:?--netdev needs a TAP name}; shift 2 ;;
     --devargs) DEVARGS=${2:?--devargs needs K=V,...}; shift 2 ;;
     --mem) MEM=${2:?--mem needs megabytes}; shift 2 ;;

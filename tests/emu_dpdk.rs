@@ -525,3 +525,238 @@ fn rawq_pktgen_and_testpmd_across_a_veth() {
     );
     p.quit();
 }
+
+/// `ip netns exec NS bash scripts/emu.sh --cable CABLE OPTS -- CMD`, the device's counters in
+/// `stats`: one end of a cable between two processes' emulated devices.
+fn on_cable(
+    ns: &str,
+    cable: &std::path::Path,
+    opts: &[&str],
+    cmd: &[&str],
+    stats: &std::path::Path,
+) -> std::process::Command {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns, "timeout", "120", "bash"])
+        .arg(root.join("scripts/emu.sh"))
+        .arg("--cable")
+        .arg(cable)
+        .args(opts)
+        .arg("--")
+        .args(cmd)
+        .current_dir(root)
+        .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
+        .env_remove("RAWQ_EMU_TX_ERROR")
+        .env("RAWQ_EMU_STATS", stats);
+    c
+}
+
+/// The number after `"key":` in pktgen's JSON summary.
+fn json_u64(text: &str, key: &str) -> u64 {
+    let pat = format!("\"{key}\":");
+    let at = text
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in pktgen's JSON:\n{text}"))
+        + pat.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("{key} is not a number in:\n{text}"))
+}
+
+/// The port state devinfo reports for mlx5_0 at one end of `cable` (`active` or `down`).
+fn cable_port_state(ns: &str, cable: &std::path::Path, dir: &std::path::Path) -> String {
+    let devinfo = support::example("devinfo");
+    let out = on_cable(
+        ns,
+        cable,
+        &[],
+        &[devinfo.to_str().unwrap()],
+        &dir.join("stats-devinfo"),
+    )
+    .output()
+    .expect("run devinfo");
+    let t = text(&out);
+    assert!(out.status.success(), "devinfo:\n{t}");
+    let at = t
+        .find("port 1: ")
+        .unwrap_or_else(|| panic!("no port 1 in:\n{t}"))
+        + 8;
+    t[at..].split_whitespace().next().unwrap_or("").to_owned()
+}
+
+/// The cable's link state follows its other end (as the veth wire's follows the veth): a
+/// process alone on a cable has its port down; with testpmd on the other end it is active;
+/// once testpmd is gone it is down again.
+#[test]
+fn a_cable_is_up_only_while_its_other_end_is_there() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcl") else { return };
+    let dir = tempdir("dpdk-cable-link");
+    let cable = dir.join("cable");
+    assert_eq!(cable_port_state(&ns.a, &cable, &dir), "down", "alone");
+    let (tap, _) = taps("cl");
+    let p = Pmd::start(
+        &ns.a,
+        &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+        &["--forward-mode=rxonly", "--disable-link-check"],
+        &dir.join("stats"),
+    );
+    assert_eq!(
+        cable_port_state(&ns.a, &cable, &dir),
+        "active",
+        "testpmd on the other end"
+    );
+    p.quit();
+    assert_eq!(
+        cable_port_state(&ns.a, &cable, &dir),
+        "down",
+        "testpmd gone"
+    );
+}
+
+/// rawq and DPDK as peers on one cable between two processes (`--cable`: `--pair` across
+/// processes, no kernel netdev in between), with rawq's pktgen on the DV and on the verbs
+/// backend. rawq -> DPDK: pktgen sends 5000 frames, testpmd (rxonly) receives or misses each;
+/// DPDK -> rawq: testpmd's txonly frames reach pktgen --rx. Both ways the counts are exact:
+/// what the sending device's model put on the cable (sent less its wire drops) is what the
+/// receiving device's model delivered plus its no-buffer drops, and each tool's own counts are
+/// its device's.
+#[test]
+fn rawq_pktgen_and_testpmd_across_a_cable() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcb") else { return };
+    let dir = tempdir("dpdk-cable");
+    let pktgen = support::example("pktgen");
+    let pktgen = pktgen.to_str().unwrap();
+    for backend in ["dv", "verbs"] {
+        let cable = dir.join(format!("cable-{backend}"));
+        let stats = dir.join(format!("stats-{backend}"));
+        let (tap, tap_b) = taps("cb");
+        let mut p = Pmd::start(
+            &ns.a,
+            &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+            &["--forward-mode=rxonly", "--disable-link-check"],
+            &stats,
+        );
+        p.cmd("start");
+        // rawq -> DPDK.
+        let n = 5000u64;
+        let tx_stats = dir.join(format!("stats-pktgen-{backend}"));
+        let out = on_cable(
+            &ns.a,
+            &cable,
+            &["--netdev", &tap_b],
+            &[
+                pktgen,
+                "-b",
+                backend,
+                "-d",
+                "mlx5_0",
+                "-n",
+                &n.to_string(),
+                "-r",
+                "20000",
+                "-s",
+                "60",
+                "--dst-mac",
+                "02:fc:00:00:00:01",
+                "--json",
+            ],
+            &tx_stats,
+        )
+        .output()
+        .expect("run pktgen");
+        let t = text(&out);
+        assert!(out.status.success(), "{backend}: pktgen:\n{t}");
+        let sent = json_u64(&t, "packets");
+        let model_tx = last(&tx_stats, "tx_frames");
+        assert_eq!(sent, n, "{backend}: pktgen sent {sent} of {n}:\n{t}");
+        assert_eq!(model_tx, sent, "{backend}: pktgen's device sent {model_tx}");
+        let on_cable_n = model_tx - last(&tx_stats, "wire_drops");
+        let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+            s.rx + s.missed == on_cable_n
+                && s.rx == p.model(0, "rx_frames")
+                && s.missed == p.model(0, "rx_no_buffer")
+        });
+        assert!(s.rx >= 256, "{backend}: only {s:?} received");
+        p.cmd("stop");
+
+        // DPDK -> rawq.
+        let rx_stats = dir.join(format!("stats-pktgen-rx-{backend}"));
+        let rx_out = dir.join(format!("pktgen-rx-{backend}.out"));
+        let rx_err = dir.join(format!("pktgen-rx-{backend}.err"));
+        let mut rx = on_cable(
+            &ns.a,
+            &cable,
+            &["--netdev", &tap_b],
+            &[
+                pktgen,
+                "-b",
+                backend,
+                "-d",
+                "mlx5_0",
+                "--rx",
+                "--rule",
+                "udp dst-port 9 -> queue 0",
+                "--ring",
+                "4096",
+                "-t",
+                "15",
+                "--quiet",
+                "--json",
+            ],
+            &rx_stats,
+        )
+        .stdout(std::fs::File::create(&rx_out).unwrap())
+        .stderr(std::fs::File::create(&rx_err).unwrap())
+        .spawn()
+        .expect("start pktgen --rx");
+        let ready = format!("pktgen: {backend} on");
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&rx_err).is_ok_and(|t| t.contains(&ready)) {
+            assert!(
+                std::time::Instant::now() < end && rx.try_wait().ok().flatten().is_none(),
+                "{backend}: pktgen --rx did not open its port:\n{}",
+                std::fs::read_to_string(&rx_err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p.cmd("set fwd txonly");
+        p.cmd("start");
+        p.stats_until(0, Duration::from_secs(30), |s, _| s.tx >= 20_000);
+        p.cmd("stop");
+        let s = settled(&mut p, 0);
+        let on_cable_n = p.model(0, "tx_frames") - p.model(0, "wire_drops");
+        let status = rx.wait().unwrap();
+        let rx_text = std::fs::read_to_string(&rx_out).unwrap_or_default();
+        assert!(
+            status.success(),
+            "{backend}: pktgen --rx: {status}\n{rx_text}\n{}",
+            std::fs::read_to_string(&rx_err).unwrap_or_default()
+        );
+        let got = json_u64(&rx_text, "rx_packets");
+        let delivered = last(&rx_stats, "rx_frames");
+        let no_buffer = last(&rx_stats, "rx_no_buffer");
+        assert_eq!(
+            got, delivered,
+            "{backend}: pktgen's count, its device's:\n{rx_text}"
+        );
+        assert_eq!(
+            json_u64(&rx_text, "device_rx_no_buffer"),
+            no_buffer,
+            "{backend}:\n{rx_text}"
+        );
+        assert_eq!(
+            delivered + no_buffer,
+            on_cable_n,
+            "{backend}: testpmd sent {s:?}, {on_cable_n} on the cable; pktgen's device \
+             delivered {delivered} and had no buffer for {no_buffer}:\n{rx_text}"
+        );
+        assert!(got > 0, "{backend}: pktgen received nothing");
+        p.quit();
+    }
+}

@@ -108,6 +108,9 @@ impl InboxQ {
 #[derive(Debug)]
 pub(crate) struct AfPacket {
     fd: OwnedFd,
+    /// An `AF_PACKET` socket (its own sent frames come back and are skipped); false: a
+    /// connected socket of another family whose every message is one frame (a cable).
+    packet: bool,
 }
 
 impl AfPacket {
@@ -174,7 +177,13 @@ impl AfPacket {
                 break;
             }
         }
-        Ok(AfPacket { fd })
+        Ok(AfPacket { fd, packet: true })
+    }
+
+    /// A connected message socket (`SOCK_SEQPACKET`, each message one frame) as the wire: what
+    /// one side sends the other receives (the emulator's cable between two processes).
+    pub(crate) fn connected(fd: OwnedFd) -> AfPacket {
+        AfPacket { fd, packet: false }
     }
 
     /// Sends one frame; false if the socket refused it (counted by the caller).
@@ -185,7 +194,8 @@ impl AfPacket {
                 self.fd.as_raw_fd(),
                 frame.as_ptr() as *const libc::c_void,
                 frame.len(),
-                libc::MSG_DONTWAIT,
+                // A cable whose other end is gone answers EPIPE, not SIGPIPE.
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             )
         };
         n == frame.len() as isize
@@ -210,11 +220,12 @@ impl AfPacket {
                     &mut len,
                 )
             };
-            if n < 0 {
+            // 0: a cable's other end is gone (end of file), not an empty frame.
+            if n <= 0 {
                 buf.clear();
                 return None;
             }
-            if sll.sll_pkttype == libc::PACKET_OUTGOING {
+            if self.packet && sll.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             buf.truncate(n as usize);
