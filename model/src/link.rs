@@ -325,3 +325,43 @@ impl Tap {
         Some(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected `SOCK_SEQPACKET` pair, each end owned.
+    fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "socketpair: {}", std::io::Error::last_os_error());
+        // SAFETY: two fresh descriptors we own.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    /// A cable carries each frame whole; once its other end is gone nothing comes in (no empty
+    /// frame at end of file) and a send is refused (EPIPE, not a SIGPIPE that ends the process).
+    #[test]
+    fn a_cable_carries_frames_and_its_other_end_going_is_no_frame() {
+        let (a, b) = seqpacket_pair();
+        let (a, b) = (AfPacket::connected(a), AfPacket::connected(b));
+        assert!(a.send(&[1; 60]) && a.send(&[2; 1514]));
+        let mut buf = Vec::new();
+        assert!(b.recv(&mut buf).is_some());
+        assert_eq!(buf, vec![1; 60]);
+        assert!(b.recv(&mut buf).is_some());
+        assert_eq!(buf, vec![2; 1514]);
+        assert!(b.recv(&mut buf).is_none(), "nothing waiting");
+        drop(a);
+        assert!(b.recv(&mut buf).is_none(), "end of file is no frame");
+        assert!(!b.send(&[3; 60]), "the other end is gone");
+    }
+}
