@@ -12,6 +12,8 @@
 //! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
 //! | testpmd_and_the_kernel_… | veth to the kernel | rxonly then txonly | default |
 //! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
+//! | rawq_pktgen_and_testpmd_across_a_cable | `--cable` between two processes' NICs | rxonly, then txonly | default; pktgen `-b dv` and `-b verbs` |
+//! | a_cable_is_up_… | `--cable` | rxonly | the port's state at the other end (devinfo) |
 //!
 //! Every test needs root (namespaces, TAPs) and `dpdk-testpmd` with the mlx5 PMD
 //! (scripts/setup.sh); it says `skipped:` without root unless `RAWQ_REQUIRE_NETNS=1`.
