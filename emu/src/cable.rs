@@ -243,6 +243,17 @@ pub fn start(path: String, hw: Hw, link: Arc<PortLink>) {
     }
 }
 
+/// Plugs connection `c` into the model and brings the port up; returns a descriptor of the
+/// same socket to watch for the other end going.
+fn plug(hw: &Hw, link: &PortLink, c: OwnedFd) -> Result<OwnedFd, Errno> {
+    let watch = c
+        .try_clone()
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
+    hw.plug_socket(c);
+    link.set(true);
+    Ok(watch)
+}
+
 /// Follows the cable for as long as the process runs: plugs each connection into the model,
 /// the port up while it lasts and down when the other end goes; then waits for the next
 /// connection (the binder) or binds and waits itself (the side that had connected).
@@ -255,22 +266,13 @@ fn run(path: String, hw: Hw, link: Arc<PortLink>, end: End) {
     loop {
         let conn = match (plugged.take(), &listener) {
             (Some(c), _) => Ok(c),
-            (None, Some(l)) => accept(l).and_then(|c| {
-                let watch = c.try_clone().map_err(|_| libc::EMFILE)?;
-                hw.plug_socket(c);
-                link.set(true);
-                Ok(watch)
-            }),
+            (None, Some(l)) => accept(l).and_then(|c| plug(&hw, &link, c)),
             (None, None) => match establish(&path) {
                 Ok(End::Listening(l)) => {
                     listener = Some(l);
                     continue;
                 }
-                Ok(End::Connected(c)) => c.try_clone().map_err(|_| libc::EMFILE).map(|watch| {
-                    hw.plug_socket(c);
-                    link.set(true);
-                    watch
-                }),
+                Ok(End::Connected(c)) => plug(&hw, &link, c),
                 Err(e) => Err(e),
             },
         };
