@@ -14,6 +14,7 @@
 //! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
 //! | rawq_pktgen_and_testpmd_across_a_cable | `--cable` between two processes' NICs | rxonly, then txonly | default; pktgen `-b dv` and `-b verbs` |
 //! | a_cable_is_up_… | `--cable` | rxonly | the port's state at the other end (devinfo) |
+//! | a_running_rawq_follows_… | `--cable` | rxonly, two testpmds in turn | pktgen `--on-link-down wait` sees link down, then up |
 //!
 //! Every test needs root (namespaces, TAPs) and `dpdk-testpmd` with the mlx5 PMD
 //! (scripts/setup.sh); it says `skipped:` without root unless `RAWQ_REQUIRE_NETNS=1`.
@@ -794,4 +795,84 @@ fn rawq_pktgen_and_testpmd_across_a_cable() {
         assert!(got > 0, "{backend}: pktgen received nothing");
         p.quit();
     }
+}
+
+/// Waits until `file` contains `pat` (fails the test past `limit`, or when `child` exits first).
+fn wait_in_file(
+    file: &std::path::Path,
+    pat: &str,
+    child: &mut std::process::Child,
+    limit: Duration,
+) {
+    let end = std::time::Instant::now() + limit;
+    while !std::fs::read_to_string(file).is_ok_and(|t| t.contains(pat)) {
+        assert!(
+            std::time::Instant::now() < end && child.try_wait().ok().flatten().is_none(),
+            "no {pat:?} in {}:\n{}",
+            file.display(),
+            std::fs::read_to_string(file).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running rawq sees the cable's link events: pktgen (`--on-link-down wait`) sending to
+/// testpmd gets link down (`IBV_EVENT_PORT_ERR`) when testpmd quits, and link up when another
+/// testpmd plugs into the same cable (pktgen's end, the one that had connected, now waits
+/// for it); the new testpmd then receives pktgen's frames.
+#[test]
+fn a_running_rawq_follows_its_cable_down_and_up() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcu") else { return };
+    let dir = tempdir("dpdk-cable-updown");
+    let cable = dir.join("cable");
+    let (tap, tap_b) = taps("cu");
+    let pmd = |k: u32| {
+        Pmd::start(
+            &ns.a,
+            &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+            &["--forward-mode=rxonly", "--disable-link-check"],
+            &dir.join(format!("stats{k}")),
+        )
+    };
+    let first = pmd(1);
+    let pktgen = support::example("pktgen");
+    let err = dir.join("pktgen.err");
+    let mut g = on_cable(
+        &ns.a,
+        &cable,
+        &["--netdev", &tap_b],
+        &[
+            pktgen.to_str().unwrap(),
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "-r",
+            "2000",
+            "-t",
+            "100",
+            "--on-link-down",
+            "wait",
+            "--quiet",
+        ],
+        &dir.join("stats-pktgen"),
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&err).unwrap())
+    .spawn()
+    .expect("start pktgen");
+    wait_in_file(&err, "pktgen: dv on", &mut g, Duration::from_secs(60));
+    first.quit();
+    wait_in_file(&err, "link down", &mut g, Duration::from_secs(30));
+    let mut second = pmd(2);
+    second.cmd("start");
+    wait_in_file(&err, "link up after", &mut g, Duration::from_secs(60));
+    let s = second.stats_until(0, Duration::from_secs(30), |s, _| s.rx + s.missed > 0);
+    second.cmd("stop");
+    // SAFETY: kill(2) of our own child's pid (timeout, which stops the launcher).
+    unsafe { libc::kill(g.id() as i32, libc::SIGTERM) };
+    let _ = g.wait();
+    second.quit();
+    assert!(s.rx + s.missed > 0, "{s:?}");
 }
