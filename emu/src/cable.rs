@@ -197,6 +197,8 @@ fn wait_hangup(fd: &OwnedFd) {
 /// plugged in are wire drops. A cable that cannot be made (a bad path) is said on stderr and
 /// the port stays down.
 pub fn start(path: String, hw: Hw, link: Arc<PortLink>) {
+    // The port is down until a connection is plugged in.
+    link.set(false);
     let fail = |e: Errno| {
         eprintln!(
             "rawq-emu: cable {path:?}: {} (RAWQ_EMU_CABLE / --cable names a unix socket path of \
@@ -211,25 +213,17 @@ pub fn start(path: String, hw: Hw, link: Arc<PortLink>) {
     }
     let end = match establish(&path) {
         Ok(end) => end,
-        Err(e) => {
-            link.set(false);
-            return fail(e);
-        }
+        Err(e) => return fail(e),
     };
     // Connected now: the port is active from its first query; else down until the other end
     // comes.
-    match &end {
-        End::Connected(fd) => {
-            hw.plug_socket(match fd.try_clone() {
-                Ok(c) => c,
-                Err(e) => return fail(e.raw_os_error().unwrap_or(libc::EMFILE)),
-            });
-            link.set(true);
-        }
-        End::Listening(_) => {
-            link.set(false);
-        }
-    }
+    let end = match end {
+        End::Connected(c) => match plug(&hw, &link, c) {
+            Ok(watch) => End::Connected(watch),
+            Err(e) => return fail(e),
+        },
+        listening => listening,
+    };
     let spawned = std::thread::Builder::new()
         .name("rawq-emu-cable".into())
         .spawn({
@@ -258,7 +252,8 @@ fn plug(hw: &Hw, link: &PortLink, c: OwnedFd) -> Result<OwnedFd, Errno> {
 /// the port up while it lasts and down when the other end goes; then waits for the next
 /// connection (the binder) or binds and waits itself (the side that had connected).
 fn run(path: String, hw: Hw, link: Arc<PortLink>, end: End) {
-    // `plugged`: a connection the model already has (the first one, plugged by `start`).
+    // `plugged`: a connection the model already has (the first one, plugged by `start`; this
+    // is the descriptor to watch).
     let (mut listener, mut plugged) = match end {
         End::Connected(c) => (None, Some(c)),
         End::Listening(l) => (Some(l), None),
