@@ -286,3 +286,58 @@ fn run(path: String, hw: Hw, link: Arc<PortLink>, end: End) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(tag: &str) -> String {
+        let d = std::env::temp_dir().join(format!("rawq-cable-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join("c").to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn the_first_binds_the_second_connects_and_a_dead_binder_is_taken_over() {
+        let path = tmp("roles");
+        let l = match establish(&path) {
+            Ok(End::Listening(l)) => l,
+            _ => panic!("the first end binds"),
+        };
+        let c = match establish(&path) {
+            Ok(End::Connected(c)) => c,
+            _ => panic!("the second end connects"),
+        };
+        let a = accept(&l).expect("the binder accepts");
+        // The binder's connection sees the other end go.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            wait_hangup(&a);
+            tx.send(()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "still there"
+        );
+        drop(c);
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a hang-up once the other end is closed");
+        waiter.join().unwrap();
+        // The binder is gone; its socket file is left behind: the next end takes it over.
+        drop(l);
+        assert!(std::path::Path::new(&path).exists());
+        assert!(matches!(establish(&path), Ok(End::Listening(_))));
+    }
+
+    #[test]
+    fn a_path_a_socket_cannot_have_is_refused() {
+        assert_eq!(addr(&"x".repeat(108)).err(), Some(libc::ENAMETOOLONG));
+        assert_eq!(addr("").err(), Some(libc::EINVAL));
+        assert!(addr(&"x".repeat(107)).is_ok());
+        assert!(matches!(
+            establish("/nonexistent-dir-rawq/c"),
+            Err(libc::ENOENT)
+        ));
+    }
+}
