@@ -2,10 +2,15 @@
 # Runs a command on rawq's emulated ConnectX (mlx5_0): unmodified libibverbs + libmlx5 talk to
 # an emulated uverbs kernel (librawq_emu.so, LD_PRELOAD) whose hardware is rawq's device model.
 #
-# Usage: bash scripts/emu.sh [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2]
+# Usage: bash scripts/emu.sh [--wire IFNAME | --pair | --cable PATH] [--netdev TAPNAME] [--min-inline none|l2]
 #                            [--part cx5|cx4lx] [--ext-stride-range on|off] [--debug | --release] -- COMMAND [ARGS...]
 #   --wire IFNAME      the port's wire is that interface (AF_PACKET); default: looped back
 #   --pair             two devices, mlx5_0 and mlx5_1, cabled to each other
+#   --cable PATH       the port's wire is a cable to the emulated device of another process run
+#                      with the same --cable PATH (a unix SOCK_SEQPACKET socket at PATH: the first
+#                      to come binds it and waits, the second connects): --pair across two
+#                      processes, each with its own mlx5_0. The port is down until the other end
+#                      comes and once it is gone. Give each side a --netdev for distinct MACs
 #   --netdev TAPNAME   the port's kernel netdev: a TAP device, created here if it does not exist
 #                      (and then removed on exit); frames no flow rule takes go there. With
 #                      --pair, TAP0,TAP1 gives each device its own (a TAP takes one device).
@@ -31,8 +36,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 WIRE='' NETDEV='' MIN_INLINE=none PART='' EXT_STRIDE=1 PROFILE=release PAIR=0
+CABLE=''
 usage() {
-  echo "usage: $0 [--wire IFNAME | --pair] [--netdev TAPNAME] [--min-inline none|l2] [--part cx5|cx4lx] [--ext-stride-range on|off] [--mtu N] [--debug | --release] -- COMMAND [ARGS...]" >&2
+  echo "usage: $0 [--wire IFNAME | --pair | --cable PATH] [--netdev TAPNAME] [--min-inline none|l2] [--part cx5|cx4lx] [--ext-stride-range on|off] [--mtu N] [--debug | --release] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 # Option $1's value $2 (empty when missing) must be there and not another option; $3 says
@@ -69,6 +75,7 @@ while (($#)); do
     --release) PROFILE=release; shift ;;
     --debug) PROFILE=debug; shift ;;
     --pair) PAIR=1; shift ;;
+    --cable) value "$1" "${2-}" "a socket path (--cable PATH)"; CABLE=$2; shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "emu: unknown option $1" >&2; usage ;;
@@ -77,6 +84,11 @@ done
 (($#)) || { echo "emu: no command to run (after --)" >&2; usage; }
 if [[ $PAIR == 1 && -n $WIRE ]]; then
   echo "emu: --pair cables the two devices to each other; it takes no --wire" >&2
+  exit 2
+fi
+
+if [[ -n $CABLE && ($PAIR == 1 || -n $WIRE) ]]; then
+  echo "emu: --cable is the port's wire; it takes no --pair or --wire" >&2
   exit 2
 fi
 
@@ -148,6 +160,7 @@ done
 
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 export RAWQ_EMU_EXT_STRIDE_RANGE=$EXT_STRIDE RAWQ_EMU_PART=$PART
+export RAWQ_EMU_CABLE=$CABLE
 "$SYSFS_GEN" "$TMP/sys"
 # Each TAP takes its port's MAC, which the tree lists with the PCI function's netdev.
 for f in "$TMP"/sys/class/infiniband/mlx5_*/device/net/*/address; do

@@ -6,7 +6,7 @@
 # Usage: bash scripts/testpmd-emu.sh [--pair | --wire IFNAME] [--netdev TAP[,TAP1]]
 #          [--min-inline none|l2] [--release] [--devargs K=V,...] [--lcores LIST] [--eal ARG]...
 #          -- [testpmd args]
-#   --pair / --wire / --min-inline / --release   as scripts/emu.sh (--min-inline l2 plays a
+#   --pair / --wire / --cable / --min-inline / --release   as scripts/emu.sh (--min-inline l2 plays a
 #                  ConnectX-4 Lx: PCI device 0x1015, L2 header inline on every send)
 #   --netdev       the ports' kernel netdevs, TAPs (the PMD takes ifindex, MAC, MTU and link
 #                  state from them); default: dpdkemu<PID>[,dpdkemu<PID>b], made and removed here
@@ -37,7 +37,7 @@ while (($#)); do
   case "$1" in
     --pair) PAIR=1; EMU_OPTS+=("$1"); shift ;;
     --release) EMU_OPTS+=("$1"); shift ;;
-    --wire|--min-inline) EMU_OPTS+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --wire|--min-inline|--cable) EMU_OPTS+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --netdev) NETDEV=${2:?--netdev needs a TAP name}; shift 2 ;;
     --devargs) DEVARGS=${2:?--devargs needs K=V,...}; shift 2 ;;
     --mem) MEM=${2:?--mem needs megabytes}; shift 2 ;;

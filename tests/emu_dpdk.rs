@@ -12,6 +12,9 @@
 //! | io_and_macswap_… | `--pair` | io, macswap | plain SEND + scalar rx; ConnectX-4 Lx (`--min-inline l2`, inline L2 header) |
 //! | testpmd_and_the_kernel_… | veth to the kernel | rxonly then txonly | default |
 //! | rawq_pktgen_and_testpmd_… | veth between two emulated NICs | rxonly, then io after `tx_first` | default; pktgen `-b dv` |
+//! | rawq_pktgen_and_testpmd_across_a_cable | `--cable` between two processes' NICs | rxonly, then txonly | default; pktgen `-b dv` and `-b verbs` |
+//! | a_cable_is_up_… | `--cable` | rxonly | the port's state at the other end (devinfo) |
+//! | a_running_rawq_follows_… | `--cable` | rxonly, two testpmds in turn | pktgen `--on-link-down wait` sees link down, then up |
 //!
 //! Every test needs root (namespaces, TAPs) and `dpdk-testpmd` with the mlx5 PMD
 //! (scripts/setup.sh); it says `skipped:` without root unless `RAWQ_REQUIRE_NETNS=1`.
@@ -267,9 +270,10 @@ fn rxonly_takes_every_kernel_frame_in_each_receive_mode() {
 
 /// io and macswap forwarding on a `--pair` (the frames testpmd sends first circulate between
 /// the two ports): plain SEND with scalar receive, and a ConnectX-4 Lx (the L2 header inline in
-/// every send, no eMPW). Forwarding must keep going, and once stopped each port's TX-packets
-/// equals the model's frames sent and RX-missed its no-buffer drops; the model delivered at
-/// most the frames still circulating beyond what testpmd received.
+/// every send, no eMPW). Forwarding must keep going; once stopped and the frames left on the
+/// cable and in the receive queues polled (rxonly), each port's RX-packets, RX-missed and
+/// TX-packets equal the model's delivered, no-buffer and sent frames, and every frame one port
+/// put on the wire reached the other.
 #[test]
 fn io_and_macswap_forward_on_the_pair() {
     let _one = serial();
@@ -297,11 +301,43 @@ fn io_and_macswap_forward_on_the_pair() {
         }
         p.cmd("stop");
         for port in [0u16, 1] {
-            let s = settled(&mut p, port);
-            let delivered = p.model(port.into(), "rx_frames");
-            assert!(
-                delivered >= s.rx && delivered <= s.rx + 64 + 4 * 256,
-                "{name}: port {port}: model delivered {delivered}, testpmd received {s:?}"
+            settled(&mut p, port);
+        }
+        // `stop` only ends the forwarding loops (testpmd.c stop_packet_forwarding): the frames
+        // the device has already written to a receive queue, and those still on the cable,
+        // which the receive queue's free buffers then take, are delivered but never polled.
+        // rxonly polls them (and sends nothing): once the model is quiescent (each port's
+        // frames on the wire all arrived, delivered or dropped for want of a buffer), testpmd
+        // has counted each delivered frame once.
+        p.cmd("set fwd rxonly");
+        p.cmd("start");
+        for port in [0u16, 1] {
+            let other = u32::from(1 - port);
+            p.stats_until(port, Duration::from_secs(30), |s, p| {
+                let dev = u32::from(port);
+                let on_wire = p.model(other, "tx_frames") + p.model(other, "netdev_tx")
+                    - p.model(other, "wire_drops");
+                s.rx == p.model(dev, "rx_frames")
+                    && s.missed == p.model(dev, "rx_no_buffer")
+                    && on_wire
+                        == p.model(dev, "rx_frames")
+                            + p.model(dev, "rx_no_buffer")
+                            + p.model(dev, "rx_to_kernel")
+            });
+        }
+        p.cmd("stop");
+        for port in [0u16, 1] {
+            let s = p.port_stats(port);
+            let dev = u32::from(port);
+            assert_eq!(
+                (s.rx, s.missed, s.tx),
+                (
+                    p.model(dev, "rx_frames"),
+                    p.model(dev, "rx_no_buffer"),
+                    p.model(dev, "tx_frames")
+                ),
+                "{name}: port {port}: testpmd's RX-packets, RX-missed and TX-packets, the \
+                 model's delivered, no-buffer and sent frames"
             );
         }
         let out = p.quit();
@@ -524,4 +560,319 @@ fn rawq_pktgen_and_testpmd_across_a_veth() {
         s.tx
     );
     p.quit();
+}
+
+/// `ip netns exec NS bash scripts/emu.sh --cable CABLE OPTS -- CMD`, the device's counters in
+/// `stats`: one end of a cable between two processes' emulated devices.
+fn on_cable(
+    ns: &str,
+    cable: &std::path::Path,
+    opts: &[&str],
+    cmd: &[&str],
+    stats: &std::path::Path,
+) -> std::process::Command {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut c = std::process::Command::new("ip");
+    c.args(["netns", "exec", ns, "timeout", "120", "bash"])
+        .arg(root.join("scripts/emu.sh"))
+        .arg("--cable")
+        .arg(cable)
+        .args(opts)
+        .arg("--")
+        .args(cmd)
+        .current_dir(root)
+        .env_remove("LD_PRELOAD")
+        .env_remove("RAWQ_EMU_LIB")
+        .env_remove("RAWQ_EMU_TX_ERROR")
+        .env("RAWQ_EMU_STATS", stats);
+    c
+}
+
+/// The number after `"key":` in pktgen's JSON summary.
+fn json_u64(text: &str, key: &str) -> u64 {
+    let pat = format!("\"{key}\":");
+    let at = text
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in pktgen's JSON:\n{text}"))
+        + pat.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("{key} is not a number in:\n{text}"))
+}
+
+/// The port state devinfo reports for mlx5_0 at one end of `cable` (`active` or `down`).
+fn cable_port_state(ns: &str, cable: &std::path::Path, dir: &std::path::Path) -> String {
+    let devinfo = support::example("devinfo");
+    let out = on_cable(
+        ns,
+        cable,
+        &[],
+        &[devinfo.to_str().unwrap()],
+        &dir.join("stats-devinfo"),
+    )
+    .output()
+    .expect("run devinfo");
+    let t = text(&out);
+    assert!(out.status.success(), "devinfo:\n{t}");
+    let at = t
+        .find("port 1: ")
+        .unwrap_or_else(|| panic!("no port 1 in:\n{t}"))
+        + 8;
+    t[at..].split_whitespace().next().unwrap_or("").to_owned()
+}
+
+/// The cable's link state follows its other end (as the veth wire's follows the veth): a
+/// process alone on a cable has its port down; with testpmd on the other end it is active;
+/// once testpmd is gone it is down again.
+#[test]
+fn a_cable_is_up_only_while_its_other_end_is_there() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcl") else { return };
+    let dir = tempdir("dpdk-cable-link");
+    let cable = dir.join("cable");
+    assert_eq!(cable_port_state(&ns.a, &cable, &dir), "down", "alone");
+    let (tap, _) = taps("cl");
+    let p = Pmd::start(
+        &ns.a,
+        &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+        &["--forward-mode=rxonly", "--disable-link-check"],
+        &dir.join("stats"),
+    );
+    assert_eq!(
+        cable_port_state(&ns.a, &cable, &dir),
+        "active",
+        "testpmd on the other end"
+    );
+    p.quit();
+    assert_eq!(
+        cable_port_state(&ns.a, &cable, &dir),
+        "down",
+        "testpmd gone"
+    );
+}
+
+/// rawq and DPDK as peers on one cable between two processes (`--cable`: `--pair` across
+/// processes, no kernel netdev in between), with rawq's pktgen on the DV and on the verbs
+/// backend. rawq -> DPDK: pktgen sends 5000 frames, testpmd (rxonly) receives or misses each;
+/// DPDK -> rawq: testpmd's txonly frames reach pktgen --rx. Both ways the counts are exact:
+/// what the sending device's model put on the cable (sent less its wire drops) is what the
+/// receiving device's model delivered plus its no-buffer drops, and each tool's own counts are
+/// its device's.
+#[test]
+fn rawq_pktgen_and_testpmd_across_a_cable() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcb") else { return };
+    let dir = tempdir("dpdk-cable");
+    let pktgen = support::example("pktgen");
+    let pktgen = pktgen.to_str().unwrap();
+    for backend in ["dv", "verbs"] {
+        let cable = dir.join(format!("cable-{backend}"));
+        let stats = dir.join(format!("stats-{backend}"));
+        let (tap, tap_b) = taps("cb");
+        let mut p = Pmd::start(
+            &ns.a,
+            &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+            &["--forward-mode=rxonly", "--disable-link-check"],
+            &stats,
+        );
+        p.cmd("start");
+        // rawq -> DPDK.
+        let n = 5000u64;
+        let tx_stats = dir.join(format!("stats-pktgen-{backend}"));
+        let out = on_cable(
+            &ns.a,
+            &cable,
+            &["--netdev", &tap_b],
+            &[
+                pktgen,
+                "-b",
+                backend,
+                "-d",
+                "mlx5_0",
+                "-n",
+                &n.to_string(),
+                "-r",
+                "20000",
+                "-s",
+                "60",
+                "--dst-mac",
+                "02:fc:00:00:00:01",
+                "--json",
+            ],
+            &tx_stats,
+        )
+        .output()
+        .expect("run pktgen");
+        let t = text(&out);
+        assert!(out.status.success(), "{backend}: pktgen:\n{t}");
+        let sent = json_u64(&t, "packets");
+        let model_tx = last(&tx_stats, "tx_frames");
+        assert_eq!(sent, n, "{backend}: pktgen sent {sent} of {n}:\n{t}");
+        assert_eq!(model_tx, sent, "{backend}: pktgen's device sent {model_tx}");
+        let on_cable_n = model_tx - last(&tx_stats, "wire_drops");
+        let s = p.stats_until(0, Duration::from_secs(60), |s, p| {
+            s.rx + s.missed == on_cable_n
+                && s.rx == p.model(0, "rx_frames")
+                && s.missed == p.model(0, "rx_no_buffer")
+        });
+        assert!(s.rx >= 256, "{backend}: only {s:?} received");
+        p.cmd("stop");
+
+        // DPDK -> rawq.
+        let rx_stats = dir.join(format!("stats-pktgen-rx-{backend}"));
+        let rx_out = dir.join(format!("pktgen-rx-{backend}.out"));
+        let rx_err = dir.join(format!("pktgen-rx-{backend}.err"));
+        let mut rx = on_cable(
+            &ns.a,
+            &cable,
+            &["--netdev", &tap_b],
+            &[
+                pktgen,
+                "-b",
+                backend,
+                "-d",
+                "mlx5_0",
+                "--rx",
+                "--rule",
+                "udp dst-port 9 -> queue 0",
+                "--ring",
+                "4096",
+                "-t",
+                "15",
+                "--quiet",
+                "--json",
+            ],
+            &rx_stats,
+        )
+        .stdout(std::fs::File::create(&rx_out).unwrap())
+        .stderr(std::fs::File::create(&rx_err).unwrap())
+        .spawn()
+        .expect("start pktgen --rx");
+        let ready = format!("pktgen: {backend} on");
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&rx_err).is_ok_and(|t| t.contains(&ready)) {
+            assert!(
+                std::time::Instant::now() < end && rx.try_wait().ok().flatten().is_none(),
+                "{backend}: pktgen --rx did not open its port:\n{}",
+                std::fs::read_to_string(&rx_err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p.cmd("set fwd txonly");
+        p.cmd("start");
+        p.stats_until(0, Duration::from_secs(30), |s, _| s.tx >= 20_000);
+        p.cmd("stop");
+        let s = settled(&mut p, 0);
+        let on_cable_n = p.model(0, "tx_frames") - p.model(0, "wire_drops");
+        let status = rx.wait().unwrap();
+        let rx_text = std::fs::read_to_string(&rx_out).unwrap_or_default();
+        assert!(
+            status.success(),
+            "{backend}: pktgen --rx: {status}\n{rx_text}\n{}",
+            std::fs::read_to_string(&rx_err).unwrap_or_default()
+        );
+        let got = json_u64(&rx_text, "rx_packets");
+        let delivered = last(&rx_stats, "rx_frames");
+        let no_buffer = last(&rx_stats, "rx_no_buffer");
+        assert_eq!(
+            got, delivered,
+            "{backend}: pktgen's count, its device's:\n{rx_text}"
+        );
+        assert_eq!(
+            json_u64(&rx_text, "device_rx_no_buffer"),
+            no_buffer,
+            "{backend}:\n{rx_text}"
+        );
+        assert_eq!(
+            delivered + no_buffer,
+            on_cable_n,
+            "{backend}: testpmd sent {s:?}, {on_cable_n} on the cable; pktgen's device \
+             delivered {delivered} and had no buffer for {no_buffer}:\n{rx_text}"
+        );
+        assert!(got > 0, "{backend}: pktgen received nothing");
+        p.quit();
+    }
+}
+
+/// Waits until `file` contains `pat` (fails the test past `limit`, or when `child` exits first).
+fn wait_in_file(
+    file: &std::path::Path,
+    pat: &str,
+    child: &mut std::process::Child,
+    limit: Duration,
+) {
+    let end = std::time::Instant::now() + limit;
+    while !std::fs::read_to_string(file).is_ok_and(|t| t.contains(pat)) {
+        assert!(
+            std::time::Instant::now() < end && child.try_wait().ok().flatten().is_none(),
+            "no {pat:?} in {}:\n{}",
+            file.display(),
+            std::fs::read_to_string(file).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running rawq sees the cable's link events: pktgen (`--on-link-down wait`) sending to
+/// testpmd gets link down (`IBV_EVENT_PORT_ERR`) when testpmd quits, and link up when another
+/// testpmd plugs into the same cable (pktgen's end, the one that had connected, now waits
+/// for it); the new testpmd then receives pktgen's frames.
+#[test]
+fn a_running_rawq_follows_its_cable_down_and_up() {
+    let _one = serial();
+    let Some(ns) = netns("dpdkcu") else { return };
+    let dir = tempdir("dpdk-cable-updown");
+    let cable = dir.join("cable");
+    let (tap, tap_b) = taps("cu");
+    let pmd = |k: u32| {
+        Pmd::start(
+            &ns.a,
+            &["--cable", cable.to_str().unwrap(), "--netdev", &tap],
+            &["--forward-mode=rxonly", "--disable-link-check"],
+            &dir.join(format!("stats{k}")),
+        )
+    };
+    let first = pmd(1);
+    let pktgen = support::example("pktgen");
+    let err = dir.join("pktgen.err");
+    let mut g = on_cable(
+        &ns.a,
+        &cable,
+        &["--netdev", &tap_b],
+        &[
+            pktgen.to_str().unwrap(),
+            "-b",
+            "dv",
+            "-d",
+            "mlx5_0",
+            "-r",
+            "2000",
+            "-t",
+            "100",
+            "--on-link-down",
+            "wait",
+            "--quiet",
+        ],
+        &dir.join("stats-pktgen"),
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&err).unwrap())
+    .spawn()
+    .expect("start pktgen");
+    wait_in_file(&err, "pktgen: dv on", &mut g, Duration::from_secs(60));
+    first.quit();
+    wait_in_file(&err, "link down", &mut g, Duration::from_secs(30));
+    let mut second = pmd(2);
+    second.cmd("start");
+    wait_in_file(&err, "link up after", &mut g, Duration::from_secs(60));
+    let s = second.stats_until(0, Duration::from_secs(30), |s, _| s.rx + s.missed > 0);
+    second.cmd("stop");
+    // SAFETY: kill(2) of our own child's pid (timeout, which stops the launcher).
+    unsafe { libc::kill(g.id() as i32, libc::SIGTERM) };
+    let _ = g.wait();
+    second.quit();
+    assert!(s.rx + s.missed > 0, "{s:?}");
 }

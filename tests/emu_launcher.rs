@@ -275,3 +275,26 @@ fn release_by_default_debug_on_request_and_the_build_is_announced() {
         "--debug: {err}"
     );
 }
+
+#[test]
+fn cable_needs_a_path_and_is_the_only_wire() {
+    for args in [&["--cable", "--", "true"][..], &["--cable"][..]] {
+        let (code, err) = launcher(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--cable needs") && !err.contains(": line "),
+            "{args:?}: {err}"
+        );
+    }
+    for other in [&["--pair"][..], &["--wire", "lo"][..]] {
+        let mut args = vec!["--cable", "/tmp/rawq-cable-refused"];
+        args.extend(other);
+        args.extend(["--", "true"]);
+        let (code, err) = launcher(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--cable is the port's wire"),
+            "{args:?}: {err}"
+        );
+    }
+}

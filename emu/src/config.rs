@@ -12,6 +12,9 @@
 //! * `RAWQ_EMU_EXT_STRIDE_RANGE=0|1`: the device has the `ext_stride_num_range` capability
 //!   (default 1): striding RQ WQEs of 2^3 strides and up; without it, 2^9 and up.
 //! * `RAWQ_EMU_PAIR=1`: two devices, `mlx5_0` and `mlx5_1`, cabled to each other (no wire).
+//! * `RAWQ_EMU_CABLE=PATH`: the port's wire is a cable to the emulated device of another
+//!   process with the same PATH (a unix socket, [`crate::cable`]): `--pair` across two
+//!   processes; the port is down while the other end is not there.
 //! * `RAWQ_EMU_CQE_TIMESTAMPS=0|1`: CQEs carry the device clock (default
 //!   [`crate::caps::CQE_TIMESTAMPS`]).
 //! * `RAWQ_EMU_MTU=N`: the port MTU (68..=9198): the device takes frames of up to N + 18 bytes
@@ -108,6 +111,8 @@ pub struct Config {
     pub fatal_file: Option<String>,
     /// Two devices cabled to each other.
     pub pair: bool,
+    /// `RAWQ_EMU_CABLE`: the unix socket path of a cable to another process's device.
+    pub cable: Option<String>,
     /// CQEs carry timestamps.
     pub cqe_timestamps: bool,
     /// Link-level flow control (IEEE 802.3x PAUSE, what `ethtool -A IF rx on tx on` turns on
@@ -166,6 +171,7 @@ impl Default for Config {
             tx_error: None,
             fatal_file: None,
             pair: false,
+            cable: None,
             cqe_timestamps: crate::caps::CQE_TIMESTAMPS,
             pause: false,
             panic_in: None,
@@ -202,6 +208,7 @@ impl Config {
             debug: get("RAWQ_EMU_DEBUG").is_some_and(|v| v != "0"),
             stats: get("RAWQ_EMU_STATS"),
             pair: get("RAWQ_EMU_PAIR").is_some_and(|v| v != "0"),
+            cable: get("RAWQ_EMU_CABLE"),
             cqe_timestamps: get("RAWQ_EMU_CQE_TIMESTAMPS")
                 .map_or(crate::caps::CQE_TIMESTAMPS, |v| v != "0"),
             pause: get("RAWQ_EMU_PAUSE").is_some_and(|v| v != "0"),

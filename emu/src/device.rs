@@ -122,6 +122,8 @@ impl Device {
             Some(ifname) => ModelWire::Bridge {
                 ifname: ifname.clone(),
             },
+            // A cable is plugged in once the model runs (crate::cable::start).
+            None if self.cfg.cable.is_some() && !self.cfg.pair => ModelWire::Sink,
             None => ModelWire::Loopback,
         };
         let opts = HwOptions {
@@ -146,6 +148,14 @@ impl Device {
             Ok(hw) => {
                 let events = Arc::clone(&self.events);
                 hw.set_event_sink(Box::new(move |ev| events.on_hw_event(ev)));
+                if let Some(path) = self
+                    .cfg
+                    .cable
+                    .clone()
+                    .filter(|_| self.cfg.wire.is_none() && !self.cfg.pair)
+                {
+                    crate::cable::start(path, hw.clone(), Arc::clone(&self.link));
+                }
                 if let Ok(mut t) = self.thread.lock() {
                     *t = hw.spawn(None);
                 }

@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cable;
 pub mod caps;
 pub mod cmd;
 pub mod config;

@@ -319,6 +319,16 @@ impl Hw {
         b.lock().link = super::engine::Link::Peer(ia);
     }
 
+    /// The wire becomes `fd`, a connected `SOCK_SEQPACKET` socket whose every message is one
+    /// frame (replacing the wire): frames sent go to the other end, frames it sends come in;
+    /// a frame the socket refuses (full, the other end gone) is a wire drop.
+    pub fn plug_socket(&self, fd: std::os::fd::OwnedFd) {
+        let new = super::engine::Link::Bridge(super::link::AfPacket::connected(fd));
+        // The old wire is closed after the lock is let go.
+        let old = std::mem::replace(&mut self.lock().link, new);
+        drop(old);
+    }
+
     /// Registers `len` bytes at `addr` in protection domain 0, writable by the device;
     /// returns the lkey the device will check.
     ///

@@ -108,6 +108,9 @@ impl InboxQ {
 #[derive(Debug)]
 pub(crate) struct AfPacket {
     fd: OwnedFd,
+    /// An `AF_PACKET` socket (its own sent frames come back and are skipped); false: a
+    /// connected socket of another family whose every message is one frame (a cable).
+    packet: bool,
 }
 
 impl AfPacket {
@@ -174,7 +177,13 @@ impl AfPacket {
                 break;
             }
         }
-        Ok(AfPacket { fd })
+        Ok(AfPacket { fd, packet: true })
+    }
+
+    /// A connected message socket (`SOCK_SEQPACKET`, each message one frame) as the wire: what
+    /// one side sends the other receives (the emulator's cable between two processes).
+    pub(crate) fn connected(fd: OwnedFd) -> AfPacket {
+        AfPacket { fd, packet: false }
     }
 
     /// Sends one frame; false if the socket refused it (counted by the caller).
@@ -185,7 +194,8 @@ impl AfPacket {
                 self.fd.as_raw_fd(),
                 frame.as_ptr() as *const libc::c_void,
                 frame.len(),
-                libc::MSG_DONTWAIT,
+                // A cable whose other end is gone answers EPIPE, not SIGPIPE.
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             )
         };
         n == frame.len() as isize
@@ -210,11 +220,12 @@ impl AfPacket {
                     &mut len,
                 )
             };
-            if n < 0 {
+            // 0: a cable's other end is gone (end of file), not an empty frame.
+            if n <= 0 {
                 buf.clear();
                 return None;
             }
-            if sll.sll_pkttype == libc::PACKET_OUTGOING {
+            if self.packet && sll.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             buf.truncate(n as usize);
@@ -312,5 +323,45 @@ impl Tap {
         }
         buf.truncate(n as usize);
         Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected `SOCK_SEQPACKET` pair, each end owned.
+    fn seqpacket_pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "socketpair: {}", std::io::Error::last_os_error());
+        // SAFETY: two fresh descriptors we own.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    /// A cable carries each frame whole; once its other end is gone nothing comes in (no empty
+    /// frame at end of file) and a send is refused (EPIPE, not a SIGPIPE that ends the process).
+    #[test]
+    fn a_cable_carries_frames_and_its_other_end_going_is_no_frame() {
+        let (a, b) = seqpacket_pair();
+        let (a, b) = (AfPacket::connected(a), AfPacket::connected(b));
+        assert!(a.send(&[1; 60]) && a.send(&[2; 1514]));
+        let mut buf = Vec::new();
+        assert!(b.recv(&mut buf).is_some());
+        assert_eq!(buf, vec![1; 60]);
+        assert!(b.recv(&mut buf).is_some());
+        assert_eq!(buf, vec![2; 1514]);
+        assert!(b.recv(&mut buf).is_none(), "nothing waiting");
+        drop(a);
+        assert!(b.recv(&mut buf).is_none(), "end of file is no frame");
+        assert!(!b.send(&[3; 60]), "the other end is gone");
     }
 }
