@@ -353,9 +353,10 @@ fn write_counters(dest: &str, hw: &Hw) {
     static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!(
-        "rawq-emu counters: {:?} counters_objects: {}\n",
+        "rawq-emu counters: {:?} counters_objects: {} counters_left_at_close: {}\n",
         hw.counters(),
-        cmd::counters::live()
+        cmd::counters::live(),
+        cmd::counters::left_at_close()
     );
     if dest == "-" {
         eprint!("{line}");

@@ -71,9 +71,18 @@ struct Attr {
 /// the stats line so that a test can see that an application destroys what it creates).
 static LIVE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Counters objects the application left for the close of its file to destroy.
+static LEFT_AT_CLOSE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Counters objects created and not yet destroyed, in every file.
 pub fn live() -> u64 {
     LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counters objects the application did not destroy (the close of its file did), in every
+/// file so far.
+pub fn left_at_close() -> u64 {
+    LEFT_AT_CLOSE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// One ioctl() on a command fd.
@@ -211,6 +220,12 @@ fn destroy(c: &mut Ctx<'_>, attrs: &[Attr]) -> Result<(), Errno> {
         .check_destroy(h, |o| matches!(o, Obj::Counters(_)))?;
     remove(c, h);
     Ok(())
+}
+
+/// Removes a counters object the application left, at the close of its file.
+pub(super) fn remove_at_close(c: &mut Ctx<'_>, h: u32) {
+    LEFT_AT_CLOSE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    remove(c, h);
 }
 
 /// Removes a counters object (after its flows are gone).

@@ -335,8 +335,14 @@ pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if at.port != 1 {
         return Err(EINVAL);
     }
-    // A rule steers to the QP's TIR: a send-only QP cannot take one.
-    let tirn = qp.tirn.ok_or(EINVAL)?;
+    // A rule steers to the QP's TIR: a send-only QP cannot take one, except a drop rule, which
+    // has no destination (fs.c `mlx5_ib_create_flow` takes the RQ's TIR number, 0 without an
+    // RQ; `_create_flow_rule` gives a DROP action no destination).
+    let tirn = match qp.tirn {
+        Some(t) => t,
+        None if specs.contains(&FlowSpec::Drop) => 0,
+        None => return Err(EINVAL),
+    };
     // fs.c `_create_flow_rule`: a COUNT action binds the object before the rule is written.
     if let Some(h) = counters {
         super::counters::check_bind(c, h, descriptions.as_deref())?;

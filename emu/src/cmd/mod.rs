@@ -510,7 +510,7 @@ pub fn destroy_all(dev: &Device, file: &mut UFile) {
             }
             match o {
                 Obj::Flow(_) => flow::destroy(&mut c, h),
-                Obj::Counters(_) => counters::remove(&mut c, h),
+                Obj::Counters(_) => counters::remove_at_close(&mut c, h),
                 Obj::Qp(_) => qp::destroy(&mut c, h),
                 Obj::IndTbl(_) => {
                     c.file.objs.remove(h);

@@ -56,3 +56,32 @@ struct ibv_qp *rawq_ibv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init
 {
 	return ibv_create_qp_ex(ctx, attr);
 }
+
+/* Flow counters (verbs.h inline wrappers, provider ops reached through verbs_get_ctx_op), used
+ * by src/ibverbs/counters.rs. */
+struct ibv_counters *rawq_ibv_create_counters(struct ibv_context *ctx)
+{
+	struct ibv_counters_init_attr attr = { 0 };
+
+	return ibv_create_counters(ctx, &attr);
+}
+
+int rawq_ibv_attach_counter(struct ibv_counters *counters, int desc, uint32_t index)
+{
+	struct ibv_counter_attach_attr attr = { 0 };
+
+	attr.counter_desc = desc;
+	attr.index = index;
+	return ibv_attach_counters_point_flow(counters, &attr, NULL);
+}
+
+int rawq_ibv_read_counters(struct ibv_counters *counters, uint64_t *values, uint32_t n,
+			   uint32_t flags)
+{
+	return ibv_read_counters(counters, values, n, flags);
+}
+
+int rawq_ibv_destroy_counters(struct ibv_counters *counters)
+{
+	return ibv_destroy_counters(counters);
+}
