@@ -345,6 +345,27 @@ fn inner_rule_hits_equal_what_each_rule_took() {
     assert_eq!(port.rule_hits(r1).expect("hits"), Some(60), "unchanged");
 }
 
+/// A device without flow counters (the emulator run with `RAWQ_EMU_FLOW_COUNTERS=off`:
+/// `ibv_create_counters` fails with EPROTONOSUPPORT): rules are installed without, steer as
+/// before, and `rule_hits` is `None`, never a made-up number.
+#[test]
+#[ignore = "the application side of an outer test: runs under scripts/emu.sh"]
+fn inner_no_flow_counters_means_no_hits() {
+    inner_only();
+    let mut port = open(&["udp dst-port 9001 -> queue 0"]);
+    let mut qs = port.take_queues();
+    let r1 = port.rules()[0].0;
+    let r2 = port
+        .add_rule(rule("udp dst-port 9003 -> queue 1"))
+        .expect("add without counters");
+    let frames: Vec<Vec<u8>> = (0..10).map(|i| udp_to(i, 9003)).collect();
+    let (a0, a1) = send_counted(&port, &mut qs, &frames, 10);
+    assert_eq!((a0.len(), a1.len()), (0, 10), "the added rule steers");
+    assert_eq!(port.rule_hits(r1).expect("hits"), None);
+    assert_eq!(port.rule_hits(r2).expect("hits"), None);
+    port.remove_rule(r2).expect("remove");
+}
+
 /// Sends `frames` from queue 0 and receives on both queues until `want` frames came back or a
 /// quiet second passed; the seqs each queue received.
 fn send_counted(
@@ -394,8 +415,14 @@ fn send_counted(
 }
 
 fn outer(inner: &str, backend: &str) -> std::path::PathBuf {
+    outer_env(inner, backend, &[])
+}
+
+fn outer_env(inner: &str, backend: &str, env: &[(&str, &str)]) -> std::path::PathBuf {
     let _one = serial();
-    let (out, stats) = run_inner(inner, &[], &[(BACKEND_ENV, backend)]);
+    let mut env = env.to_vec();
+    env.push((BACKEND_ENV, backend));
+    let (out, stats) = run_inner(inner, &[], &env);
     let all = support::emu::text(&out);
     if let Some(l) = all.lines().find(|l| l.starts_with("RESULT")) {
         eprintln!("{backend}: {l}");
@@ -463,4 +490,22 @@ fn dv_per_rule_hits_equal_what_each_rule_took() {
 #[test]
 fn verbs_per_rule_hits_equal_what_each_rule_took() {
     outer("inner_rule_hits_equal_what_each_rule_took", "verbs");
+}
+
+#[test]
+fn dv_without_flow_counters_rule_hits_is_none() {
+    outer_env(
+        "inner_no_flow_counters_means_no_hits",
+        "dv",
+        &[("RAWQ_EMU_FLOW_COUNTERS", "off")],
+    );
+}
+
+#[test]
+fn verbs_without_flow_counters_rule_hits_is_none() {
+    outer_env(
+        "inner_no_flow_counters_means_no_hits",
+        "verbs",
+        &[("RAWQ_EMU_FLOW_COUNTERS", "off")],
+    );
 }

@@ -85,6 +85,15 @@ pub fn left_at_close() -> u64 {
     LEFT_AT_CLOSE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `RAWQ_EMU_FLOW_COUNTERS=off`: the device has no flow counters, as a kernel whose driver lacks
+/// the counters ops (uverbs_std_types_counters.c `UAPI_DEF_OBJ_NEEDS_FN(destroy_counters)`
+/// leaves the object out of the uAPI tree, so its methods are EPROTONOSUPPORT), for testing
+/// applications on such a device.
+fn flow_counters_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RAWQ_EMU_FLOW_COUNTERS").map_or(true, |v| v != "off"))
+}
+
 /// One ioctl() on a command fd.
 ///
 /// # Errors
@@ -109,8 +118,9 @@ pub fn ioctl(c: &mut Ctx<'_>, req: u64, arg: u64) -> Result<(), Errno> {
     if reserved1 != 0 || reserved2 != 0 {
         return Err(EPROTONOSUPPORT);
     }
-    let served =
-        object == OBJECT_COUNTERS && matches!(method, METHOD_CREATE | METHOD_DESTROY | METHOD_READ);
+    let served = object == OBJECT_COUNTERS
+        && flow_counters_on()
+        && matches!(method, METHOD_CREATE | METHOD_DESTROY | METHOD_READ);
     if !served {
         c.dev.log(format_args!(
             "ioctl object {object:#x} method {method:#x} -> EPROTONOSUPPORT (write() fallback)"
