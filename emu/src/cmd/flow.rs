@@ -505,6 +505,54 @@ mod tests {
         assert_eq!(v6(39), Err(EOPNOTSUPP), "padding");
     }
 
+    /// uverbs_cmd.c `kern_spec_to_ib_spec_action` / mlx5 fs.c `parse_flow_attr`: a count spec
+    /// names a counters object and reaches no match; `decode_specs` (no counters) refuses it.
+    #[test]
+    fn count_spec_names_the_counters_object() {
+        let mut b = spec(ty::UDP, &[0x23, 0x29, 0, 0, 0xff, 0xff, 0, 0]);
+        b.extend(spec(ty::ACTION_COUNT, &[7, 0, 0, 0, 0, 0, 0, 0]));
+        let (s, c) = decode_specs_counted(&b, 2).unwrap();
+        assert_eq!((s.len(), c), (1, Some(7)));
+        assert_eq!(decode_specs(&b, 2), Err(EOPNOTSUPP));
+        let mut two = b.clone();
+        two.extend(spec(ty::ACTION_COUNT, &[8, 0, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(
+            decode_specs_counted(&two, 3),
+            Err(EINVAL),
+            "two count specs"
+        );
+        let reserved = spec(ty::ACTION_COUNT, &[7, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(decode_specs_counted(&reserved, 1), Err(EOPNOTSUPP));
+        assert_eq!(
+            decode_specs_counted(&spec(ty::ACTION_COUNT, &[7, 0, 0, 0]), 1),
+            Err(EINVAL),
+            "short"
+        );
+    }
+
+    /// fs.c `mlx5_ib_create_flow`: the udata header, one counters data at most, zeros after.
+    #[test]
+    fn counters_udata_checks() {
+        assert_eq!(counters_udata(&[]), Ok(None));
+        assert_eq!(counters_udata(&[0; 4]), Err(EOPNOTSUPP));
+        assert_eq!(counters_udata(&[0; 8]), Ok(None));
+        let mut two = vec![0u8; 8 + 32];
+        two[0] = 2;
+        assert_eq!(counters_udata(&two), Err(EINVAL));
+        let mut extra = vec![0u8; 8 + 16 + 8];
+        extra[0] = 1;
+        extra[30] = 1;
+        assert_eq!(counters_udata(&extra), Err(EOPNOTSUPP));
+        let descs: [u32; 4] = [0, 1, 0, 0];
+        let mut one = vec![0u8; 8 + 16];
+        one[0] = 1;
+        one[8..16].copy_from_slice(&(descs.as_ptr() as u64).to_ne_bytes());
+        one[16] = 2;
+        assert_eq!(counters_udata(&one), Ok(Some(vec![(0, 1), (0, 0)])));
+        one[16..20].copy_from_slice(&(super::super::counters::MAX_DESCRIPTIONS + 1).to_ne_bytes());
+        assert_eq!(counters_udata(&one), Err(EINVAL));
+    }
+
     #[test]
     fn malformed() {
         assert_eq!(decode_specs(&[0; 4], 1), Err(EINVAL));
