@@ -81,14 +81,24 @@ fn flow_counters_through_libibverbs_count_each_flows_frames() {
         ("d_rc", 0),
         // The drop rule counts what it dropped; frames to 9004 count for no rule.
         ("d_0", 12),
+        // A second flow on the bound object: both count into it (16); the one left after the
+        // second goes keeps the object bound and its count.
+        ("flow_d2", 0),
+        ("received_d2", 1),
+        ("d2_rc", 0),
+        ("d2_0", 16),
+        ("destroy_flow_d2", 0),
+        ("d3_rc", 0),
+        ("d3_0", 16),
         ("destroy_flow_a", 0),
         ("read_after_flow", einval),
         ("flow_a_again", 0),
         ("received_again", 3),
         ("again_a_rc", 0),
         ("again_a_0", 0),
-        // One hardware counter per object (mlx5_ib_flow_counters_set_data creates it once).
-        ("again_a_1", 23),
+        // One hardware counter per object (mlx5_ib_flow_counters_set_data creates it once):
+        // 21 before the flow went, 3 after.
+        ("again_a_1", 24),
         ("destroy_flow_a2", 0),
         ("destroy_flow_d", 0),
         ("destroy_a", 0),
