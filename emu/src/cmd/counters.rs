@@ -325,7 +325,11 @@ pub(super) fn bind(
 ) {
     if let Ok(cn) = c.file.objs.counters_mut(h) {
         if let Some(d) = descriptions {
-            cn.max_index = d.iter().map(|&(_, i)| i + 1).max().unwrap_or(0);
+            cn.max_index = d
+                .iter()
+                .map(|&(_, i)| i.saturating_add(1))
+                .max()
+                .unwrap_or(0);
             cn.descriptions = d;
         }
         cn.flows.extend(flow);
