@@ -345,6 +345,30 @@ fn inner_rule_hits_equal_what_each_rule_took() {
     assert_eq!(port.rule_hits(r1).expect("hits"), Some(60), "unchanged");
 }
 
+/// An RSS rule that leaves the IP version open is several flows (one per version spread and
+/// one for the rest, `rss_parts`), all counting into the rule's one counters object: its hits
+/// are every frame the rule took, on whichever queue.
+#[test]
+#[ignore = "the application side of an outer test: runs under scripts/emu.sh"]
+fn inner_rss_rule_hits_count_all_its_flows() {
+    inner_only();
+    let mut port = open(&["udp dst-port 9001 -> rss 0,1"]);
+    let mut qs = port.take_queues();
+    let r = port.rules()[0].0;
+    let frames: Vec<Vec<u8>> = (0..40)
+        .map(|i| {
+            let mut f = udp_to(i, 9001);
+            // Source ports that spread over both queues.
+            f[34..36].copy_from_slice(&(1024 + i as u16).to_be_bytes());
+            f
+        })
+        .collect();
+    let (a0, a1) = send_counted(&port, &mut qs, &frames, 40);
+    eprintln!("RESULT rss: {} + {} received", a0.len(), a1.len());
+    assert_eq!(a0.len() + a1.len(), 40);
+    assert_eq!(port.rule_hits(r).expect("hits"), Some(40));
+}
+
 /// A device without flow counters (the emulator run with `RAWQ_EMU_FLOW_COUNTERS=off`:
 /// `ibv_create_counters` fails with EPROTONOSUPPORT): rules are installed without, steer as
 /// before, and `rule_hits` is `None`, never a made-up number.
@@ -508,4 +532,14 @@ fn verbs_without_flow_counters_rule_hits_is_none() {
         "verbs",
         &[("RAWQ_EMU_FLOW_COUNTERS", "off")],
     );
+}
+
+#[test]
+fn dv_rss_rule_hits_count_all_its_flows() {
+    outer("inner_rss_rule_hits_count_all_its_flows", "dv");
+}
+
+#[test]
+fn verbs_rss_rule_hits_count_all_its_flows() {
+    outer("inner_rss_rule_hits_count_all_its_flows", "verbs");
 }
