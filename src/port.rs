@@ -567,10 +567,11 @@ impl Port {
 
     /// The frames a rule has taken since it was installed (the frames the rule matched and
     /// acted on, whatever its action), where the backend can count per rule: AF_XDP (counters
-    /// in the steering program) and the model (each rule's device flow counter). `None` on
-    /// verbs and DV: on mlx5 a flow counts only with an `ibv_counters` object bound to it
-    /// (`IBV_FLOW_SPEC_ACTION_COUNT`), which rawq does not create (the emulated NIC does not
-    /// serve the ioctl uAPI those objects live in).
+    /// in the steering program), the model (each rule's device flow counter), verbs and DV
+    /// (an `ibv_counters` object per rule, bound to its flows with
+    /// `IBV_FLOW_SPEC_ACTION_COUNT`, read with `ibv_read_counters`). `None` where the device has
+    /// no flow counters (`ibv_create_counters` fails with EOPNOTSUPP, ENOSYS or
+    /// EPROTONOSUPPORT).
     ///
     /// # Errors
     /// [`Error::RuleHandle`] as for [`Port::remove_rule`]; [`Error::Os`] if the counters cannot

@@ -244,6 +244,35 @@ impl Device {
         )
     }
 
+    /// ioctl() on a command fd ([`cmd::counters::ioctl`]), under the file's lock and caught as
+    /// [`Device::write`] is.
+    ///
+    /// # Errors
+    /// The errno the kernel would return.
+    pub fn ioctl(&self, fd: i32, req: u64, arg: u64) -> Result<(), Errno> {
+        let f = self.file(fd)?;
+        if self.link.is_fatal() {
+            return Err(libc::EIO);
+        }
+        let mut f = lock_file(&f);
+        catch_unwind(AssertUnwindSafe(|| {
+            cmd::counters::ioctl(
+                &mut cmd::Ctx {
+                    dev: self,
+                    file: &mut f,
+                },
+                req,
+                arg,
+            )
+        }))
+        .unwrap_or_else(|_| {
+            eprintln!(
+                "rawq-emu: an ioctl on fd {fd} panicked (an emulator bug); it failed with EIO"
+            );
+            Err(libc::EIO)
+        })
+    }
+
     /// Validates an mmap of the command fd (`mlx5_ib_mmap`).
     ///
     /// # Errors
@@ -333,7 +362,12 @@ fn write_counters(dest: &str, hw: &Hw) {
     // a writer thread starved under load did, and the file kept counts seconds old).
     static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-    let line = format!("rawq-emu counters: {:?}\n", hw.counters());
+    let line = format!(
+        "rawq-emu counters: {:?} counters_objects: {} counters_left_at_close: {}\n",
+        hw.counters(),
+        cmd::counters::live(),
+        cmd::counters::left_at_close()
+    );
     if dest == "-" {
         eprint!("{line}");
     } else {

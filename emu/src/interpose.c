@@ -9,8 +9,10 @@
  *   open/openat     util/open_cdev.c: open_cdev() opens /dev/infiniband/uverbsN
  *   stat/fstat      libibverbs/init.c: try_access_device(); util/open_cdev.c (S_ISCHR + st_rdev)
  *   write           libibverbs/cmd_write.h: _execute_cmd_write() (the legacy write() ABI)
- *   ioctl           libibverbs/cmd_ioctl.c: execute_ioctl(): answered ENOTTY, so that
- *                   cmd_fallback.c: _execute_ioctl_fallback() picks the write() ABI
+ *   ioctl           libibverbs/cmd_ioctl.c: execute_ioctl(): UVERBS_OBJECT_COUNTERS
+ *                   (cmd_counters.c, ioctl only) is served; every other method answers
+ *                   EPROTONOSUPPORT, so that cmd_fallback.c: _execute_ioctl_fallback() picks
+ *                   the write() ABI for that method
  *   mmap            providers/mlx5/mlx5.c: mlx5_mmap() (UAR pages, clock page): validated
  *   close           so a reused fd number is not taken for the device
  *   dup/dup2/dup3/fcntl(F_DUPFD*)   a duplicate of a command fd is the same open file
@@ -50,7 +52,7 @@ extern long long rawq_emu_mmap_offset(long long off);
 extern void rawq_emu_release(int fd);
 extern int rawq_emu_dup(int oldfd, int newfd);
 extern void rawq_emu_close_other(int fd);
-extern void rawq_emu_note_ioctl(int fd, unsigned long req, const void *arg);
+extern int rawq_emu_ioctl(int fd, unsigned long req, void *arg);
 extern int rawq_emu_munmap(void *addr, size_t len);
 extern void rawq_emu_mapped_fixed(void *addr, size_t len);
 extern int rawq_emu_pins_any(void);
@@ -339,10 +341,15 @@ int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	if (is_emu(fd)) {
-		/* No ioctl method is emulated: libibverbs then uses write() for every verb. */
-		rawq_emu_note_ioctl(fd, req, arg);
-		errno = ENOTTY;
-		return -1;
+		/* The counters methods are served; any other method is EPROTONOSUPPORT, so that
+		 * libibverbs uses write() for that one (emu/src/cmd/counters.rs). */
+		int r = rawq_emu_ioctl(fd, req, arg);
+
+		if (r < 0) {
+			errno = -r;
+			return -1;
+		}
+		return r;
 	}
 	return real_ioctl(fd, req, arg);
 }

@@ -214,27 +214,20 @@ pub extern "C" fn rawq_emu_close_other(fd: i32) {
     });
 }
 
-/// An ioctl on a command fd (answered ENOTTY by interpose.c). With `RAWQ_EMU_DEBUG` the
-/// `RDMA_VERBS_IOCTL` header's object and method are logged: after libibverbs' first probe only
-/// ioctl-only verbs (DEVX, DV flow matchers, dynamic UARs) still arrive here, and fail.
+/// ioctl() on a command fd: 0 or `-errno` ([`crate::device::Device::ioctl`]: the counters
+/// methods are served, every other uverbs method is EPROTONOSUPPORT so that libibverbs falls
+/// back to write() for that method alone).
 #[no_mangle]
-pub extern "C" fn rawq_emu_note_ioctl(fd: i32, req: u64, arg: *const u8) {
-    guarded((), || {
-        let Some(dev) = device_of_fd(fd) else { return };
-        if !dev.cfg.debug {
-            return;
+pub extern "C" fn rawq_emu_ioctl(fd: i32, req: u64, arg: *mut u8) -> i32 {
+    guarded(-libc::EIO, || {
+        let Some(dev) = device_of_fd(fd) else {
+            return -libc::EBADF;
+        };
+        match dev.ioctl(fd, req, arg as u64) {
+            Ok(()) => 0,
+            Err(e) => -e,
         }
-        // struct ib_uverbs_ioctl_hdr: length, object_id, method_id, num_attrs (u16 each).
-        let ids = crate::umem::copy_from_user(arg as u64, 8)
-            .map(|h| {
-                let w = |i: usize| u16::from_ne_bytes([h[2 * i], h[2 * i + 1]]);
-                format!("object {:#x} method {:#x}", w(1), w(2))
-            })
-            .unwrap_or_else(|_| "unreadable header".into());
-        dev.log(format_args!(
-            "ioctl({fd}, {req:#x}) {ids} -> ENOTTY (write() ABI fallback)"
-        ));
-    });
+    })
 }
 
 /// munmap() while something is pinned: `i32::MIN` (the real call), 0, or `-errno`

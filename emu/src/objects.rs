@@ -120,6 +120,39 @@ pub struct Flow {
     pub qp: u32,
     /// Device flow id.
     pub id: Option<u32>,
+    /// The counters object its `IBV_FLOW_SPEC_ACTION_COUNT` spec named (a use of it).
+    pub counters: Option<u32>,
+}
+
+/// An `ibv_counters` object (`UVERBS_OBJECT_COUNTERS`; mlx5's `struct mlx5_ib_mcounters`).
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// (description, index) pairs the first flow bound (`IB_COUNTER_PACKETS` / `_BYTES`, and
+    /// where in the read buffer it adds).
+    pub descriptions: Vec<(u32, u32)>,
+    /// Highest index + 1; 0 while not bound (`cntrs_max_index`).
+    pub max_index: u32,
+    /// Device flows counting into it.
+    pub flows: Vec<u32>,
+    /// Frames of its flows already destroyed (the hardware counter outlives them).
+    pub retired: u64,
+}
+
+impl Counters {
+    /// Frames counted: those of its destroyed flows and of the live ones (Linux
+    /// drivers/infiniband/hw/mlx5/counters.c `read_flow_counters`, one `mlx5_fc` per object;
+    /// the device model counts per flow: `Hw::flow_hits`).
+    pub fn packets(&self, hw: Option<&rawq_model::hw::Hw>) -> u64 {
+        let live: u64 = match hw {
+            Some(hw) => self
+                .flows
+                .iter()
+                .map(|&f| hw.flow_hits(f).unwrap_or(0))
+                .sum(),
+            None => 0,
+        };
+        self.retired + live
+    }
 }
 
 /// Any object.
@@ -139,13 +172,15 @@ pub enum Obj {
     IndTbl(IndTbl),
     /// See [`Flow`].
     Flow(Flow),
+    /// See [`Counters`].
+    Counters(Counters),
 }
 
 impl Obj {
     /// Handles this object holds a use count on.
     fn uses(&self) -> Vec<u32> {
         match self {
-            Obj::Pd(_) | Obj::Cq(_) => Vec::new(),
+            Obj::Pd(_) | Obj::Cq(_) | Obj::Counters(_) => Vec::new(),
             Obj::IndTbl(t) => t.wqs.clone(),
             Obj::Mr(m) => vec![m.pd],
             Obj::Qp(q) => {
@@ -155,7 +190,11 @@ impl Obj {
                 v
             }
             Obj::Wq(w) => vec![w.pd, w.cq],
-            Obj::Flow(f) => vec![f.qp],
+            Obj::Flow(f) => {
+                let mut v = vec![f.qp];
+                v.extend(f.counters);
+                v
+            }
         }
     }
 }
@@ -205,6 +244,12 @@ impl Objects {
     getter!(wq, wq_mut, Wq, Wq);
     getter!(ind_tbl, ind_tbl_mut, IndTbl, IndTbl);
     getter!(flow, flow_mut, Flow, Flow);
+    getter!(counters, counters_mut, Counters, Counters);
+
+    /// How many objects use `h` (0 for a missing handle).
+    pub fn users(&self, h: u32) -> u32 {
+        self.slots.get(&h).map_or(0, |s| s.users)
+    }
 
     /// Inserts `obj` at the lowest free handle and takes use counts on what it uses.
     ///

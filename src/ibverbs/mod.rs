@@ -28,6 +28,7 @@
 
 pub mod channel;
 pub mod context;
+mod counters;
 pub mod cq;
 pub mod device;
 pub mod flow;
@@ -88,17 +89,18 @@ fn compile_rule(rule: &Rule, id: u64, port: u8) -> Result<(Vec<u8>, FlowTarget)>
 /// `mlx5_ib_create_flow` → `mlx5_add_flow_rules`, an FTE written by one firmware command), so a
 /// frame meets either the old set or the new one.
 ///
-/// Per-rule hit counters are not offered here. On mlx5 a flow counts only when created with an
-/// `IBV_FLOW_SPEC_ACTION_COUNT` spec naming an `ibv_counters` object (`ibv_create_counters`,
-/// then `ibv_attach_counters_point_flow` to describe packets/bytes, read back with
-/// `ibv_read_counters`; rdma-core's libibverbs man pages of those calls). The object lives in
-/// the ioctl uAPI (`UVERBS_OBJECT_COUNTERS`; the kernel binds it to the flow's steering
-/// counter in drivers/infiniband/hw/mlx5/counters.c `mlx5_ib_flow_counters_set_data`), which
-/// the emulated NIC does not serve. rawq creates no such object, so `Port::rule_hits` is `None`
-/// on verbs and DV.
+/// Per-rule hit counters: each rule gets an `ibv_counters` object counting frames
+/// ([`counters::Counters`]), named by an `IBV_FLOW_SPEC_ACTION_COUNT` spec in each of its
+/// flows, read by [`Rules::hits`] and destroyed after the rule's flows. A device without flow
+/// counters (`ibv_create_counters` fails with EOPNOTSUPP, ENOSYS or EPROTONOSUPPORT) installs
+/// its rules without, and `Port::rule_hits` is `None` there.
 pub(crate) struct Rules {
     /// The flows of each rule by number (an RSS rule may have several: [`rss::rss_parts`]).
     flows: Vec<(u64, flow::Flow)>,
+    /// Each rule's counters object (dropped after `flows`, which use them).
+    counters: Vec<(u64, counters::Counters)>,
+    /// The device has no flow counters (`ibv_create_counters` said so once).
+    no_counters: bool,
     single: Vec<Option<Arc<RssQp>>>,
     qps: Vec<Arc<RawQp>>,
     wqs: Vec<Arc<Wq>>,
@@ -141,13 +143,40 @@ impl Rules {
     /// The flows of rule number `id`: one, or for an RSS rule one per hashing QP
     /// ([`rss::rss_parts`]), created in order. On an error the ones made are destroyed (dropped).
     fn install_rule(&mut self, id: u64, rule: &Rule) -> Result<Vec<flow::Flow>> {
+        let counters = if self.no_counters {
+            None
+        } else {
+            let c = counters::Counters::create(&self.pd)?;
+            self.no_counters = c.is_none();
+            c
+        };
+        let made = self.install_rule_counted(id, rule, counters.as_ref())?;
+        if let Some(c) = counters {
+            self.counters.push((id, c));
+        }
+        Ok(made)
+    }
+
+    /// [`Rules::install_rule`], each flow counting into `counters` when given.
+    fn install_rule_counted(
+        &mut self,
+        id: u64,
+        rule: &Rule,
+        counters: Option<&counters::Counters>,
+    ) -> Result<Vec<flow::Flow>> {
         if !matches!(rule.action, Action::Rss(_)) {
             let (mut bytes, target) = compile_rule(rule, id, self.port)?;
+            if let Some(c) = counters {
+                c.add_spec(&mut bytes);
+            }
             return Ok(vec![self.install(&mut bytes, target, HashFields::NONE)?]);
         }
         let mut made = Vec::new();
         for part in rss::rss_parts(rule, &self.rss) {
             let (mut bytes, target) = compile_rule(&part.rule, id, self.port)?;
+            if let Some(c) = counters {
+                c.add_spec(&mut bytes);
+            }
             let target = match target {
                 // Nothing to hash: the first queue alone (as the hardware puts a frame whose
                 // fields are absent, hash 0, on the table's first entry).
@@ -183,7 +212,26 @@ impl Rules {
                 i += 1;
             }
         }
+        // Its counters go once no flow uses them.
+        self.counters.retain(|(r, _)| *r != id);
         first_err
+    }
+
+    /// Frames rule number `id` took (its counters object, read from the device); `None` where
+    /// the device has no flow counters.
+    ///
+    /// # Errors
+    /// [`Error::RuleHandle`] for a number not installed; [`Error::Os`] from
+    /// `ibv_read_counters`.
+    pub(crate) fn hits(&self, id: u64) -> Result<Option<u64>> {
+        if !self.flows.iter().any(|(r, _)| *r == id) {
+            return Err(Error::RuleHandle(format!("no rule {id} is installed")));
+        }
+        self.counters
+            .iter()
+            .find(|(r, _)| *r == id)
+            .map(|(_, c)| c.packets())
+            .transpose()
     }
 
     /// Attaches one compiled rule.
@@ -244,6 +292,10 @@ impl crate::port::Control for Rules {
     fn remove_rule(&mut self, id: u64) -> Result<()> {
         self.remove(id)
     }
+
+    fn rule_hits(&self, id: u64) -> Result<Option<u64>> {
+        self.hits(id)
+    }
 }
 
 /// Compiles and attaches `rules` (numbered 0, 1, ...) for a port whose queues send on `qps`
@@ -264,6 +316,8 @@ pub(crate) fn install_rules(
 ) -> Result<Rules> {
     let mut control = Rules {
         flows: Vec::new(),
+        counters: Vec::new(),
+        no_counters: false,
         single: Vec::new(),
         qps,
         wqs,

@@ -26,6 +26,7 @@ mod ty {
     pub const INNER: u32 = 0x100;
     pub const ACTION_TAG: u32 = 0x1000;
     pub const ACTION_DROP: u32 = 0x1001;
+    pub const ACTION_COUNT: u32 = 0x1003;
 }
 /// `IB_FLOW_ATTR_NORMAL`.
 const ATTR_NORMAL: u32 = 0;
@@ -86,8 +87,27 @@ fn check_priority(priority: u16) -> Result<(), Errno> {
 /// # Errors
 /// EINVAL for malformed specs or leftover bytes, EOPNOTSUPP for spec types the device does not
 /// match on (inner headers, tunnels, ESP, MPLS, counters, flow-action handles).
-pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
+pub fn decode_specs(bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
+    match decode_specs_counted(bytes, num)? {
+        (specs, None) => Ok(specs),
+        (_, Some(_)) => Err(EOPNOTSUPP),
+    }
+}
+
+/// As [`decode_specs`], also taking one `IBV_FLOW_SPEC_ACTION_COUNT` spec: the handle of the
+/// counters object it names (`ib_uverbs_flow_spec_action_count`: hdr, handle, reserved1;
+/// uverbs_cmd.c `kern_spec_to_ib_spec_action` looks the object up; mlx5 fs.c
+/// `parse_flow_attr` refuses a set `reserved` with EOPNOTSUPP). A second count spec is EINVAL
+/// (libmlx5 verbs.c `get_flow_mcounters`: one counters object per flow).
+///
+/// # Errors
+/// As [`decode_specs`].
+pub fn decode_specs_counted(
+    mut bytes: &[u8],
+    num: u8,
+) -> Result<(Vec<FlowSpec>, Option<u32>), Errno> {
     let mut out = Vec::with_capacity(num as usize);
+    let mut counters = None;
     for _ in 0..num {
         if bytes.len() < 8 {
             return Err(EINVAL);
@@ -213,7 +233,17 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
                 }
                 FlowSpec::Drop
             }
-            0x32 | 0x34 | 0x50 | 0x51 | 0x60 | 0x1002 | 0x1003 => return Err(EOPNOTSUPP),
+            ty::ACTION_COUNT => {
+                if body.len() != 8 || counters.is_some() {
+                    return Err(EINVAL);
+                }
+                if u32::from_ne_bytes(arr(body, 4)) != 0 {
+                    return Err(EOPNOTSUPP);
+                }
+                counters = Some(u32::from_ne_bytes(arr(body, 0)));
+                continue;
+            }
+            0x32 | 0x34 | 0x50 | 0x51 | 0x60 | 0x1002 => return Err(EOPNOTSUPP),
             _ => return Err(EINVAL),
         };
         out.push(spec);
@@ -221,7 +251,54 @@ pub fn decode_specs(mut bytes: &[u8], num: u8) -> Result<Vec<FlowSpec>, Errno> {
     if !bytes.is_empty() {
         return Err(EINVAL);
     }
-    Ok(out)
+    Ok((out, counters))
+}
+
+/// The counters descriptions of the create_flow udata (`struct mlx5_ib_create_flow`:
+/// `ncounters_data`, reserved, then that many `mlx5_ib_flow_counters_data` {pointer to
+/// `mlx5_ib_flow_counters_desc` {description, index} pairs, ncounters, reserved}), checked as
+/// Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow` does: udata shorter than the
+/// 8-byte header is EOPNOTSUPP, more than one counters data EINVAL, non-zero bytes past them
+/// EOPNOTSUPP; counters.c `mlx5_ib_flow_counters_set_data`: more than `MAX_COUNTERS_NUM`
+/// descriptions EINVAL, an unreadable array EFAULT. `None`: no descriptions passed.
+fn counters_udata(drv_in: &[u8]) -> Result<Option<Vec<(u32, u32)>>, Errno> {
+    if drv_in.is_empty() {
+        return Ok(None);
+    }
+    if drv_in.len() < 8 {
+        return Err(EOPNOTSUPP);
+    }
+    let n = u32::from_ne_bytes(arr(drv_in, 0));
+    if n > 1 {
+        return Err(EINVAL);
+    }
+    let need = 8 + 16 * n as usize;
+    if drv_in.len() > need && drv_in[need..].iter().any(|&b| b != 0) {
+        return Err(EOPNOTSUPP);
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    let ptr = super::u64_at(drv_in, 8);
+    let count = u32::from_ne_bytes(arr_or_zero(drv_in, 16));
+    if count > super::counters::MAX_DESCRIPTIONS {
+        return Err(EINVAL);
+    }
+    let raw = crate::umem::copy_from_user(ptr, 8 * count as usize).map_err(|_| libc::EFAULT)?;
+    Ok(Some(
+        raw.chunks_exact(8)
+            .map(|d| (u32::from_ne_bytes(arr(d, 0)), u32::from_ne_bytes(arr(d, 4))))
+            .collect(),
+    ))
+}
+
+/// Four bytes at `o` of `b`, zero where `b` is short.
+fn arr_or_zero(b: &[u8], o: usize) -> [u8; 4] {
+    let mut a = [0u8; 4];
+    for (i, x) in a.iter_mut().enumerate() {
+        *x = b.get(o + i).copied().unwrap_or(0);
+    }
+    a
 }
 
 pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
@@ -244,8 +321,9 @@ pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if usize::from(at.size) > specs_len || at.reserved != [0, 0] {
         return Err(EINVAL);
     }
+    let descriptions = counters_udata(&a.drv_in)?;
     let qp = c.file.objs.qp(req.qp_handle)?.clone();
-    let specs = decode_specs(
+    let (specs, counters) = decode_specs_counted(
         &a.core_in[fixed..fixed + usize::from(at.size)],
         at.num_of_specs,
     )?;
@@ -257,8 +335,18 @@ pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
     if at.port != 1 {
         return Err(EINVAL);
     }
-    // A rule steers to the QP's TIR: a send-only QP cannot take one.
-    let tirn = qp.tirn.ok_or(EINVAL)?;
+    // A rule steers to the QP's TIR: a send-only QP cannot take one, except a drop rule, which
+    // has no destination (fs.c `mlx5_ib_create_flow` takes the RQ's TIR number, 0 without an
+    // RQ; `_create_flow_rule` gives a DROP action no destination).
+    let tirn = match qp.tirn {
+        Some(t) => t,
+        None if specs.contains(&FlowSpec::Drop) => 0,
+        None => return Err(EINVAL),
+    };
+    // fs.c `_create_flow_rule`: a COUNT action binds the object before the rule is written.
+    if let Some(h) = counters {
+        super::counters::check_bind(c, h, descriptions.as_deref())?;
+    }
     let desc = FlowDesc {
         tirn,
         priority: at.priority,
@@ -270,10 +358,22 @@ pub(super) fn create_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
         Some(hw) if qp.on_hw => Some(hw.create_flow(desc).map_err(|e| hw_errno(&e))?),
         _ => None,
     };
-    let h = c.file.objs.insert(Obj::Flow(Flow {
+    let h = match c.file.objs.insert(Obj::Flow(Flow {
         qp: req.qp_handle,
         id,
-    }))?;
+        counters,
+    })) {
+        Ok(h) => h,
+        Err(e) => {
+            if let (Some(id), Some(hw)) = (id, c.dev.hw()) {
+                let _ = hw.destroy_flow(id);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(ch) = counters {
+        super::counters::bind(c, ch, descriptions, id);
+    }
     let r = ib_uverbs_create_flow_resp {
         comp_mask: 0,
         flow_handle: h,
@@ -295,6 +395,15 @@ pub(super) fn destroy_flow(c: &mut Ctx<'_>, a: &Attrs) -> CmdResult {
 
 /// Removes a flow from the table and the model.
 pub(super) fn destroy(c: &mut Ctx<'_>, h: u32) {
+    // Its counters keep what it counted, read before the device flow goes.
+    if let Ok(&Flow {
+        counters: Some(ch),
+        id,
+        ..
+    }) = c.file.objs.flow(h)
+    {
+        super::counters::unbind(c, ch, id);
+    }
     if let Some(Obj::Flow(f)) = c.file.objs.remove(h) {
         if let (Some(id), Some(hw)) = (f.id, c.dev.hw()) {
             let _ = hw.destroy_flow(id);
@@ -394,6 +503,54 @@ mod tests {
         assert!(v6(37).is_ok(), "traffic class is matched");
         assert_eq!(v6(38), Err(EOPNOTSUPP), "hop limit");
         assert_eq!(v6(39), Err(EOPNOTSUPP), "padding");
+    }
+
+    /// uverbs_cmd.c `kern_spec_to_ib_spec_action` / mlx5 fs.c `parse_flow_attr`: a count spec
+    /// names a counters object and reaches no match; `decode_specs` (no counters) refuses it.
+    #[test]
+    fn count_spec_names_the_counters_object() {
+        let mut b = spec(ty::UDP, &[0x23, 0x29, 0, 0, 0xff, 0xff, 0, 0]);
+        b.extend(spec(ty::ACTION_COUNT, &[7, 0, 0, 0, 0, 0, 0, 0]));
+        let (s, c) = decode_specs_counted(&b, 2).unwrap();
+        assert_eq!((s.len(), c), (1, Some(7)));
+        assert_eq!(decode_specs(&b, 2), Err(EOPNOTSUPP));
+        let mut two = b.clone();
+        two.extend(spec(ty::ACTION_COUNT, &[8, 0, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(
+            decode_specs_counted(&two, 3),
+            Err(EINVAL),
+            "two count specs"
+        );
+        let reserved = spec(ty::ACTION_COUNT, &[7, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(decode_specs_counted(&reserved, 1), Err(EOPNOTSUPP));
+        assert_eq!(
+            decode_specs_counted(&spec(ty::ACTION_COUNT, &[7, 0, 0, 0]), 1),
+            Err(EINVAL),
+            "short"
+        );
+    }
+
+    /// fs.c `mlx5_ib_create_flow`: the udata header, one counters data at most, zeros after.
+    #[test]
+    fn counters_udata_checks() {
+        assert_eq!(counters_udata(&[]), Ok(None));
+        assert_eq!(counters_udata(&[0; 4]), Err(EOPNOTSUPP));
+        assert_eq!(counters_udata(&[0; 8]), Ok(None));
+        let mut two = vec![0u8; 8 + 32];
+        two[0] = 2;
+        assert_eq!(counters_udata(&two), Err(EINVAL));
+        let mut extra = vec![0u8; 8 + 16 + 8];
+        extra[0] = 1;
+        extra[30] = 1;
+        assert_eq!(counters_udata(&extra), Err(EOPNOTSUPP));
+        let descs: [u32; 4] = [0, 1, 0, 0];
+        let mut one = vec![0u8; 8 + 16];
+        one[0] = 1;
+        one[8..16].copy_from_slice(&(descs.as_ptr() as u64).to_ne_bytes());
+        one[16] = 2;
+        assert_eq!(counters_udata(&one), Ok(Some(vec![(0, 1), (0, 0)])));
+        one[16..20].copy_from_slice(&(super::super::counters::MAX_DESCRIPTIONS + 1).to_ne_bytes());
+        assert_eq!(counters_udata(&one), Err(EINVAL));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! refused with EOPNOTSUPP; a response is cut to the space given and the rest cleared.
 
 mod context;
+pub mod counters;
 mod cq;
 pub mod flow;
 mod pd;
@@ -487,9 +488,11 @@ pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
 pub fn destroy_all(dev: &Device, file: &mut UFile) {
     use crate::objects::Obj;
     let mut c = Ctx { dev, file };
-    // Flows, then QPs, tables, WQs, CQs, MRs, PDs: each only uses objects of later kinds.
-    let order: [fn(&Obj) -> bool; 7] = [
+    // Flows, then counters, QPs, tables, WQs, CQs, MRs, PDs: each only uses objects of later
+    // kinds.
+    let order: [fn(&Obj) -> bool; 8] = [
         |o| matches!(o, Obj::Flow(_)),
+        |o| matches!(o, Obj::Counters(_)),
         |o| matches!(o, Obj::Qp(_)),
         |o| matches!(o, Obj::IndTbl(_)),
         |o| matches!(o, Obj::Wq(_)),
@@ -507,6 +510,7 @@ pub fn destroy_all(dev: &Device, file: &mut UFile) {
             }
             match o {
                 Obj::Flow(_) => flow::destroy(&mut c, h),
+                Obj::Counters(_) => counters::remove_at_close(&mut c, h),
                 Obj::Qp(_) => qp::destroy(&mut c, h),
                 Obj::IndTbl(_) => {
                     c.file.objs.remove(h);

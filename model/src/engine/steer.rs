@@ -247,7 +247,10 @@ impl HwState {
 
     pub(crate) fn create_flow(&mut self, d: FlowDesc) -> Result<u32> {
         let bad = |m: String| Err(Error::Config(format!("model create_flow: {m}")));
-        if self.tirs.get(d.tirn).is_none() {
+        // A drop flow has no destination (Linux drivers/infiniband/hw/mlx5/fs.c
+        // `mlx5_ib_create_flow` takes the QP's RQ TIR, 0 for a QP without an RQ, and
+        // `_create_flow_rule` gives a DROP action no destination): its TIR is not looked up.
+        if !d.specs.contains(&FlowSpec::Drop) && self.tirs.get(d.tirn).is_none() {
             return bad(format!("unknown TIR {:#x}", d.tirn));
         }
         let (mut l2, mut l3, mut l4, mut tag, mut drop) = (0, 0, 0, None, false);

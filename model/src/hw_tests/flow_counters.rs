@@ -131,3 +131,29 @@ fn each_flow_counts_the_frames_it_took_once() {
         .unwrap();
     assert_eq!(hits(fa2), 0);
 }
+
+/// A drop flow has no destination (Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow`
+/// takes the QP's RQ TIR, 0 for a QP without an RQ; `_create_flow_rule` gives a DROP action no
+/// destination): it is created whatever its TIR number, and counts what it drops; a flow that
+/// delivers needs a TIR that exists.
+#[test]
+fn a_drop_flow_needs_no_tir() {
+    let r = Rig::new(opts(0));
+    let bad = r.hw.create_flow(FlowDesc {
+        tirn: 0,
+        priority: 0,
+        dont_trap: false,
+        specs: vec![udp_dst(9000)],
+    });
+    assert!(bad.is_err(), "a delivering flow to no TIR");
+    let f =
+        r.hw.create_flow(FlowDesc {
+            tirn: 0,
+            priority: 0,
+            dont_trap: false,
+            specs: vec![udp_dst(9000), FlowSpec::Drop],
+        })
+        .expect("a drop flow without a TIR");
+    assert_eq!(r.hw.flow_hits(f).unwrap(), 0);
+    r.hw.destroy_flow(f).expect("destroy");
+}

@@ -216,7 +216,8 @@ impl ControlPort {
 }
 
 /// Rules at run time on a DV port: one `ibv_create_flow` / `ibv_destroy_flow` each, on the
-/// port's receive WQs (see `crate::ibverbs::Rules`; no per-rule counters).
+/// port's receive WQs, each rule counting into its own `ibv_counters` object (see
+/// `crate::ibverbs::Rules`).
 impl crate::port::Control for ControlPort {
     fn as_any(&self) -> &dyn std::any::Any {
         self
@@ -244,6 +245,13 @@ impl crate::port::Control for ControlPort {
     fn remove_rule(&mut self, id: u64) -> Result<()> {
         match &mut self.rules {
             Some(r) => r.remove(id),
+            None => Err(Error::RuleHandle(format!("no rule {id} is installed"))),
+        }
+    }
+
+    fn rule_hits(&self, id: u64) -> Result<Option<u64>> {
+        match &self.rules {
+            Some(r) => r.hits(id),
             None => Err(Error::RuleHandle(format!("no rule {id} is installed"))),
         }
     }

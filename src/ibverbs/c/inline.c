@@ -117,3 +117,32 @@ int rawq_poll_cq_ex(struct ibv_cq_ex *cq, int n, struct ibv_wc *wc, uint16_t *cv
 	ibv_end_poll(cq);
 	return i;
 }
+
+/* Flow counters (verbs.h inline wrappers, provider ops reached through verbs_get_ctx_op), used
+ * by src/ibverbs/counters.rs. */
+struct ibv_counters *rawq_ibv_create_counters(struct ibv_context *ctx)
+{
+	struct ibv_counters_init_attr attr = { 0 };
+
+	return ibv_create_counters(ctx, &attr);
+}
+
+int rawq_ibv_attach_counter(struct ibv_counters *counters, int desc, uint32_t index)
+{
+	struct ibv_counter_attach_attr attr = { 0 };
+
+	attr.counter_desc = desc;
+	attr.index = index;
+	return ibv_attach_counters_point_flow(counters, &attr, NULL);
+}
+
+int rawq_ibv_read_counters(struct ibv_counters *counters, uint64_t *values, uint32_t n,
+			   uint32_t flags)
+{
+	return ibv_read_counters(counters, values, n, flags);
+}
+
+int rawq_ibv_destroy_counters(struct ibv_counters *counters)
+{
+	return ibv_destroy_counters(counters);
+}
