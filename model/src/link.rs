@@ -177,6 +177,25 @@ impl AfPacket {
                 break;
             }
         }
+        // The kernel takes an 802.1Q tag out of every frame it receives before a packet socket
+        // sees it (net/core/dev.c `__netif_receive_skb_core`: `skb_vlan_untag`) and hands it
+        // over beside the frame, in PACKET_AUXDATA (net/packet/af_packet.c `packet_recvmsg`:
+        // `tp_vlan_tci`, `tp_vlan_tpid`, `TP_STATUS_VLAN_VALID`); `recv` puts it back, as
+        // libpcap does (pcap-linux.c), so that the device sees the frame as it was on the wire.
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt on our socket with a pointer to an int of the size passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_AUXDATA,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::last_os("setsockopt(PACKET_AUXDATA)"));
+        }
         Ok(AfPacket { fd, packet: true })
     }
 
@@ -201,25 +220,31 @@ impl AfPacket {
         n == frame.len() as isize
     }
 
-    /// Receives one frame the interface received (frames it sent are skipped); `None` when
-    /// nothing is waiting.
+    /// Receives one frame the interface received (frames it sent are skipped), with the
+    /// 802.1Q tag the kernel took out put back after the MAC addresses; `None` when nothing
+    /// is waiting.
     pub(crate) fn recv(&self, buf: &mut Vec<u8>) -> Option<()> {
         loop {
             buf.resize(65536, 0);
-            // SAFETY: as above; `sll` is written by the kernel up to `len`.
+            // SAFETY: plain data; zero is a valid starting value for each.
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            // SAFETY: `buf` has 65536 writable bytes; `sll`/`len` describe a valid address buffer.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                    &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
-                    &mut len,
-                )
+            // Room for one control message: the auxdata (u64 words keep it aligned).
+            let mut ctl = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
             };
+            // SAFETY: as above.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = ctl.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&ctl);
+            // SAFETY: `msg` describes `buf` (65536 writable bytes), `sll` and `ctl`, all live
+            // for the call.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
             // 0: a cable's other end is gone (end of file), not an empty frame.
             if n <= 0 {
                 buf.clear();
@@ -229,6 +254,34 @@ impl AfPacket {
                 continue;
             }
             buf.truncate(n as usize);
+            let mut tag = None;
+            // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
+            // `msg_controllen`; the auxdata is read unaligned.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA
+                    {
+                        let a: libc::tpacket_auxdata =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        if a.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
+                            let tpid = if a.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                                a.tp_vlan_tpid
+                            } else {
+                                0x8100
+                            };
+                            tag = Some((tpid, a.tp_vlan_tci));
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+            if let Some((tpid, tci)) = tag {
+                if buf.len() >= 12 {
+                    let t = [tpid.to_be_bytes(), tci.to_be_bytes()];
+                    buf.splice(12..12, t.into_iter().flatten());
+                }
+            }
             return Some(());
         }
     }

@@ -338,10 +338,10 @@ fn masked(fmt: MiniCqeFormat, b: &[u8; 64]) -> [u8; 64] {
     let mut x = *b;
     let zero = |x: &mut [u8; 64], r: std::ops::Range<usize>| x[r].fill(0);
     match fmt {
-        MiniCqeFormat::Hash => zero(&mut x, cqe::field::RX_HASH),
+        MiniCqeFormat::Hash => zero(&mut x, cqe::field::RSS_HASH_RESULT),
         MiniCqeFormat::CsumStrideIdx => {
-            zero(&mut x, cqe::field::CHECKSUM);
-            zero(&mut x, cqe::field::RX_HASH);
+            zero(&mut x, cqe::field::CHECK_SUM);
+            zero(&mut x, cqe::field::RSS_HASH_RESULT);
         }
     }
     zero(&mut x, cqe::field::BYTE_CNT);
@@ -383,10 +383,10 @@ fn write_session(c: &mut Cq, fmt: MiniCqeFormat, n: usize) {
             let e = Cqe::new_unchecked(it);
             let mut mc = MiniCqe::new_unchecked(&mut arr[j * 8..j * 8 + 8]);
             match fmt {
-                MiniCqeFormat::Hash => mc.set_rx_hash(e.rx_hash()),
+                MiniCqeFormat::Hash => mc.set_rx_hash_result(e.rss_hash_result()),
                 MiniCqeFormat::CsumStrideIdx => {
-                    mc.set_checksum(e.checksum());
-                    mc.set_stride_idx(e.wqe_counter());
+                    mc.set_checksum(e.check_sum());
+                    mc.set_stridx(e.wqe_counter());
                 }
             }
             mc.set_byte_cnt(e.byte_cnt());

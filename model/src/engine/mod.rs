@@ -8,6 +8,7 @@
 mod cq;
 mod rq;
 mod sq;
+mod sq_wqe;
 mod steer;
 mod tso;
 

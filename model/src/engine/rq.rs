@@ -242,15 +242,15 @@ impl HwState {
         {
             let info = net::analyze(f);
             let mut c = Cqe::new_unchecked(&mut base[..]);
-            c.set_rx_hash(hash);
-            c.set_rx_hash_type(hash_type);
+            c.set_rss_hash_result(hash);
+            c.set_rss_hash_type(hash_type);
             c.set_hds_ip_ext(info.hds_ip_ext);
             let mut t = info.hdr_type;
             if let Some(v) = vlan {
                 t |= cqe::CV;
                 c.set_vlan_info(v);
             }
-            c.set_l4_hdr_type_etc(t);
+            c.set_l4_l3_hdr_type(t);
             // The flow tag sits in the low 24 bits of `sop_drop_qpn` (mlx5dv.h / rdma-core
             // cq.c `mlx5_cq_read_flow_tag`: `sop_drop_qpn & MLX5_FLOW_TAG_MASK`; DPDK
             // mlx5_rx.c reads the mark there), 0 without a Tag spec.

@@ -5,6 +5,7 @@
 use super::*;
 use crate::flow;
 use crate::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
+use crate::wire::cqe;
 
 /// `enum ibv_rx_hash_fields` (rdma-core libibverbs/verbs.h).
 pub(crate) mod hash_fields {
@@ -602,7 +603,7 @@ fn spec_matches(s: &FlowSpec, f: &[u8], p: Option<&flow::Parsed>) -> bool {
 /// The TIR's Toeplitz hash over the fields it selects (`ibv_rx_hash_conf.rx_hash_fields_mask`,
 /// input order source address, destination address, source port, destination port: the
 /// Microsoft RSS specification the mlx5 TIR implements, PRM "TIR" `rx_hash_field_selector`),
-/// and the CQE `rx_hash_type` of what entered (IPv4 1<<2 / IPv6 2<<2, TCP 1<<6 / UDP 2<<6: Linux
+/// and the CQE `rss_hash_type` of what entered (`cqe::RSS_HTYPE_*`: Linux
 /// include/linux/mlx5/device.h CQE_RSS_HTYPE_*). Fields the frame lacks do not enter; a frame
 /// with none of them hashes to 0.
 /// `p` is `flow::parse(f)`; the key comes as its lookup tables (`flow::toeplitz`, equal to the
@@ -642,7 +643,7 @@ pub(crate) fn rss_hash(
                 put(&f[l3 + 16..l3 + 20], &mut n);
             }
             if fields & (SRC_IPV4 | DST_IPV4) != 0 {
-                ht |= 1 << 2;
+                ht |= cqe::RSS_HTYPE_IPV4;
             }
         }
         (0x86dd, Some(_)) => {
@@ -653,14 +654,14 @@ pub(crate) fn rss_hash(
                 put(&f[l3 + 24..l3 + 40], &mut n);
             }
             if fields & (SRC_IPV6 | DST_IPV6) != 0 {
-                ht |= 2 << 2;
+                ht |= cqe::RSS_HTYPE_IPV6;
             }
         }
         _ => return (0, 0),
     }
     let (sp, dp, t) = match p.ip_proto {
-        Some(6) => (SRC_PORT_TCP, DST_PORT_TCP, 1u8 << 6),
-        Some(17) => (SRC_PORT_UDP, DST_PORT_UDP, 2u8 << 6),
+        Some(6) => (SRC_PORT_TCP, DST_PORT_TCP, cqe::RSS_HTYPE_TCP),
+        Some(17) => (SRC_PORT_UDP, DST_PORT_UDP, cqe::RSS_HTYPE_UDP),
         _ => (0, 0, 0),
     };
     if let Some(o) =

@@ -1,10 +1,13 @@
 //! Typed views of the mlx5 ring formats the device reads and writes (send WQE segments, CQEs,
 //! mini-CQEs).
 //!
-//! The model's own copy of rawq's src/dv/wire (the formats the device uses, nothing of rawq's
-//! send templates or SRQ segments), so that the model imports nothing from rawq; to be
-//! re-derived from the vendor sources (the PRM, rdma-core's mlx5dv.h and providers/mlx5) as
-//! issue 18 asks. `oracle.rs` checks them against rdma-core's `mlx5dv.h` with a C program
+//! The completion formats (`cqe.rs`, `mini_cqe.rs`) are written from the vendor sources, with
+//! the Linux kernel's names (include/linux/mlx5/device.h `struct mlx5_cqe64`,
+//! `struct mlx5_mini_cqe8`) and a source per field, and judged by DPDK's mlx5 PMD, which
+//! decodes what the model writes (tests/emu_dpdk_decode.rs). The send WQE segments (`ctrl.rs`,
+//! `data.rs`, `eth.rs`, `inline.rs`) are still the model's copy of rawq's src/dv/wire (the
+//! formats the device reads), so that the model imports nothing from rawq. `oracle.rs` checks
+//! all of them against rdma-core's `mlx5dv.h` with a C program
 //! (`model/tests/c/wire_oracle.c`): every offset and constant that header defines, the vendor's
 //! WQE segment writers against the model's readers, the model's CQE writers against the
 //! vendor's struct and accessors; what the header does not define is listed there.

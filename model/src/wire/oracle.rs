@@ -11,6 +11,9 @@
 //! L4 header types, the stripped-VLAN and fragment bits, the compressed-CQE format, the
 //! striding-RQ byte count, the mini-CQE (`struct mlx5_mini_cqe8`), the enhanced MPSW opcode
 //! and the inline segment's layout beyond `MLX5_INLINE_SEG`.
+//! Of these, DPDK's mlx5 PMD judges what it reads (the hash, the ok bits, the header types, the
+//! fragment and stripped-VLAN bits, both mini-CQE formats, the striding byte count) by decoding
+//! the model's CQEs in tests/emu_dpdk_decode.rs.
 //!
 //! No C compiler or headers is a test failure that says what to install, never a silent skip.
 
@@ -120,7 +123,7 @@ fn offsets_sizes_and_constants_are_mlx5dv_hs() {
         ("mlx5_cqe64.hds_ip_ext", cqe::field::HDS_IP_EXT as u64),
         (
             "mlx5_cqe64.l4_hdr_type_etc",
-            cqe::field::L4_HDR_TYPE_ETC as u64,
+            cqe::field::L4_L3_HDR_TYPE as u64,
         ),
         ("mlx5_cqe64.vlan_info", cqe::field::VLAN_INFO.start as u64),
         ("mlx5_cqe64.srqn_uidx", cqe::field::SRQN_UIDX.start as u64),
@@ -313,7 +316,7 @@ fn mlx5dv_h_reads_what_the_model_writes() {
             c.set_byte_cnt(cnt);
             c.set_vlan_info(vlan);
             c.set_hds_ip_ext(hds);
-            c.set_l4_hdr_type_etc(l4);
+            c.set_l4_l3_hdr_type(l4);
             c.set_timestamp(ts);
             line += &format!("{id} {cnt} {vlan} {hds} {l4} {ts}");
         }
