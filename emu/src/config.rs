@@ -34,6 +34,10 @@
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
 //!   when a command fd closes); a pair's `mlx5_1` writes `FILE.mlx5_1`.
+//! * `RAWQ_EMU_RXGEN=COUNT[,SIZE[,FLOWS]]`: a frame source inside the process feeds
+//!   `mlx5_0`'s port COUNT UDP frames (0: no end) of SIZE bytes (default 60) over FLOWS source
+//!   ports (default 1) as fast as the port takes them ([`crate::rxgen`]); its count is written
+//!   beside the counters (`RAWQ_EMU_STATS`).
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +122,8 @@ pub struct Config {
     pub panic_in: Option<String>,
     /// The port MTU (`RAWQ_EMU_MTU`); `None`: frames of up to 9216 bytes.
     pub mtu: Option<u32>,
+    /// The in-process frame source (`RAWQ_EMU_RXGEN`).
+    pub rxgen: Option<crate::rxgen::RxGen>,
 }
 
 /// Largest frame without an MTU: 9216 bytes.
@@ -170,6 +176,7 @@ impl Default for Config {
             pause: false,
             panic_in: None,
             mtu: None,
+            rxgen: None,
         }
     }
 }
@@ -216,6 +223,16 @@ impl Config {
                 m
             }),
             fatal_file: get("RAWQ_EMU_FATAL_FILE"),
+            rxgen: get("RAWQ_EMU_RXGEN").and_then(|v| {
+                let g = crate::rxgen::RxGen::parse(&v, DEFAULT_MAX_FRAME);
+                if g.is_none() {
+                    eprintln!(
+                        "rawq-emu: RAWQ_EMU_RXGEN={v:?} is not COUNT[,SIZE 60..=9216[,FLOWS \
+                         1..=4096]]; no frames generated"
+                    );
+                }
+                g
+            }),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {
