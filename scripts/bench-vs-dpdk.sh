@@ -214,7 +214,7 @@ dpdk_run() {
 exec ${VG[*]} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
 EOF
   chmod +x "$OUT/$tag.vg"
-  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/testpmd-emu.sh --mem 512 \
+  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh --mem 512 \
     --devargs "$DEVARGS" --eal --log-level=pmd.net.mlx5:debug -- -i --forward-mode="$mode" \
     --total-num-mbufs=32768 --txd="$desc" --rxd="$desc" --burst=32 --txpkts=64 \
     --record-burst-stats <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
@@ -222,6 +222,7 @@ EOF
   exec 7>"$OUT/$tag.in"
   wait_for "$OUT/$tag.log" 'testpmd> ' || { exec 7>&-; wait $pid; return 1; }
   echo "$start" >&7
+  touch "$OUT/$tag.go" # the frame source (if any) starts now (RAWQ_EMU_RXGEN_START)
   wait_for "$OUT/$tag.log" 'Start automatic\|Starting\|start' || true
   if [[ -n ${RXGEN_COUNT:-} ]]; then
     # rx: until the generator is done and the device has taken all of it (then a moment for
@@ -252,7 +253,9 @@ if dirn == 'RX':
     frames = int(re.search(r' rx_frames: (\d+)', emu)[1])
     g = re.search(r' generated: (\d+)', emu)
     if g:
-        extra = {'generated': int(g[1]), 'no_buffer': int(re.search(r' rx_no_buffer: (\d+)', emu)[1])}
+        c = lambda k: int(re.search(r' %s: (\d+)' % k, emu)[1])
+        extra = {'generated': int(g[1]), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
+                 'netdev_tx': c('netdev_tx')}
 drv = sorted(p['driver'].items(), key=lambda kv: -kv[1]['ir'])
 # The burst call: the PMD function called most often from the forwarding function.
 burst = max(p['driver'].values(), key=lambda v: v['calls'])['calls'] if drv else 0
@@ -268,7 +271,8 @@ EOF
 }
 
 # Waits (bounded: 20 min) until the stats file $1 says the frame source made its $2 frames and
-# the device took them all (received into an RQ or dropped, counted).
+# the device took them all (received into an RQ or dropped, counted), beside what the port's
+# kernel netdev sent (testpmd's TAP: looped back, it arrives too).
 wait_generated() {
   local i
   for i in $(seq 2400); do
@@ -282,7 +286,8 @@ def c(k):
     m = re.search(r' %s: (\d+)' % k, t)
     return int(m[1]) if m else -1
 done = re.search(r'rawq-emu rxgen: .*done: true', t) is not None
-sys.exit(0 if done and c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') == int(sys.argv[2]) else 1)
+took = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('rx_rule_drop')
+sys.exit(0 if done and took == int(sys.argv[2]) + c('netdev_tx') else 1)
 EOF
     sleep 0.5
   done
@@ -299,8 +304,9 @@ j = json.loads(sys.argv[1])
 ok = j["pkts"] == j["device_frames"]
 msg = "%d counted by the tool, %d by the device" % (j["pkts"], j["device_frames"])
 if "generated" in j:
-    ok = ok and j["generated"] == j["device_frames"] + j["no_buffer"]
-    msg += ", %d generated, %d no-buffer drops" % (j["generated"], j["no_buffer"])
+    ok = ok and j["generated"] + j["netdev_tx"] == j["device_frames"] + j["no_buffer"] + j["to_kernel"]
+    msg += ", %d generated (+ %d from the kernel netdev), %d no-buffer drops, %d to the kernel" % (
+        j["generated"], j["netdev_tx"], j["no_buffer"], j["to_kernel"])
 print("  counts %s: %s" % ("add up" if ok else "DO NOT add up", msg))' "$1"
 }
 
@@ -344,7 +350,8 @@ pk = j['packets']
 d = p['driver']
 calls = d['rx_burst']['calls']
 print(json.dumps({'pkts': pk, 'device_frames': c('rx_frames'), 'calls': calls,
-    'generated': c('generated'), 'no_buffer': c('rx_no_buffer'), 'series': {
+    'generated': c('generated'), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
+    'netdev_tx': c('netdev_tx'), 'series': {
     'driver: rx_burst (+ refill, metadata)': [d['rx_burst']['ir'], pk, calls],
     'whole receive thread': [p['whole'], pk, calls],
     'application (whole - driver)': [p['whole'] - d['rx_burst']['ir'], pk, calls]},

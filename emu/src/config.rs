@@ -38,6 +38,8 @@
 //!   `mlx5_0`'s port COUNT UDP frames (0: no end) of SIZE bytes (default 60) over FLOWS source
 //!   ports (default 1) as fast as the port takes them ([`crate::rxgen`]); its count is written
 //!   beside the counters (`RAWQ_EMU_STATS`).
+//! * `RAWQ_EMU_RXGEN_START=PATH`: the frame source starts once PATH exists (a bench creates it
+//!   when the receiver is polling, e.g. after testpmd's `start`).
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +126,8 @@ pub struct Config {
     pub mtu: Option<u32>,
     /// The in-process frame source (`RAWQ_EMU_RXGEN`).
     pub rxgen: Option<crate::rxgen::RxGen>,
+    /// The frame source waits for this file (`RAWQ_EMU_RXGEN_START`).
+    pub rxgen_start: Option<String>,
 }
 
 /// Largest frame without an MTU: 9216 bytes.
@@ -177,6 +181,7 @@ impl Default for Config {
             panic_in: None,
             mtu: None,
             rxgen: None,
+            rxgen_start: None,
         }
     }
 }
@@ -223,6 +228,7 @@ impl Config {
                 m
             }),
             fatal_file: get("RAWQ_EMU_FATAL_FILE"),
+            rxgen_start: get("RAWQ_EMU_RXGEN_START"),
             rxgen: get("RAWQ_EMU_RXGEN").and_then(|v| {
                 let g = crate::rxgen::RxGen::parse(&v, DEFAULT_MAX_FRAME);
                 if g.is_none() {

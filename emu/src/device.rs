@@ -157,7 +157,8 @@ impl Device {
                     let mac = self
                         .ident
                         .port_mac(self.cfg.netdev_of(self.ident), self.cfg.wire.as_deref());
-                    crate::rxgen::spawn(g, hw.clone(), self.ident, mac);
+                    let start = self.cfg.rxgen_start.clone();
+                    crate::rxgen::spawn(g, hw.clone(), self.ident, mac, start);
                 }
                 Some(hw)
             }

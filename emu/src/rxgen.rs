@@ -175,14 +175,23 @@ fn udp_frame(size: u16, dst_mac: [u8; 6], src_port: u16) -> Vec<u8> {
 }
 
 /// Starts `g` on `hw` (device `ident`, whose port MAC is `mac`) in a thread of its own, which
-/// ends when the count is made (never with count 0). Says on stderr if it cannot start.
-pub fn spawn(g: RxGen, hw: Hw, ident: crate::caps::Ident, mac: [u8; 6]) {
+/// waits for the file `start` if given and ends when the count is made (never with count 0).
+/// Says on stderr if it cannot start.
+pub fn spawn(g: RxGen, hw: Hw, ident: crate::caps::Ident, mac: [u8; 6], start: Option<String>) {
     let p = progress(ident);
     p.count.store(g.count, Ordering::Relaxed);
     p.started.store(true, Ordering::Release);
     let r = std::thread::Builder::new()
         .name("rawq-emu-rxgen".into())
-        .spawn(move || run(g, &hw, p, mac));
+        .spawn(move || {
+            while start
+                .as_deref()
+                .is_some_and(|f| !std::path::Path::new(f).exists())
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            run(g, &hw, p, mac)
+        });
     if let Err(e) = r {
         eprintln!(
             "rawq-emu: RAWQ_EMU_RXGEN: the generator thread did not start ({e}); no frame made"
