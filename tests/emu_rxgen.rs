@@ -50,8 +50,13 @@ fn every_generated_frame_is_received_or_counted_as_a_no_buffer_drop() {
         .spawn()
         .expect("run scripts/emu.sh");
     let pid = child.id() as i32;
-    // The generator done and every frame through the port (the counters file is rewritten
+    // The device up (emu.sh builds the emulator first, which may wait for cargo's lock), then
+    // the generator done and every frame through the port (the counters file is rewritten
     // twice a second while the device lives).
+    let up = Instant::now() + Duration::from_secs(600);
+    while !stats.exists() && Instant::now() < up {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let end = Instant::now() + Duration::from_secs(60);
     let settled = loop {
         let c = |k| last_counter(&stats, k).unwrap_or(0);
