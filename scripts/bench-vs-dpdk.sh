@@ -217,7 +217,7 @@ EOF
   DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh --mem 512 \
     --devargs "$DEVARGS" --eal --log-level=pmd.net.mlx5:debug -- -i --forward-mode="$mode" \
     --total-num-mbufs=32768 --txd="$desc" --rxd="$desc" --burst=32 --txpkts=64 \
-    --record-burst-stats <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
+    --record-burst-stats ${TESTPMD_EXTRA:-} <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
   local pid=$!
   exec 7>"$OUT/$tag.in"
   wait_for "$OUT/$tag.log" 'testpmd> ' || { exec 7>&-; wait $pid; return 1; }
@@ -255,7 +255,7 @@ if dirn == 'RX':
     if g:
         c = lambda k: int(re.search(r' %s: (\d+)' % k, emu)[1])
         extra = {'generated': int(g[1]), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
-                 'netdev_tx': c('netdev_tx')}
+                 'netdev_tx': c('netdev_tx'), 'wire_drops': c('wire_drops')}
 drv = sorted(p['driver'].items(), key=lambda kv: -kv[1]['ir'])
 # The burst call: the PMD function called most often from the forwarding function.
 burst = max(p['driver'].values(), key=lambda v: v['calls'])['calls'] if drv else 0
@@ -272,7 +272,7 @@ EOF
 
 # Waits (bounded: 20 min) until the stats file $1 says the frame source made its $2 frames and
 # the device took them all (received into an RQ or dropped, counted), beside what the port's
-# kernel netdev sent (testpmd's TAP: looped back, it arrives too).
+# kernel netdev sent (testpmd's TAP: looped back, it arrives too, or the full wire drops it).
 wait_generated() {
   local i
   for i in $(seq 2400); do
@@ -286,7 +286,7 @@ def c(k):
     m = re.search(r' %s: (\d+)' % k, t)
     return int(m[1]) if m else -1
 done = re.search(r'rawq-emu rxgen: .*done: true', t) is not None
-took = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('rx_rule_drop')
+took = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('rx_rule_drop') + c('wire_drops')
 sys.exit(0 if done and took == int(sys.argv[2]) + c('netdev_tx') else 1)
 EOF
     sleep 0.5
@@ -304,9 +304,9 @@ j = json.loads(sys.argv[1])
 ok = j["pkts"] == j["device_frames"]
 msg = "%d counted by the tool, %d by the device" % (j["pkts"], j["device_frames"])
 if "generated" in j:
-    ok = ok and j["generated"] + j["netdev_tx"] == j["device_frames"] + j["no_buffer"] + j["to_kernel"]
-    msg += ", %d generated (+ %d from the kernel netdev), %d no-buffer drops, %d to the kernel" % (
-        j["generated"], j["netdev_tx"], j["no_buffer"], j["to_kernel"])
+    ok = ok and j["generated"] + j["netdev_tx"] == j["device_frames"] + j["no_buffer"] + j["to_kernel"] + j["wire_drops"]
+    msg += ", %d generated (+ %d from the kernel netdev), %d no-buffer drops, %d to the kernel, %d lost on the wire" % (
+        j["generated"], j["netdev_tx"], j["no_buffer"], j["to_kernel"], j["wire_drops"])
 print("  counts %s: %s" % ("add up" if ok else "DO NOT add up", msg))' "$1"
 }
 
@@ -351,7 +351,7 @@ d = p['driver']
 calls = d['rx_burst']['calls']
 print(json.dumps({'pkts': pk, 'device_frames': c('rx_frames'), 'calls': calls,
     'generated': c('generated'), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
-    'netdev_tx': c('netdev_tx'), 'series': {
+    'netdev_tx': c('netdev_tx'), 'wire_drops': c('wire_drops'), 'series': {
     'driver: rx_burst (+ refill, metadata)': [d['rx_burst']['ir'], pk, calls],
     'whole receive thread': [p['whole'], pk, calls],
     'application (whole - driver)': [p['whole'] - d['rx_burst']['ir'], pk, calls]},
@@ -367,8 +367,10 @@ if [[ ,$MODES, == *,rx,* ]]; then
   python3 "$OUT/fit.py" "rawq pktgen -b dv --rx (cyclic RQ, CQE compression; rings of 8192 and 1024):" "$A" "$B"
   report_notes "$A"; report_notes "$B"
   check_counts "$A"; check_counts "$B"
-  RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-a rxonly 4096 start
-  RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-b rxonly 512 start
+  # --no-flush-rx: testpmd's start otherwise drains and discards what its RQs hold (frames
+  # the source put there while testpmd read its start command).
+  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-a rxonly 4096 start
+  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-b rxonly 512 start
   A=$(dpdk_series dpdk-rx-a RX) B=$(dpdk_series dpdk-rx-b RX)
   python3 "$OUT/fit.py" "dpdk-testpmd rxonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B"
   report_notes "$A"; report_notes "$B"
