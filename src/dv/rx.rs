@@ -572,7 +572,7 @@ impl Rx {
         while n < max {
             if self.zip.is_some() {
                 // The common case in place first (fast.rs); what it leaves, the loop below.
-                let (k, b) = self.poll_zip_fast(out, max - n, cache);
+                let (k, b) = self.poll_zip_fast(out, max - n);
                 n += k;
                 bytes += b;
             }

@@ -148,19 +148,15 @@ impl FastRx {
     /// Turns entries `i..n` of the compressed session of `title` (its mini-CQE arrays in the
     /// slots after `cq.ci`) into packets in `out`, for a cyclic RQ of one buffer per WQE, reading
     /// the arrays in place. Per packet: the WQE is the title's counter plus the entry's position
-    /// (kernel mlx5e en_rx.c `mlx5e_decompress_cqe`), and the metadata is the title's, decoded
-    /// once, with the entry's RSS hash (`hash_in_mini`; none in the checksum format). Stops at
-    /// a frame longer than a buffer or a WQE without a posted buffer (the general loop counts
-    /// them). Returns (packets, bytes).
-    ///
-    /// `REPOST` (on a full ring of 16-byte WQEs): as in [`FastRx::run`], each completed WQE
-    /// gets a fresh buffer from the end of `fresh` at once (at most `fresh.len()` packets), and
-    /// the caller moves the producer index and writes the doorbell record, which is what the
-    /// refill after the poll did, in the same order. Otherwise the buffer is taken off the ring
-    /// and `fresh` is unused.
+    /// (kernel mlx5e en_rx.c `mlx5e_decompress_cqe`), its buffer is taken off the ring (the
+    /// refill after the poll posts a fresh one: the RQ doorbell must not move before the
+    /// session's CQ slots are released, see [`Rx::poll_cyclic_fast`]), and the metadata is the
+    /// title's, decoded once, with the entry's RSS hash (`hash_in_mini`; none in the checksum
+    /// format). Stops at a frame longer than a buffer or a WQE without a posted buffer (the
+    /// general loop counts them). Returns (packets, bytes).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn run_zip<const REPOST: bool>(
+    pub(super) fn run_zip(
         &self,
         cq: &Cq,
         title: &[u8; 64],
@@ -169,15 +165,7 @@ impl FastRx {
         hash_in_mini: bool,
         out: &mut [MaybeUninit<Packet>],
         bufs: &mut [u32],
-        fresh: &[u32],
     ) -> (usize, u64) {
-        let out = if REPOST {
-            let m = out.len().min(fresh.len());
-            &mut out[..m]
-        } else {
-            out
-        };
-        let size = self.geo.buf_size() as u64;
         let ctr0 = Cqe::new_unchecked(title).wqe_counter();
         let flags = word(title, cqe::field::HDS_IP_EXT);
         let mut tail = [0u8; 16];
@@ -203,19 +191,7 @@ impl FastRx {
             if *slot == EMPTY {
                 break;
             }
-            let idx = if REPOST {
-                // SAFETY: `k < out.len() <= fresh.len()` (`out` was cut to `fresh`).
-                let new = unsafe { *fresh.get_unchecked(fresh.len() - 1 - k) };
-                let d = self.ring.wrapping_add(w * 16);
-                // SAFETY: `w <= mask`: `d` is the data segment of WQE `w` (16-byte WQEs),
-                // inside the RQ ring. The device completed that WQE, so software owns it until
-                // the caller's doorbell record write publishes it again.
-                let seg = unsafe { &mut *(d as *mut [u8; 16]) };
-                DataSeg::new_unchecked(seg).set_addr(self.data0 + new as u64 * size);
-                std::mem::replace(slot, new)
-            } else {
-                std::mem::replace(slot, EMPTY)
-            };
+            let idx = std::mem::replace(slot, EMPTY);
             let hash = if hash_in_mini { m.rx_hash() } else { 0 };
             out[k].write(Packet::from_device_in(
                 self.shared,
@@ -236,12 +212,7 @@ impl Rx {
     /// The compressed session in progress, for a cyclic RQ of one buffer per WQE: as many of
     /// its packets as fit in `max` and `out`'s spare capacity ([`FastRx::run_zip`]); moves the
     /// session's position and the RQ consumer index. Any other RQ: nothing.
-    pub(super) fn poll_zip_fast(
-        &mut self,
-        out: &mut Vec<Packet>,
-        max: usize,
-        cache: &mut PoolCache,
-    ) -> (usize, u64) {
+    pub(super) fn poll_zip_fast(&mut self, out: &mut Vec<Packet>, max: usize) -> (usize, u64) {
         let (Kind::Cyclic { seg_room }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref())
         else {
             return (0, 0);
@@ -262,31 +233,20 @@ impl Rx {
             data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
         };
         let hash_in_mini = self.mini != Some(MiniCqeFormat::CsumStrideIdx);
-        let repost = self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        let (cq, spare, bufs) = (&self.cq, &mut spare[..max], &mut self.bufs[..]);
-        let (n, bytes) = if repost {
-            let mut got = (0, 0);
-            let want = max.min((zn - zi) as usize);
-            cache.get_bulk(want, |fresh| {
-                got = f.run_zip::<true>(cq, &title, zi, zn, hash_in_mini, spare, bufs, fresh);
-                got.0
-            });
-            got
-        } else {
-            f.run_zip::<false>(cq, &title, zi, zn, hash_in_mini, spare, bufs, &[])
-        };
+        let (n, bytes) = f.run_zip(
+            &self.cq,
+            &title,
+            zi,
+            zn,
+            hash_in_mini,
+            &mut spare[..max],
+            &mut self.bufs[..],
+        );
         // SAFETY: `spare[..n]` were initialized by `run_zip`, right after the first `len0`.
         unsafe { out.set_len(len0 + n) };
         self.ci = self.ci.wrapping_add(n as u32);
         if let Some(z) = self.zip.as_mut() {
             z.i += n as u32;
-        }
-        if repost && n > 0 {
-            // The WQEs just completed are posted again. The session's CQ slots are released
-            // when it is consumed whole (the poll's `consume_session` and `publish`), so this
-            // doorbell record write comes where the refill after the poll wrote it before.
-            self.pi = self.pi.wrapping_add(n as u32);
-            self.ring_rq();
         }
         (n, bytes)
     }
