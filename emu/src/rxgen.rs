@@ -120,10 +120,11 @@ const fn new_progress() -> Progress {
     }
 }
 
-/// The frames of `g`, one per flow, to `dst_mac`.
+/// The frames of `g`, one per flow (at least one), to `dst_mac`; a size under [`MIN_SIZE`] is
+/// taken as [`MIN_SIZE`].
 pub fn frames(g: RxGen, dst_mac: [u8; 6]) -> Vec<Vec<u8>> {
-    (0..g.flows)
-        .map(|i| udp_frame(g.size, dst_mac, SRC_PORT.wrapping_add(i)))
+    (0..g.flows.max(1))
+        .map(|i| udp_frame(g.size.max(MIN_SIZE), dst_mac, SRC_PORT.wrapping_add(i)))
         .collect()
 }
 
@@ -208,7 +209,7 @@ fn run(g: RxGen, hw: &Hw, p: &Progress, mac: [u8; 6]) {
         while made % BATCH == 0 && hw.flow_and_tir_count().0 == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let f = &frames[(made % u64::from(g.flows)) as usize];
+        let f = &frames[(made % frames.len() as u64) as usize];
         if hw.offer_frame(f) {
             made += 1;
             p.generated.store(made, Ordering::Release);
@@ -230,6 +231,20 @@ fn run(g: RxGen, hw: &Hw, p: &Progress, mac: [u8; 6]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_spec_makes_frames() {
+        let fs = frames(
+            RxGen {
+                count: 1,
+                size: 0,
+                flows: 0,
+            },
+            [0; 6],
+        );
+        assert_eq!(fs.len(), 1);
+        assert_eq!(fs[0].len(), usize::from(MIN_SIZE));
+    }
 
     #[test]
     fn parse_forms() {
