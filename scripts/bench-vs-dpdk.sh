@@ -4,6 +4,12 @@
 # this script: callgrind instructions per packet on the thread doing the work.
 #
 #   tx: `pktgen -b dv -s 60` beside `testpmd --forward-mode=txonly --txpkts=64` (burst 32).
+#   rx: `pktgen -b dv --rx` beside `testpmd --forward-mode=rxonly` (burst 32), both fed 60-byte
+#       frames by the emulator's own frame source (RAWQ_EMU_RXGEN, inside the process: an
+#       external sender reached ~430 frames/s under valgrind) with flow control on
+#       (RAWQ_EMU_PAUSE=1: the port holds a frame while the RQ is empty, so the source goes as
+#       fast as the receiver refills and nothing is dropped); the run ends once every generated
+#       frame is in (generated == the device's rx_frames == the tool's count, all checked).
 #   io: `fwd -b dv --mode io --tx-first N` beside `testpmd --forward-mode=io` + `start tx_first`
 #       (one looped-back port: every frame sent comes back and is forwarded again).
 #
@@ -27,13 +33,13 @@
 # txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
 # needs none, rawq inlines none), rxq_cqe_comp_en=1 (CQE compression, as rawq by default).
 #
-# Usage (as root): bash scripts/bench-vs-dpdk.sh [--modes tx,io] [--seconds S] [--keep]
+# Usage (as root): bash scripts/bench-vs-dpdk.sh [--modes tx,rx,io] [--seconds S] [--keep]
 #   --seconds S   testpmd's forwarding window under valgrind (default 20)
 #   --keep        keep the callgrind files and logs (their directory is printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-MODES=tx,io SECS=20 KEEP=0
+MODES=tx,rx,io SECS=20 KEEP=0
 while (($#)); do
   case "$1" in
     --modes) MODES=${2:?}; shift 2 ;;
@@ -121,6 +127,10 @@ if tool == 'rawq':
         # pktgen's settle (after the loop: waiting for the last completions) is left out.
         if name.endswith('pktgen::loops::settle'):
             r['whole'] -= ir
+        # pktgen --rx naps after 10000 empty polls (before the first frame, after the last):
+        # time off the data path, not its instructions.
+        if name.endswith('std::thread::functions::sleep'):
+            r['whole'] -= ir
     for (name, ir, n) in sum(calls.values(), []):
         m = re.search(r'DvQueue as rawq::queue::QueueOps>::(tx_burst|rx_burst|alloc_burst|reclaim)$', name)
         if m:
@@ -200,16 +210,23 @@ dpdk_run() {
 exec ${VG[*]} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
 EOF
   chmod +x "$OUT/$tag.vg"
-  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/testpmd-emu.sh --mem 512 \
+  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh --mem 512 \
     --devargs "$DEVARGS" --eal --log-level=pmd.net.mlx5:debug -- -i --forward-mode="$mode" \
     --total-num-mbufs=32768 --txd="$desc" --rxd="$desc" --burst=32 --txpkts=64 \
-    --record-burst-stats <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
+    --record-burst-stats ${TESTPMD_EXTRA:-} <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
   local pid=$!
   exec 7>"$OUT/$tag.in"
   wait_for "$OUT/$tag.log" 'testpmd> ' || { exec 7>&-; wait $pid; return 1; }
   echo "$start" >&7
+  touch "$OUT/$tag.go" # the frame source (if any) starts now (RAWQ_EMU_RXGEN_START)
   wait_for "$OUT/$tag.log" 'Start automatic\|Starting\|start' || true
-  sleep "$SECS" # the window: testpmd forwards until told to stop
+  if [[ -n ${RXGEN_COUNT:-} ]]; then
+    # rx: until the generator is done and the device has taken all of it (then a moment for
+    # the last ring to be polled: testpmd's counts are read when it stops).
+    wait_generated "$OUT/$tag.emu" "$RXGEN_COUNT" && sleep 3
+  else
+    sleep "$SECS" # the window: testpmd forwards until told to stop
+  fi
   # testpmd's stdout is a file here (fully buffered): its statistics appear when it exits, so
   # stop and quit go together (it runs them in order).
   printf 'stop\nquit\n' >&7
@@ -226,11 +243,20 @@ log, p, emu, dirn = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), open
 acc = log[log.index('Accumulated forward statistics'):]
 pk = int(re.search(dirn + r'-packets: *(\d+)', acc)[1])
 frames = int(re.search(r'tx_frames: (\d+)', emu)[1])
+# rx: the device's received frames, and the frame source's count beside its drops.
+extra = {}
+if dirn == 'RX':
+    frames = int(re.search(r' rx_frames: (\d+)', emu)[1])
+    g = re.search(r' generated: (\d+)', emu)
+    if g:
+        c = lambda k: int(re.search(r' %s: (\d+)' % k, emu)[1])
+        extra = {'generated': int(g[1]), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
+                 'netdev_tx': c('netdev_tx'), 'wire_drops': c('wire_drops')}
 drv = sorted(p['driver'].items(), key=lambda kv: -kv[1]['ir'])
 # The burst call: the PMD function called most often from the forwarding function.
 burst = max(p['driver'].values(), key=lambda v: v['calls'])['calls'] if drv else 0
 dsum = sum(v['ir'] for _, v in drv)
-print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': burst, 'series': {
+print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': burst, **extra, 'series': {
     'driver: PMD burst functions': [dsum, pk, burst],
     'whole forwarding lcore': [p['whole'], pk, burst],
     'application (whole - driver)': [p['whole'] - dsum, pk, burst]},
@@ -240,11 +266,51 @@ print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': burst, 'series':
 EOF
 }
 
+# Waits (bounded: 20 min) until the stats file $1 says the frame source made its $2 frames and
+# the device took them all (received into an RQ or dropped, counted), beside what the port's
+# kernel netdev sent (testpmd's TAP: looped back, it arrives too, or the full wire drops it).
+wait_generated() {
+  local i
+  for i in $(seq 2400); do
+    python3 - "$1" "$2" <<'EOF' && return 0
+import re, sys
+try:
+    t = open(sys.argv[1]).read()
+except OSError:
+    sys.exit(1)
+def c(k):
+    m = re.search(r' %s: (\d+)' % k, t)
+    return int(m[1]) if m else -1
+done = re.search(r'rawq-emu rxgen: .*done: true', t) is not None
+took = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('rx_rule_drop') + c('wire_drops')
+sys.exit(0 if done and took == int(sys.argv[2]) + c('netdev_tx') else 1)
+EOF
+    sleep 0.5
+  done
+  echo "bench: the frame source's $2 frames did not all arrive; $(cat "$1" 2>/dev/null)" >&2
+  return 1
+}
+
+# Says whether a run's counts add up: the tool's == the device's received frames (and, with
+# the frame source, those == generated, no-buffer drops included).
+check_counts() { # $1: run JSON
+  python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+ok = j["pkts"] == j["device_frames"]
+msg = "%d counted by the tool, %d by the device" % (j["pkts"], j["device_frames"])
+if "generated" in j:
+    ok = ok and j["generated"] + j["netdev_tx"] == j["device_frames"] + j["no_buffer"] + j["to_kernel"] + j["wire_drops"]
+    msg += ", %d generated (+ %d from the kernel netdev), %d no-buffer drops, %d to the kernel, %d lost on the wire" % (
+        j["generated"], j["netdev_tx"], j["no_buffer"], j["to_kernel"], j["wire_drops"])
+print("  counts %s: %s" % ("add up" if ok else "DO NOT add up", msg))' "$1"
+}
+
 report_notes() { # $1: run JSON
   python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("  run: %d packets counted by the tool, %d frames sent by the emulated device, %d burst calls; %s" % (j["pkts"], j["device_frames"], j["calls"], json.dumps(j["notes"])))' "$1"
 }
 
-if [[ $MODES == *tx* ]]; then
+if [[ ,$MODES, == *,tx,* ]]; then
   echo
   echo "== transmit only: 60-byte UDP frames (64 on the wire with FCS), burst 32 =="
   A=$(rawq_tx rawq-tx-a 8192) B=$(rawq_tx rawq-tx-b 256)
@@ -257,6 +323,59 @@ if [[ $MODES == *tx* ]]; then
   report_notes "$A"; report_notes "$B"
   echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-tx-a.log" | tr -s '\t\n' '  ')"
   echo "  its settings: $(grep -h -o '"txq_[a-z_]*" is [-0-9]*\|"rxq_cqe_comp_en" is [0-9]*' "$OUT/dpdk-tx-a.log" | tr '\n' ' ')"
+fi
+
+# rawq rx run $1 (tag) with ring $2, fed $RXGEN_COUNT generated frames; prints the run's JSON.
+rawq_rx() {
+  local tag=$1 ring=$2
+  RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/emu.sh -- \
+    "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" \
+    "$PKTGEN" -b dv -d mlx5_0 --rx --burst 32 --ring "$ring" --json \
+    >"$OUT/$tag.json" 2>"$OUT/$tag.log" &
+  local pid=$!
+  wait_generated "$OUT/$tag.emu" "$RXGEN_COUNT" && sleep 3
+  kill -TERM $pid 2>/dev/null || true
+  wait $pid || true # emu.sh answers SIGTERM with 143 once pktgen has stopped
+  python3 "$OUT/parse.py" rawq "$OUT/$tag.out" >"$OUT/$tag.parse"
+  python3 - "$OUT/$tag.json" "$OUT/$tag.parse" "$OUT/$tag.emu" <<'EOF'
+import json, re, sys
+j, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+emu = open(sys.argv[3]).read()
+c = lambda k: int(re.search(r' %s: (\d+)' % k, emu)[1])
+pk = j['packets']
+d = p['driver']
+calls = d['rx_burst']['calls']
+print(json.dumps({'pkts': pk, 'device_frames': c('rx_frames'), 'calls': calls,
+    'generated': c('generated'), 'no_buffer': c('rx_no_buffer'), 'to_kernel': c('rx_to_kernel'),
+    'netdev_tx': c('netdev_tx'), 'wire_drops': c('wire_drops'), 'series': {
+    'driver: rx_burst (+ refill, metadata)': [d['rx_burst']['ir'], pk, calls],
+    'whole receive thread': [p['whole'], pk, calls],
+    'application (whole - driver)': [p['whole'] - d['rx_burst']['ir'], pk, calls]},
+    'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1]}}))
+EOF
+}
+
+if [[ ,$MODES, == *,rx,* ]]; then
+  echo
+  echo "== receive only: 60-byte UDP frames from the emulator's frame source, burst 32 =="
+  export RXGEN_COUNT=${RXGEN_COUNT:-200000}
+  A=$(rawq_rx rawq-rx-a 8192) B=$(rawq_rx rawq-rx-b 1024)
+  python3 "$OUT/fit.py" "rawq pktgen -b dv --rx (cyclic RQ, CQE compression; rings of 8192 and 1024):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  check_counts "$A"; check_counts "$B"
+  # --no-flush-rx: testpmd's start otherwise drains and discards what its RQs hold (frames
+  # the source put there while testpmd read its start command).
+  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-a rxonly 4096 start
+  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-b rxonly 512 start
+  A=$(dpdk_series dpdk-rx-a RX) B=$(dpdk_series dpdk-rx-b RX)
+  python3 "$OUT/fit.py" "dpdk-testpmd rxonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B"
+  report_notes "$A"; report_notes "$B"
+  check_counts "$A"; check_counts "$B"
+  echo "  the PMD's choice: $(grep -h 'selected.*Rx function\|Rx burst\|rx_burst' "$OUT/dpdk-rx-a.log" | sort -u | head -3 | tr -s '\t\n' '  ')"
+  # testpmd's lcore never naps (pktgen --rx does after 10000 empty polls): under valgrind it
+  # keeps the CPU from the device and the source, and polls an empty RQ most of its turns.
+  echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-rx-a.log" "$OUT/dpdk-rx-b.log" | tr -s ' \n' '  ')"
+  unset RXGEN_COUNT
 fi
 
 # rawq fwd io run $1 (tag) with $2 frames sent first; prints the run's JSON.
@@ -284,7 +403,7 @@ print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': calls, 'series':
 EOF
 }
 
-if [[ $MODES == *io* ]]; then
+if [[ ,$MODES, == *,io,* ]]; then
   echo
   echo "== io forwarding on one looped-back port: the frames sent first go round (rx -> tx) =="
   A=$(rawq_io rawq-io-a 512) B=$(rawq_io rawq-io-b 64)

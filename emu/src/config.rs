@@ -37,6 +37,12 @@
 //! * `RAWQ_EMU_STATS=FILE`: the device model's counters, one `rawq-emu counters: {..}` line,
 //!   rewritten in FILE twice a second and when a command fd closes (`-`: printed on stderr
 //!   when a command fd closes); a pair's `mlx5_1` writes `FILE.mlx5_1`.
+//! * `RAWQ_EMU_RXGEN=COUNT[,SIZE[,FLOWS]]`: a frame source inside the process feeds
+//!   `mlx5_0`'s port COUNT UDP frames (0: no end) of SIZE bytes (default 60) over FLOWS source
+//!   ports (default 1) as fast as the port takes them ([`crate::rxgen`]); its count is written
+//!   beside the counters (`RAWQ_EMU_STATS`).
+//! * `RAWQ_EMU_RXGEN_START=PATH`: the frame source starts once PATH exists (a bench creates it
+//!   when the receiver is polling, e.g. after testpmd's `start`).
 
 /// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +129,10 @@ pub struct Config {
     pub panic_in: Option<String>,
     /// The port MTU (`RAWQ_EMU_MTU`); `None`: frames of up to 9216 bytes.
     pub mtu: Option<u32>,
+    /// The in-process frame source (`RAWQ_EMU_RXGEN`).
+    pub rxgen: Option<crate::rxgen::RxGen>,
+    /// The frame source waits for this file (`RAWQ_EMU_RXGEN_START`).
+    pub rxgen_start: Option<String>,
 }
 
 /// Largest frame without an MTU: 9216 bytes.
@@ -176,6 +186,8 @@ impl Default for Config {
             pause: false,
             panic_in: None,
             mtu: None,
+            rxgen: None,
+            rxgen_start: None,
         }
     }
 }
@@ -223,6 +235,17 @@ impl Config {
                 m
             }),
             fatal_file: get("RAWQ_EMU_FATAL_FILE"),
+            rxgen_start: get("RAWQ_EMU_RXGEN_START"),
+            rxgen: get("RAWQ_EMU_RXGEN").and_then(|v| {
+                let g = crate::rxgen::RxGen::parse(&v, DEFAULT_MAX_FRAME);
+                if g.is_none() {
+                    eprintln!(
+                        "rawq-emu: RAWQ_EMU_RXGEN={v:?} is not COUNT[,SIZE 60..=9216[,FLOWS \
+                         1..=4096]]; no frames generated"
+                    );
+                }
+                g
+            }),
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {

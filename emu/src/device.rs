@@ -160,7 +160,15 @@ impl Device {
                     *t = hw.spawn(None);
                 }
                 if let Some(dest) = self.stats_dest() {
-                    spawn_stats_writer(dest, hw.clone());
+                    spawn_stats_writer(dest, hw.clone(), self.ident);
+                }
+                // The in-process frame source feeds device 0's port.
+                if let (Some(g), 0) = (self.cfg.rxgen, self.ident.0) {
+                    let mac = self
+                        .ident
+                        .port_mac(self.cfg.netdev_of(self.ident), self.cfg.wire.as_deref());
+                    let start = self.cfg.rxgen_start.clone();
+                    crate::rxgen::spawn(g, hw.clone(), self.ident, mac, start);
                 }
                 Some(hw)
             }
@@ -341,7 +349,7 @@ impl Device {
         let (Some(dest), Some(Some(hw))) = (self.stats_dest(), self.hw.get()) else {
             return;
         };
-        write_counters(&dest, hw);
+        write_counters(&dest, hw, self.ident);
     }
 
     /// Where this device's counters go: `RAWQ_EMU_STATS` for `mlx5_0`, `RAWQ_EMU_STATS.mlx5_1`
@@ -356,18 +364,22 @@ impl Device {
     }
 }
 
-fn write_counters(dest: &str, hw: &Hw) {
+fn write_counters(dest: &str, hw: &Hw, ident: caps::Ident) {
     // One writer at a time, the counters read under the lock: the periodic writer must not
     // rename an older line over the one the device's close wrote last (both use `dest.tmp`;
     // a writer thread starved under load did, and the file kept counts seconds old).
     static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-    let line = format!(
-        "rawq-emu counters: {:?} counters_objects: {} counters_left_at_close: {}\n",
+    let mut line = format!(
+        "rawq-emu counters: {:?} counters_objects: {} counters_left_at_close: {}
+",
         hw.counters(),
         cmd::counters::live(),
         cmd::counters::left_at_close()
     );
+    // The in-process frame source's count (crate::rxgen), read after the device's counters:
+    // a frame it counts is never missing from them once the port has drained.
+    line.extend(crate::rxgen::progress(ident).stats_line());
     if dest == "-" {
         eprint!("{line}");
     } else {
@@ -382,14 +394,14 @@ fn write_counters(dest: &str, hw: &Hw) {
 
 /// While the device lives, rewrites the counters file twice a second (a server that is killed
 /// never closes its device).
-fn spawn_stats_writer(dest: String, hw: Hw) {
+fn spawn_stats_writer(dest: String, hw: Hw, ident: caps::Ident) {
     if dest == "-" {
         return;
     }
     let _ = std::thread::Builder::new()
         .name("rawq-emu-stats".into())
         .spawn(move || loop {
-            write_counters(&dest, &hw);
+            write_counters(&dest, &hw, ident);
             std::thread::sleep(std::time::Duration::from_millis(500));
         });
 }

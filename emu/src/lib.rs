@@ -36,6 +36,7 @@ pub mod mmap;
 pub mod objects;
 pub mod pin;
 pub mod rings;
+pub mod rxgen;
 mod sys;
 #[allow(missing_docs)]
 pub mod uapi;

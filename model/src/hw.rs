@@ -746,6 +746,15 @@ impl Hw {
         let inbox = self.lock().inbox.clone();
         inbox.push(frame);
     }
+
+    /// Puts `frame` on the wire in front of the port if the wire has room (as
+    /// [`Hw::inject_frame`]); false, and nothing done, if it is full: a source inside the
+    /// device's process (the emulator's frame generator) waits and offers it again instead of
+    /// losing it before the port.
+    pub fn offer_frame(&self, frame: &[u8]) -> bool {
+        let inbox = self.lock().inbox.clone();
+        inbox.push(frame)
+    }
 }
 
 /// How long a pinned device thread keeps polling without giving its CPU away after its last

@@ -570,6 +570,12 @@ impl Rx {
             (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
         }
         while n < max {
+            if self.zip.is_some() {
+                // The common case in place first (fast.rs); what it leaves, the loop below.
+                let (k, b) = self.poll_zip_fast(out, max - n);
+                n += k;
+                bytes += b;
+            }
             if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
                 let t = Cqe::new_unchecked(&title);
                 let mut i = zi;

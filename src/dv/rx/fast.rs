@@ -143,3 +143,111 @@ impl FastRx {
         (n, bytes)
     }
 }
+
+impl FastRx {
+    /// Turns entries `i..n` of the compressed session of `title` (its mini-CQE arrays in the
+    /// slots after `cq.ci`) into packets in `out`, for a cyclic RQ of one buffer per WQE, reading
+    /// the arrays in place. Per packet: the WQE is the title's counter plus the entry's position
+    /// (kernel mlx5e en_rx.c `mlx5e_decompress_cqe`), its buffer is taken off the ring (the
+    /// refill after the poll posts a fresh one: the RQ doorbell must not move before the
+    /// session's CQ slots are released, see [`Rx::poll_cyclic_fast`]), and the metadata is the
+    /// title's, decoded once, with the entry's RSS hash (`hash_in_mini`; none in the checksum
+    /// format). Stops at a frame longer than a buffer or a WQE without a posted buffer (the
+    /// general loop counts them). Returns (packets, bytes).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_zip(
+        &self,
+        cq: &Cq,
+        title: &[u8; 64],
+        i: u32,
+        n: u32,
+        hash_in_mini: bool,
+        out: &mut [MaybeUninit<Packet>],
+        bufs: &mut [u32],
+    ) -> (usize, u64) {
+        let ctr0 = Cqe::new_unchecked(title).wqe_counter();
+        let flags = word(title, cqe::field::HDS_IP_EXT);
+        let mut tail = [0u8; 16];
+        tail.copy_from_slice(&title[cqe::field::TIMESTAMP.start..]);
+        let (mut k, mut bytes, mut i) = (0usize, 0u64, i);
+        while i < n && k < out.len() {
+            // Entries 0..7 are in the slot after the title, entry e >= 8 in slot 8 * (e / 8).
+            let s = if i < 8 { 1 } else { 8 * (i / 8) };
+            let at = cq
+                .slot(cq.ci.wrapping_add(s))
+                .wrapping_add((i as usize % mini_cqe::PER_SLOT) * mini_cqe::SIZE);
+            // SAFETY: the array slot lies inside the CQ ring (`slot` masks the index) and
+            // belongs to the session whose title software owns; the device leaves it alone until
+            // the consumer index is published past the session.
+            let m = MiniCqe::new_unchecked(unsafe { std::slice::from_raw_parts(at, 8) });
+            let len = m.byte_cnt();
+            if len > self.seg_room {
+                break;
+            }
+            let w = (ctr0.wrapping_add(i as u16) as u32 & self.mask) as usize;
+            // SAFETY: `w <= mask < wqe_cnt == bufs.len()` (one buffer per WQE).
+            let slot = unsafe { bufs.get_unchecked_mut(w) };
+            if *slot == EMPTY {
+                break;
+            }
+            let idx = std::mem::replace(slot, EMPTY);
+            let hash = if hash_in_mini { m.rx_hash() } else { 0 };
+            out[k].write(Packet::from_device_in(
+                self.shared,
+                idx,
+                self.headroom,
+                len,
+                RxMeta::from_raw(flags, hash.to_be(), tail),
+            ));
+            bytes += len as u64;
+            k += 1;
+            i += 1;
+        }
+        (k, bytes)
+    }
+}
+
+impl Rx {
+    /// The compressed session in progress, for a cyclic RQ of one buffer per WQE: as many of
+    /// its packets as fit in `max` and `out`'s spare capacity ([`FastRx::run_zip`]); moves the
+    /// session's position and the RQ consumer index. Any other RQ: nothing.
+    pub(super) fn poll_zip_fast(&mut self, out: &mut Vec<Packet>, max: usize) -> (usize, u64) {
+        let (Kind::Cyclic { seg_room }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref())
+        else {
+            return (0, 0);
+        };
+        let (title, zn, zi) = (z.title, z.n, z.i);
+        let len0 = out.len();
+        let spare = out.spare_capacity_mut();
+        let max = max.min(spare.len());
+        let geo = self.shared.geometry();
+        let f = FastRx {
+            shared: self.shared,
+            geo,
+            headroom: self.headroom as u16,
+            mask: self.mask,
+            shift: 0,
+            seg_room,
+            ring: self.base,
+            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
+        };
+        let hash_in_mini = self.mini != Some(MiniCqeFormat::CsumStrideIdx);
+        let (n, bytes) = f.run_zip(
+            &self.cq,
+            &title,
+            zi,
+            zn,
+            hash_in_mini,
+            &mut spare[..max],
+            &mut self.bufs[..],
+        );
+        // SAFETY: `spare[..n]` were initialized by `run_zip`, right after the first `len0`.
+        unsafe { out.set_len(len0 + n) };
+        self.ci = self.ci.wrapping_add(n as u32);
+        if let Some(z) = self.zip.as_mut() {
+            z.i += n as u32;
+        }
+        (n, bytes)
+    }
+}
