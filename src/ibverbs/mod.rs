@@ -232,7 +232,7 @@ impl Rules {
     }
 }
 
-impl crate::port::Control for Rules {
+impl crate::backend::Control for Rules {
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -333,7 +333,7 @@ fn create_qp_inline_or_not(
 }
 
 /// Opens a verbs port (see [`crate::Port::builder`]).
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
     let Backend::Verbs { device, port } = &cfg.backend else {
         return Err(Error::Config("not a verbs backend".into()));
     };

@@ -217,7 +217,7 @@ impl ControlPort {
 
 /// Rules at run time on a DV port: one `ibv_create_flow` / `ibv_destroy_flow` each, on the
 /// port's receive WQs (see `crate::ibverbs::Rules`; no per-rule counters).
-impl crate::port::Control for ControlPort {
+impl crate::backend::Control for ControlPort {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -177,10 +177,10 @@ impl ModelOptions {
 /// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
 /// in its own thread, which stops when the port is dropped.
 pub(crate) fn open(
-    cfg: &crate::port::PortConfig,
+    cfg: &crate::config::PortConfig,
     opts: &ModelOptions,
     pool: &Mempool,
-) -> Result<crate::port::Opened> {
+) -> Result<crate::backend::Opened> {
     let mut o = opts.clone();
     o.queues = cfg.queues;
     o.sq_wqebbs = cfg.tx_ring;
@@ -275,7 +275,7 @@ impl ModelControl {
     }
 }
 
-impl crate::port::Control for ModelControl {
+impl crate::backend::Control for ModelControl {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
