@@ -84,6 +84,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::O
         // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns, and
         // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`.
         let mut q = unsafe { queue::DvQueue::new(index, rings, pool, recover, Box::new(())) }?;
+        q.set_max_frame(cfg.max_frame());
         if let Some(n) = notify {
             q = q.with_rx_notify(n);
         }

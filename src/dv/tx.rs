@@ -119,6 +119,8 @@ pub struct Tx {
     tx_csum: bool,
     /// Largest TSO payload the device segments (0: no TSO).
     max_tso: u32,
+    /// The port's largest frame, which TSO segments must fit (`None`: no port MTU).
+    max_frame: Option<u32>,
     /// Why the first packet refused since the last [`Tx::take_refused`] was (an offload
     /// request this queue cannot carry out), for the queue's error.
     refused: Option<String>,
@@ -273,6 +275,7 @@ impl Tx {
             mode,
             tx_csum: caps.tx_csum,
             max_tso: caps.max_tso,
+            max_frame: None,
             refused: None,
             cq: Cq::new(cq)?,
         })
@@ -282,6 +285,11 @@ impl Tx {
     #[inline(always)]
     fn free_bbs(&self) -> u32 {
         self.wqe_cnt - self.pi.wrapping_sub(self.ci) as u32
+    }
+
+    /// Bounds the segments of TSO super-frames by the port's largest frame (its MTU + 18).
+    pub(crate) fn set_max_frame(&mut self, max_frame: Option<u32>) {
+        self.max_frame = max_frame;
     }
 
     /// Why a packet was refused since the last call (see `refused`).

@@ -434,6 +434,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::O
             Rx::new(i, target, rx_cq, mr.lkey(), rx_wrs, pool).with_scatter(sges),
             {
                 let mut tx = Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum());
+                tx.set_max_frame(cfg.max_frame());
                 if qp.caps().max_tso_header > 0 {
                     tx.set_max_tso(dev.raw_packet_max_tso());
                 }

@@ -230,7 +230,9 @@ pub(crate) fn open(
     let port = ModelPort::new(o)?;
     let mut queues = Vec::new();
     for i in 0..cfg.queues {
-        queues.push(port.queue(i, pool)?.into_queue());
+        let mut q = port.queue(i, pool)?;
+        q.set_max_frame(cfg.max_frame());
+        queues.push(q.into_queue());
     }
     let caps = port.caps();
     let thread = port.spawn();
