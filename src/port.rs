@@ -85,6 +85,10 @@ impl PortBuilder {
     /// transmit: dropped, counted in `tx_errors` and said by `Queue::take_error`, never
     /// counted as sent. Default: the backend's (one buffer per received frame, no transmit
     /// check).
+    ///
+    /// A TSO super-frame is held to its segments (header + MSS) by the backend, which refuses
+    /// segments above the largest frame as it refuses any TSO request it cannot carry out
+    /// (counted in `tx_drops`).
     pub fn mtu(mut self, mtu: u32) -> Self {
         self.cfg.mtu = Some(mtu);
         self
