@@ -104,7 +104,7 @@ fn open_fails_with_eio(backend: &str) {
     std::fs::write(&fatal, b"").unwrap();
     let exe = support::example("pktgen");
     let child = Run::spawn(
-        &mut emu_sh(
+        emu_sh(
             None,
             Some(120),
             &[],
