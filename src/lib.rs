@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod backend;
 /// The C-oracle helpers shared with the integration tests.
 #[cfg(test)]
 #[path = "../tests/support/cc.rs"]

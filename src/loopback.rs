@@ -4,14 +4,17 @@
 //! packet ownership and counters with no device at all. Packets move through a bounded ring
 //! without copies; a full ring refuses further packets exactly as a device ring would.
 
+use std::any::Any;
 use std::collections::VecDeque;
 
-use crate::config::PortConfig;
+use crate::backend::{Control, Opened};
+use crate::config::{Offloads, PortConfig, PortInfo};
+use crate::error::{Error, Result};
+use crate::flow::Rule;
 use crate::mempool::Mempool;
 use crate::packet::Packet;
 use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
-use crate::Result;
 
 struct LoopbackQueue {
     ring: VecDeque<Packet>,
@@ -82,8 +85,14 @@ impl QueueOps for LoopbackQueue {
     }
 }
 
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Vec<Queue>> {
-    Ok((0..cfg.queues)
+/// Opens a loopback port (see [`crate::Port::builder`]).
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
+    if !cfg.rules.is_empty() {
+        return Err(Error::Unsupported(
+            "the loopback backend has no flow steering; open it without rules".into(),
+        ));
+    }
+    let queues = (0..cfg.queues)
         .map(|i| {
             let cap = cfg.rx_ring as usize;
             Queue::new(
@@ -97,5 +106,36 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Vec<Queue>> {
                 }),
             )
         })
-        .collect())
+        .collect();
+    let info = PortInfo {
+        backend: "loopback",
+        device: "loopback".into(),
+        mode: "software".into(),
+        queues: cfg.queues,
+        offloads: Offloads::LOOPBACK,
+    };
+    Ok((queues, info, Box::new(NoSteering)))
+}
+
+/// The control objects of a backend without flow steering (loopback).
+struct NoSteering;
+
+impl Control for NoSteering {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn add_rule(&mut self, _: u64, _: &Rule) -> Result<()> {
+        Err(Error::Unsupported(
+            "the loopback backend has no flow steering: every frame sent on a queue comes back \
+             on it, so there is nothing for a rule to steer"
+                .into(),
+        ))
+    }
+
+    fn remove_rule(&mut self, id: u64) -> Result<()> {
+        Err(Error::RuleHandle(format!(
+            "the loopback backend has no rules (rule {id})"
+        )))
+    }
 }

@@ -4,6 +4,11 @@
 //! an mlx5 port would drop it on the wire side. Here it is dropped (its buffers go home), counted
 //! in `tx_errors`, said by [`Queue::take_error`](crate::Queue::take_error), and never counted as
 //! sent. Only ports opened with an MTU get this wrapper: the others keep their direct path.
+//!
+//! A TSO super-frame is judged by its segments, and by the backend: it parses the header for
+//! the device anyway, and checks the segments with [`check_tso_segments`], refusing the
+//! request as it refuses any TSO request it cannot carry out (dropped, counted in
+//! `tx_drops`, said). The header is parsed once.
 
 use crate::error::Error;
 use crate::mempool::Mempool;
@@ -124,12 +129,50 @@ impl QueueOps for MtuGuard {
 
 /// Whether `p` would put a frame longer than `max` bytes on the wire. A TSO super-frame is
 /// cut into segments of its header plus at most `mss` payload bytes: those must fit, not the
-/// super-frame (a request the backend cannot parse is left to the backend to refuse, with its
-/// reason).
+/// super-frame, and the backend checks them ([`check_tso_segments`]) when it parses the header
+/// for the device, so that the header is parsed once.
 fn too_long(p: &Packet, max: usize) -> bool {
-    match p.offload.tso_mss {
-        Some(mss) => crate::packet::tso_header_len(p, mss, u32::MAX)
-            .is_ok_and(|hdr| hdr + mss as usize > max),
-        None => p.len() > max,
+    p.offload.tso_mss.is_none() && p.len() > max
+}
+
+/// Checks that the segments of a TSO super-frame with a `hdr`-byte header and MSS `mss` (each
+/// its header plus at most `mss` payload bytes) fit the port's largest frame `max_frame`
+/// (`None`: the port has no MTU). A backend calls it with the header length it parsed for the
+/// device; the error says what to change.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) fn check_tso_segments(
+    hdr: usize,
+    mss: u16,
+    max_frame: Option<u32>,
+) -> Result<(), String> {
+    let Some(max) = max_frame else {
+        return Ok(());
+    };
+    let seg = hdr + mss as usize;
+    if seg <= max as usize {
+        return Ok(());
+    }
+    Err(format!(
+        "TSO segments of {seg} bytes (a {hdr}-byte header + MSS {mss}) are above the port's \
+         largest frame of {max} bytes (MTU {} + 18 bytes of Ethernet header and VLAN tag): send \
+         with an MSS of at most {} or open the port with a larger PortBuilder::mtu",
+        max.saturating_sub(crate::config::MTU_L2_OVERHEAD),
+        (max as usize).saturating_sub(hdr)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_tso_segments;
+
+    #[test]
+    fn tso_segments_may_fill_the_largest_frame_but_not_pass_it() {
+        assert_eq!(check_tso_segments(66, 1452, None), Ok(()));
+        assert_eq!(check_tso_segments(66, 1452, Some(1518)), Ok(()));
+        let e = check_tso_segments(66, 1453, Some(1518)).unwrap_err();
+        assert!(
+            e.contains("1519 bytes") && e.contains("MTU 1500") && e.contains("at most 1452"),
+            "{e}"
+        );
     }
 }

@@ -13,9 +13,9 @@
 //! # Ok(()) }
 //! ```
 
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::backend::{Control, Opened};
 pub use crate::config::{
     Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType, RxTimestamps,
 };
@@ -85,6 +85,10 @@ impl PortBuilder {
     /// transmit: dropped, counted in `tx_errors` and said by `Queue::take_error`, never
     /// counted as sent. Default: the backend's (one buffer per received frame, no transmit
     /// check).
+    ///
+    /// A TSO super-frame is held to its segments (header + MSS) by the backend, which refuses
+    /// segments above the largest frame as it refuses any TSO request it cannot carry out
+    /// (counted in `tx_drops`).
     pub fn mtu(mut self, mtu: u32) -> Self {
         self.cfg.mtu = Some(mtu);
         self
@@ -187,22 +191,7 @@ impl PortBuilder {
             ));
         }
         let (queues, info, control): Opened = match &cfg.backend {
-            Backend::Loopback => {
-                if !cfg.rules.is_empty() {
-                    return Err(Error::Unsupported(
-                        "the loopback backend has no flow steering; open it without rules".into(),
-                    ));
-                }
-                let q = crate::loopback::open(&cfg, &pool)?;
-                let info = PortInfo {
-                    backend: "loopback",
-                    device: "loopback".into(),
-                    mode: "software".into(),
-                    queues: cfg.queues,
-                    offloads: crate::config::Offloads::LOOPBACK,
-                };
-                (q, info, Box::new(NoSteering))
-            }
+            Backend::Loopback => crate::loopback::open(&cfg, &pool)?,
             Backend::Xdp { .. } => open_xdp(&cfg, &pool)?,
             Backend::Verbs { .. } => open_verbs(&cfg, &pool)?,
             Backend::Dv { .. } => open_dv(&cfg, &pool)?,
@@ -272,8 +261,6 @@ fn link_source(backend: &Backend) -> crate::link::Source {
     }
 }
 
-pub(crate) type Opened = (Vec<Queue>, PortInfo, Box<dyn Control>);
-
 /// Ports opened so far in this process (each [`RuleHandle`] names its port by this number).
 static NEXT_PORT: AtomicU64 = AtomicU64::new(1);
 
@@ -296,54 +283,6 @@ impl RuleHandle {
 impl std::fmt::Display for RuleHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "rule {} of port #{}", self.id, self.port)
-    }
-}
-
-/// A backend's control-path objects (flows, programs, device objects), kept by the port, and
-/// what it does with rules added and removed while the port runs. Rules are known to the
-/// backend by the number [`RuleHandle::id`] gives them; the rules given at open are numbered
-/// 0, 1, ... in their order. The port has validated every rule it passes in and checks every
-/// number it passes to `remove_rule`.
-pub(crate) trait Control: Send + 'static {
-    /// The objects themselves (for the backend-specific accessors of [`Port`], which only the
-    /// mlx5 backends have so far).
-    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
-    fn as_any(&self) -> &dyn Any;
-
-    /// Installs `rule` as number `id`, after all the rules installed before it: among equal
-    /// priorities it comes last.
-    fn add_rule(&mut self, id: u64, rule: &Rule) -> Result<()>;
-
-    /// Removes rule number `id` (installed, never removed before).
-    fn remove_rule(&mut self, id: u64) -> Result<()>;
-
-    /// Frames rule number `id` has taken since it was installed, where the backend counts.
-    fn rule_hits(&self, id: u64) -> Result<Option<u64>> {
-        let _ = id;
-        Ok(None)
-    }
-}
-
-/// The control objects of a backend without flow steering (loopback).
-struct NoSteering;
-
-impl Control for NoSteering {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn add_rule(&mut self, _: u64, _: &Rule) -> Result<()> {
-        Err(Error::Unsupported(
-            "the loopback backend has no flow steering: every frame sent on a queue comes back \
-             on it, so there is nothing for a rule to steer"
-                .into(),
-        ))
-    }
-
-    fn remove_rule(&mut self, id: u64) -> Result<()> {
-        Err(Error::RuleHandle(format!(
-            "the loopback backend has no rules (rule {id})"
-        )))
     }
 }
 

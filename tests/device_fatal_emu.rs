@@ -9,61 +9,33 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::emu::{emu_sh, last_counter, serial, tempdir, text, wait_for};
-
-/// Waits until `cond` holds or `child` ends or `limit` passes; whether `cond` held.
-fn wait_until(child: &mut Child, limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        if child.try_wait().ok().flatten().is_some() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
+use support::emu::{emu_sh, last_counter, serial, tempdir, text};
+use support::run::Run;
 
 /// Runs `tool` (pktgen or fwd, with `args`) on the emulated NIC, makes the device fail once
 /// it runs, and checks how the run ends.
 fn ends_on_device_fatal(tool: &str, args: &[&str]) {
     let _one = serial();
     let dir = tempdir(&format!("fatal-{tool}-{}", args[1]));
-    let (stats, fatal, err) = (
-        dir.join("model.stats"),
-        dir.join("fatal"),
-        dir.join("stderr"),
-    );
+    let (stats, fatal) = (dir.join("model.stats"), dir.join("fatal"));
     let _ = std::fs::remove_file(&fatal);
     let exe = support::example(tool);
     let mut cmd = vec![exe.to_str().unwrap()];
     cmd.extend(args);
-    let mut child = emu_sh(None, Some(120), &[], &cmd, &stats)
-        .env("RAWQ_EMU_FATAL_FILE", &fatal)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("run scripts/emu.sh");
+    let mut child =
+        Run::spawn(emu_sh(None, Some(120), &[], &cmd, &stats).env("RAWQ_EMU_FATAL_FILE", &fatal));
     // Running: pktgen has sent (the model's counters), fwd has said it forwards.
-    let sending = wait_until(&mut child, Duration::from_secs(60), || {
-        last_counter(&stats, "tx_frames").is_some_and(|n| n > 100)
-            || std::fs::read_to_string(&err).is_ok_and(|t| t.contains("fwd: mlx5_0 ("))
+    let sending = child.wait_until(Duration::from_secs(60), |err| {
+        last_counter(&stats, "tx_frames").is_some_and(|n| n > 100) || err.contains("fwd: mlx5_0 (")
     });
     if sending {
         std::fs::write(&fatal, b"").unwrap();
     }
     let t = Instant::now();
-    let out = wait_for(child, Duration::from_secs(30));
-    let all = format!(
-        "{}{}",
-        text(&out),
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
+    let out = child.finish(Duration::from_secs(30));
+    let all = text(&out);
     assert!(sending, "{tool} never sent:\n{all}");
     assert!(t.elapsed() < Duration::from_secs(25), "{all}");
     assert!(!out.status.success(), "non-zero status: {all}");
@@ -131,28 +103,26 @@ fn open_fails_with_eio(backend: &str) {
     let fatal = dir.join("fatal");
     std::fs::write(&fatal, b"").unwrap();
     let exe = support::example("pktgen");
-    let child = emu_sh(
-        None,
-        Some(120),
-        &[],
-        &[
-            exe.to_str().unwrap(),
-            "-b",
-            backend,
-            "-d",
-            "mlx5_0",
-            "-n",
-            "100",
-            "--quiet",
-        ],
-        &dir.join("model.stats"),
-    )
-    .env("RAWQ_EMU_FATAL_FILE", &fatal)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("run scripts/emu.sh");
-    let out = wait_for(child, Duration::from_secs(60));
+    let child = Run::spawn(
+        emu_sh(
+            None,
+            Some(120),
+            &[],
+            &[
+                exe.to_str().unwrap(),
+                "-b",
+                backend,
+                "-d",
+                "mlx5_0",
+                "-n",
+                "100",
+                "--quiet",
+            ],
+            &dir.join("model.stats"),
+        )
+        .env("RAWQ_EMU_FATAL_FILE", &fatal),
+    );
+    let out = child.finish(Duration::from_secs(60));
     let all = text(&out);
     assert!(!out.status.success(), "non-zero status: {all}");
     assert!(

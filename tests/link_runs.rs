@@ -5,18 +5,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::emu::{serial, tempdir, wait_for};
+use support::emu::{serial, tempdir};
+use support::run::{in_ns, Run};
 use support::NetnsPair;
-
-/// `ip netns exec NS BIN`.
-fn ns_cmd(ns: &str, bin: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(support::example(bin));
-    c
-}
 
 /// Frames interface `dev` of namespace `ns` received (its sysfs counter, read inside `ns`).
 fn rx_packets(p: &NetnsPair, ns: &str, dev: &str) -> u64 {
@@ -31,21 +25,6 @@ fn rx_packets(p: &NetnsPair, ns: &str, dev: &str) -> u64 {
         .trim()
         .parse()
         .unwrap_or(0)
-}
-
-/// Waits (bounded) until `cond` holds or `child` ends; false if it did not hold.
-fn wait_until(child: &mut Child, limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        if child.try_wait().ok().flatten().is_some() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 fn text(o: &Output) -> String {
@@ -93,7 +72,7 @@ fn pktgen(p: &NetnsPair, backend: &str, extra: &[&str], stats: &Path) -> Command
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     if backend == "xdp" {
-        let mut c = ns_cmd(&p.a, "pktgen");
+        let mut c = in_ns(&p.a, "pktgen");
         c.args(&args);
         c
     } else {
@@ -113,24 +92,20 @@ fn pktgen_exits_when_the_link_goes_down(backend: &str) {
         return;
     };
     let dir = tempdir(&format!("lrx-{backend}"));
-    let mut child = pktgen(
+    let mut child = Run::spawn(&mut pktgen(
         &p,
         backend,
         &["-r", "20kpps", "-t", "60"],
         &dir.join("stats"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let sending = wait_until(&mut child, Duration::from_secs(60), || {
+    ));
+    let sending = child.wait_until(Duration::from_secs(60), |_| {
         rx_packets(&p, &p.b, &p.veth_b) > 100
     });
     if sending {
         p.ip_in(&p.b, &["link", "set", &p.veth_b, "down"]).unwrap();
     }
     let t = Instant::now();
-    let out = wait_for(child, Duration::from_secs(30));
+    let out = child.finish(Duration::from_secs(30));
     let all = text(&out);
     assert!(sending, "pktgen never sent:\n{all}");
     assert!(t.elapsed() < Duration::from_secs(25), "{all}");
@@ -155,33 +130,26 @@ fn pktgen_waits_for_the_link(backend: &str) {
         return;
     };
     let dir = tempdir(&format!("lrw-{backend}"));
-    let err = dir.join("stderr");
     const N: u64 = 200_000;
     let n = N.to_string();
-    let mut child = pktgen(
+    let mut child = Run::spawn(&mut pktgen(
         &p,
         backend,
         &["-r", "20kpps", "-n", &n, "--on-link-down", "wait", "--json"],
         &dir.join("stats"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(std::fs::File::create(&err).unwrap())
-    .spawn()
-    .unwrap();
-    let sending = wait_until(&mut child, Duration::from_secs(60), || {
+    ));
+    let sending = child.wait_until(Duration::from_secs(60), |_| {
         rx_packets(&p, &p.b, &p.veth_b) > 100
     });
     let mut paused = false;
     if sending {
         p.ip_in(&p.b, &["link", "set", &p.veth_b, "down"]).unwrap();
-        paused = wait_until(&mut child, Duration::from_secs(20), || {
-            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("paused"))
-        });
+        paused = child.wait_for_stderr("paused", Duration::from_secs(20));
         p.ip_in(&p.b, &["link", "set", &p.veth_b, "up"]).unwrap();
     }
-    let out = wait_for(child, Duration::from_secs(60));
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    let all = format!("{}{stderr}", text(&out));
+    let out = child.finish(Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = text(&out);
     assert!(
         sending && paused,
         "pktgen never sent or never paused:\n{all}"
@@ -207,23 +175,19 @@ fn xdp_pktgen_ends_with_the_cause_when_its_interface_is_deleted() {
         return;
     };
     let dir = tempdir("lrd");
-    let mut child = pktgen(
+    let mut child = Run::spawn(&mut pktgen(
         &p,
         "xdp",
         &["-r", "20kpps", "-t", "60", "--on-link-down", "wait"],
         &dir.join("stats"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let sending = wait_until(&mut child, Duration::from_secs(60), || {
+    ));
+    let sending = child.wait_until(Duration::from_secs(60), |_| {
         rx_packets(&p, &p.b, &p.veth_b) > 100
     });
     if sending {
         p.ip_in(&p.b, &["link", "del", &p.veth_b]).unwrap();
     }
-    let out = wait_for(child, Duration::from_secs(30));
+    let out = child.finish(Duration::from_secs(30));
     let all = text(&out);
     assert!(sending, "{all}");
     assert!(!out.status.success(), "{all}");
@@ -277,9 +241,8 @@ fn fwd_exits_when_the_wire_goes_down(backend: &str) {
         return;
     };
     let dir = tempdir(&format!("lfe-{backend}"));
-    let err = dir.join("stderr");
     let exe = support::example("fwd");
-    let mut child = support::emu::emu_sh(
+    let mut child = Run::spawn(&mut support::emu::emu_sh(
         Some((&p.a, &p.veth_a)),
         Some(120),
         &[],
@@ -296,24 +259,14 @@ fn fwd_exits_when_the_wire_goes_down(backend: &str) {
             "--quiet",
         ],
         &dir.join("stats"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(std::fs::File::create(&err).unwrap())
-    .spawn()
-    .unwrap();
-    let started = wait_until(&mut child, Duration::from_secs(60), || {
-        std::fs::read_to_string(&err).is_ok_and(|t| t.contains("fwd: mlx5_0 ("))
-    });
+    ));
+    let started = child.wait_for_stderr("fwd: mlx5_0 (", Duration::from_secs(60));
     if started {
         p.ip_in(&p.b, &["link", "set", &p.veth_b, "down"]).unwrap();
     }
     let t = Instant::now();
-    let out = wait_for(child, Duration::from_secs(30));
-    let all = format!(
-        "{}{}",
-        text(&out),
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
+    let out = child.finish(Duration::from_secs(30));
+    let all = text(&out);
     assert!(started, "fwd never started:\n{all}");
     assert!(t.elapsed() < Duration::from_secs(25), "{all}");
     assert!(!out.status.success(), "{all}");
@@ -349,53 +302,44 @@ fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
     };
     y.move_b_into(&x.b).expect("move y's B end next to x's");
     let dir = tempdir("lfw");
-    let err = dir.join("stderr");
     let rule = "udp dst-port 9000 -> queue 0";
-    let mut fwd = ns_cmd(&x.b, "fwd")
-        .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "12"])
-        .args(["--ring", "4096"])
-        .args([
-            "--on-link-down",
-            "wait",
-            "--json",
-            "--quiet",
-            "--rule",
-            rule,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let started = wait_until(&mut fwd, Duration::from_secs(30), || {
-        std::fs::read_to_string(&err).is_ok_and(|t| t.contains(&format!("fwd: {} (", y.veth_b)))
-    });
+    let mut fwd = Run::spawn(
+        in_ns(&x.b, "fwd")
+            .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "12"])
+            .args(["--ring", "4096"])
+            .args([
+                "--on-link-down",
+                "wait",
+                "--json",
+                "--quiet",
+                "--rule",
+                rule,
+            ]),
+    );
+    let started = fwd.wait_for_stderr(&format!("fwd: {} (", y.veth_b), Duration::from_secs(30));
     assert!(started, "fwd did not start");
     const N: u64 = 60_000;
-    let tx = ns_cmd(&x.a, "pktgen")
-        .args(["-b", "xdp", "-d", &x.veth_a, "-n", &N.to_string()])
-        .args(["-r", "20kpps", "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let through = wait_until(&mut fwd, Duration::from_secs(30), || {
+    let tx = Run::spawn(
+        in_ns(&x.a, "pktgen")
+            .args(["-b", "xdp", "-d", &x.veth_a, "-n", &N.to_string()])
+            .args(["-r", "20kpps", "--quiet"]),
+    );
+    let through = fwd.wait_until(Duration::from_secs(30), |_| {
         rx_packets(&y, &y.a, &y.veth_a) > 100
     });
     let mut paused = false;
     let mut before_up = 0;
     if through {
         y.ip_in(&y.a, &["link", "set", &y.veth_a, "down"]).unwrap();
-        paused = wait_until(&mut fwd, Duration::from_secs(20), || {
-            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("paused"))
-        });
+        paused = fwd.wait_for_stderr("paused", Duration::from_secs(20));
         before_up = rx_packets(&y, &y.a, &y.veth_a);
         y.ip_in(&y.a, &["link", "set", &y.veth_a, "up"]).unwrap();
     }
-    let tx = wait_for(tx, Duration::from_secs(60));
+    let tx = tx.finish(Duration::from_secs(60));
     let after = rx_packets(&y, &y.a, &y.veth_a);
-    let out = wait_for(fwd, Duration::from_secs(30));
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    let all = format!("{}{stderr}", text(&out));
+    let out = fwd.finish(Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = text(&out);
     assert!(tx.status.success(), "pktgen: {}", text(&tx));
     assert!(
         through && paused,
@@ -441,9 +385,8 @@ fn fwd_waits_for_the_wire(backend: &str) {
         return;
     };
     let dir = tempdir(&format!("lfm-{backend}"));
-    let err = dir.join("stderr");
     let exe = support::example("fwd");
-    let mut fwd = support::emu::emu_sh(
+    let mut fwd = Run::spawn(&mut support::emu::emu_sh(
         Some((&p.a, &p.veth_a)),
         Some(120),
         &[],
@@ -465,50 +408,40 @@ fn fwd_waits_for_the_wire(backend: &str) {
             "--quiet",
         ],
         &dir.join("stats"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(std::fs::File::create(&err).unwrap())
-    .spawn()
-    .unwrap();
-    let started = wait_until(&mut fwd, Duration::from_secs(60), || {
-        std::fs::read_to_string(&err).is_ok_and(|t| t.contains("fwd: mlx5_0 ("))
-    });
+    ));
+    let started = fwd.wait_for_stderr("fwd: mlx5_0 (", Duration::from_secs(60));
     assert!(started, "fwd did not start");
     const N: u64 = 60_000;
     let mac_a = p.mac_text(&p.a, &p.veth_a);
-    let tx = ns_cmd(&p.b, "pktgen")
-        .args(["-b", "xdp", "-d", &p.veth_b, "-n", &N.to_string()])
-        .args([
-            "--dst-mac",
-            &mac_a,
-            "-r",
-            "20kpps",
-            "--on-link-down",
-            "wait",
-        ])
-        .args(["--json", "--quiet"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let back = wait_until(&mut fwd, Duration::from_secs(30), || {
+    let tx = Run::spawn(
+        in_ns(&p.b, "pktgen")
+            .args(["-b", "xdp", "-d", &p.veth_b, "-n", &N.to_string()])
+            .args([
+                "--dst-mac",
+                &mac_a,
+                "-r",
+                "20kpps",
+                "--on-link-down",
+                "wait",
+            ])
+            .args(["--json", "--quiet"]),
+    );
+    let back = fwd.wait_until(Duration::from_secs(30), |_| {
         rx_packets(&p, &p.b, &p.veth_b) > 100
     });
     let mut paused = false;
     let mut before_up = 0;
     if back {
         p.ip_in(&p.a, &["link", "set", &p.veth_a, "down"]).unwrap();
-        paused = wait_until(&mut fwd, Duration::from_secs(20), || {
-            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("paused"))
-        });
+        paused = fwd.wait_for_stderr("paused", Duration::from_secs(20));
         before_up = rx_packets(&p, &p.b, &p.veth_b);
         p.ip_in(&p.a, &["link", "set", &p.veth_a, "up"]).unwrap();
     }
-    let tx = wait_for(tx, Duration::from_secs(60));
+    let tx = tx.finish(Duration::from_secs(60));
     let after = rx_packets(&p, &p.b, &p.veth_b);
-    let out = wait_for(fwd, Duration::from_secs(40));
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    let all = format!("{}{stderr}", text(&out));
+    let out = fwd.finish(Duration::from_secs(40));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let all = text(&out);
     assert!(
         back && paused,
         "nothing came back, or fwd never paused:\n{all}"

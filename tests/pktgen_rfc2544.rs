@@ -6,9 +6,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+use support::run::{in_ns, Run};
 
 /// Runs pktgen with `args`, killing it after `secs` (a hang fails the test).
 fn pktgen(args: &[&str], secs: u64) -> Output {
@@ -134,45 +135,30 @@ fn first_trial_at_rate_hi() {
 /// Ctrl-C (SIGINT) during a trial ends the search and prints what was measured.
 #[test]
 fn interrupt_keeps_what_was_measured() {
-    let mut child = Command::new(support::example("pktgen"))
-        .args(["-b", "model", "--txrx", "--rfc2544", "throughput"])
-        .args([
-            "--sizes",
-            "128,256",
-            "--trial",
-            "30s",
-            "--rate-hi",
-            "10kpps",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Run::spawn(
+        Command::new(support::example("pktgen"))
+            .args(["-b", "model", "--txrx", "--rfc2544", "throughput"])
+            .args([
+                "--sizes",
+                "128,256",
+                "--trial",
+                "30s",
+                "--rate-hi",
+                "10kpps",
+                "--json",
+            ]),
+    );
     // Wait for the first trial to start, then interrupt it.
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let t = Instant::now();
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 || t.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            panic!("no trial started: {seen}");
-        }
-        seen.push_str(&line);
-        if line.contains("rfc2544: 128 B: a trial at") {
-            break;
-        }
-    }
+    assert!(
+        child.wait_for_stderr("rfc2544: 128 B: a trial at", Duration::from_secs(30)),
+        "no trial started: {}",
+        child.stderr()
+    );
     // Let some frames go (the trial has 30 s; its port opens in well under one).
     std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: kill on the pid of a child this test started and has not reaped.
-    assert_eq!(
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
-        0
-    );
+    child.signal(libc::SIGINT).expect("SIGINT to pktgen");
     let t = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let out = child.finish(Duration::from_secs(30));
     assert!(t.elapsed() < Duration::from_secs(10), "slow to stop");
     let v = json(&out);
     assert_eq!(v["interrupted"], true, "{v}");
@@ -355,12 +341,6 @@ fn a_rate_the_sender_cannot_offer_is_not_a_pass() {
     }
 }
 
-fn in_ns(ns: &str, bin: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(support::example(bin));
-    c
-}
-
 /// Against fwd (macswap) on the far end of a veth pair, over AF_XDP: the search ends with a
 /// rate that lost nothing whose next step up (within the resolution) lost, or with the top
 /// rate; every trial is in the JSON with counts that add up.
@@ -370,25 +350,17 @@ fn throughput_through_fwd_on_a_veth() {
         return;
     };
     let rule = "udp dst-port 9000 -> queue 0";
-    let mut fwd = in_ns(&p.b, "fwd")
-        .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "120", "--quiet"])
-        .args(["--rule", rule])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut fwd = Run::spawn(
+        in_ns(&p.b, "fwd")
+            .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "120", "--quiet"])
+            .args(["--rule", rule]),
+    );
     // Wait for fwd's port: its banner on stderr.
-    let mut err = BufReader::new(fwd.stderr.take().unwrap());
-    let mut seen = String::new();
-    let t = Instant::now();
-    while !seen.contains("fwd:") {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 || t.elapsed() > Duration::from_secs(30) {
-            let _ = fwd.kill();
-            panic!("fwd did not start: {seen}");
-        }
-        seen.push_str(&line);
-    }
+    assert!(
+        fwd.wait_for_stderr("fwd:", Duration::from_secs(30)),
+        "fwd did not start: {}",
+        fwd.stderr()
+    );
     let mac_b = p.mac_text(&p.b, &p.veth_b);
     let out = in_ns(&p.a, "pktgen")
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
@@ -414,9 +386,8 @@ fn throughput_through_fwd_on_a_veth() {
         .args(["--drain", "200ms", "--json", "--quiet"])
         .output()
         .unwrap();
-    // SAFETY: kill on the pid of a child this test started and has not reaped.
-    unsafe { libc::kill(fwd.id() as libc::pid_t, libc::SIGTERM) };
-    let _ = fwd.wait();
+    let _ = fwd.signal(libc::SIGTERM);
+    let _ = fwd.finish(Duration::from_secs(30));
     let v = json(&out);
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 2, "{v}");

@@ -10,6 +10,7 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use rawq::{Backend, Packet, Port, Queue};
+use support::run::{in_ns, Run};
 use support::NetnsPair;
 
 const PAYLOAD: usize = 9000 - 42;
@@ -333,31 +334,18 @@ fn fwd_xdp_mtu_9000_forwards_jumbo_chains() {
     // reflected as they are, A's kernel would drop them. Have A's kernel finish it.
     let eth = p.exec(&p.a, &["ethtool", "-K", &p.veth_a, "tx", "off"]);
     assert!(eth.status.success(), "ethtool -K tx off (install ethtool)");
-    let dir = std::env::temp_dir().join(format!("rawq-xjf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let err = dir.join("fwd.err");
-    let fwd = support::example("fwd");
-    let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", &p.b])
-        .arg(&fwd)
-        .args(["-b", "xdp", "-d", &p.veth_b, "--mode", "5tswap"])
-        .args(["--mtu", "9000", "--rule", "udp dst-port 9000 -> queue 0"])
-        .args(["-t", "8", "--quiet"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("start fwd");
+    let mut child = Run::spawn(
+        in_ns(&p.b, "fwd")
+            .args(["-b", "xdp", "-d", &p.veth_b, "--mode", "5tswap"])
+            .args(["--mtu", "9000", "--rule", "udp dst-port 9000 -> queue 0"])
+            .args(["-t", "8", "--quiet"]),
+    );
     let ready = format!("fwd: {} (xdp", p.veth_b);
-    let end = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&err).is_ok_and(|t| t.contains(&ready)) {
-        let gone = child.try_wait().ok().flatten().is_some();
-        assert!(
-            !gone && Instant::now() < end,
-            "fwd did not open its port:\n{}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        child.wait_for_stderr(&ready, Duration::from_secs(30)),
+        "fwd did not open its port:\n{}",
+        child.stderr()
+    );
     const N: usize = 50;
     let (a, b) = (p.ip_a.clone(), p.ip_b.clone());
     let got = p.run_in(&p.a, move || {
@@ -381,10 +369,9 @@ fn fwd_xdp_mtu_9000_forwards_jumbo_chains() {
         }
         seen.iter().filter(|&&x| x).count()
     });
-    let status = child.wait().expect("wait fwd");
-    let e = std::fs::read_to_string(&err).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(status.success(), "fwd:\n{e}");
+    let fwd = child.finish(Duration::from_secs(60));
+    let e = String::from_utf8_lossy(&fwd.stderr);
+    assert!(fwd.status.success(), "fwd:\n{e}");
     assert_eq!(
         got, N,
         "every jumbo datagram reflected byte-exact\nfwd:\n{e}"
@@ -402,30 +389,19 @@ fn pktgen_xdp_rx_mtu_9000_counts_each_jumbo_frame_once() {
         println!("skipped: AF_XDP multi-buffer needs Linux 6.6");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("rawq-xjx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (err, out, pcap) = (dir.join("rx.err"), dir.join("rx.json"), dir.join("rx.pcap"));
-    let pktgen = support::example("pktgen");
-    let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", &p.a])
-        .arg(&pktgen)
-        .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "--mtu", "9000"])
-        .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "6"])
-        .args(["--json", "--quiet", "--write", pcap.to_str().unwrap()])
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("start pktgen --rx");
-    let end = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&err).is_ok_and(|t| t.contains("pktgen: xdp on")) {
-        let gone = child.try_wait().ok().flatten().is_some();
-        assert!(
-            !gone && Instant::now() < end,
-            "pktgen did not open its port:\n{}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let dir = support::emu::tempdir("xjx");
+    let pcap = dir.join("rx.pcap");
+    let mut child = Run::spawn(
+        in_ns(&p.a, "pktgen")
+            .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "--mtu", "9000"])
+            .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "6"])
+            .args(["--json", "--quiet", "--write", pcap.to_str().unwrap()]),
+    );
+    assert!(
+        child.wait_for_stderr("pktgen: xdp on", Duration::from_secs(30)),
+        "pktgen did not open its port:\n{}",
+        child.stderr()
+    );
     const N: usize = 50;
     let a = p.ip_a.clone();
     p.run_in(&p.b, move || {
@@ -437,10 +413,12 @@ fn pktgen_xdp_rx_mtu_9000_counts_each_jumbo_frame_once() {
             }
         }
     });
-    let status = child.wait().expect("wait pktgen");
-    let o = std::fs::read_to_string(&out).unwrap_or_default();
-    let e = std::fs::read_to_string(&err).unwrap_or_default();
-    assert!(status.success(), "pktgen:\n{o}\n{e}");
+    let rx = child.finish(Duration::from_secs(60));
+    let (o, e) = (
+        String::from_utf8_lossy(&rx.stdout),
+        String::from_utf8_lossy(&rx.stderr),
+    );
+    assert!(rx.status.success(), "pktgen:\n{o}\n{e}");
     let num = |k: &str| {
         o.split(&format!("\"{k}\":"))
             .nth(1)

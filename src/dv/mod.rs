@@ -37,9 +37,9 @@ pub(crate) mod sys;
 pub mod tx;
 pub mod wire;
 
+use crate::config::{PortConfig, PortInfo};
 use crate::error::Result;
 use crate::mempool::Mempool;
-use crate::port::{PortConfig, PortInfo};
 
 /// On hardware, a queue's verbs objects are its recovery hook: owned by the queue, so they
 /// outlive its data path, and they know how to reset the SQ / RQ after an error completion.
@@ -59,7 +59,7 @@ impl queue::Recover for control::KeepAlive {
 
 /// Opens a hardware DV port: verbs objects through the control path, rings through
 /// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules.
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
     let caps = ctl.rings().first().map(|r| r.caps);
     let strip_cap = ctl.device().cvlan_strip;
@@ -84,6 +84,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
         // SAFETY: `rings` came from `mlx5dv_init_obj` on the objects `keep` owns, and
         // `ControlPort::from_config` registered exactly `pool`'s region under `rings.lkey`.
         let mut q = unsafe { queue::DvQueue::new(index, rings, pool, recover, Box::new(())) }?;
+        q.set_max_frame(cfg.max_frame());
         if let Some(n) = notify {
             q = q.with_rx_notify(n);
         }

@@ -167,6 +167,12 @@ impl DvQueue {
         self
     }
 
+    /// Bounds the segments of TSO super-frames by the port's largest frame (the port MTU, which
+    /// the port checks for every other frame before the queue sees it).
+    pub(crate) fn set_max_frame(&mut self, max_frame: Option<u32>) {
+        self.tx.set_max_frame(max_frame);
+    }
+
     /// Packets handed to the device and not yet completed.
     pub fn tx_outstanding(&self) -> u32 {
         self.tx.outstanding()

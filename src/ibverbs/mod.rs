@@ -280,7 +280,7 @@ impl Rules {
     }
 }
 
-impl crate::port::Control for Rules {
+impl crate::backend::Control for Rules {
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -391,7 +391,7 @@ fn create_qp_inline_or_not(
 }
 
 /// Opens a verbs port (see [`crate::Port::builder`]).
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
     let Backend::Verbs { device, port } = &cfg.backend else {
         return Err(Error::Config("not a verbs backend".into()));
     };
@@ -514,6 +514,7 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Open
             rx,
             {
                 let mut tx = Tx::new(i, qp.clone(), tx_cq, mr.lkey(), dev.raw_ip_csum());
+                tx.set_max_frame(cfg.max_frame());
                 if qp.caps().max_tso_header > 0 {
                     tx.set_max_tso(dev.raw_packet_max_tso());
                 }

@@ -134,6 +134,8 @@ pub(crate) struct Tx {
     csum: bool,
     /// Largest TSO payload the device segments (0: no TSO; see [`Tx::set_max_tso`]).
     max_tso: u32,
+    /// The port's largest frame, which TSO segments must fit (`None`: no port MTU).
+    max_frame: Option<u32>,
     signal_every: u32,
     unsignaled: u32,
     wrs_posted: u32,
@@ -170,6 +172,7 @@ impl Tx {
             max_inline: caps.max_inline_data as usize,
             csum,
             max_tso: 0,
+            max_frame: None,
             // One completion per quarter ring at most, and at least one per burst (see below).
             signal_every: (ring / 4).clamp(1, TX_BURST as u32),
             unsignaled: 0,
@@ -199,6 +202,11 @@ impl Tx {
         self.max_tso = max_tso;
     }
 
+    /// Bounds the segments of TSO super-frames by the port's largest frame (its MTU + 18).
+    pub(crate) fn set_max_frame(&mut self, max_frame: Option<u32>) {
+        self.max_frame = max_frame;
+    }
+
     /// The TSO request of `p`, if any, as (MSS, header length), after checking this queue can
     /// carry it out.
     fn tso_of(&self, p: &Packet) -> Result<Option<(u16, usize)>, String> {
@@ -212,7 +220,9 @@ impl Tx {
                     .into(),
             );
         }
-        Ok(Some((mss, tso_header_len(p, mss, self.max_tso)?)))
+        let hdr = tso_header_len(p, mss, self.max_tso)?;
+        crate::mtu::check_tso_segments(hdr, mss, self.max_frame)?;
+        Ok(Some((mss, hdr)))
     }
 
     /// WRs posted and not yet known complete.

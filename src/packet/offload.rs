@@ -6,6 +6,7 @@ use super::Packet;
 /// 192 bytes, more than the longest such header (18 + 60 + 60 over IPv4, 18 + 40 + 60 over
 /// IPv6 without extension headers), and what fits the Ethernet segment of a WQE with room for
 /// the payload's data segments.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 pub(crate) const MAX_TSO_HEADER: usize = 192;
 
 /// The header length (Ethernet through the end of the TCP header, options included) of a
@@ -13,6 +14,7 @@ pub(crate) const MAX_TSO_HEADER: usize = 192;
 /// 0, Ethernet (at most one 802.1Q tag) + IPv4 without fragmentation or IPv6 without extension
 /// headers + TCP, the header inside the first buffer and at most [`MAX_TSO_HEADER`] bytes,
 /// the payload at most `max_payload` bytes. The error says which check failed.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<usize, String> {
     if mss == 0 {
         return Err("TSO with an MSS of 0 (give the largest TCP payload per segment)".into());

@@ -439,7 +439,7 @@ fn busy_error(e: Error, ifname: &str, q: u16) -> Error {
 }
 
 /// Opens an AF_XDP port (see the module docs).
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::port::Opened> {
+pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
     let Backend::Xdp { ifname } = &cfg.backend else {
         return Err(Error::Config("xdp::open called for another backend".into()));
     };

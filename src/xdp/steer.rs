@@ -247,7 +247,7 @@ fn too_many(ifname: &str) -> Error {
     ))
 }
 
-impl crate::port::Control for Steering {
+impl crate::backend::Control for Steering {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

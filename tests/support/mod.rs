@@ -13,6 +13,7 @@ pub mod cc;
 pub mod emu;
 #[cfg(feature = "mlx5")]
 pub mod emu_dv;
+pub mod run;
 pub mod xdp;
 
 use std::process::{Command, Output};
@@ -23,25 +24,14 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// Runs example `bin` with `args`, its output captured, killing it after `secs` (a hang fails the
 /// test).
 pub fn run_example(bin: &str, args: &[&str], secs: u64) -> Output {
-    let mut child = Command::new(example(bin))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > std::time::Duration::from_secs(secs) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+    run::Run::spawn(Command::new(example(bin)).args(args))
+        .try_finish(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|out| {
             panic!(
                 "{bin} {args:?} still running after {secs} s: {}",
                 String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+            )
+        })
 }
 
 /// An example binary of this crate (`cargo test` builds the examples before running tests).

@@ -218,7 +218,7 @@ impl ControlPort {
 /// Rules at run time on a DV port: one `ibv_create_flow` / `ibv_destroy_flow` each, on the
 /// port's receive WQs, each rule counting into its own `ibv_counters` object (see
 /// `crate::ibverbs::Rules`).
-impl crate::port::Control for ControlPort {
+impl crate::backend::Control for ControlPort {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

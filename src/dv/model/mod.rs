@@ -177,10 +177,10 @@ impl ModelOptions {
 /// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
 /// in its own thread, which stops when the port is dropped.
 pub(crate) fn open(
-    cfg: &crate::port::PortConfig,
+    cfg: &crate::config::PortConfig,
     opts: &ModelOptions,
     pool: &Mempool,
-) -> Result<crate::port::Opened> {
+) -> Result<crate::backend::Opened> {
     let mut o = opts.clone();
     o.queues = cfg.queues;
     o.sq_wqebbs = cfg.tx_ring;
@@ -230,7 +230,9 @@ pub(crate) fn open(
     let port = ModelPort::new(o)?;
     let mut queues = Vec::new();
     for i in 0..cfg.queues {
-        queues.push(port.queue(i, pool)?.into_queue());
+        let mut q = port.queue(i, pool)?;
+        q.set_max_frame(cfg.max_frame());
+        queues.push(q.into_queue());
     }
     let caps = port.caps();
     let thread = port.spawn();
@@ -275,7 +277,7 @@ impl ModelControl {
     }
 }
 
-impl crate::port::Control for ModelControl {
+impl crate::backend::Control for ModelControl {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -24,7 +24,7 @@ pub(super) struct TsoPlan {
 
 impl Tx {
     /// Checks `p`'s TSO request against this queue: the device segments (its `max_tso`), the
-    /// header (`tso_header_len`), and the WQE fits [`MAX_DS`].
+    /// header (`tso_header_len`), the segments fit the port's MTU, and the WQE fits [`MAX_DS`].
     pub(super) fn tso_plan(&self, p: &Packet, mss: u16) -> Result<TsoPlan, String> {
         if self.max_tso == 0 {
             return Err(
@@ -34,6 +34,7 @@ impl Tx {
             );
         }
         let hdr = tso_header_len(p, mss, self.max_tso)?;
+        crate::mtu::check_tso_segments(hdr, mss, self.max_frame)?;
         // A tag to insert goes into the inline header, which the device replicates.
         let tag = if p.offload.vlan_insert.is_some() {
             check_untagged(p)?;
