@@ -69,7 +69,7 @@ impl HwState {
         let qp_op = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), bbs.clamp(1, avail)));
         let prot = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_PROT_ERR), bbs));
         let length = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_LENGTH_ERR), bbs));
-        if ds == 0 || ds > 63 {
+        if ds == 0 || ds > u32::from(ctrl::DS_MASK) {
             return qp_op(1);
         }
         let bbs = ds.div_ceil(4);
@@ -137,7 +137,7 @@ impl HwState {
                 }
                 while at < w.len() {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
-                    if d.byte_count() & inline::INLINE_BIT != 0 {
+                    if d.byte_count() & inline::INLINE_SEG != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
@@ -235,7 +235,7 @@ impl HwState {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
                     let len;
                     let piece;
-                    if d.byte_count() & inline::INLINE_BIT != 0 {
+                    if d.byte_count() & inline::INLINE_SEG != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
@@ -321,7 +321,7 @@ impl HwState {
         let mut payload = 0u64;
         while at < w.len() {
             let d = DataSeg::new_unchecked(&w[at..at + 16]);
-            let piece = if d.byte_count() & inline::INLINE_BIT != 0 {
+            let piece = if d.byte_count() & inline::INLINE_SEG != 0 {
                 let seg = InlineSeg::new_checked(&w[at..]).ok()?;
                 let p = Piece::Wqe {
                     at: at + inline::field::DATA,

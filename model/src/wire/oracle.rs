@@ -196,8 +196,8 @@ fn offsets_sizes_and_constants_are_mlx5dv_hs() {
         ("MLX5_CQE_L3_HDR_TYPE_IPV4", cqe::L3_IPV4.into()),
         ("MLX5_OPCODE_NOP", ctrl::OPCODE_NOP.into()),
         ("MLX5_OPCODE_SEND", ctrl::OPCODE_SEND.into()),
-        ("MLX5_WQE_CTRL_CQ_UPDATE", ctrl::CE_ALWAYS.into()),
-        ("MLX5_INLINE_SEG", inline::INLINE_BIT.into()),
+        ("MLX5_WQE_CTRL_CQ_UPDATE", ctrl::CQ_UPDATE.into()),
+        ("MLX5_INLINE_SEG", inline::INLINE_SEG.into()),
         ("MLX5_ETH_WQE_L3_CSUM", eth::CS_L3.into()),
         ("MLX5_ETH_WQE_L4_CSUM", eth::CS_L4.into()),
     ];
