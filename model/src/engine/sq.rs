@@ -500,8 +500,8 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
     } else if f.cs != 0 {
         net::fill_checksums(
             &mut out[..o],
-            f.cs & eth::CS_L3 != 0,
-            f.cs & eth::CS_L4 != 0,
+            f.cs & eth::L3_CSUM != 0,
+            f.cs & eth::L4_CSUM != 0,
         );
     }
 }
