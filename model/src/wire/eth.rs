@@ -7,7 +7,8 @@
 //! Checked by the C oracle (`oracle.rs`): the offsets and checksum flags `mlx5dv.h` defines,
 //! and every field read back from segments `mlx5dv_set_eth_seg` wrote. The software-parser
 //! offsets and the VLAN-insertion form (`insert`) are only in the kernel's header (and DPDK's
-//! mlx5_prm.h); DPDK's own VLAN insertion is sent through the model by the hw tests (tso.rs).
+//! mlx5_prm.h); hw_tests/tso.rs writes a VLAN insertion as DPDK's mlx5_tx.h does and checks
+//! the tagged frame on the wire.
 //!
 //! | byte | kernel field | meaning |
 //! |---|---|---|
