@@ -220,7 +220,7 @@ pub(crate) enum Piece {
         addr: u64,
         len: u32,
     },
-    /// An 802.1Q tag the device inserts (`eth::VLAN_INSERT`): 0x8100 and this TCI.
+    /// An 802.1Q tag the device inserts (`eth::INSERT_VLAN`): 0x8100 and this TCI.
     Tag {
         tci: u16,
     },

@@ -257,7 +257,9 @@ impl HwState {
             if s.state == QueueState::Error {
                 // An SQ in error completes every posted WQE with WR_FLUSH_ERR (PRM; DPDK
                 // drivers/net/mlx5/mlx5_tx.c `mlx5_tx_error_cqe_handle` expects them).
-                let bbs = ((cs.ds() & 0x3f) as u32).div_ceil(4).clamp(1, avail);
+                let bbs = ((cs.ds() & ctrl::DS_MASK) as u32)
+                    .div_ceil(4)
+                    .clamp(1, avail);
                 if !self.tx_cqe(
                     sqn,
                     cqe::OP_REQ_ERR,
@@ -303,7 +305,7 @@ impl HwState {
                     self.transmit(sqn, tx);
                     // CQ update requested (fm_ce_se CE bits: rdma-core qp.c sets
                     // MLX5_WQE_CTRL_CQ_UPDATE for signaled WRs).
-                    let want = p.ce == ctrl::CE_ALWAYS || p.ce == ctrl::CE_CQE_AND_EQE;
+                    let want = p.ce == ctrl::CQ_UPDATE || p.ce == ctrl::CQ_UPDATE_AND_EQE;
                     if want && self.tx_cqe(sqn, cqe::OP_REQ, ci, p.opcode, 0, true) {
                         if let Some(s) = self.sqs.get_mut(sqn) {
                             count!(self.counters, s.ctr, tx_cqes, 1);
@@ -498,8 +500,8 @@ fn write_frame(wqe: &[u8], pieces: &[Piece], f: &TxFrame, out: &mut [u8]) {
     } else if f.cs != 0 {
         net::fill_checksums(
             &mut out[..o],
-            f.cs & eth::CS_L3 != 0,
-            f.cs & eth::CS_L4 != 0,
+            f.cs & eth::L3_CSUM != 0,
+            f.cs & eth::L4_CSUM != 0,
         );
     }
 }

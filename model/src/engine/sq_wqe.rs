@@ -69,7 +69,7 @@ impl HwState {
         let qp_op = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_QP_OP_ERR), bbs.clamp(1, avail)));
         let prot = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_PROT_ERR), bbs));
         let length = |bbs: u32| Err((Fail(cqe::SYND_LOCAL_LENGTH_ERR), bbs));
-        if ds == 0 || ds > 63 {
+        if ds == 0 || ds > u32::from(ctrl::DS_MASK) {
             return qp_op(1);
         }
         let bbs = ds.div_ceil(4);
@@ -95,23 +95,23 @@ impl HwState {
             return qp_op(bbs);
         }
         let max = self.opts.max_frame as usize;
-        let csum = eth::CS_L3 | eth::CS_L4;
+        let csum = eth::L3_CSUM | eth::L4_CSUM;
         match opcode {
             ctrl::OPCODE_NOP => ok,
             ctrl::OPCODE_SEND => {
                 if ds < 2 {
                     return qp_op(bbs);
                 }
-                // VLAN insertion (`eth::VLAN_INSERT`, only with no inline header: with one, the
+                // VLAN insertion (`eth::INSERT_VLAN`, only with no inline header: with one, the
                 // driver puts the tag in the inline bytes itself).
-                let sz = u16::from_be_bytes([w[16 + 12], w[16 + 13]]);
-                let vlan = (sz & eth::VLAN_INSERT != 0)
-                    .then(|| u16::from_be_bytes([w[16 + 14], w[16 + 15]]));
-                if vlan.is_some() && sz != eth::VLAN_INSERT {
+                let fixed = EthSeg::new_unchecked(&w[16..32]);
+                let vlan =
+                    (fixed.insert_type() & eth::INSERT_VLAN != 0).then(|| fixed.insert_vlan_tci());
+                if vlan.is_some() && fixed.insert_type() != eth::INSERT_VLAN {
                     return qp_op(bbs);
                 }
                 let e = match vlan {
-                    Some(_) => EthSeg::new_unchecked(&w[16..32]),
+                    Some(_) => fixed,
                     None => match EthSeg::new_checked(&w[16..]) {
                         Ok(e) => e,
                         Err(_) => return qp_op(bbs),
@@ -123,7 +123,7 @@ impl HwState {
                     e.inline_hdr_sz() as usize
                 };
                 let mut at = 16 + eth::size_for_inline(inl);
-                if at > w.len() || e.mss() != 0 || e.swp_offs() != 0 {
+                if at > w.len() || e.mss() != 0 || e.swp_offsets() != [0; 4] {
                     return qp_op(bbs);
                 }
                 let cs = e.cs_flags();
@@ -131,13 +131,13 @@ impl HwState {
                 let mut len = inl;
                 if inl > 0 && record {
                     pieces.push(Piece::Wqe {
-                        at: 16 + eth::field::INLINE_HDR.start,
+                        at: 16 + eth::field::INLINE_HDR_START,
                         len: inl,
                     });
                 }
                 while at < w.len() {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
-                    if d.byte_count() & inline::INLINE_BIT != 0 {
+                    if d.byte_count() & inline::INLINE_SEG != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
@@ -235,7 +235,7 @@ impl HwState {
                     let d = DataSeg::new_unchecked(&w[at..at + 16]);
                     let len;
                     let piece;
-                    if d.byte_count() & inline::INLINE_BIT != 0 {
+                    if d.byte_count() & inline::INLINE_SEG != 0 {
                         let Ok(seg) = InlineSeg::new_checked(&w[at..]) else {
                             return qp_op(bbs);
                         };
@@ -313,15 +313,15 @@ impl HwState {
         let e = EthSeg::new_checked(&w[16..]).ok()?;
         let (inl, mss) = (e.inline_hdr_sz() as usize, e.mss());
         let mut at = 16 + eth::size_for_inline(inl);
-        if at > w.len() || mss == 0 || e.swp_offs() != 0 {
+        if at > w.len() || mss == 0 || e.swp_offsets() != [0; 4] {
             return None;
         }
-        let hdr_at = 16 + eth::field::INLINE_HDR.start;
+        let hdr_at = 16 + eth::field::INLINE_HDR_START;
         let h = super::tso::parse(&w[hdr_at..hdr_at + inl])?;
         let mut payload = 0u64;
         while at < w.len() {
             let d = DataSeg::new_unchecked(&w[at..at + 16]);
-            let piece = if d.byte_count() & inline::INLINE_BIT != 0 {
+            let piece = if d.byte_count() & inline::INLINE_SEG != 0 {
                 let seg = InlineSeg::new_checked(&w[at..]).ok()?;
                 let p = Piece::Wqe {
                     at: at + inline::field::DATA,

@@ -1,48 +1,59 @@
-// The model's own copy of rawq's src/dv/wire/ctrl.rs, so that the model imports nothing from rawq;
-// to be re-derived from the vendor sources cited below and checked by C oracles (issue 18).
-
-//! Send WQE control segment (`struct mlx5_wqe_ctrl_seg`, 16 bytes).
+//! The control segment that opens every send WQE, as the device reads it: Linux
+//! include/linux/mlx5/qp.h `struct mlx5_wqe_ctrl_seg` (rdma-core's `mlx5dv.h` declares the same
+//! 16 bytes, naming bytes 9..11 `dci_stream_channel_id`). Field offsets carry the kernel's
+//! names; each field and constant cites where its meaning comes from.
 //!
-//! | byte | field |
-//! |---|---|
-//! | 0 | opmod |
-//! | 1..3 | WQE index (BE16, producer counter of the WQE's first WQEBB, wraps at 0xffff) |
-//! | 3 | opcode |
-//! | 4..7 | QP / SQ number (24 bits) |
-//! | 7 | DS: 16-byte units in the whole WQE (6 bits meaningful) |
-//! | 8 | signature |
-//! | 9..11 | DCI stream channel id (0 for Ethernet) |
-//! | 11 | fm_ce_se: fence mode (7:5), completion mode (3:2), solicited (1) |
-//! | 12..16 | immediate (free for software on an Ethernet SEND) |
+//! Checked by the C oracle (`oracle.rs`): the offsets, the opcodes and `fm_ce_se` bits that
+//! `mlx5dv.h` defines, and every field read back from segments `mlx5dv_set_ctrl_seg` wrote.
+//! `MLX5_OPCODE_ENHANCED_MPSW` and `MLX5_WQE_CTRL_CQ_UPDATE_AND_EQE` are only in the kernel's
+//! headers (and DPDK's mlx5_prm.h), so the oracle cannot judge them.
+//!
+//! | byte | kernel field | meaning |
+//! |---|---|---|
+//! | 0..4 | `opmod_idx_opcode` | opmod (31:24), WQE index (23:8), opcode (7:0) |
+//! | 4..8 | `qpn_ds` | SQ number (31:8), DS: 16-byte units of the whole WQE (5:0) |
+//! | 8 | `signature` | (not read: the model checks no WQE signature) |
+//! | 11 | `fm_ce_se` | fence mode (7:5), completion mode (3:2), solicited event (1) |
+//! | 12..16 | `imm` / `general_id` / `tisn` | (not read on an Ethernet SEND) |
 
 use super::{be16, be32};
 
-/// Field offsets.
+/// Field offsets, named as in Linux include/linux/mlx5/qp.h `struct mlx5_wqe_ctrl_seg`.
 pub mod field {
     use std::ops::Range;
-    /// opmod (31:24), WQE index (23:8), opcode (7:0).
+    /// `opmod_idx_opcode`: the kernel's en_tx.c and rdma-core's `mlx5dv_set_ctrl_seg` write
+    /// `opmod << 24 | pi << 8 | opcode` (qp.h `MLX5_WQE_CTRL_WQE_INDEX_SHIFT`,
+    /// `MLX5_WQE_CTRL_OPCODE_MASK`).
     pub const OPMOD_IDX_OPCODE: Range<usize> = 0..4;
-    /// QPN (31:8), DS (7:0).
+    /// `qpn_ds`: `qpn << 8 | ds` (qp.h `MLX5_WQE_CTRL_QPN_SHIFT`, `MLX5_WQE_CTRL_DS_MASK`).
     pub const QPN_DS: Range<usize> = 4..8;
-    /// Fence / completion / solicited bits.
+    /// `fm_ce_se`.
     pub const FM_CE_SE: usize = 11;
 }
 
-/// Opcode: no operation.
+/// Bits of the DS count the device uses (qp.h `MLX5_WQE_CTRL_DS_MASK`): a WQE is at most 63
+/// 16-byte units.
+pub const DS_MASK: u8 = 0x3f;
+
+/// Opcode `MLX5_OPCODE_NOP` (mlx5dv.h; Linux device.h): completes, sends nothing.
 pub const OPCODE_NOP: u8 = 0x00;
-/// Opcode: send (an Ethernet frame on a RAW_PACKET QP).
+/// Opcode `MLX5_OPCODE_SEND` (mlx5dv.h; Linux device.h): on a RAW_PACKET QP / Ethernet SQ,
+/// one frame (rdma-core qp.c `_mlx5_post_send` for `IBV_WR_SEND`).
 pub const OPCODE_SEND: u8 = 0x0a;
-/// Opcode: TSO / LSO (rdma-core mlx5dv.h `MLX5_OPCODE_TSO`, what libmlx5 writes for
-/// `IBV_WR_TSO`).
+/// Opcode `MLX5_OPCODE_TSO` (mlx5dv.h; Linux device.h calls it `MLX5_OPCODE_LSO`): a
+/// segmentation offload, what libmlx5 writes for `IBV_WR_TSO`.
 pub const OPCODE_TSO: u8 = 0x0e;
-/// Opcode: enhanced multi-packet send WQE.
+/// Opcode `MLX5_OPCODE_ENHANCED_MPSW` (Linux device.h; DPDK mlx5_prm.h): several frames in one
+/// WQE (the kernel's en/txrx.h `mlx5e_tx_mpwqe_session_complete`, DPDK mlx5_tx.h
+/// `mlx5_tx_burst_empw_*`). Not in `mlx5dv.h`.
 pub const OPCODE_ENHANCED_MPSW: u8 = 0x29;
 
-/// Completion mode "always" (`MLX5_WQE_CTRL_CQ_UPDATE`).
-pub const CE_ALWAYS: u8 = 2 << 2;
-/// Completion mode "CQE and EQE".
-pub const CE_CQE_AND_EQE: u8 = 3 << 2;
-/// Mask of the completion-mode bits.
+/// `fm_ce_se` completion mode "CQE always" (mlx5dv.h and Linux qp.h
+/// `MLX5_WQE_CTRL_CQ_UPDATE`; rdma-core qp.c sets it for a signaled WR).
+pub const CQ_UPDATE: u8 = 2 << 2;
+/// `fm_ce_se` completion mode "CQE and EQE" (Linux qp.h `MLX5_WQE_CTRL_CQ_UPDATE_AND_EQE`).
+pub const CQ_UPDATE_AND_EQE: u8 = 3 << 2;
+/// The completion-mode bits of `fm_ce_se` (bits 3:2, the span of the two values above).
 pub const CE_MASK: u8 = 3 << 2;
 
 /// A view of a control segment.
@@ -58,37 +69,39 @@ impl<T: AsRef<[u8]>> CtrlSeg<T> {
         CtrlSeg { buf }
     }
 
-    /// opmod.
+    /// opmod (`opmod_idx_opcode` bits 31:24; 0 for SEND, NOP, TSO and enhanced MPSW).
     #[inline]
     pub fn opmod(&self) -> u8 {
         self.buf.as_ref()[field::OPMOD_IDX_OPCODE.start]
     }
-    /// WQE index (16-bit WQEBB producer counter of this WQE).
+    /// WQE index (`opmod_idx_opcode` bits 23:8): the 16-bit producer counter of the WQE's
+    /// first WQEBB.
     #[inline]
     pub fn wqe_index(&self) -> u16 {
         be16(self.buf.as_ref(), field::OPMOD_IDX_OPCODE.start + 1)
     }
-    /// Opcode.
+    /// Opcode (`opmod_idx_opcode` bits 7:0).
     #[inline]
     pub fn opcode(&self) -> u8 {
-        self.buf.as_ref()[field::OPMOD_IDX_OPCODE.start + 3]
+        self.buf.as_ref()[field::OPMOD_IDX_OPCODE.end - 1]
     }
-    /// QP / SQ number (24 bits).
+    /// SQ number (`qpn_ds` bits 31:8).
     #[inline]
     pub fn qpn(&self) -> u32 {
         be32(self.buf.as_ref(), field::QPN_DS.start) >> 8
     }
-    /// DS count (the whole byte; only bits 5:0 are meaningful to the device).
+    /// The DS byte (`qpn_ds` bits 7:0) whole: bits above [`DS_MASK`] are the caller's to refuse.
     #[inline]
     pub fn ds(&self) -> u8 {
         self.buf.as_ref()[field::QPN_DS.end - 1]
     }
-    /// Fence / completion / solicited byte.
+    /// `fm_ce_se`.
     #[inline]
     pub fn fm_ce_se(&self) -> u8 {
         self.buf.as_ref()[field::FM_CE_SE]
     }
-    /// Completion mode bits (`fm_ce_se & CE_MASK`).
+    /// Completion mode (`fm_ce_se & CE_MASK`): compare with [`CQ_UPDATE`],
+    /// [`CQ_UPDATE_AND_EQE`].
     #[inline]
     pub fn ce(&self) -> u8 {
         self.fm_ce_se() & CE_MASK

@@ -1,52 +1,73 @@
-// The model's own copy of rawq's src/dv/wire/eth.rs, so that the model imports nothing from rawq;
-// to be re-derived from the vendor sources cited below and checked by C oracles (issue 18).
-
-//! Ethernet segment of a send WQE (`struct mlx5_wqe_eth_seg`, 32 bytes in its basic form).
+//! The Ethernet segment of a send WQE, as the device reads it: Linux include/linux/mlx5/qp.h
+//! `struct mlx5_wqe_eth_seg` (16 bytes, one DS unit), then the rest of the inline header.
+//! rdma-core's `mlx5dv.h` declares the same bytes as a 32-byte struct (bytes 0..4 `rsvd0`,
+//! then 16 inline bytes `inline_hdr` after the kernel's 16). Field offsets carry the kernel's
+//! names; each field and constant cites where its meaning comes from.
 //!
-//! | byte | field |
-//! |---|---|
-//! | 0..4 | software-parser offsets (0) |
-//! | 4 | `cs_flags`: bit 6 L3 checksum, bit 7 L4 checksum |
-//! | 5 | software-parser flags (0) |
-//! | 6..8 | MSS (0 unless TSO) |
-//! | 8..12 | flow metadata (0) |
-//! | 12..14 | `inline_hdr_sz`: frame bytes inlined from byte 14 on |
-//! | 14..32 | the first 18 inlined bytes |
+//! Checked by the C oracle (`oracle.rs`): the offsets and checksum flags `mlx5dv.h` defines,
+//! and every field read back from segments `mlx5dv_set_eth_seg` wrote. The software-parser
+//! offsets and the VLAN-insertion form (`insert`) are only in the kernel's header (and DPDK's
+//! mlx5_prm.h); hw_tests/tso.rs writes a VLAN insertion as DPDK's mlx5_tx.h does and checks
+//! the tagged frame on the wire.
 //!
-//! The segment occupies `16 + align(max(inline_hdr_sz - 2, 0), 16)` bytes: one DS with no inline
-//! header, two with the 18-byte L2 minimum ([`size_for_inline`]).
+//! | byte | kernel field | meaning |
+//! |---|---|---|
+//! | 0..4 | `swp_{outer,inner}_{l4,l3}_offset` | software-parser offsets (the model supports none: 0) |
+//! | 4 | `cs_flags` | `MLX5_ETH_WQE_L3_CSUM` (bit 6), `MLX5_ETH_WQE_L4_CSUM` (bit 7) |
+//! | 6..8 | `mss` | segment size of a TSO WQE (0 otherwise) |
+//! | 12..14 | `inline_hdr.sz` | frame bytes inlined from byte 14 on |
+//! | 14..16 | `inline_hdr.start` | the first two of them |
+//! | 12..14 | `insert.type` | instead: `MLX5_ETH_WQE_INSERT_VLAN` (no inline header) |
+//! | 14..16 | `insert.vlan_tci` | the TCI of the tag to insert |
+//!
+//! With `inline_hdr.sz` bytes inlined the segment takes one DS unit plus as many more as the
+//! bytes past `inline_hdr.start` fill (Linux en_tx.c `mlx5e_sq_xmit` counts the inline
+//! header's DS units from the bytes beyond `INL_HDR_START_SZ`; rdma-core qp.c
+//! `set_tso_eth_seg` likewise): [`size_for_inline`].
 
-use super::{be16, be32, check_len, Truncated};
+use super::{be16, check_len, Truncated};
 
-/// Field offsets.
+/// Field offsets, named as in Linux include/linux/mlx5/qp.h `struct mlx5_wqe_eth_seg`.
 pub mod field {
     use std::ops::Range;
-    /// Software-parser offsets.
-    pub const SWP_OFFS: Range<usize> = 0..4;
-    /// Checksum offload flags.
+    /// `swp_outer_l4_offset`, `swp_outer_l3_offset`, `swp_inner_l4_offset`,
+    /// `swp_inner_l3_offset` (mlx5dv.h: `rsvd0`).
+    pub const SWP_OFFSETS: Range<usize> = 0..4;
+    /// `cs_flags`.
     pub const CS_FLAGS: usize = 4;
-    /// TSO MSS.
+    /// `mss` (rdma-core qp.c `set_tso_eth_seg` writes the WR's MSS there).
     pub const MSS: Range<usize> = 6..8;
-    /// Inline header size.
+    /// `inline_hdr.sz` (mlx5dv.h `inline_hdr_sz`); the same bytes are `insert.type`.
     pub const INLINE_HDR_SZ: Range<usize> = 12..14;
-    /// Inline header bytes (the first 18; longer inline headers continue past byte 32).
-    pub const INLINE_HDR: Range<usize> = 14..32;
+    /// `inline_hdr.start` (mlx5dv.h `inline_hdr_start`): the first inline byte; the inline
+    /// header runs on past the 16-byte segment. The same two bytes are `insert.vlan_tci`.
+    pub const INLINE_HDR_START: usize = 14;
+    /// `insert.vlan_tci`.
+    pub const INSERT_VLAN_TCI: Range<usize> = 14..16;
 }
 
-/// `cs_flags`: compute the IPv4 header checksum.
-pub const CS_L3: u8 = 1 << 6;
-/// `cs_flags`: compute the TCP/UDP checksum.
-pub const CS_L4: u8 = 1 << 7;
-/// `inline_hdr_sz` top bit with no inline header: insert an 802.1Q tag whose TCI is in bytes
-/// 14..16 (DPDK drivers/net/mlx5/mlx5_prm.h `MLX5_ETH_WQE_VLAN_INSERT`, bit 31 of the BE32 at
-/// bytes 12..16, set by mlx5_tx.h `mlx5_tx_eseg_none`; Linux mlx5e en_tx.c
-/// `mlx5e_txwqe_build_eseg`: `MLX5_ETH_WQE_INSERT_VLAN` with `insert.vlan_tci`).
-pub const VLAN_INSERT: u16 = 0x8000;
+/// `cs_flags`: compute the (outer) IPv4 header checksum (mlx5dv.h and Linux qp.h
+/// `MLX5_ETH_WQE_L3_CSUM`).
+pub const L3_CSUM: u8 = 1 << 6;
+/// `cs_flags`: compute the (outer) TCP/UDP checksum (mlx5dv.h and Linux qp.h
+/// `MLX5_ETH_WQE_L4_CSUM`).
+pub const L4_CSUM: u8 = 1 << 7;
+/// `insert.type`: insert an 802.1Q tag with `insert.vlan_tci` after the MAC addresses (Linux
+/// qp.h `MLX5_ETH_WQE_INSERT_VLAN`, set by en_tx.c `mlx5e_txwqe_build_eseg`; DPDK mlx5_prm.h
+/// `MLX5_ETH_WQE_VLAN_INSERT`, bit 31 of bytes 12..16 as one BE32, set by mlx5_tx.h
+/// `mlx5_tx_eseg_none`). Only with no inline header: with one, the driver writes the tag into
+/// the inline bytes itself.
+pub const INSERT_VLAN: u16 = 1 << 15;
 
-/// Bytes the segment occupies with `inline` header bytes.
+/// Bytes of `inline_hdr.start` (Linux mlx5 en/txrx.h `INL_HDR_START_SZ`): the inline header
+/// bytes that fit inside the 16-byte segment.
+pub const INLINE_HDR_START_SZ: usize = 2;
+
+/// Bytes the segment occupies with `inline` header bytes: 16, and the bytes past
+/// `inline_hdr.start` rounded up to DS units.
 #[inline]
 pub const fn size_for_inline(inline: usize) -> usize {
-    16 + inline.saturating_sub(2).div_ceil(16) * 16
+    16 + inline.saturating_sub(INLINE_HDR_START_SZ).div_ceil(16) * 16
 }
 
 /// A view of an Ethernet segment.
@@ -56,14 +77,14 @@ pub struct EthSeg<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EthSeg<T> {
-    /// Wraps `buf` without a length check.
+    /// Wraps `buf` without a length check (accessors panic if it is shorter than 16 bytes).
     #[inline(always)]
     pub const fn new_unchecked(buf: T) -> Self {
         EthSeg { buf }
     }
 
-    /// Wraps `buf` after checking it holds the 16 fixed bytes plus whatever inline header
-    /// `inline_hdr_sz` announces.
+    /// Wraps `buf` after checking it holds the 16-byte segment plus whatever inline header
+    /// `inline_hdr.sz` announces.
     ///
     /// # Errors
     /// [`Truncated`] if it is shorter.
@@ -71,28 +92,41 @@ impl<T: AsRef<[u8]>> EthSeg<T> {
         let b = buf.as_ref();
         check_len(b.len(), 16)?;
         let n = be16(b, field::INLINE_HDR_SZ.start) as usize;
-        check_len(b.len(), (field::INLINE_HDR.start + n).max(16))?;
+        check_len(b.len(), (field::INLINE_HDR_START + n).max(16))?;
         Ok(EthSeg { buf })
     }
 
-    /// Software-parser offsets.
+    /// The four software-parser offsets (`swp_outer_l4_offset`, `swp_outer_l3_offset`,
+    /// `swp_inner_l4_offset`, `swp_inner_l3_offset`, in that order).
     #[inline]
-    pub fn swp_offs(&self) -> u32 {
-        be32(self.buf.as_ref(), field::SWP_OFFS.start)
+    pub fn swp_offsets(&self) -> [u8; 4] {
+        let mut o = [0u8; 4];
+        o.copy_from_slice(&self.buf.as_ref()[field::SWP_OFFSETS]);
+        o
     }
-    /// Checksum flags.
+    /// `cs_flags`.
     #[inline]
     pub fn cs_flags(&self) -> u8 {
         self.buf.as_ref()[field::CS_FLAGS]
     }
-    /// MSS.
+    /// `mss`.
     #[inline]
     pub fn mss(&self) -> u16 {
         be16(self.buf.as_ref(), field::MSS.start)
     }
-    /// Inline header size.
+    /// `inline_hdr.sz`.
     #[inline]
     pub fn inline_hdr_sz(&self) -> u16 {
         be16(self.buf.as_ref(), field::INLINE_HDR_SZ.start)
+    }
+    /// `insert.type` (the bytes of `inline_hdr.sz`, read as the VLAN-insertion form).
+    #[inline]
+    pub fn insert_type(&self) -> u16 {
+        be16(self.buf.as_ref(), field::INLINE_HDR_SZ.start)
+    }
+    /// `insert.vlan_tci`.
+    #[inline]
+    pub fn insert_vlan_tci(&self) -> u16 {
+        be16(self.buf.as_ref(), field::INSERT_VLAN_TCI.start)
     }
 }

@@ -1,13 +1,14 @@
 //! Typed views of the mlx5 ring formats the device reads and writes (send WQE segments, CQEs,
 //! mini-CQEs).
 //!
-//! The completion formats (`cqe.rs`, `mini_cqe.rs`) are written from the vendor sources, with
-//! the Linux kernel's names (include/linux/mlx5/device.h `struct mlx5_cqe64`,
-//! `struct mlx5_mini_cqe8`) and a source per field, and judged by DPDK's mlx5 PMD, which
-//! decodes what the model writes (tests/emu_dpdk_decode.rs). The send WQE segments (`ctrl.rs`,
-//! `data.rs`, `eth.rs`, `inline.rs`) are still the model's copy of rawq's src/dv/wire (the
-//! formats the device reads), so that the model imports nothing from rawq. `oracle.rs` checks
-//! all of them against rdma-core's `mlx5dv.h` with a C program
+//! Every format is written from the vendor sources, with the Linux kernel's names and a source
+//! per field and constant: the completion formats the device writes (`cqe.rs`, `mini_cqe.rs`:
+//! include/linux/mlx5/device.h `struct mlx5_cqe64`, `struct mlx5_mini_cqe8`), judged also by
+//! DPDK's mlx5 PMD, which decodes what the model writes (tests/emu_dpdk_decode.rs), and the
+//! send WQE segments the device reads (`ctrl.rs`, `data.rs`, `eth.rs`, `inline.rs`:
+//! include/linux/mlx5/qp.h `struct mlx5_wqe_ctrl_seg`, `mlx5_wqe_data_seg`, `mlx5_wqe_eth_seg`,
+//! `mlx5_wqe_inline_seg`). The model imports nothing from rawq. `oracle.rs` checks all of them
+//! against rdma-core's `mlx5dv.h` with a C program
 //! (`model/tests/c/wire_oracle.c`): every offset and constant that header defines, the vendor's
 //! WQE segment writers against the model's readers, the model's CQE writers against the
 //! vendor's struct and accessors; what the header does not define is listed there.
@@ -19,8 +20,8 @@
 //! `new_unchecked` is for buffers whose length the type already guarantees (`[u8; 16]`, ...).
 //!
 //! The layouts, with their sources, are in `docs/mlx5-dataplane.md` (§2 send WQEs, §5 CQEs, §7
-//! receive WQEs, §8 mini-CQEs). rawq's `tests/dv_oracle.rs` compares rawq's copies of these writers and
-//! readers byte for byte with the vendor's own helpers in `mlx5dv.h`.
+//! receive WQEs, §8 mini-CQEs). rawq's own side of these formats (src/dv/wire: it writes the
+//! WQEs and reads the CQEs) is judged the same way by its `tests/dv_oracle.rs`.
 
 pub mod cqe;
 pub mod ctrl;

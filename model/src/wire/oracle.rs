@@ -9,8 +9,10 @@
 //! Not covered, because `mlx5dv.h` does not define them: the RSS hash result and type and the
 //! raw checksum of the CQE (Linux include/linux/mlx5/device.h `struct mlx5_cqe64` has them), the
 //! L4 header types, the stripped-VLAN and fragment bits, the compressed-CQE format, the
-//! striding-RQ byte count, the mini-CQE (`struct mlx5_mini_cqe8`), the enhanced MPSW opcode
-//! and the inline segment's layout beyond `MLX5_INLINE_SEG`.
+//! striding-RQ byte count, the mini-CQE (`struct mlx5_mini_cqe8`), the enhanced MPSW opcode,
+//! the "CQE and EQE" completion mode, the Ethernet segment's software-parser offsets and its
+//! VLAN-insertion form (Linux include/linux/mlx5/qp.h has these three), and the inline
+//! segment's data padding (only its flag and header size are in `mlx5dv.h`).
 //! Of these, DPDK's mlx5 PMD judges what it reads (the hash, the ok bits, the header types, the
 //! fragment and stripped-VLAN bits, both mini-CQE formats, the striding byte count) by decoding
 //! the model's CQEs in tests/emu_dpdk_decode.rs.
@@ -165,7 +167,7 @@ fn offsets_sizes_and_constants_are_mlx5dv_hs() {
         ),
         (
             "mlx5_wqe_eth_seg.inline_hdr_start",
-            eth::field::INLINE_HDR.start as u64,
+            eth::field::INLINE_HDR_START as u64,
         ),
         ("MLX5_CQE_REQ", cqe::OP_REQ.into()),
         ("MLX5_CQE_RESP_SEND", cqe::OP_RESP_SEND.into()),
@@ -196,10 +198,17 @@ fn offsets_sizes_and_constants_are_mlx5dv_hs() {
         ("MLX5_CQE_L3_HDR_TYPE_IPV4", cqe::L3_IPV4.into()),
         ("MLX5_OPCODE_NOP", ctrl::OPCODE_NOP.into()),
         ("MLX5_OPCODE_SEND", ctrl::OPCODE_SEND.into()),
-        ("MLX5_WQE_CTRL_CQ_UPDATE", ctrl::CE_ALWAYS.into()),
-        ("MLX5_INLINE_SEG", inline::INLINE_BIT.into()),
-        ("MLX5_ETH_WQE_L3_CSUM", eth::CS_L3.into()),
-        ("MLX5_ETH_WQE_L4_CSUM", eth::CS_L4.into()),
+        ("MLX5_OPCODE_TSO", ctrl::OPCODE_TSO.into()),
+        ("MLX5_INVALID_LKEY", data::INVALID_LKEY.into()),
+        ("sizeof.mlx5_wqe_inl_data_seg", inline::field::DATA as u64),
+        (
+            "mlx5_wqe_eth_seg.inline_hdr",
+            (eth::field::INLINE_HDR_START + eth::INLINE_HDR_START_SZ) as u64,
+        ),
+        ("MLX5_WQE_CTRL_CQ_UPDATE", ctrl::CQ_UPDATE.into()),
+        ("MLX5_INLINE_SEG", inline::INLINE_SEG.into()),
+        ("MLX5_ETH_WQE_L3_CSUM", eth::L3_CSUM.into()),
+        ("MLX5_ETH_WQE_L4_CSUM", eth::L4_CSUM.into()),
     ];
     for &(name, v) in want {
         assert_eq!(got.get(name), Some(&v), "{name}: mlx5dv.h vs the model");
@@ -233,7 +242,8 @@ fn the_model_reads_what_mlx5dv_h_writes() {
         let (len, lkey, addr) = (rng.below(1 << 31), rng.next() as u32 as u64, rng.next());
         input += &format!("D {len} {lkey} {addr}\n");
         cases.push(('D', vec![len, lkey, addr], Vec::new()));
-        let cs = [0, eth::CS_L3, eth::CS_L4, eth::CS_L3 | eth::CS_L4][rng.below(4) as usize];
+        let cs =
+            [0, eth::L3_CSUM, eth::L4_CSUM, eth::L3_CSUM | eth::L4_CSUM][rng.below(4) as usize];
         let mss = rng.below(1 << 16);
         let sz = [0, 18, rng.below(19)][rng.below(3) as usize];
         let inl: Vec<u8> = (0..sz).map(|_| rng.next() as u8).collect();
@@ -263,7 +273,7 @@ fn the_model_reads_what_mlx5dv_h_writes() {
             }
             _ => {
                 let e = EthSeg::new_checked(&b[..]).expect("the vendor's segment fits");
-                let at = eth::field::INLINE_HDR.start;
+                let at = eth::field::INLINE_HDR_START;
                 assert_eq!(&b[at..at + inl.len()], &inl[..], "case {i}: inline header");
                 vec![
                     e.cs_flags().into(),

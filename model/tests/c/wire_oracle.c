@@ -72,6 +72,8 @@ static void layout(void)
 	OFF(mlx5_wqe_eth_seg, mss);
 	OFF(mlx5_wqe_eth_seg, inline_hdr_sz);
 	OFF(mlx5_wqe_eth_seg, inline_hdr_start);
+	OFF(mlx5_wqe_eth_seg, inline_hdr);
+	N("sizeof.mlx5_wqe_inl_data_seg", sizeof(struct mlx5_wqe_inl_data_seg));
 	N("MLX5_CQE_REQ", MLX5_CQE_REQ);
 	N("MLX5_CQE_RESP_SEND", MLX5_CQE_RESP_SEND);
 	N("MLX5_CQE_REQ_ERR", MLX5_CQE_REQ_ERR);
@@ -88,6 +90,8 @@ static void layout(void)
 	N("MLX5_CQE_L3_HDR_TYPE_IPV4", MLX5_CQE_L3_HDR_TYPE_IPV4);
 	N("MLX5_OPCODE_NOP", MLX5_OPCODE_NOP);
 	N("MLX5_OPCODE_SEND", MLX5_OPCODE_SEND);
+	N("MLX5_OPCODE_TSO", MLX5_OPCODE_TSO);
+	N("MLX5_INVALID_LKEY", MLX5_INVALID_LKEY);
 	N("MLX5_WQE_CTRL_CQ_UPDATE", MLX5_WQE_CTRL_CQ_UPDATE);
 	N("MLX5_INLINE_SEG", MLX5_INLINE_SEG);
 	N("MLX5_ETH_WQE_L3_CSUM", MLX5_ETH_WQE_L3_CSUM);
