@@ -26,36 +26,9 @@ mod support;
 
 use std::time::Duration;
 
-use pmd::{kernel_send, udp_frame, Pmd};
+use pmd::{kernel_send, netns, udp_frame, Pmd};
 use support::emu::{emu_sh, serial, tempdir, text};
 use support::NetnsPair;
-
-/// Two namespaces (testpmd runs in `a`), without IPv6, so that no kernel chatter (router
-/// solicitations, MLD) rides the emulated wire and every frame counted is the test's.
-fn netns(tag: &str) -> Option<NetnsPair> {
-    let ok = std::process::Command::new("sh")
-        .args(["-c", "command -v dpdk-testpmd"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "dpdk-testpmd is missing: install Debian's dpdk-dev and librte-net-mlx5-23 (scripts/setup.sh)"
-    );
-    let ns = NetnsPair::new(tag)?;
-    for n in [&ns.a, &ns.b] {
-        let o = ns.exec(
-            n,
-            &[
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        );
-        assert!(o.status.success(), "sysctl in {n}: {o:?}");
-    }
-    Some(ns)
-}
 
 /// TAP names for this test (short enough for IFNAMSIZ).
 fn taps(tag: &str) -> (String, String) {

@@ -35,9 +35,8 @@ mod support;
 
 use std::time::Duration;
 
-use pmd::{kernel_send, Pmd};
+use pmd::{kernel_send, netns, Pmd};
 use support::emu::{serial, tempdir};
-use support::NetnsPair;
 
 include!("data/microsoft_rss_vectors.rs");
 
@@ -489,33 +488,6 @@ const CONFS: [RxConf; 7] = [
         no_hash_minis: false,
     },
 ];
-
-/// Two namespaces without IPv6 (no kernel chatter on the wire; testpmd runs in `a`, the
-/// kernel sends from `b`).
-fn netns(tag: &str) -> Option<NetnsPair> {
-    let ok = std::process::Command::new("sh")
-        .args(["-c", "command -v dpdk-testpmd"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "dpdk-testpmd is missing: install Debian's dpdk-dev and librte-net-mlx5-23 (scripts/setup.sh)"
-    );
-    let ns = NetnsPair::new(tag)?;
-    for n in [&ns.a, &ns.b] {
-        let o = ns.exec(
-            n,
-            &[
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        );
-        assert!(o.status.success(), "sysctl in {n}: {o:?}");
-    }
-    Some(ns)
-}
 
 /// testpmd (rxonly, RSS over 4 queues under [`KEY`], VLAN strip on, Rx checksum on) on the
 /// emulated port whose wire is a veth end; the kernel sends every [`KINDS`] frame from the

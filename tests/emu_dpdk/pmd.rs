@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::emu::last_counter;
+use crate::support::NetnsPair;
 
 /// testpmd under the launcher, in a network namespace.
 pub struct Pmd {
@@ -328,4 +329,31 @@ pub fn udp_frame(dst: [u8; 6], src: [u8; 6], sport: u16, len: usize) -> Vec<u8> 
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
     f[38..40].copy_from_slice(&udp_len.to_be_bytes());
     f
+}
+
+/// Two namespaces (testpmd runs in `a`), without IPv6, so that no kernel chatter (router
+/// solicitations, MLD) rides the emulated wire and every frame counted is the test's.
+pub fn netns(tag: &str) -> Option<NetnsPair> {
+    let ok = std::process::Command::new("sh")
+        .args(["-c", "command -v dpdk-testpmd"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "dpdk-testpmd is missing: install Debian's dpdk-dev and librte-net-mlx5-23 (scripts/setup.sh)"
+    );
+    let ns = NetnsPair::new(tag)?;
+    for n in [&ns.a, &ns.b] {
+        let o = ns.exec(
+            n,
+            &[
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        );
+        assert!(o.status.success(), "sysctl in {n}: {o:?}");
+    }
+    Some(ns)
 }
