@@ -28,6 +28,11 @@
 #   cost is fitted as Ir = a * packets + c * calls: `c` is what an empty call costs, and
 #   "per packet" is a + c / 32 (a full burst of 32, no empty calls). The raw figures of both
 #   runs are printed beside the fit.
+#   testpmd rxonly is the exception (its lcore never naps: 99.97 % of its bursts are empty
+#   under valgrind, which no fit sees through): its second run has nothing generated, giving an
+#   empty call's exact cost, and rxcost.py takes the packets' cost from the burst function's
+#   inclusive cost with exact call counts (--dump-instr=yes; README "How DPDK's receive figure
+#   was found").
 # * each tool's packet counts are checked against the emulated device's (RAWQ_EMU_STATS).
 # DPDK's settings are pinned and printed: txq_mpw_en=1 (eMPW, as rawq on this part),
 # txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
