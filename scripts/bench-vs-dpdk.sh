@@ -28,22 +28,30 @@
 #   cost is fitted as Ir = a * packets + c * calls: `c` is what an empty call costs, and
 #   "per packet" is a + c / 32 (a full burst of 32, no empty calls). The raw figures of both
 #   runs are printed beside the fit.
+#   testpmd rxonly is the exception (its lcore never naps: 99.97 % of its bursts are empty
+#   under valgrind, which no fit sees through): its second run has nothing generated, giving an
+#   empty call's exact cost, and rxcost.py takes the packets' cost from the burst function's
+#   inclusive cost with exact call counts (--dump-instr=yes; README "How DPDK's receive figure
+#   was found").
 # * each tool's packet counts are checked against the emulated device's (RAWQ_EMU_STATS).
 # DPDK's settings are pinned and printed: txq_mpw_en=1 (eMPW, as rawq on this part),
 # txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
 # needs none, rawq inlines none), rxq_cqe_comp_en=1 (CQE compression, as rawq by default).
 #
-# Usage (as root): bash scripts/bench-vs-dpdk.sh [--modes tx,rx,io] [--seconds S] [--keep]
+# Usage (as root): bash scripts/bench-vs-dpdk.sh [--modes tx,rx,io] [--sides rawq,dpdk]
+#                  [--seconds S] [--keep]
+#   --sides       which tools run (default both; `--modes rx --sides dpdk`: testpmd's rx runs only)
 #   --seconds S   testpmd's forwarding window under valgrind (default 20)
 #   --keep        keep the callgrind files and logs (their directory is printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-MODES=tx,rx,io SECS=20 KEEP=0
+MODES=tx,rx,io SECS=20 KEEP=0 SIDES=rawq,dpdk
 while (($#)); do
   case "$1" in
     --modes) MODES=${2:?}; shift 2 ;;
     --seconds) SECS=${2:?}; shift 2 ;;
+    --sides) SIDES=${2:?}; shift 2 ;;
     --keep) KEEP=1; shift ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
   esac
@@ -54,7 +62,7 @@ done
 DEVARGS=txq_mpw_en=1,txq_inline_min=0,txq_inline_max=0,txq_inline_mpw=0,rxq_cqe_comp_en=1
 
 echo "bench: building pktgen, fwd and the emulator (release)…" >&2
-cargo build --release --quiet --all-features --example pktgen --example fwd
+[[ ,$SIDES, != *,rawq,* ]] || cargo build --release --quiet --all-features --example pktgen --example fwd
 cargo build --release --quiet -p rawq-emu
 export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
 export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
@@ -140,7 +148,7 @@ if tool == 'rawq':
 else:
     for (name, ir, n) in calls[loop]:
         if name.endswith('librte_net_mlx5.so.23.0'):
-            r['driver'][name] = {'ir': ir, 'calls': n}
+            r['driver'][name] = {'ir': ir, 'calls': n, 'callees': calls.get(name, [])}
         else:
             r['app'][name] = {'ir': ir, 'calls': n}
 print(json.dumps(r))
@@ -167,6 +175,85 @@ def show(name, pts):
 print(label)
 for key in runs[0]['series']:
     show(key, [tuple(r['series'][key]) for r in runs])
+EOF
+
+# DPDK's receive figure from per-instruction counts (README: "How DPDK's receive figure was
+# found"): per packet = (I - e * C_empty - paths) / N, where I is the rx burst function's
+# inclusive cost, e an empty call's cost (the run with nothing generated), C_empty the calls
+# testpmd found empty, and paths the bound on what the empty calls' data-dependent paths in the
+# CQE scan added or saved.
+cat >"$OUT/rxcost.py" <<'EOF'
+# DPDK's receive cost a packet from per-instruction callgrind counts (--dump-instr=yes) of a
+# run with frames (argv[1]: its parse JSON) and one with nothing generated (argv[2]); N = argv[3].
+import json, re, sys
+pa, pz, N = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+def counts(path):
+    """{function name: {address: executions}} and call sites [(caller, address, callee, n)]."""
+    names, fns, sites, fn, addr, call = {}, {}, [], None, 0, None
+    for l in open(path):
+        m = re.match(r'(c?fn)=\((\d+)\)(?: (.*))?', l)
+        if m:
+            if m[3]:
+                names[m[2]] = m[3]
+            if m[1] == 'fn':
+                fn = names[m[2]]
+            else:
+                callee = names[m[2]]
+            continue
+        if l.startswith('calls='):
+            call = (int(l.split()[0][6:]), callee)
+            continue
+        if not l or l[0] not in '0123456789+-*':
+            continue
+        t = l.split()
+        p = t[0]
+        addr = int(p, 16) if p.startswith('0x') else addr + int(p) if p[0] in '+-' else addr
+        if call:
+            sites.append((fn, addr, call[1], call[0]))
+            call = None
+        elif len(t) >= 3 and fn:
+            f = fns.setdefault(fn, {})
+            f[addr] = f.get(addr, 0) + int(t[2])
+    return fns, sites
+(ra, sa), (rz, sz) = counts(pa['thread_file']), counts(pz['thread_file'])
+burst, d = max(pa['driver'].items(), key=lambda kv: kv[1]['calls'])
+raw = burst.split('@')[0]
+ir, calls = d['ir'], d['calls']
+iz, cz = [(v['ir'], v['calls']) for k, v in pz['driver'].items() if k.split('@')[0] == raw][0]
+e = round(iz / cz)
+# Non-empty calls: the first instruction after testpmd's call of the burst that ran fewer times.
+loop = pa['loop'].split('@')[0]
+site = [a for (f, a, c, n) in sa if f == loop and c == raw][0]
+fwd = ra[loop]
+nonempty = next(fwd[a] for a in sorted(fwd) if a > site and fwd[a] < calls)
+empty = calls - nonempty
+# The burst function's callee called on (nearly) every call: the CQE scan.
+scan = max((c for (f, a, c, n) in sa if f == raw), key=lambda c: sum(n for (f, a, cc, n) in sa if f == raw and cc == c))
+k = sum(n for (f, a, c, n) in sa if f == raw and c == scan)
+kz = sum(n for (f, a, c, n) in sz if f == raw and c == scan)
+knon = k - empty  # scans made by non-empty calls
+idle = {a for a, n in rz[scan].items() if n >= kz - 1}
+lo = hi = 0
+for a, n in ra[scan].items():
+    if a in idle:  # skipped by up to k - n calls, at most knon of them non-empty
+        lo -= k - n
+        hi -= max(0, k - n - knon)
+    else:          # run n times, at most knon of them in non-empty calls
+        lo += max(0, n - knon)
+        hi += n
+# The burst function's own idle path: every one of its instructions must have run in every
+# empty call (else an empty call left it, which this does not count).
+own_idle = {a for a, n in rz[raw].items() if n >= cz - 1}
+ok = all(ra[raw].get(a, 0) >= empty for a in own_idle)
+per = lambda dd: (ir - e * empty - dd) / N
+print('  DPDK rx burst (%s): %d calls, %d not empty (testpmd\'s branch after the burst), %.1f packets a'
+      ' non-empty burst; an empty call %d instructions (idle run: %d calls, %d instructions);'
+      ' its CQE scan %s: %d calls, %d in non-empty calls; data-dependent paths of the empty calls'
+      ' %+d to %+d instructions%s' % (raw, calls, nonempty, N / nonempty, e, cz, iz, scan, k, knon,
+                                      lo, hi, '' if ok else ' (WARNING: an empty call left the idle path)'))
+print('  (I - e * calls) / packets would say %.1f: the subtraction without those counts)' % ((ir - e * calls) / N))
+print('  DPDK rx driver: %.1f to %.1f instructions a packet ((I - e * empty calls - paths) / packets)'
+      % (per(hi), per(lo)))
 EOF
 
 # Waits (bounded) until file $1 contains $2.
@@ -207,7 +294,7 @@ dpdk_run() {
   mkfifo "$OUT/$tag.in"
   cat >"$OUT/$tag.vg" <<EOF
 #!/bin/sh
-exec ${VG[*]} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
+exec ${VG[*]} ${VG_EXTRA:-} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
 EOF
   chmod +x "$OUT/$tag.vg"
   DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh --mem 512 \
@@ -359,22 +446,33 @@ if [[ ,$MODES, == *,rx,* ]]; then
   echo
   echo "== receive only: 60-byte UDP frames from the emulator's frame source, burst 32 =="
   export RXGEN_COUNT=${RXGEN_COUNT:-200000}
+  if [[ ,$SIDES, == *,rawq,* ]]; then
   A=$(rawq_rx rawq-rx-a 8192) B=$(rawq_rx rawq-rx-b 1024)
   python3 "$OUT/fit.py" "rawq pktgen -b dv --rx (cyclic RQ, CQE compression; rings of 8192 and 1024):" "$A" "$B"
   report_notes "$A"; report_notes "$B"
   check_counts "$A"; check_counts "$B"
+  fi
+  if [[ ,$SIDES, == *,dpdk,* ]]; then
   # --no-flush-rx: testpmd's start otherwise drains and discards what its RQs hold (frames
   # the source put there while testpmd read its start command).
-  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-a rxonly 4096 start
-  TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT dpdk_run dpdk-rx-b rxonly 512 start
-  A=$(dpdk_series dpdk-rx-a RX) B=$(dpdk_series dpdk-rx-b RX)
-  python3 "$OUT/fit.py" "dpdk-testpmd rxonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B"
-  report_notes "$A"; report_notes "$B"
-  check_counts "$A"; check_counts "$B"
+  # --dump-instr=yes: per-instruction counts, from which README's DPDK receive figure is
+  # derived (how many bursts were not empty: testpmd's branch after the burst; which calls
+  # took the burst function's data-dependent paths).
+  VG_EXTRA=--dump-instr=yes TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT \
+    dpdk_run dpdk-rx-a rxonly 4096 start
+  # The same with nothing generated: (nearly) every rx burst is empty, which gives what an
+  # empty call costs (a two-run fit cannot: testpmd's 99 % of empty calls drown it).
+  VG_EXTRA=--dump-instr=yes RXGEN_COUNT= dpdk_run dpdk-rx-z rxonly 4096 start
+  A=$(dpdk_series dpdk-rx-a RX) Z=$(dpdk_series dpdk-rx-z RX)
+  report_notes "$A"; report_notes "$Z"
+  check_counts "$A"
+  python3 "$OUT/rxcost.py" "$OUT/dpdk-rx-a.parse" "$OUT/dpdk-rx-z.parse" \
+    "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["pkts"])' "$A")"
   echo "  the PMD's choice: $(grep -h 'selected.*Rx function\|Rx burst\|rx_burst' "$OUT/dpdk-rx-a.log" | sort -u | head -3 | tr -s '\t\n' '  ')"
   # testpmd's lcore never naps (pktgen --rx does after 10000 empty polls): under valgrind it
   # keeps the CPU from the device and the source, and polls an empty RQ most of its turns.
-  echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-rx-a.log" "$OUT/dpdk-rx-b.log" | tr -s ' \n' '  ')"
+  echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-rx-a.log" "$OUT/dpdk-rx-z.log" | tr -s ' \n' '  ')"
+  fi
   unset RXGEN_COUNT
 fi
 
