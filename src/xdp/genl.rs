@@ -9,7 +9,7 @@
 //! number is found by name through the generic-netlink controller (`CTRL_CMD_GETFAMILY`,
 //! `CTRL_ATTR_FAMILY_NAME` → `CTRL_ATTR_FAMILY_ID`, linux/genetlink.h).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use crate::error::{Error, Result};
 use crate::link::attrs;
@@ -57,37 +57,9 @@ fn request(family: u16, cmd: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
 /// Sends `req` on `fd` and returns the attributes of the one reply (after the generic
 /// header); an `NLMSG_ERROR` reply is the errno it carries.
 fn exchange(fd: &OwnedFd, req: &[u8], what: &'static str) -> Result<Vec<u8>> {
-    // SAFETY: sends `req`, a live buffer of the given length, to the kernel (an unconnected
-    // netlink socket's default destination).
-    let rc = unsafe {
-        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
-        sa.nl_family = libc::AF_NETLINK as u16;
-        libc::sendto(
-            fd.as_raw_fd(),
-            req.as_ptr() as *const libc::c_void,
-            req.len(),
-            0,
-            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(Error::last_os(what));
-    }
     let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: receives into `buf`, at most its length.
-    let n = unsafe {
-        libc::recv(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            buf.len(),
-            0,
-        )
-    };
-    if n < 0 {
-        return Err(Error::last_os(what));
-    }
-    parse_reply(&buf[..n as usize], what)
+    let n = super::netlink::roundtrip(fd, req, &mut buf, [what, what])?;
+    parse_reply(&buf[..n], what)
 }
 
 fn parse_reply(msg: &[u8], what: &'static str) -> Result<Vec<u8>> {
@@ -120,19 +92,7 @@ fn parse_reply(msg: &[u8], what: &'static str) -> Result<Vec<u8>> {
 /// [`Error::Os`] when the socket fails, the kernel has no `netdev` family (before 6.3), or the
 /// interface is unknown.
 pub fn rx_metadata_features(ifindex: u32) -> Result<u64> {
-    // SAFETY: plain socket(2) call.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            NETLINK_GENERIC,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::last_os("socket(AF_NETLINK, NETLINK_GENERIC)"));
-    }
-    // SAFETY: fresh descriptor, owned here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = super::netlink::socket(NETLINK_GENERIC, "socket(AF_NETLINK, NETLINK_GENERIC)")?;
     let ctrl = exchange(
         &fd,
         &request(

@@ -79,33 +79,31 @@ pub(crate) fn parse_link(attr_bytes: &[u8]) -> LinkInfo {
     info
 }
 
-/// Asks rtnetlink about interface `ifindex` (in the calling thread's network namespace).
-///
-/// # Errors
-/// [`Error::Os`] when the socket or the request fails (ENODEV for an unknown index).
-pub fn link_info(ifindex: u32) -> Result<LinkInfo> {
+/// A netlink socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_GENERIC`, ...), close-on-exec.
+pub(super) fn socket(protocol: libc::c_int, what: &'static str) -> Result<OwnedFd> {
     // SAFETY: plain socket(2) call.
     let fd = unsafe {
         libc::socket(
             libc::AF_NETLINK,
             libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            NETLINK_ROUTE,
+            protocol,
         )
     };
     if fd < 0 {
-        return Err(Error::last_os("socket(AF_NETLINK)"));
+        return Err(Error::last_os(what));
     }
     // SAFETY: fresh descriptor, owned here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
-    let mut req = [0u8; NLMSG_HDR_LEN + IFINFOMSG_LEN];
-    let total = req.len() as u32;
-    req[0..4].copy_from_slice(&total.to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
-    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes()); // sequence number
-                                                     // ifinfomsg: family AF_UNSPEC, type 0, index, flags 0, change 0.
-    req[NLMSG_HDR_LEN + 4..NLMSG_HDR_LEN + 8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+/// Sends the request `req` to the kernel on `fd` and receives one reply into `reply`; the
+/// reply's length. `what` names the send and the receive in errors.
+pub(super) fn roundtrip(
+    fd: &OwnedFd,
+    req: &[u8],
+    reply: &mut [u8],
+    what: [&'static str; 2],
+) -> Result<usize> {
     // SAFETY: sends `req`, a live buffer of the given length, to the kernel (pid 0 is implied
     // by an unconnected netlink socket's default destination).
     let rc = unsafe {
@@ -121,22 +119,46 @@ pub fn link_info(ifindex: u32) -> Result<LinkInfo> {
         )
     };
     if rc < 0 {
-        return Err(Error::last_os("sendto(RTM_GETLINK)"));
+        return Err(Error::last_os(what[0]));
     }
-    let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: receives into `buf`, at most its length.
+    // SAFETY: receives into `reply`, at most its length.
     let n = unsafe {
         libc::recv(
             fd.as_raw_fd(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            buf.len(),
+            reply.as_mut_ptr() as *mut libc::c_void,
+            reply.len(),
             0,
         )
     };
     if n < 0 {
-        return Err(Error::last_os("recv(RTM_GETLINK)"));
+        return Err(Error::last_os(what[1]));
     }
-    let msg = &buf[..n as usize];
+    Ok(n as usize)
+}
+
+/// Asks rtnetlink about interface `ifindex` (in the calling thread's network namespace).
+///
+/// # Errors
+/// [`Error::Os`] when the socket or the request fails (ENODEV for an unknown index).
+pub fn link_info(ifindex: u32) -> Result<LinkInfo> {
+    let fd = socket(NETLINK_ROUTE, "socket(AF_NETLINK)")?;
+
+    let mut req = [0u8; NLMSG_HDR_LEN + IFINFOMSG_LEN];
+    let total = req.len() as u32;
+    req[0..4].copy_from_slice(&total.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    // The sequence number, then ifinfomsg: family AF_UNSPEC, type 0, index, flags 0, change 0.
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[NLMSG_HDR_LEN + 4..NLMSG_HDR_LEN + 8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = roundtrip(
+        &fd,
+        &req,
+        &mut buf,
+        ["sendto(RTM_GETLINK)", "recv(RTM_GETLINK)"],
+    )?;
+    let msg = &buf[..n];
     if msg.len() < NLMSG_HDR_LEN {
         return Err(Error::Unsupported("short rtnetlink reply".into()));
     }
