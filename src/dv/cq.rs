@@ -132,6 +132,19 @@ impl Cq {
         Some(unsafe { &*(p as *const [u8; 64]) })
     }
 
+    /// Whether software owns the CQE at the consumer index (what [`Cq::peek`] tests), as one
+    /// test: an empty poll takes the same instructions whether the slot holds an invalidated
+    /// entry or one of the previous lap.
+    #[inline(always)]
+    pub(crate) fn ready(&self) -> bool {
+        let p = self.slot(self.ci);
+        // SAFETY: `p` is a CQE of the live CQ ring (index masked); byte 63 is `op_own`.
+        let op = unsafe { mmio::op_own_load(p.add(cqe::field::OP_OWN)) };
+        // The owner bit's mismatch moved above the opcode: one comparison for both.
+        let x = op as u32 | ((op ^ self.owner_at(self.ci)) as u32 & 1) << 8;
+        x < (cqe::OP_INVALID as u32) << 4
+    }
+
     /// Copies the 64 bytes at consumer index `i` without an ownership test (mini-CQE arrays of a
     /// compressed session, which carry no owner bit).
     #[inline(always)]

@@ -249,12 +249,18 @@ impl Rx {
 
     /// Posts every WQE that can be completely refilled; one doorbell record write. Only the
     /// addresses change: lengths and lkeys were written once by `format_wqes`.
+    #[inline(always)]
     pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
+        if self.pi != self.ci.wrapping_add(self.wqe_cnt) {
+            self.refill_wqes(cache);
+        } // else every WQE is posted (the receive loop reposted them, or nothing came)
+    }
+
+    /// [`Rx::refill`] when some WQE is not posted.
+    #[inline(never)]
+    fn refill_wqes(&mut self, cache: &mut PoolCache) {
         let start = self.pi;
         let limit = self.ci.wrapping_add(self.wqe_cnt);
-        if start == limit {
-            return; // every WQE is posted (the receive loop reposted them)
-        }
         let per_wqe = self.per_wqe as usize;
         let (off, dseg0) = match self.kind {
             Kind::Cyclic { .. } => (self.headroom as u64, 0),
@@ -560,7 +566,7 @@ impl Rx {
     ) -> (usize, Option<RxErr>) {
         // An empty poll (no compressed session open, no CQE at the consumer index) returns
         // before the receive loop's set-up: a forwarder polls empty most of the time.
-        if self.zip.is_none() && self.cq.peek().is_none() {
+        if self.zip.is_none() && !self.cq.ready() {
             return (0, None);
         }
         let mut n = 0usize;
@@ -569,10 +575,13 @@ impl Rx {
         if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
             (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
         }
+        // WQEs the compressed path posts again (`poll_zip_fast`) are published below, after
+        // the CQ consumer index, where the refill after the poll would have published them.
+        let pi0 = self.pi;
         while n < max {
             if self.zip.is_some() {
                 // The common case in place first (fast.rs); what it leaves, the loop below.
-                let (k, b) = self.poll_zip_fast(out, max - n);
+                let (k, b) = self.poll_zip_fast(out, max - n, cache);
                 n += k;
                 bytes += b;
             }
@@ -673,6 +682,11 @@ impl Rx {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         self.cq.publish();
+        if self.pi != pi0 && err.is_none() {
+            // As in `poll_cyclic_fast`: the CQ consumer index first, then the RQ doorbell
+            // record. (With an error the queue is reset, which takes every buffer back.)
+            self.ring_rq();
+        }
         stats.rx(n as u64, bytes);
         (n, err)
     }
