@@ -573,7 +573,10 @@ impl Rx {
         let mut bytes = 0u64;
         let mut err = None;
         if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
-            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
+            // (A compressed session's title goes straight to the loop below.)
+            if !self.cq.title_at_ci() {
+                (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
+            }
         }
         // WQEs the compressed path posts again (`poll_zip_fast`) are published below, after
         // the CQ consumer index, where the refill after the poll would have published them.
@@ -695,9 +698,8 @@ impl Rx {
     /// mini-CQE arrays, or one plain CQE for `n == 1`), invalidating the slots after the title
     /// so that no stale array ever passes the ownership test on a later lap.
     fn consume_session(&mut self, n: u32) {
-        for k in 1..n {
-            self.cq.scrub(self.cq.ci.wrapping_add(k));
-        }
+        self.cq
+            .scrub_run(self.cq.ci.wrapping_add(1), n.saturating_sub(1));
         self.cq.ci = self.cq.ci.wrapping_add(n);
     }
 
