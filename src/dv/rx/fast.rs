@@ -278,57 +278,34 @@ impl Rx {
         max: usize,
         cache: &mut PoolCache,
     ) -> (usize, u64) {
-        let (Kind::Cyclic { seg_room }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref())
-        else {
+        let (Kind::Cyclic { .. }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref()) else {
             return (0, 0);
         };
-        let (title, zn, zi) = (z.title, z.n, z.i);
+        let (zn, zi) = (z.n, z.i);
         let len0 = out.len();
         let spare = out.spare_capacity_mut();
         let max = max.min(spare.len());
-        let geo = self.shared.geometry();
-        let f = FastRx {
-            shared: self.shared,
-            geo,
-            headroom: self.headroom as u16,
-            mask: self.mask,
-            shift: 0,
-            seg_room,
-            ring: self.base,
-            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
-        };
         let hash = self.mini != Some(MiniCqeFormat::CsumStrideIdx);
-        // What every packet of the session shares (the title's metadata words, the pool and the
-        // headroom): `run_zip` copies it and writes each packet's own words over the copy. Never
-        // dropped: its buffer index is a placeholder.
-        let mut tail = [0u8; 16];
-        tail.copy_from_slice(&title[cqe::field::TIMESTAMP.start..]);
-        let tmpl = std::mem::ManuallyDrop::new(Packet::from_device_in(
-            self.shared,
-            EMPTY,
-            self.headroom as u16,
-            0,
-            RxMeta::from_raw(word(&title, cqe::field::HDS_IP_EXT), 0, tail),
-        ));
         // A full ring of 16-byte WQEs: each completed WQE is posted again as its packet is
         // built (the doorbell record is written by `poll` after the CQ's).
         let repost = self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
-        let (cq, spare, bufs) = (&self.cq, &mut spare[..max], &mut self.bufs[..]);
+        let (f, cq, spare, bufs) = (&self.fast, &self.cq, &mut spare[..max], &mut self.bufs[..]);
+        let (title, tmpl) = (&z.title, &*z.tmpl);
         let (n, bytes) = if repost {
             let mut got = (0, 0);
             cache.get_bulk(max.min(zn.saturating_sub(zi) as usize), |fresh| {
                 got = if hash {
-                    f.run_zip::<true, true>(cq, &title, &tmpl, zi, zn, spare, bufs, fresh)
+                    f.run_zip::<true, true>(cq, title, tmpl, zi, zn, spare, bufs, fresh)
                 } else {
-                    f.run_zip::<false, true>(cq, &title, &tmpl, zi, zn, spare, bufs, fresh)
+                    f.run_zip::<false, true>(cq, title, tmpl, zi, zn, spare, bufs, fresh)
                 };
                 got.0
             });
             got
         } else if hash {
-            f.run_zip::<true, false>(cq, &title, &tmpl, zi, zn, spare, bufs, &[])
+            f.run_zip::<true, false>(cq, title, tmpl, zi, zn, spare, bufs, &[])
         } else {
-            f.run_zip::<false, false>(cq, &title, &tmpl, zi, zn, spare, bufs, &[])
+            f.run_zip::<false, false>(cq, title, tmpl, zi, zn, spare, bufs, &[])
         };
         // SAFETY: `spare[..n]` were initialized by `run_zip`, right after the first `len0`.
         unsafe { out.set_len(len0 + n) };
