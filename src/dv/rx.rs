@@ -662,10 +662,6 @@ impl Rx {
                         self.cq.ci = self.cq.ci.wrapping_add(1);
                         continue;
                     }
-                    let mut tail = [0u8; 16];
-                    tail.copy_from_slice(&c[cqe::field::TIMESTAMP.start..]);
-                    let flags = &c[cqe::field::HDS_IP_EXT..cqe::field::HDS_IP_EXT + 4];
-                    let flags = u32::from_ne_bytes([flags[0], flags[1], flags[2], flags[3]]);
                     self.zip = Some(Zip {
                         title: *c,
                         n: nn,
@@ -675,7 +671,7 @@ impl Rx {
                             EMPTY,
                             self.headroom as u16,
                             0,
-                            RxMeta::from_raw(flags, 0, tail),
+                            meta_of(c, 0),
                         )),
                     });
                     continue;
