@@ -13,6 +13,7 @@ pub mod cc;
 pub mod emu;
 #[cfg(feature = "mlx5")]
 pub mod emu_dv;
+pub mod procs;
 pub mod run;
 pub mod xdp;
 
