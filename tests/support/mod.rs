@@ -10,6 +10,8 @@
 #![allow(dead_code)]
 
 pub mod cc;
+#[cfg(feature = "mlx5")]
+pub mod dpdk;
 pub mod emu;
 #[cfg(feature = "mlx5")]
 pub mod emu_dv;
