@@ -81,7 +81,6 @@ impl Rig {
             "4096",
             "-t",
             "100",
-            "--quiet",
             "--json",
         ];
         let child = emu_sh(None, None, &[], &args, &stats)
@@ -104,6 +103,13 @@ impl Rig {
         if !wait_text(&rig.err, "pktgen: dv on", Duration::from_secs(600)) {
             let (o, e) = rig.finish(true);
             panic!("pktgen did not open its port:\n{e}\n{}", text(&o));
+        }
+        // Its first line of live stats: the main thread is in its loop, so the queue thread has
+        // passed the barrier where both wait for each other (holding it before that would hold
+        // the main thread too).
+        if !wait_text(&rig.err, "total: ", Duration::from_secs(30)) {
+            let (o, e) = rig.finish(true);
+            panic!("pktgen printed no live stats:\n{e}\n{}", text(&o));
         }
         rig.pid = wait_descendant(rig.child.id(), "pktgen", Duration::from_secs(10))
             .expect("pktgen's process under emu.sh");
