@@ -28,14 +28,11 @@
 //! `RAWQ_REQUIRE_NETNS=1`.
 #![cfg(feature = "mlx5")]
 
-#[path = "emu_dpdk/pmd.rs"]
-#[allow(dead_code)]
-mod pmd;
 mod support;
 
 use std::time::Duration;
 
-use pmd::{kernel_send, netns, Pmd};
+use support::dpdk::{kernel_send, netns, Pmd};
 use support::emu::{serial, tempdir};
 
 include!("data/microsoft_rss_vectors.rs");

@@ -155,7 +155,10 @@ pub struct Args {
     /// generator: send only, one fixed size, coarse --rate).
     #[arg(long, value_enum, default_value = "afxdp")]
     pub engine: crate::live::Engine,
-    /// Receive and count instead of sending.
+    /// Receive and count instead of sending. On Ctrl-C or SIGTERM the receiver first counts
+    /// what its queues already hold and what the device is still delivering (until a queue
+    /// gives nothing for 100 ms, 2 s at most), then prints the summary; a second signal ends
+    /// pktgen at once (status 130, no summary).
     #[arg(long, conflicts_with = "txrx")]
     pub rx: bool,
     /// With --rx: how the receive threads wait for frames, as VPP's rx-mode: poll (busy-poll

@@ -243,7 +243,26 @@ fn settle(
     }
 }
 
-/// Receives and counts until stopped; tracks sequence stamps.
+/// After a signal a receiver keeps polling until its queue has given nothing for this long:
+/// the frames the device has already delivered (or is delivering) are counted, as the device
+/// counted them delivered.
+pub(crate) const DRAIN_QUIET: Duration = Duration::from_millis(100);
+/// ... and for this long at most (a sender that never stops).
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Counts a burst of received packets and their sequence stamps.
+fn take(pkts: &mut Vec<rawq::Packet>, out: &mut Outcome, qm: &mut measure::QueueMeasure) {
+    out.active(Instant::now());
+    qm.on_rx(pkts);
+    for p in pkts.drain(..) {
+        if let Some(s) = Stamper::read_stamp(p.data()) {
+            out.seq.record_frame(s, p.len());
+        }
+    }
+}
+
+/// Receives and counts until stopped; tracks sequence stamps. Stopped by a signal (not by -t or
+/// a failure), it then counts what the queue still holds ([`drain`]).
 pub(crate) fn rx_loop(
     mut q: Queue,
     end: &Until,
@@ -284,13 +303,38 @@ pub(crate) fn rx_loop(
             continue;
         }
         idle = 0;
-        out.active(Instant::now());
-        qm.on_rx(&pkts);
-        for p in pkts.drain(..) {
-            if let Some(s) = Stamper::read_stamp(p.data()) {
-                out.seq.record_frame(s, p.len());
-            }
-        }
+        take(&mut pkts, &mut out, qm);
+    }
+    if out.failure.is_none() && crate::interrupted() {
+        drain(&mut q, &mut pkts, burst, &mut out, qm);
+        out.check(&mut q, end);
     }
     out
+}
+
+/// Polls `q` until it has given nothing for [`DRAIN_QUIET`], [`DRAIN_LIMIT`] at most, counting
+/// what it gives. (Not a hot path: it runs once, at the end of a run.)
+fn drain(
+    q: &mut Queue,
+    pkts: &mut Vec<rawq::Packet>,
+    burst: usize,
+    out: &mut Outcome,
+    qm: &mut measure::QueueMeasure,
+) {
+    let start = Instant::now();
+    let mut last = start;
+    loop {
+        let now = Instant::now();
+        if now - start >= DRAIN_LIMIT {
+            break;
+        }
+        if q.rx_burst(pkts, burst) > 0 {
+            last = now;
+            take(pkts, out, qm);
+        } else if now - last >= DRAIN_QUIET {
+            break;
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
 }

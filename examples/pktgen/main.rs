@@ -25,7 +25,7 @@ mod summary;
 mod window;
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -109,19 +109,39 @@ fn main() -> ExitCode {
     }
 }
 
+/// Set by SIGINT, SIGTERM and SIGHUP (see [`signalled`]).
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// Signals seen: the first ends the run, the second the process.
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+/// Whether a signal has ended the run: a receiver then counts what its queue still holds
+/// (`loops::rx_loop`).
+fn interrupted() -> bool {
+    SIGNALLED.load(Relaxed)
+}
+
 /// Set by SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature): every run ends with a
-/// summary, and an RFC 2544 search with what it measured. The handler is installed once, by the
-/// first run that needs it (the live engine installs its own).
+/// summary, and an RFC 2544 search with what it measured; a second signal ends pktgen at once
+/// (status 130, as a shell reports Ctrl-C; no summary), for a run that is slow to stop. The
+/// handler is installed once, by the first run that needs it (the live engine installs its
+/// own).
 fn signalled() -> rawq::Result<&'static AtomicBool> {
-    static FLAG: AtomicBool = AtomicBool::new(false);
     static INSTALLED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     INSTALLED
-        .get_or_init(|| ctrlc::set_handler(|| FLAG.store(true, Relaxed)).map_err(|e| e.to_string()))
+        .get_or_init(|| {
+            ctrlc::set_handler(|| {
+                if SIGNALS.fetch_add(1, Relaxed) > 0 {
+                    std::process::exit(130);
+                }
+                SIGNALLED.store(true, Relaxed);
+            })
+            .map_err(|e| e.to_string())
+        })
         .clone()
         .map_err(|e| {
             rawq::Error::Config(format!("cannot install the SIGINT/SIGTERM handler: {e}"))
         })?;
-    Ok(&FLAG)
+    Ok(&SIGNALLED)
 }
 
 /// One run: sends (or receives) as the options say, prints the summary (unless `a.silent`) and
@@ -323,6 +343,14 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
+        if signal.load(Relaxed) && !stop.load(Relaxed) && a.rx && !a.silent {
+            stop.store(true, Relaxed);
+            eprintln!(
+                "pktgen: stopping: counting what the receive queue(s) still hold (up to {} s; \
+                 a second signal ends at once)",
+                loops::DRAIN_LIMIT.as_secs()
+            );
+        }
         if signal.load(Relaxed) || deadline.is_some_and(|d| now >= d) {
             stop.store(true, Relaxed);
         }

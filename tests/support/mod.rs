@@ -10,9 +10,12 @@
 #![allow(dead_code)]
 
 pub mod cc;
+#[cfg(feature = "mlx5")]
+pub mod dpdk;
 pub mod emu;
 #[cfg(feature = "mlx5")]
 pub mod emu_dv;
+pub mod procs;
 pub mod run;
 pub mod xdp;
 

@@ -1,7 +1,9 @@
-//! Drives `dpdk-testpmd` (interactive, commands on its stdin) on the emulated NIC through
-//! `scripts/testpmd-emu.sh`, reads its port statistics, and the emulated devices' own counters
-//! (`RAWQ_EMU_STATS`: `FILE` for mlx5_0, `FILE.mlx5_1` for a pair's second device); sends
-//! frames from the kernel with an AF_PACKET socket.
+//! The steps the DPDK tests share (`tests/emu_dpdk*.rs`): `dpdk-testpmd` driven interactively
+//! (commands on its stdin) on the emulated NIC through `scripts/testpmd-emu.sh`, its port
+//! statistics, the emulated devices' own counters (`RAWQ_EMU_STATS`: `FILE` for mlx5_0,
+//! `FILE.mlx5_1` for a pair's second device); frames from the kernel (an AF_PACKET socket); and
+//! rawq's pktgen as testpmd's peer on a second process's emulated NIC, across a veth or a cable
+//! ([`Wire`]), sending ([`pktgen_sends`]) or receiving ([`PktgenRx`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -9,8 +11,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::emu::last_counter;
-use crate::support::NetnsPair;
+use super::emu::last_counter;
+use super::NetnsPair;
 
 /// testpmd under the launcher, in a network namespace.
 pub struct Pmd {
@@ -356,4 +358,282 @@ pub fn netns(tag: &str) -> Option<NetnsPair> {
         assert!(o.status.success(), "sysctl in {n}: {o:?}");
     }
     Some(ns)
+}
+
+/// TAP names for a test (short enough for IFNAMSIZ).
+pub fn taps(tag: &str) -> (String, String) {
+    let id = std::process::id() % 10_000;
+    (format!("{tag}{id}a"), format!("{tag}{id}b"))
+}
+
+/// Waits, after `stop`, until the model has done every WQE testpmd posted on `port`
+/// (device `port`) and testpmd reads the model's no-buffer drops as RX-missed; returns the
+/// port's final numbers.
+pub fn settled(p: &mut Pmd, port: u16) -> PortStats {
+    p.stats_until(port, Duration::from_secs(30), |s, p| {
+        s.tx == p.model(port.into(), "tx_frames")
+            && s.missed == p.model(port.into(), "rx_no_buffer")
+    })
+}
+
+/// A device counter's last report in `stats` (fails the test when there is none).
+pub fn last(stats: &Path, field: &str) -> u64 {
+    last_counter(stats, field).unwrap_or_else(|| panic!("no {field} in {}", stats.display()))
+}
+
+/// The number after `"key":` in pktgen's JSON summary.
+pub fn json_u64(text: &str, key: &str) -> u64 {
+    let pat = format!("\"{key}\":");
+    let at = text
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {key} in pktgen's JSON:\n{text}"))
+        + pat.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("{key} is not a number in:\n{text}"))
+}
+
+/// The wire of a second process's emulated NIC, testpmd's peer: a veth end in a namespace
+/// (`scripts/emu.sh --wire`; testpmd's NIC on the other end), or one end of a cable between the
+/// two processes' NICs (`--cable`).
+pub enum Wire<'a> {
+    Veth { ns: &'a str, veth: &'a str },
+    Cable { ns: &'a str, cable: &'a Path },
+}
+
+impl Wire<'_> {
+    /// `ip netns exec NS timeout 120 bash scripts/emu.sh --wire IF|--cable PATH OPTS -- CMD`,
+    /// the device's counters in `stats` (`timeout` bounds a test that fails half-way).
+    pub fn emu_sh(&self, opts: &[&str], cmd: &[&str], stats: &Path) -> Command {
+        match *self {
+            Wire::Veth { ns, veth } => {
+                super::emu::emu_sh(Some((ns, veth)), Some(120), opts, cmd, stats)
+            }
+            Wire::Cable { ns, cable } => {
+                let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "timeout", "120", "bash"])
+                    .arg(root.join("scripts/emu.sh"))
+                    .arg("--cable")
+                    .arg(cable)
+                    .args(opts)
+                    .arg("--")
+                    .args(cmd)
+                    .current_dir(root)
+                    .env_remove("LD_PRELOAD")
+                    .env_remove("RAWQ_EMU_LIB")
+                    .env_remove("RAWQ_EMU_TX_ERROR")
+                    .env("RAWQ_EMU_STATS", stats);
+                c
+            }
+        }
+    }
+}
+
+/// rawq -> DPDK: `pktgen -b BACKEND` on `wire` (netdev `tap`) sends `n` 60-byte frames at
+/// 20000/s to testpmd's port (02:fc:00:00:00:01), `--json` with `json`; its output, once it
+/// ended (the test fails if it did not succeed). Its device's counters go to `stats`.
+pub fn pktgen_sends(
+    wire: &Wire,
+    tap: &str,
+    backend: &str,
+    n: u64,
+    json: bool,
+    stats: &Path,
+) -> String {
+    let pktgen = super::example("pktgen");
+    let n = n.to_string();
+    let mut cmd = vec![
+        pktgen.to_str().unwrap(),
+        "-b",
+        backend,
+        "-d",
+        "mlx5_0",
+        "-n",
+        &n,
+        "-r",
+        "20000",
+        "-s",
+        "60",
+        "--dst-mac",
+        "02:fc:00:00:00:01",
+    ];
+    if json {
+        cmd.push("--json");
+    }
+    let out = wire
+        .emu_sh(&["--netdev", tap], &cmd, stats)
+        .output()
+        .expect("run pktgen");
+    let t = super::emu::text(&out);
+    assert!(out.status.success(), "{backend}: pktgen:\n{t}");
+    t
+}
+
+/// DPDK -> rawq: `pktgen -b BACKEND --rx` on a wire, counting what arrives for UDP port 9
+/// (testpmd's txonly frames) in queue 0, until [`PktgenRx::stop_when`] ends it. Dropped while it
+/// runs (a failed test), it is stopped.
+pub struct PktgenRx {
+    child: Option<Child>,
+    /// pktgen's own process (under `ip netns exec`, `timeout` and the launcher).
+    pid: u32,
+    backend: String,
+    out: PathBuf,
+    err: PathBuf,
+    /// Its device's counters.
+    pub stats: PathBuf,
+}
+
+/// What [`PktgenRx::stop_when`] found: pktgen's JSON summary and its device's last counters.
+pub struct Received {
+    pub json: String,
+    /// Frames the device delivered into pktgen's receive queue.
+    pub delivered: u64,
+    /// Frames it had no receive buffer for.
+    pub no_buffer: u64,
+}
+
+impl PktgenRx {
+    /// Starts pktgen on `wire` (netdev `tap`), its files in `dir` named after `tag`; returns
+    /// once it has opened its port.
+    pub fn start(wire: &Wire, tap: &str, backend: &str, dir: &Path, tag: &str) -> PktgenRx {
+        let pktgen = super::example("pktgen");
+        let stats = dir.join(format!("stats-pktgen-rx{tag}"));
+        let out = dir.join(format!("pktgen-rx{tag}.out"));
+        let err = dir.join(format!("pktgen-rx{tag}.err"));
+        // -t: a bound only; the test stops it with SIGTERM once its device is done.
+        let cmd = [
+            pktgen.to_str().unwrap(),
+            "-b",
+            backend,
+            "-d",
+            "mlx5_0",
+            "--rx",
+            "--rule",
+            "udp dst-port 9 -> queue 0",
+            "--ring",
+            "4096",
+            "-t",
+            "100",
+            "--quiet",
+            "--json",
+        ];
+        let mut child = wire
+            .emu_sh(&["--netdev", tap], &cmd, &stats)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("start pktgen --rx");
+        let ready = format!("pktgen: {backend} on");
+        let end = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&err).is_ok_and(|t| t.contains(&ready)) {
+            if Instant::now() > end || child.try_wait().ok().flatten().is_some() {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{backend}: pktgen --rx did not open its port:\n{}",
+                    std::fs::read_to_string(&err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let pid = super::procs::descendant(child.id(), "pktgen")
+            .unwrap_or_else(|| panic!("{backend}: no pktgen process under {}", child.id()));
+        PktgenRx {
+            child: Some(child),
+            pid,
+            backend: backend.to_owned(),
+            out,
+            err,
+            stats,
+        }
+    }
+
+    /// Delivered, no-buffer and to-the-kernel frames of pktgen's device (its latest report,
+    /// rewritten twice a second).
+    fn device(&self) -> (u64, u64, u64) {
+        let c = |k| last_counter(&self.stats, k).unwrap_or(0);
+        (c("rx_frames"), c("rx_no_buffer"), c("rx_to_kernel"))
+    }
+
+    /// Waits until pktgen's device has delivered, dropped for want of a buffer, or passed to the
+    /// kernel `want` frames (everything the sender put on the wire), then sends pktgen SIGTERM:
+    /// it counts what its queue still holds and prints its summary. Fails the test, with what
+    /// was seen, when the device has not seen them all past `limit`, or when pktgen does not end
+    /// cleanly.
+    pub fn stop_when(mut self, want: u64, limit: Duration) -> Received {
+        let end = Instant::now() + limit;
+        let mut seen = self.device();
+        while seen.0 + seen.1 + seen.2 < want && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            seen = self.device();
+        }
+        let done = seen.0 + seen.1 + seen.2 >= want;
+        self.signal();
+        let mut child = self.child.take().unwrap();
+        let end = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let backend = &self.backend;
+        let json = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let err = std::fs::read_to_string(&self.err).unwrap_or_default();
+        assert!(
+            done,
+            "{backend}: pktgen's device saw {seen:?} (delivered, no buffer, to the kernel) of \
+             the {want} frames sent in {limit:?}:\n{json}\n{err}"
+        );
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{backend}: pktgen --rx: {status:?}\n{json}\n{err}"
+        );
+        Received {
+            json,
+            delivered: last(&self.stats, "rx_frames"),
+            no_buffer: last(&self.stats, "rx_no_buffer"),
+        }
+    }
+
+    /// SIGTERM to pktgen itself (not to `timeout` or the launcher, which would pass on a
+    /// second one: pktgen ends at once on a second signal).
+    fn signal(&self) {
+        // SAFETY: kill(2) on pktgen's pid, found under our own child, which has not been reaped
+        // (pktgen's parent, the launcher, waits for it).
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+    }
+}
+
+impl Drop for PktgenRx {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            self.signal();
+            let end = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < end && c.try_wait().ok().flatten().is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `/sys/class/net/IF/statistics/NAME` of an interface in namespace `ns`.
+pub fn if_stat(ns: &NetnsPair, in_ns: &str, ifname: &str, name: &str) -> u64 {
+    let path = format!("/sys/class/net/{ifname}/statistics/{name}");
+    let o = ns.exec(in_ns, &["cat", &path]);
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{path} in {in_ns}: {o:?}"))
 }

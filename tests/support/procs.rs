@@ -1,0 +1,115 @@
+//! The processes and threads a test's launcher started, found in `/proc`, and one thread of
+//! them held still with ptrace (the rest of its process runs on).
+
+use std::time::{Duration, Instant};
+
+/// The process ids of `pid`'s children (`/proc/PID/task/*/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// A thread's or process's name (`comm`).
+fn comm(path: &str) -> String {
+    std::fs::read_to_string(format!("{path}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// The first process below `root` (its children, theirs, ...) named `name`.
+pub fn descendant(root: u32, name: &str) -> Option<u32> {
+    let mut todo = children(root);
+    while let Some(p) = todo.pop() {
+        if comm(&format!("/proc/{p}")) == name {
+            return Some(p);
+        }
+        todo.extend(children(p));
+    }
+    None
+}
+
+/// [`descendant`], waiting for it up to `limit` (a launcher starts its command late).
+pub fn wait_descendant(root: u32, name: &str, limit: Duration) -> Option<u32> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(p) = descendant(root, name) {
+            return Some(p);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The threads of process `pid` named `name`, other than its main thread.
+pub fn threads_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&t| t != pid && comm(&format!("/proc/{pid}/task/{t}")) == name)
+        .collect()
+}
+
+/// One thread stopped by ptrace (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`) while the other threads
+/// of its process run; it goes on where it was when dropped (`PTRACE_DETACH`), or when the test
+/// ends. Made and dropped on the same thread of the test (ptrace answers its tracer thread only).
+pub struct Held(i32);
+
+impl Held {
+    /// Stops thread `tid`; the error when ptrace is not allowed here.
+    pub fn stop(tid: u32) -> std::io::Result<Held> {
+        let tid = tid as libc::pid_t;
+        // SAFETY: ptrace requests on a thread id, with no pointers passed.
+        unsafe {
+            if libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let held = Held(tid);
+            if libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Its stop (PTRACE_EVENT_STOP) is reported to the tracer.
+            let mut status = 0;
+            if libc::waitpid(tid, &mut status, libc::__WALL) != tid {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(held)
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: ptrace and waitpid on the thread this tracer seized, with no pointers passed
+        // but a local status word.
+        unsafe {
+            if libc::ptrace(libc::PTRACE_DETACH, self.0, 0, 0) == 0 {
+                return;
+            }
+            // Its process has ended (it cannot be detached): a traced thread's exit is
+            // reported to its tracer, who must collect it before the process can be reaped.
+            let end = Instant::now() + Duration::from_secs(10);
+            let mut status = 0;
+            while libc::waitpid(self.0, &mut status, libc::__WALL | libc::WNOHANG) == 0
+                && Instant::now() < end
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
