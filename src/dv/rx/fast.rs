@@ -5,6 +5,9 @@
 use super::*;
 use crate::packet::rx_at;
 
+// `run_zip` copies a template packet as 64 bytes: a `Packet` must be exactly that.
+const _: () = assert!(std::mem::size_of::<Packet>() == 64);
+
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
 /// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
 /// their title's timestamp, as the kernel's decompression does (mlx5e en_rx.c
