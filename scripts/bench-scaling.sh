@@ -39,8 +39,7 @@
 #
 # Usage (as root): bash scripts/bench-scaling.sh [--seconds 3] [--warmup 1] [--rounds 3]
 #     [--parts xdptx,xdpfwd,model,emu] [--cores 0,1] [--sender-cores LIST]
-# With the defaults it takes about 8 minutes (28 runs of about 9-20 s; testpmd's set-up is the
-# slow part); --rounds 5 --seconds 10 for steadier figures on a quiet machine.
+# With the defaults it takes about 6 minutes (42 runs of 5-10 s); --rounds 5 --seconds 10 for steadier figures on a quiet machine.
 # PKTGEN, FWD, TESTPMD, RAWQ_EMU_LIB use those binaries instead of building; BENCH_KEEP=1 keeps
 # every tool's output (path printed at exit).
 set -euo pipefail
@@ -126,9 +125,9 @@ echo "load average at start: $(load)"
 echo "cores: queues on $CORES (one queue: $C0); xdpfwd senders on $SCORES; window ${SECS} s after ${WARMUP} s warm-up, ${ROUNDS} round(s)"
 (($(nproc) >= 4)) || echo "note: $(nproc) CPUs: the device / kernel / sender work of every part shares the queues' CPUs (see the header of $0)"
 
-declare -A RES SPLIT
-# record KEY MPPS [SPLIT]: one round's figure.
-record() { RES[$1]+="$2 "; SPLIT[$1]+="${3:-} "; }
+declare -A RES
+# record KEY MPPS: one round's figure.
+record() { RES[$1]+="$2 "; }
 row() { printf '  %-34s %2s %5d %9s  %s\n' "$@"; }
 
 # ---------------------------------------------------------------- AF_XDP on veths
@@ -220,7 +219,9 @@ testpmd_xdp() { # namespace, q, forward mode, vdev..., then -- testpmd args
   local vdevs=()
   while [[ $1 != -- ]]; do vdevs+=(--vdev "$1"); shift; done
   shift
-  timeout -s INT -k 5 "$BOUND" ip netns exec "$ns" "$TESTPMD" --lcores "$(lcores_for "$q")" \
+  # exec: the caller's $! is then timeout's pid, which passes one SIGINT on to testpmd (a
+  # subshell would hold the signal until its child ended).
+  exec timeout -s INT -k 5 "$BOUND" ip netns exec "$ns" "$TESTPMD" --lcores "$(lcores_for "$q")" \
     --main-lcore 2 --no-pci --no-huge -m 1024 --no-shconf --file-prefix "rawq-bsc-$TAG" \
     --log-level=lib.eal:error "${vdevs[@]}" -- --forward-mode="$mode" --nb-cores="$q" \
     --burst=32 --rxd=2048 --txd=2048 --total-num-mbufs=32768 --auto-start --stats-period 1 "$@" \
@@ -241,7 +242,7 @@ xdptx_run() { # tool q round
   fi
   pid=$!
   if xdp_window $pid; then
-    record "xdptx/$tool/$q" "$MPPS" "$SPLIT_Q"
+    record "xdptx/$tool/$q" "$MPPS"
     row "AF_XDP txonly, $tool" "q$q" "$r" "$MPPS" "at the receiver, queues $SPLIT_Q %"
   else
     echo "bench: xdptx $tool q$q: no frames arrived; its output:" >&2
@@ -286,7 +287,7 @@ xdpfwd_run() { # tool q round
     >"$OUT/xdpfwd-sender-$tool-$q-$r.out" 2>&1 &
   spid=$!
   if xdp_window $spid; then
-    record "xdpfwd/$tool/$q" "$MPPS" "$SPLIT_Q"
+    record "xdpfwd/$tool/$q" "$MPPS"
     RES["xdpfwd-offered/$tool/$q"]+="$OFFERED "
     row "AF_XDP io forwarding, $tool" "q$q" "$r" "$MPPS" "forwarded (at the receiver, queues $SPLIT_Q %), offered $OFFERED Mpps"
   else
