@@ -39,7 +39,8 @@
 #
 # Usage (as root): bash scripts/bench-scaling.sh [--seconds 3] [--warmup 1] [--rounds 3]
 #     [--parts xdptx,xdpfwd,model,emu] [--cores 0,1] [--sender-cores LIST]
-# With the defaults it takes about 6 minutes (42 runs of 5-10 s); --rounds 5 --seconds 10 for steadier figures on a quiet machine.
+# With the defaults it takes about 5 minutes (42 runs of 5-10 s; 4.5 min on a 2-vCPU VM);
+# --rounds 5 --seconds 10 for steadier figures on a quiet machine (about 12 minutes).
 # PKTGEN, FWD, TESTPMD, RAWQ_EMU_LIB use those binaries instead of building; BENCH_KEEP=1 keeps
 # every tool's output (path printed at exit).
 set -euo pipefail
