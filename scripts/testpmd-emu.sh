@@ -13,7 +13,8 @@
 #   --devargs      mlx5 device arguments added to dv_flow_en=0 (required: the DV flow engine
 #                  needs the ioctl uAPI the emulator refuses), e.g. rxq_cqe_comp_en=0,mprq_en=1
 #   --mem MB       EAL memory, without hugepages (default 1024)
-#   --lcores       EAL core list (default 0-1: testpmd's main lcore and one forwarding lcore)
+#   --lcores       EAL core list (default 0-1: testpmd's main lcore and one forwarding lcore);
+#                  a map with @ (e.g. 0@0,1@1,2@1: three lcores on two CPUs) goes to EAL's --lcores
 #   --eal ARG      one more EAL argument (repeatable)
 #   --unbuffered   testpmd's stdout unbuffered (stdbuf -o0), for a program driving it through
 #                  pipes: its prompt and answers arrive as they are written
@@ -86,12 +87,15 @@ trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
+CORE_OPT=(-l "$LCORES")
+[[ $LCORES == *@* ]] && CORE_OPT=(--lcores "$LCORES")
+
 # emu.sh generates the sysfs tree (SYSFS_PATH) with the PCI functions; EAL's PCI bus lists
 # $SYSFS_PCI_DEVICES, set below from inside emu.sh's environment.
 set +e
 RUNTIME_DIRECTORY=$RUNDIR bash "$ROOT/scripts/emu.sh" "${EMU_OPTS[@]}" --netdev "$NETDEV" -- \
   bash -c 'export SYSFS_PCI_DEVICES=$SYSFS_PATH/bus/pci/devices; exec "$@"' testpmd \
-  "${WRAP[@]}" "$TESTPMD" -l "$LCORES" --no-huge -m "$MEM" "${ALLOW[@]}" "${EAL[@]}" -- "$@" <&0 &
+  "${WRAP[@]}" "$TESTPMD" "${CORE_OPT[@]}" --no-huge -m "$MEM" "${ALLOW[@]}" "${EAL[@]}" -- "$@" <&0 &
 CHILD=$!
 wait "$CHILD"
 status=$?
