@@ -33,7 +33,10 @@ pub(crate) use offload::{
 const NO_NEXT: u32 = u32::MAX;
 
 /// Transmit offloads requested for a packet.
+///
+/// (`repr(C)`: the two checksum flags are adjacent bytes, which a send path tests as one word.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct TxOffload {
     /// Have the device compute the IPv4 header checksum.
     pub l3_csum: bool,
@@ -52,6 +55,24 @@ pub struct TxOffload {
     /// AF_XDP and loopback, using 4 bytes of headroom: see `PortInfo::offloads`). A frame that
     /// already carries a tag (ethertype 0x8100 / 0x88a8) is refused with an error.
     pub vlan_insert: Option<u16>,
+}
+
+impl TxOffload {
+    /// Whether TSO or VLAN insertion is asked for (the requests a send path's plain WQE cannot
+    /// carry). Bitwise `|`, not `||`: one test of the two flags together, no branch each.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn special(&self) -> bool {
+        self.tso_mss.is_some() | self.vlan_insert.is_some()
+    }
+
+    /// Whether a checksum is asked for: the two adjacent flags (`repr(C)`) as one 16-bit word,
+    /// one load and test instead of two.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn csum(&self) -> bool {
+        u16::from_ne_bytes([self.l3_csum as u8, self.l4_csum as u8]) != 0
+    }
 }
 
 /// An owned packet buffer (possibly a chain of buffers).
@@ -86,6 +107,8 @@ pub(crate) mod rx_at {
     pub(crate) const IDX: usize = std::mem::offset_of!(Packet, idx);
     pub(crate) const PKT_LEN: usize = std::mem::offset_of!(Packet, pkt_len);
     pub(crate) const HASH: usize = std::mem::offset_of!(Packet, meta) + RxMeta::HASH_AT;
+    /// The receive metadata (an `RxMeta`).
+    pub(crate) const META: usize = std::mem::offset_of!(Packet, meta);
 }
 
 // Segment header kept in the first BUF_HEADER bytes of each buffer.
