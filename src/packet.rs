@@ -71,7 +71,14 @@ impl TxOffload {
     #[inline(always)]
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     pub(crate) fn csum(&self) -> bool {
-        u16::from_ne_bytes([self.l3_csum as u8, self.l4_csum as u8]) != 0
+        self.csum_word() != 0
+    }
+
+    /// The two checksum flags as one 16-bit word (equal words: equal requests).
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn csum_word(&self) -> u16 {
+        u16::from_ne_bytes([self.l3_csum as u8, self.l4_csum as u8])
     }
 }
 
