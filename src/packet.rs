@@ -66,15 +66,8 @@ impl TxOffload {
         self.tso_mss.is_some() | self.vlan_insert.is_some()
     }
 
-    /// Whether a checksum is asked for: the two adjacent flags (`repr(C)`) as one 16-bit word,
-    /// one load and test instead of two.
-    #[inline(always)]
-    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
-    pub(crate) fn csum(&self) -> bool {
-        self.csum_word() != 0
-    }
-
-    /// The two checksum flags as one 16-bit word (equal words: equal requests).
+    /// The two checksum flags as one 16-bit word (equal words: equal requests; adjacent bytes
+    /// in the `repr(C)` struct, so one load).
     #[inline(always)]
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     pub(crate) fn csum_word(&self) -> u16 {
@@ -290,6 +283,24 @@ impl Packet {
     #[inline]
     pub fn segment_count(&self) -> usize {
         self.nb_segs as usize
+    }
+
+    /// Whether this is one buffer asking for no checksum: the segment count and the two
+    /// checksum flags after it (`offload` follows `nb_segs` in the `repr(C)` handle, its
+    /// flags first) tested as one 32-bit word, for a send loop's plainest WQE.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn single_no_csum(&self) -> bool {
+        self.segs_csum_word() == 1
+    }
+
+    /// The segment count and the checksum flags as one word (see
+    /// [`Packet::single_no_csum`]): equal words, the same number of buffers and the same
+    /// checksum requests.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn segs_csum_word(&self) -> u32 {
+        self.nb_segs as u32 | (self.offload.csum_word() as u32) << 16
     }
 
     /// Index of the (first) buffer in its pool.

@@ -183,16 +183,20 @@ fn fast_run<const INLINE: bool>(
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
         let len = len as usize;
-        // TSO and VLAN insertion (`special`: one test of both) take the general path.
-        if p.segment_count() != 1 || len < min_len || !p.is_from(shared) || p.offload.special() {
-            break;
-        }
+        // One buffer and no checksum request: one test; a checksum request picks the
+        // Ethernet word, a chain stops the run.
         let o = &p.offload;
-        let eth = if o.csum() {
+        let eth = if p.single_no_csum() {
+            0
+        } else if p.segment_count() == 1 {
             tmpl.eth_word(o.l3_csum, o.l4_csum)
         } else {
-            0
+            break;
         };
+        // TSO and VLAN insertion (`special`: one test of both) take the general path.
+        if len < min_len || !p.is_from(shared) || o.special() {
+            break;
+        }
         let idx = p.buffer_index();
         let addr = geo.buf_ptr(idx) as u64 + off as u64;
         if INLINE {

@@ -294,8 +294,9 @@ fn tcp_frame(payload: usize, id: u8) -> Vec<u8> {
 }
 
 /// A VLAN insertion and a TSO super-frame mixed into a burst of plain packets (which the send
-/// loops write without looking at each request) still get their offload, and a packet whose
-/// insertion was asked then cleared goes out plain, in each WQE format.
+/// loops write without looking at each request) still get their offload, so does a checksum
+/// request among them, and a packet whose insertion was asked then cleared goes out plain, in
+/// each WQE format.
 fn mixed_offloads(min_inline: u16, empw: bool) {
     const TCI: u16 = 0x2005;
     const MSS: u16 = 100;
@@ -313,7 +314,7 @@ fn mixed_offloads(min_inline: u16, empw: bool) {
     })
     .unwrap();
     let mut q = port.queue(0, &pool).unwrap().into_queue();
-    let (vlan_at, tso_at, cleared_at) = (3u8, 6u8, 9u8);
+    let (vlan_at, tso_at, cleared_at, csum_at) = (3u8, 6u8, 9u8, 11u8);
     let mut want: Vec<Vec<u8>> = Vec::new();
     let mut burst = Vec::new();
     for id in 1..=12u8 {
@@ -330,6 +331,12 @@ fn mixed_offloads(min_inline: u16, empw: bool) {
             want.push(t);
         } else if tso {
             p.offload.tso_mss = Some(MSS);
+        } else if id == csum_at {
+            // Asked of the device, checked against rawq's software fill.
+            p.offload.l3_csum = true;
+            let mut f = f;
+            crate::packet::fill_checksums(&mut f, true, false);
+            want.push(f);
         } else {
             if id == cleared_at {
                 p.offload.vlan_insert = Some(TCI);
