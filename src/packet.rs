@@ -33,7 +33,10 @@ pub(crate) use offload::{
 const NO_NEXT: u32 = u32::MAX;
 
 /// Transmit offloads requested for a packet.
+///
+/// (`repr(C)`: the two checksum flags are adjacent bytes, which a send path tests as one word.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct TxOffload {
     /// Have the device compute the IPv4 header checksum.
     pub l3_csum: bool,
@@ -52,6 +55,24 @@ pub struct TxOffload {
     /// AF_XDP and loopback, using 4 bytes of headroom: see `PortInfo::offloads`). A frame that
     /// already carries a tag (ethertype 0x8100 / 0x88a8) is refused with an error.
     pub vlan_insert: Option<u16>,
+}
+
+impl TxOffload {
+    /// Whether TSO or VLAN insertion is asked for (the requests a send path's plain WQE cannot
+    /// carry). Bitwise `|`, not `||`: one test of the two flags together, no branch each.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn special(&self) -> bool {
+        self.tso_mss.is_some() | self.vlan_insert.is_some()
+    }
+
+    /// The two checksum flags as one 16-bit word (equal words: equal requests; adjacent bytes
+    /// in the `repr(C)` struct, so one load).
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn csum_word(&self) -> u16 {
+        u16::from_ne_bytes([self.l3_csum as u8, self.l4_csum as u8])
+    }
 }
 
 /// An owned packet buffer (possibly a chain of buffers).
@@ -86,6 +107,8 @@ pub(crate) mod rx_at {
     pub(crate) const IDX: usize = std::mem::offset_of!(Packet, idx);
     pub(crate) const PKT_LEN: usize = std::mem::offset_of!(Packet, pkt_len);
     pub(crate) const HASH: usize = std::mem::offset_of!(Packet, meta) + RxMeta::HASH_AT;
+    /// The receive metadata (an `RxMeta`).
+    pub(crate) const META: usize = std::mem::offset_of!(Packet, meta);
 }
 
 // Segment header kept in the first BUF_HEADER bytes of each buffer.
@@ -260,6 +283,24 @@ impl Packet {
     #[inline]
     pub fn segment_count(&self) -> usize {
         self.nb_segs as usize
+    }
+
+    /// Whether this is one buffer asking for no checksum: the segment count and the two
+    /// checksum flags after it (`offload` follows `nb_segs` in the `repr(C)` handle, its
+    /// flags first) tested as one 32-bit word, for a send loop's plainest WQE.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn single_no_csum(&self) -> bool {
+        self.segs_csum_word() == 1
+    }
+
+    /// The segment count and the checksum flags as one word (see
+    /// [`Packet::single_no_csum`]): equal words, the same number of buffers and the same
+    /// checksum requests.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    pub(crate) fn segs_csum_word(&self) -> u32 {
+        self.nb_segs as u32 | (self.offload.csum_word() as u32) << 16
     }
 
     /// Index of the (first) buffer in its pool.

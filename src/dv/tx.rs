@@ -183,15 +183,20 @@ fn fast_run<const INLINE: bool>(
     for ((w, slot), p) in wqes.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
         let len = len as usize;
-        if p.segment_count() != 1
-            || len < min_len
-            || !p.is_from(shared)
-            || p.offload.tso_mss.is_some()
-            || p.offload.vlan_insert.is_some()
-        {
+        // One buffer and no checksum request: one test; a checksum request picks the
+        // Ethernet word, a chain stops the run.
+        let o = &p.offload;
+        let eth = if p.single_no_csum() {
+            0
+        } else if p.segment_count() == 1 {
+            tmpl.eth_word(o.l3_csum, o.l4_csum)
+        } else {
+            break;
+        };
+        // TSO and VLAN insertion (`special`: one test of both) take the general path.
+        if len < min_len || !p.is_from(shared) || o.special() {
             break;
         }
-        let eth = tmpl.eth_word(p.offload.l3_csum, p.offload.l4_csum);
         let idx = p.buffer_index();
         let addr = geo.buf_ptr(idx) as u64 + off as u64;
         if INLINE {
@@ -457,7 +462,7 @@ impl Tx {
             // SAFETY: as above, `n < total`.
             let p = unsafe { &*base.add(n) };
             let single = p.segment_count() == 1 && p.len() >= min_len && p.is_from(self.shared);
-            if single && p.offload.tso_mss.is_none() && p.offload.vlan_insert.is_none() {
+            if single && !p.offload.special() {
                 break; // the fast run stopped because the ring is full
             }
             let inl = if INLINE { eth::L2_INLINE } else { 0 };

@@ -7,6 +7,15 @@ use crate::packet::rx_at;
 
 // `run_zip` copies a template packet as 64 bytes: a `Packet` must be exactly that.
 const _: () = assert!(std::mem::size_of::<Packet>() == 64);
+// `run` copies only bytes 0..24 of its template: the fields it writes per packet (`seg_len`
+// from 22, buffer, length, the metadata) must be the rest.
+const _: () = assert!(
+    rx_at::SEG_LEN == 22
+        && rx_at::IDX == 24
+        && rx_at::PKT_LEN == 28
+        && rx_at::META == 32
+        && std::mem::size_of::<RxMeta>() == 32
+);
 
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
 /// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
@@ -83,6 +92,30 @@ impl FastRx {
         let size = self.geo.buf_size() as u64;
         let (mut n, mut bytes) = (0usize, 0u64);
         let mut cq_ci = cq.ci;
+        // Every packet starts as a copy of this one's first bytes (pool, headroom, one segment,
+        // no transmit request), as in `run_zip`; then its buffer, lengths and metadata are
+        // written. Never dropped: its buffer index is a placeholder.
+        let tmpl = std::mem::ManuallyDrop::new(Packet::from_device_in(
+            self.shared,
+            EMPTY,
+            self.headroom,
+            0,
+            RxMeta::default(),
+        ));
+        // Only the bytes no packet writes itself are copied: the first 22 (pool, headroom, one
+        // segment, no transmit request; 24 copied, `seg_len` written after). `black_box`: the
+        // compiler would otherwise see the template's fields through the copy and store them
+        // one by one again.
+        let tp = &*tmpl as *const Packet as *const u8;
+        // SAFETY: `tmpl` is a live `Packet`: 64 readable bytes (`MaybeUninit`: they may hold
+        // padding); both ranges lie inside it.
+        let (t0, t1) = unsafe {
+            (
+                std::ptr::read_unaligned(tp as *const MaybeUninit<[u8; 16]>),
+                std::ptr::read_unaligned(tp.add(16) as *const MaybeUninit<u64>),
+            )
+        };
+        let (t0, t1) = std::hint::black_box((t0, t1));
         while n < out.len() {
             // Walk the CQ slots up to the ring end (one owner bit, no index masking).
             let (first, to_end, _, owner) = cq.run_from(cq_ci);
@@ -125,15 +158,20 @@ impl FastRx {
                 } else {
                     std::mem::replace(slot, EMPTY)
                 };
-                // SAFETY: as above: the 64-byte CQE at `c` is software's.
-                let meta = unsafe { meta_at(c) };
-                o.write(Packet::from_device_in(
-                    self.shared,
-                    idx,
-                    self.headroom,
-                    len,
-                    meta,
-                ));
+                // SAFETY: `o` is 64 writable bytes of `out`. The template's first 24 bytes (of a
+                // valid `Packet`) go in, then this packet's buffer, lengths and metadata (the
+                // 64-byte CQE at `c` is software's, as above) at their offsets in the `repr(C)`
+                // handle (`rx_at`), with the types of those fields, covering the rest; the
+                // packet owns buffer `idx`, which the device just gave back.
+                unsafe {
+                    let d = o.as_mut_ptr() as *mut u8;
+                    std::ptr::write_unaligned(d as *mut MaybeUninit<[u8; 16]>, t0);
+                    std::ptr::write_unaligned(d.add(16) as *mut MaybeUninit<u64>, t1);
+                    std::ptr::write_unaligned(d.add(rx_at::SEG_LEN) as *mut u16, len as u16);
+                    std::ptr::write_unaligned(d.add(rx_at::IDX) as *mut u32, idx);
+                    std::ptr::write_unaligned(d.add(rx_at::PKT_LEN) as *mut u32, len);
+                    std::ptr::write_unaligned(d.add(rx_at::META) as *mut RxMeta, meta_at(c));
+                }
                 bytes += len as u64;
                 k += 1;
             }

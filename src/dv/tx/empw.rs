@@ -24,15 +24,17 @@ fn empw_run(
         return (0, 0);
     };
     // The same request gives the same flags: one compare of the request instead of the flags
-    // computed per packet.
-    let offload = first.offload;
+    // computed per packet. The first packet is one buffer asking for no TSO or VLAN insertion
+    // (the caller checked): a packet joins with the same segment count and checksum word (one
+    // 32-bit compare) and no TSO or VLAN request.
+    let key = first.segs_csum_word();
     let (mut k, mut b) = (0, 0u64);
     for ((d, slot), p) in dsegs.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
-        if p.segment_count() != 1
+        if p.segs_csum_word() != key
             || (len as usize) < MIN_FRAME
             || !p.is_from(shared)
-            || p.offload != offload
+            || p.offload.special()
         {
             break;
         }

@@ -280,3 +280,103 @@ fn tx_burst_counts_only_what_the_device_took() {
         assert_eq!(other.available(), other.capacity());
     }
 }
+
+/// A TCP/IPv4 frame with `payload` bytes after a 20-byte TCP header; the payload bytes carry
+/// `id`, which tells the frames apart on the wire.
+fn tcp_frame(payload: usize, id: u8) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0];
+    f.extend_from_slice(&((40 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&[0x30, 0x39, 0x23, 0x28, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10]);
+    f.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+    f.extend(std::iter::repeat_n(id, payload));
+    f
+}
+
+/// A VLAN insertion and a TSO super-frame mixed into a burst of plain packets (which the send
+/// loops write without looking at each request) still get their offload, so does a checksum
+/// request among them, and a packet whose insertion was asked then cleared goes out plain, in
+/// each WQE format.
+fn mixed_offloads(min_inline: u16, empw: bool) {
+    const TCI: u16 = 0x2005;
+    const MSS: u16 = 100;
+    let pool = Mempool::new(&MempoolConfig {
+        buffers: 1024,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap();
+    let port = ModelPort::new(ModelOptions {
+        min_inline,
+        empw,
+        wire: ModelWire::Loopback,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut q = port.queue(0, &pool).unwrap().into_queue();
+    let (vlan_at, tso_at, cleared_at, csum_at) = (3u8, 6u8, 9u8, 11u8);
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    let mut burst = Vec::new();
+    for id in 1..=12u8 {
+        let tso = id == tso_at;
+        let f = tcp_frame(if tso { 350 } else { 40 }, id);
+        let mut p = pool.alloc().unwrap();
+        p.copy_from_slice(&f).unwrap();
+        if id == vlan_at {
+            p.offload.vlan_insert = Some(TCI);
+            let mut t = f[..12].to_vec();
+            t.extend_from_slice(&[0x81, 0x00]);
+            t.extend_from_slice(&TCI.to_be_bytes());
+            t.extend_from_slice(&f[12..]);
+            want.push(t);
+        } else if tso {
+            p.offload.tso_mss = Some(MSS);
+        } else if id == csum_at {
+            // Asked of the device, checked against rawq's software fill.
+            p.offload.l3_csum = true;
+            let mut f = f;
+            crate::packet::fill_checksums(&mut f, true, false);
+            want.push(f);
+        } else {
+            if id == cleared_at {
+                p.offload.vlan_insert = Some(TCI);
+                p.offload.vlan_insert = None;
+            }
+            want.push(f);
+        }
+        burst.push(p);
+    }
+    assert_eq!(q.tx_burst(&mut burst), 12, "all taken");
+    if let Some(e) = q.take_error() {
+        panic!("{e}");
+    }
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..20 {
+        port.process();
+        q.reclaim();
+        let mut v = Vec::new();
+        q.rx_burst(&mut v, 64);
+        got.extend(v.iter().map(|p| p.data().to_vec()));
+    }
+    let (segs, rest): (Vec<_>, Vec<_>) = got.into_iter().partition(|f| f.last() == Some(&tso_at));
+    assert_eq!(segs.len(), 4, "350 bytes in segments of {MSS}");
+    for s in &segs {
+        assert!(s.len() <= 54 + MSS as usize, "segment of {} bytes", s.len());
+    }
+    assert_eq!(rest, want, "inline {min_inline}, eMPW {empw}");
+}
+
+#[test]
+fn mixed_offloads_no_inline() {
+    mixed_offloads(0, false);
+}
+
+#[test]
+fn mixed_offloads_inline18() {
+    mixed_offloads(18, false);
+}
+
+#[test]
+fn mixed_offloads_empw() {
+    mixed_offloads(0, true);
+}
