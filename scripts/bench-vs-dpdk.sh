@@ -718,7 +718,7 @@ print(re.search(r"RX-packets: *(\d+)", acc)[1], re.search(r"TX-packets: *(\d+)",
     "$OUT/dpdk-io.rxcost"
   io_counts "$OUT/dpdk-io-a.emu" "$RX" "$TX"
   echo "  testpmd's drops: $(grep -h -o 'TX-dropped: *[0-9]*' "$OUT/dpdk-io-a.log" | tail -1)"
-  echo "  the PMD's choice: $(grep -h 'selected.*Rx function\|selected Tx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
+  echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-io-a.log" | tr -s '\t\n' '  ')$(grep -h 'selected.*Rx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
   echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-io-a.log" "$OUT/dpdk-io-z.log" | tr -s ' \n' '  ')"
   fi
 fi
