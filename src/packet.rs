@@ -75,6 +75,19 @@ pub struct Packet {
     pub meta: RxMeta,
 }
 
+/// Byte offsets in the `repr(C)` [`Packet`] handle of the words that differ between the packets
+/// one receive burst builds from a template (rawq's DV compressed-CQE path copies the 64-byte
+/// template and writes these): `seg_len` (u16), `idx` (u32), `pkt_len` (u32) and the RSS hash
+/// (u32, as the device wrote it) in `meta`.
+#[cfg(feature = "mlx5")]
+pub(crate) mod rx_at {
+    use super::{Packet, RxMeta};
+    pub(crate) const SEG_LEN: usize = std::mem::offset_of!(Packet, seg_len);
+    pub(crate) const IDX: usize = std::mem::offset_of!(Packet, idx);
+    pub(crate) const PKT_LEN: usize = std::mem::offset_of!(Packet, pkt_len);
+    pub(crate) const HASH: usize = std::mem::offset_of!(Packet, meta) + RxMeta::HASH_AT;
+}
+
 // Segment header kept in the first BUF_HEADER bytes of each buffer.
 #[derive(Clone, Copy)]
 struct SegHeader {

@@ -132,6 +132,19 @@ impl Cq {
         Some(unsafe { &*(p as *const [u8; 64]) })
     }
 
+    /// Whether software owns the CQE at the consumer index (what [`Cq::peek`] tests), as one
+    /// test: an empty poll takes the same instructions whether the slot holds an invalidated
+    /// entry or one of the previous lap.
+    #[inline(always)]
+    pub(crate) fn ready(&self) -> bool {
+        let p = self.slot(self.ci);
+        // SAFETY: `p` is a CQE of the live CQ ring (index masked); byte 63 is `op_own`.
+        let op = unsafe { mmio::op_own_load(p.add(cqe::field::OP_OWN)) };
+        // The owner bit's mismatch moved above the opcode: one comparison for both.
+        let x = op as u32 | ((op ^ self.owner_at(self.ci)) as u32 & 1) << 8;
+        x < (cqe::OP_INVALID as u32) << 4
+    }
+
     /// Copies the 64 bytes at consumer index `i` without an ownership test (mini-CQE arrays of a
     /// compressed session, which carry no owner bit).
     #[inline(always)]
@@ -142,11 +155,35 @@ impl Cq {
         c
     }
 
-    /// Marks slot `i` invalid (`op_own = 0xF0`) so that a stale entry never looks valid later.
+    /// Marks the `n` slots from consumer index `i` on invalid (`op_own = 0xF0`) so that a stale
+    /// entry never looks valid later: a pointer walk per run up to the ring end (a compressed
+    /// session's slots after its title; DPDK invalidates every slot of a consumed session
+    /// too, drivers/net/mlx5/mlx5_rx.c `mlx5_rx_poll_len`, `op_own = MLX5_CQE_INVALIDATE`).
     #[inline(always)]
-    pub(crate) fn scrub(&self, i: u32) {
-        // SAFETY: slot `i` is inside the ring and consumed by software (not yet published).
-        unsafe { mmio::op_own_store(self.slot(i).add(cqe::field::OP_OWN), cqe::OP_OWN_INVALID) };
+    pub(crate) fn scrub_run(&self, i: u32, n: u32) {
+        let (mut i, mut left) = (i, n);
+        while left > 0 {
+            let (first, to_end, step, _) = self.run_from(i);
+            let run = left.min(to_end);
+            let mut p = first.wrapping_add(cqe::field::OP_OWN) as *mut u8;
+            for _ in 0..run {
+                // SAFETY: `run <= to_end`: each `p` is the `op_own` byte of a slot inside the
+                // ring, consumed by software and not yet published.
+                unsafe { mmio::op_own_store(p, cqe::OP_OWN_INVALID) };
+                p = p.wrapping_add(step);
+            }
+            i = i.wrapping_add(run);
+            left -= run;
+        }
+    }
+
+    /// Whether the entry at the consumer index (which software owns) is a compressed session's
+    /// title (CQE format 3).
+    #[inline(always)]
+    pub(crate) fn title_at_ci(&self) -> bool {
+        // SAFETY: as in `ready`.
+        let op = unsafe { mmio::op_own_load(self.slot(self.ci).add(cqe::field::OP_OWN)) };
+        (op >> 2) & 3 == cqe::FORMAT_COMPRESSED
     }
 
     /// Writes the consumer index to the CQ doorbell record if it moved.
@@ -417,5 +454,42 @@ impl CqArm {
     /// The arm sequence number (2 bits of it go into the arm word).
     pub fn sn(&self) -> u32 {
         self.sn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `scrub_run` invalidates exactly the slots asked for, across the ring's end, in 64- and
+    /// 128-byte slots (the 64-byte CQE being the second half of a 128-byte slot).
+    #[test]
+    fn scrub_run_invalidates_exactly_its_slots_across_the_wrap() {
+        for size in [64usize, 128] {
+            let mut mem = vec![0x55u8; 16 * size];
+            let mut db = 0u32;
+            let ring = CqRing {
+                buf: NonNull::new(mem.as_mut_ptr()).unwrap(),
+                cqe_cnt: 16,
+                cqe_size: size as u32,
+                dbrec: NonNull::from(&mut db),
+                cqn: 1,
+            };
+            let cq = Cq::new(&ring).unwrap();
+            // Slots 13, 14, 15, 0, 1, 2 (free-running index 29 is slot 13 on the second lap).
+            cq.scrub_run(29, 6);
+            for s in 0..16usize {
+                let want = if (13..16).contains(&s) || s < 3 {
+                    cqe::OP_OWN_INVALID
+                } else {
+                    0x55
+                };
+                let op_own = mem[s * size + size - 1];
+                assert_eq!(op_own, want, "{size}-byte slots, slot {s}");
+                assert!(mem[s * size..s * size + size - 1]
+                    .iter()
+                    .all(|&b| b == 0x55));
+            }
+        }
     }
 }

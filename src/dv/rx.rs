@@ -26,7 +26,11 @@
 //! **Compressed CQEs.** A title (format 3) at CI announces N completions carried by mini-CQEs in
 //! arrays at CI+1, CI+8, CI+16, …; the session occupies N slots. The driver builds each packet from
 //! the title's shared fields plus its mini-CQE, scrubs slots CI+1 … CI+N-1 (`op_own = 0xF0`) and
-//! moves CI by N. A session larger than the caller's burst is resumed on the next call.
+//! moves CI by N. A session larger than the caller's burst is resumed on the next call. On a
+//! cyclic RQ of one buffer per WQE the session is read in place (`FastRx::run_zip`): each packet
+//! is a copy of one template built from the title with its own buffer, length and hash written
+//! over it, and on a full ring each completed WQE gets its fresh buffer in the same loop, the RQ
+//! doorbell record written at the end of the poll, after the CQ's.
 //!
 //! **Error completions.** A LOCAL_LENGTH_ERR (or any syndrome but the three of
 //! [`fatal_syndrome`]) fails one WQE only: it is counted in `rx_errors`, the WQE is retired with
@@ -90,6 +94,10 @@ struct Zip {
     title: [u8; 64],
     n: u32,
     i: u32,
+    /// The packet every entry of the session starts from ([`FastRx::run_zip`]): the title's
+    /// metadata words, the pool and the headroom. Never dropped: its buffer index is a
+    /// placeholder, written over in every copy.
+    tmpl: std::mem::ManuallyDrop<Packet>,
 }
 
 /// The receive half of a DV queue.
@@ -113,6 +121,8 @@ pub struct Rx {
     headroom: u32,
     mini: Option<MiniCqeFormat>,
     zip: Option<Zip>,
+    /// The fast paths' loop-invariant state (fixed at creation).
+    fast: FastRx,
     pub(crate) cq: Cq,
 }
 
@@ -188,6 +198,20 @@ impl Rx {
                 return bad("a striding RQ needs the CsumStrideIdx mini-CQE format".into());
             }
         }
+        let geo = shared.geometry();
+        let fast = FastRx {
+            shared,
+            geo,
+            headroom: headroom as u16,
+            mask: rq.wqe_cnt - 1,
+            shift: per_wqe.trailing_zeros(),
+            seg_room: match kind {
+                Kind::Cyclic { seg_room } => seg_room,
+                Kind::Striding { .. } => 0, // the fast paths are for cyclic RQs only
+            },
+            ring: rq.buf.as_ptr(),
+            data0: geo.buf_ptr(0) as u64 + headroom as u64,
+        };
         let mut rx = Rx {
             base: rq.buf.as_ptr(),
             wqe_cnt: rq.wqe_cnt,
@@ -205,6 +229,7 @@ impl Rx {
             headroom,
             mini,
             zip: None,
+            fast,
             cq: Cq::new(cq)?,
         };
         rx.format_wqes();
@@ -249,12 +274,18 @@ impl Rx {
 
     /// Posts every WQE that can be completely refilled; one doorbell record write. Only the
     /// addresses change: lengths and lkeys were written once by `format_wqes`.
+    #[inline(always)]
     pub(crate) fn refill(&mut self, cache: &mut PoolCache) {
+        if self.pi != self.ci.wrapping_add(self.wqe_cnt) {
+            self.refill_wqes(cache);
+        } // else every WQE is posted (the receive loop reposted them, or nothing came)
+    }
+
+    /// [`Rx::refill`] when some WQE is not posted.
+    #[inline(never)]
+    fn refill_wqes(&mut self, cache: &mut PoolCache) {
         let start = self.pi;
         let limit = self.ci.wrapping_add(self.wqe_cnt);
-        if start == limit {
-            return; // every WQE is posted (the receive loop reposted them)
-        }
         let per_wqe = self.per_wqe as usize;
         let (off, dseg0) = match self.kind {
             Kind::Cyclic { .. } => (self.headroom as u64, 0),
@@ -489,7 +520,6 @@ impl Rx {
     #[inline(always)]
     fn poll_cyclic_fast(
         &mut self,
-        seg_room: u32,
         out: &mut Vec<Packet>,
         max: usize,
         cache: &mut PoolCache,
@@ -497,17 +527,7 @@ impl Rx {
         let len0 = out.len();
         let spare = out.spare_capacity_mut();
         let max = max.min(spare.len());
-        let geo = self.shared.geometry();
-        let f = FastRx {
-            shared: self.shared,
-            geo,
-            headroom: self.headroom as u16,
-            mask: self.mask,
-            shift: self.per_wqe.trailing_zeros(),
-            seg_room,
-            ring: self.base,
-            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
-        };
+        let f = &self.fast;
         let spare = &mut spare[..max];
         let bufs = &mut self.bufs[..];
         let cq = &mut self.cq;
@@ -560,25 +580,36 @@ impl Rx {
     ) -> (usize, Option<RxErr>) {
         // An empty poll (no compressed session open, no CQE at the consumer index) returns
         // before the receive loop's set-up: a forwarder polls empty most of the time.
-        if self.zip.is_none() && self.cq.peek().is_none() {
+        if self.zip.is_none() && !self.cq.ready() {
             return (0, None);
         }
         let mut n = 0usize;
         let mut bytes = 0u64;
         let mut err = None;
-        if let (Kind::Cyclic { seg_room }, None) = (self.kind, &self.zip) {
-            (n, bytes) = self.poll_cyclic_fast(seg_room, out, max, cache);
+        if let (Kind::Cyclic { .. }, None) = (self.kind, &self.zip) {
+            // (A compressed session's title goes straight to the loop below.)
+            if !self.cq.title_at_ci() {
+                (n, bytes) = self.poll_cyclic_fast(out, max, cache);
+            }
         }
+        // WQEs the compressed path posts again (`poll_zip_fast`) are published below, after
+        // the CQ consumer index, where the refill after the poll would have published them.
+        let pi0 = self.pi;
         while n < max {
             if self.zip.is_some() {
                 // The common case in place first (fast.rs); what it leaves, the loop below.
-                let (k, b) = self.poll_zip_fast(out, max - n);
+                let (k, b) = self.poll_zip_fast(out, max - n, cache);
                 n += k;
                 bytes += b;
             }
-            if let Some((title, zn, zi)) = self.zip.as_ref().map(|z| (z.title, z.n, z.i)) {
-                let t = Cqe::new_unchecked(&title);
+            if let Some((zn, zi)) = self.zip.as_ref().map(|z| (z.n, z.i)) {
                 let mut i = zi;
+                // The title, copied only when entries are left for this loop.
+                let title = match self.zip.as_ref() {
+                    Some(z) if i < zn && n < max => z.title,
+                    _ => [0u8; 64],
+                };
+                let t = Cqe::new_unchecked(&title);
                 while i < zn && n < max {
                     let slot = if i < 8 {
                         self.cq.ci.wrapping_add(1)
@@ -635,6 +666,13 @@ impl Rx {
                         title: *c,
                         n: nn,
                         i: 0,
+                        tmpl: std::mem::ManuallyDrop::new(Packet::from_device_in(
+                            self.shared,
+                            EMPTY,
+                            self.headroom as u16,
+                            0,
+                            meta_of(c, 0),
+                        )),
                     });
                     continue;
                 }
@@ -673,6 +711,11 @@ impl Rx {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         self.cq.publish();
+        if self.pi != pi0 && err.is_none() {
+            // As in `poll_cyclic_fast`: the CQ consumer index first, then the RQ doorbell
+            // record. (With an error the queue is reset, which takes every buffer back.)
+            self.ring_rq();
+        }
         stats.rx(n as u64, bytes);
         (n, err)
     }
@@ -681,9 +724,8 @@ impl Rx {
     /// mini-CQE arrays, or one plain CQE for `n == 1`), invalidating the slots after the title
     /// so that no stale array ever passes the ownership test on a later lap.
     fn consume_session(&mut self, n: u32) {
-        for k in 1..n {
-            self.cq.scrub(self.cq.ci.wrapping_add(k));
-        }
+        self.cq
+            .scrub_run(self.cq.ci.wrapping_add(1), n.saturating_sub(1));
         self.cq.ci = self.cq.ci.wrapping_add(n);
     }
 

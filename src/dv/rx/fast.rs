@@ -3,6 +3,7 @@
 //! WQE's buffer as it goes.
 
 use super::*;
+use crate::packet::rx_at;
 
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
 /// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
@@ -147,63 +148,122 @@ impl FastRx {
 impl FastRx {
     /// Turns entries `i..n` of the compressed session of `title` (its mini-CQE arrays in the
     /// slots after `cq.ci`) into packets in `out`, for a cyclic RQ of one buffer per WQE, reading
-    /// the arrays in place. Per packet: the WQE is the title's counter plus the entry's position
-    /// (kernel mlx5e en_rx.c `mlx5e_decompress_cqe`), its buffer is taken off the ring (the
-    /// refill after the poll posts a fresh one: the RQ doorbell must not move before the
-    /// session's CQ slots are released, see [`Rx::poll_cyclic_fast`]), and the metadata is the
-    /// title's, decoded once, with the entry's RSS hash (`hash_in_mini`; none in the checksum
-    /// format). Stops at a frame longer than a buffer or a WQE without a posted buffer (the
-    /// general loop counts them). Returns (packets, bytes).
+    /// the arrays in place, one array (8 entries) at a time. Per packet: the WQE is the title's
+    /// counter plus the entry's position (kernel mlx5e en_rx.c `mlx5e_decompress_cqe`), the
+    /// metadata is the title's with the entry's RSS hash (`HASH`: the hash format; the checksum
+    /// format carries none), and the packet is a copy of `tmpl` (the title's words, the queue's
+    /// pool and headroom) with its buffer, length and hash written over it.
+    ///
+    /// `REPOST` (on a full ring of 16-byte WQEs): each completed WQE is given a fresh buffer
+    /// from the end of `fresh` at once (packet `k` takes `fresh[fresh.len() - 1 - k]`, so at
+    /// most `fresh.len()` packets are taken), instead of the refill after the poll walking the
+    /// ring again; the caller moves the producer index and writes the RQ doorbell record where
+    /// the refill wrote it (after the CQ's). Otherwise the buffer is taken off the ring and
+    /// `fresh` is unused.
+    ///
+    /// Stops at a frame longer than a buffer or a WQE without a posted buffer (the general loop
+    /// counts them). Returns (packets, bytes).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn run_zip(
+    pub(super) fn run_zip<const HASH: bool, const REPOST: bool>(
         &self,
         cq: &Cq,
         title: &[u8; 64],
+        tmpl: &Packet,
         i: u32,
         n: u32,
-        hash_in_mini: bool,
         out: &mut [MaybeUninit<Packet>],
         bufs: &mut [u32],
+        fresh: &[u32],
     ) -> (usize, u64) {
-        let ctr0 = Cqe::new_unchecked(title).wqe_counter();
-        let flags = word(title, cqe::field::HDS_IP_EXT);
-        let mut tail = [0u8; 16];
-        tail.copy_from_slice(&title[cqe::field::TIMESTAMP.start..]);
-        let (mut k, mut bytes, mut i) = (0usize, 0u64, i);
-        while i < n && k < out.len() {
-            // Entries 0..7 are in the slot after the title, entry e >= 8 in slot 8 * (e / 8).
-            let s = if i < 8 { 1 } else { 8 * (i / 8) };
-            let at = cq
-                .slot(cq.ci.wrapping_add(s))
-                .wrapping_add((i as usize % mini_cqe::PER_SLOT) * mini_cqe::SIZE);
-            // SAFETY: the array slot lies inside the CQ ring (`slot` masks the index) and
-            // belongs to the session whose title software owns; the device leaves it alone until
-            // the consumer index is published past the session.
-            let m = MiniCqe::new_unchecked(unsafe { std::slice::from_raw_parts(at, 8) });
-            let len = m.byte_cnt();
-            if len > self.seg_room {
-                break;
-            }
-            let w = (ctr0.wrapping_add(i as u16) as u32 & self.mask) as usize;
-            // SAFETY: `w <= mask < wqe_cnt == bufs.len()` (one buffer per WQE).
-            let slot = unsafe { bufs.get_unchecked_mut(w) };
-            if *slot == EMPTY {
-                break;
-            }
-            let idx = std::mem::replace(slot, EMPTY);
-            let hash = if hash_in_mini { m.rx_hash() } else { 0 };
-            out[k].write(Packet::from_device_in(
-                self.shared,
-                idx,
-                self.headroom,
-                len,
-                RxMeta::from_raw(flags, hash.to_be(), tail),
-            ));
-            bytes += len as u64;
-            k += 1;
-            i += 1;
+        let mut want = out.len().min(n.saturating_sub(i) as usize);
+        if REPOST {
+            want = want.min(fresh.len());
         }
+        let size = self.geo.buf_size() as u64;
+        let (mask, seg_room, ring, data0) = (self.mask, self.seg_room, self.ring, self.data0);
+        let ctr0 = Cqe::new_unchecked(title).wqe_counter() as u32;
+        // The template's 64 bytes, copied as they are (`MaybeUninit`: a `Packet` may hold
+        // padding) into each packet.
+        // SAFETY: `tmpl` is a live `Packet`, 64 readable bytes.
+        let t = unsafe { std::ptr::read(tmpl as *const Packet as *const MaybeUninit<[u64; 8]>) };
+        let base = out.as_mut_ptr();
+        let end = base.wrapping_add(want);
+        let (mut dst, mut bytes, mut e) = (base, 0u64, i);
+        // REPOST: packet `k` takes `fresh[fresh.len() - 1 - k]`; this walks down from the end.
+        let mut top = fresh.as_ptr().wrapping_add(fresh.len());
+        'arrays: while dst != end {
+            // Entries 0..7 are in the slot after the title, entry e >= 8 in slot 8 * (e / 8).
+            let s = if e < 8 { 1 } else { e & !7 };
+            let first = (e % 8) as usize;
+            // SAFETY: `base <= dst < end`, both in (or one past) `out`.
+            let left = unsafe { end.offset_from(dst) } as usize;
+            let cnt = (mini_cqe::PER_SLOT - first).min(left);
+            let arr = cq.slot(cq.ci.wrapping_add(s));
+            let mut m = arr.wrapping_add(first * mini_cqe::SIZE);
+            let m_end = m.wrapping_add(cnt * mini_cqe::SIZE);
+            let mut w = ctr0.wrapping_add(e);
+            while m != m_end {
+                // SAFETY: `m` is entry `first..first + cnt <= 8` of the array slot, inside the
+                // CQ ring (`slot` masks the index); it belongs to the session whose title
+                // software owns, and the device leaves it alone until the consumer index is
+                // published past the session.
+                let mc = MiniCqe::new_unchecked(unsafe {
+                    std::slice::from_raw_parts(m as *const u8, mini_cqe::SIZE)
+                });
+                let len = mc.byte_cnt();
+                if len > seg_room {
+                    break 'arrays;
+                }
+                let wi = (w & mask) as usize;
+                // SAFETY: `wi <= mask < wqe_cnt == bufs.len()` (one buffer per WQE).
+                let slot = unsafe { bufs.get_unchecked_mut(wi) };
+                let idx = *slot;
+                if idx == EMPTY {
+                    break 'arrays;
+                }
+                if REPOST {
+                    // SAFETY: at most `want <= fresh.len()` packets are taken, one `fresh`
+                    // entry each, from the end down: `top - 1` is still inside `fresh`.
+                    let new = unsafe {
+                        top = top.sub(1);
+                        *top
+                    };
+                    *slot = new;
+                    let d = ring.wrapping_add(wi * 16);
+                    // SAFETY: `wi <= mask`: `d` is the data segment of WQE `wi` (16-byte
+                    // WQEs), inside the RQ ring. The device completed that WQE, so software
+                    // owns it until the caller's doorbell record write publishes it again.
+                    let seg = unsafe { &mut *(d as *mut [u8; 16]) };
+                    DataSeg::new_unchecked(seg).set_addr(data0 + new as u64 * size);
+                } else {
+                    *slot = EMPTY;
+                }
+                // SAFETY: `base <= dst < end <= base + out.len()`: 64 writable bytes. The
+                // template's bytes (a valid `Packet`) go in whole, then this packet's buffer,
+                // lengths and hash at their offsets in the `repr(C)` handle (`rx_at`), with
+                // the types of those fields; the packet owns buffer `idx`, which the device
+                // just gave back.
+                unsafe {
+                    std::ptr::write(dst as *mut MaybeUninit<[u64; 8]>, t);
+                    let d = dst as *mut u8;
+                    std::ptr::write_unaligned(d.add(rx_at::SEG_LEN) as *mut u16, len as u16);
+                    std::ptr::write_unaligned(d.add(rx_at::IDX) as *mut u32, idx);
+                    std::ptr::write_unaligned(d.add(rx_at::PKT_LEN) as *mut u32, len);
+                    if HASH {
+                        let h = mc.rx_hash().to_be();
+                        std::ptr::write_unaligned(d.add(rx_at::HASH) as *mut u32, h);
+                    }
+                }
+                bytes += len as u64;
+                m = m.wrapping_add(mini_cqe::SIZE);
+                dst = dst.wrapping_add(1);
+                w = w.wrapping_add(1);
+            }
+            e += cnt as u32;
+        }
+        // SAFETY: `dst` moved from `base` one element at a time, inside `out`.
+        let k = unsafe { dst.offset_from(base) } as usize;
         (k, bytes)
     }
 }
@@ -212,41 +272,49 @@ impl Rx {
     /// The compressed session in progress, for a cyclic RQ of one buffer per WQE: as many of
     /// its packets as fit in `max` and `out`'s spare capacity ([`FastRx::run_zip`]); moves the
     /// session's position and the RQ consumer index. Any other RQ: nothing.
-    pub(super) fn poll_zip_fast(&mut self, out: &mut Vec<Packet>, max: usize) -> (usize, u64) {
-        let (Kind::Cyclic { seg_room }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref())
-        else {
+    pub(super) fn poll_zip_fast(
+        &mut self,
+        out: &mut Vec<Packet>,
+        max: usize,
+        cache: &mut PoolCache,
+    ) -> (usize, u64) {
+        let (Kind::Cyclic { .. }, 1, Some(z)) = (self.kind, self.per_wqe, self.zip.as_ref()) else {
             return (0, 0);
         };
-        let (title, zn, zi) = (z.title, z.n, z.i);
+        let (zn, zi) = (z.n, z.i);
         let len0 = out.len();
         let spare = out.spare_capacity_mut();
         let max = max.min(spare.len());
-        let geo = self.shared.geometry();
-        let f = FastRx {
-            shared: self.shared,
-            geo,
-            headroom: self.headroom as u16,
-            mask: self.mask,
-            shift: 0,
-            seg_room,
-            ring: self.base,
-            data0: geo.buf_ptr(0) as u64 + self.headroom as u64,
+        let hash = self.mini != Some(MiniCqeFormat::CsumStrideIdx);
+        // A full ring of 16-byte WQEs: each completed WQE is posted again as its packet is
+        // built (the doorbell record is written by `poll` after the CQ's).
+        let repost = self.stride == 16 && self.pi == self.ci.wrapping_add(self.wqe_cnt);
+        let (f, cq, spare, bufs) = (&self.fast, &self.cq, &mut spare[..max], &mut self.bufs[..]);
+        let (title, tmpl) = (&z.title, &*z.tmpl);
+        let (n, bytes) = if repost {
+            let mut got = (0, 0);
+            cache.get_bulk(max.min(zn.saturating_sub(zi) as usize), |fresh| {
+                got = if hash {
+                    f.run_zip::<true, true>(cq, title, tmpl, zi, zn, spare, bufs, fresh)
+                } else {
+                    f.run_zip::<false, true>(cq, title, tmpl, zi, zn, spare, bufs, fresh)
+                };
+                got.0
+            });
+            got
+        } else if hash {
+            f.run_zip::<true, false>(cq, title, tmpl, zi, zn, spare, bufs, &[])
+        } else {
+            f.run_zip::<false, false>(cq, title, tmpl, zi, zn, spare, bufs, &[])
         };
-        let hash_in_mini = self.mini != Some(MiniCqeFormat::CsumStrideIdx);
-        let (n, bytes) = f.run_zip(
-            &self.cq,
-            &title,
-            zi,
-            zn,
-            hash_in_mini,
-            &mut spare[..max],
-            &mut self.bufs[..],
-        );
         // SAFETY: `spare[..n]` were initialized by `run_zip`, right after the first `len0`.
         unsafe { out.set_len(len0 + n) };
         self.ci = self.ci.wrapping_add(n as u32);
         if let Some(z) = self.zip.as_mut() {
             z.i += n as u32;
+        }
+        if repost {
+            self.pi = self.pi.wrapping_add(n as u32);
         }
         (n, bytes)
     }

@@ -487,3 +487,105 @@ fn compressed_sessions_give_what_plain_cqes_give() {
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity());
 }
+
+/// Compressed sessions on a full ring of one buffer per WQE: the poll itself posts each
+/// completed WQE again (`run_zip` with `REPOST`) and publishes it, so that after every poll,
+/// without a refill, every WQE is posted (producer = consumer + ring size, the doorbell
+/// record saying so), each WQE's data segment points at the buffer the driver holds for it,
+/// no buffer is held twice, and the frames arrive in order in those buffers over bursts that
+/// stop mid-session and over many laps of the ring.
+#[test]
+fn compressed_polls_repost_every_wqe_across_the_wrap() {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    use crate::dv::rings::MiniCqeFormat;
+    use crate::{HugePages, Mempool, MempoolConfig};
+    let tagged = |seq: u32| {
+        let mut f = udp_frame(9);
+        f[42..46].copy_from_slice(&seq.to_be_bytes());
+        f
+    };
+    for fmt in [MiniCqeFormat::Hash, MiniCqeFormat::CsumStrideIdx] {
+        let pool = Mempool::new(&MempoolConfig {
+            buffers: 512,
+            huge_pages: HugePages::Never,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = ModelPort::new(ModelOptions {
+            rq_wqes: 64,
+            wire: ModelWire::Sink,
+            cqe_compression: Some(fmt),
+            ..Default::default()
+        })
+        .unwrap();
+        let (rings, keep) = port.rings(0, &pool).unwrap();
+        let mut hook = port.recover_hook(0);
+        let mut cache = pool.cache();
+        let stats = StatsWriter::default();
+        let mut rx = Rx::new(
+            &rings.rq,
+            &rings.rx_cq,
+            rings.lkey,
+            rings.caps.cqe_compression,
+            &pool,
+        )
+        .unwrap();
+        rx.refill(&mut cache);
+        let geo = pool.shared().geometry();
+        let (mut sent, mut got) = (0u32, 0u32);
+        let mut out = Vec::with_capacity(64);
+        for round in 0..40u32 {
+            // 1 to 64 frames a round (at most a ring's worth: nothing is dropped).
+            for _ in 0..1 + (round * 13) % 64 {
+                port.inject_frame(&tagged(sent));
+                sent += 1;
+            }
+            port.process();
+            loop {
+                let (n, err) = rx.poll(&mut out, 7, &stats, &mut cache);
+                assert!(err.is_none());
+                for p in out.drain(..) {
+                    let d = p.to_vec();
+                    assert_eq!(u32::from_be_bytes([d[42], d[43], d[44], d[45]]), got);
+                    got += 1;
+                }
+                // No refill here: the poll posted what it took.
+                assert_eq!(
+                    rx.pi,
+                    rx.ci.wrapping_add(rx.wqe_cnt),
+                    "{fmt:?} round {round}"
+                );
+                // SAFETY: the doorbell record of the RQ, alive with `keep`.
+                let db = u32::from_be(unsafe { std::ptr::read_volatile(rings.rq.dbrec.as_ptr()) });
+                assert_eq!(db, rx.pi & 0xffff, "{fmt:?} round {round}: doorbell record");
+                let mut held: Vec<u32> = rx.bufs.to_vec();
+                for w in 0..rx.wqe_cnt {
+                    let b = held[w as usize];
+                    assert_ne!(b, EMPTY, "{fmt:?} round {round}: WQE {w} has no buffer");
+                    let seg = DataSeg::new_unchecked(&rx.wqe(w)[..16]);
+                    let want = geo.buf_ptr(b) as u64 + rx.headroom as u64;
+                    assert_eq!(seg.addr(), want, "{fmt:?} round {round}: WQE {w}");
+                }
+                held.sort_unstable();
+                held.dedup();
+                assert_eq!(held.len(), rx.wqe_cnt as usize, "a buffer posted twice");
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        assert_eq!(got, sent, "{fmt:?}");
+        assert!(sent > 4 * 64, "the ring wrapped several times");
+        let c = port.counters();
+        assert!(
+            c.mini_cqes > sent as u64 / 2,
+            "{fmt:?}: the model compressed little: {c:?}"
+        );
+        hook.quiesce();
+        rx.release_all(&mut cache);
+        cache.flush();
+        drop(keep);
+        pool.flush_local_cache();
+        assert_eq!(pool.available(), pool.capacity(), "{fmt:?}");
+    }
+}
