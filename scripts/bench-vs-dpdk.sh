@@ -10,8 +10,12 @@
 #       (RAWQ_EMU_PAUSE=1: the port holds a frame while the RQ is empty, so the source goes as
 #       fast as the receiver refills and nothing is dropped); the run ends once every generated
 #       frame is in (generated == the device's rx_frames == the tool's count, all checked).
-#   io: `fwd -b dv --mode io --tx-first N` beside `testpmd --forward-mode=io` + `start tx_first`
-#       (one looped-back port: every frame sent comes back and is forwarded again).
+#   io: `fwd -b dv --mode io` beside `testpmd --forward-mode=io`, one port each (rx 0 -> tx 0),
+#       on `scripts/emu.sh --pair`: the emulator's frame source feeds mlx5_0 (flow control on, as
+#       rx), the forwarder sends each frame back out of mlx5_0, over the cable to mlx5_1, where
+#       nothing receives (its counters, RAWQ_EMU_STATS.mlx5_1, count what arrived). testpmd is
+#       given mlx5_0 alone (testpmd-emu.sh --only-first). A looped-back port does not work here:
+#       with flow control the forwarded frames and the generated ones wait for the same RQ.
 #
 # How it counts (valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes):
 # * the worker thread is the one running pktgen's tx_loop / fwd's forwarding loop / testpmd's
@@ -33,6 +37,20 @@
 #   empty call's exact cost, and rxcost.py takes the packets' cost from the burst function's
 #   inclusive cost with exact call counts (--dump-instr=yes; README "How DPDK's receive figure
 #   was found").
+# * io is counted exactly instead, for both tools (iocost.py, --dump-instr=yes): empty rounds =
+#   rx burst calls - tx burst calls (both forwarders call tx only after a non-empty rx; fwd's
+#   `reclaim` calls, one per empty round, cross-check it), each costed at what an empty round
+#   costs in a second run with nothing generated (per part: rx burst, reclaim, the whole loop),
+#   and per forwarded packet = (cost - empty rounds' cost) / forwarded. DPDK's empty rx bursts
+#   take data-dependent paths in its CQE scan: rxcost.py bounds them (as for rx) and the figure
+#   is a range. rawq's functions are not stripped: its parts are its call sites in fwd's loop
+#   (DvQueue's rx_burst, tx_burst, reclaim). fwd runs with `--rx-mode interrupt` (the packets'
+#   path is the same; an empty round sleeps until a completion arrives, so that valgrind, which
+#   runs one thread at a time, gives the device the CPU): its empty rounds are then a few
+#   percent, where polling they were 99.9 % and their cost depends on the queues' state (a
+#   reclaim with sends outstanding polls the CQ: the idle run's cost is not theirs), which no
+#   subtraction gets exact. The sleeps (rx_wait_any) are left out; "nothing subtracted" is
+#   printed beside it as the upper bound.
 # * each tool's packet counts are checked against the emulated device's (RAWQ_EMU_STATS).
 # DPDK's settings are pinned and printed: txq_mpw_en=1 (eMPW, as rawq on this part),
 # txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
@@ -42,6 +60,7 @@
 #                  [--seconds S] [--keep]
 #   --sides       which tools run (default both; `--modes rx --sides dpdk`: testpmd's rx runs only)
 #   --seconds S   testpmd's forwarding window under valgrind (default 20)
+#   IO_COUNT=N    io: frames generated (default 200000); IDLE_SECS=S: the idle runs' length (10)
 #   --keep        keep the callgrind files and logs (their directory is printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -254,6 +273,9 @@ print('  DPDK rx burst (%s): %d calls, %d not empty (testpmd\'s branch after the
 print('  (I - e * calls) / packets would say %.1f: the subtraction without those counts)' % ((ir - e * calls) / N))
 print('  DPDK rx driver: %.1f to %.1f instructions a packet ((I - e * empty calls - paths) / packets)'
       % (per(hi), per(lo)))
+if len(sys.argv) > 4:  # the io mode's iocost.py takes the counts from here
+    json.dump({'e': e, 'empty': empty, 'nonempty': nonempty, 'lo': lo, 'hi': hi, 'ok': ok},
+              open(sys.argv[4], 'w'))
 EOF
 
 # Waits (bounded) until file $1 contains $2.
@@ -297,9 +319,10 @@ dpdk_run() {
 exec ${VG[*]} ${VG_EXTRA:-} --callgrind-out-file=$OUT/$tag.out /usr/bin/dpdk-testpmd "\$@"
 EOF
   chmod +x "$OUT/$tag.vg"
-  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh --mem 512 \
+  # shellcheck disable=SC2086 # TPEMU_EXTRA: testpmd-emu.sh's own options (io: --pair --only-first)
+  DPDK_TESTPMD=$OUT/$tag.vg RAWQ_EMU_STATS=$OUT/$tag.emu RAWQ_EMU_RXGEN_START=$OUT/$tag.go bash scripts/testpmd-emu.sh ${TPEMU_EXTRA:-} --mem 512 \
     --devargs "$DEVARGS" --eal --log-level=pmd.net.mlx5:debug -- -i --forward-mode="$mode" \
-    --total-num-mbufs=32768 --txd="$desc" --rxd="$desc" --burst=32 --txpkts=64 \
+    --total-num-mbufs=32768 --txd="${TXD:-$desc}" --rxd="$desc" --burst=32 --txpkts=64 \
     --record-burst-stats ${TESTPMD_EXTRA:-} <"$OUT/$tag.in" >"$OUT/$tag.log" 2>&1 &
   local pid=$!
   exec 7>"$OUT/$tag.in"
@@ -355,12 +378,13 @@ EOF
 
 # Waits (bounded: 20 min) until the stats file $1 says the frame source made its $2 frames and
 # the device took them all (received into an RQ or dropped, counted), beside what the port's
-# kernel netdev sent (testpmd's TAP: looped back, it arrives too, or the full wire drops it).
+# kernel netdev sent (testpmd's TAP: looped back, it arrives too, or the full wire drops it;
+# with PAIR=1 it goes to mlx5_1 instead).
 wait_generated() {
   local i
   for i in $(seq 2400); do
-    python3 - "$1" "$2" <<'EOF' && return 0
-import re, sys
+    PAIR=${PAIR:-0} python3 - "$1" "$2" <<'EOF' && return 0
+import os, re, sys
 try:
     t = open(sys.argv[1]).read()
 except OSError:
@@ -370,7 +394,11 @@ def c(k):
     return int(m[1]) if m else -1
 done = re.search(r'rawq-emu rxgen: .*done: true', t) is not None
 took = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('rx_rule_drop') + c('wire_drops')
-sys.exit(0 if done and took == int(sys.argv[2]) + c('netdev_tx') else 1)
+if os.environ['PAIR'] != '1':
+    sys.exit(0 if done and took == int(sys.argv[2]) + c('netdev_tx') else 1)
+# --pair: the TAP's frames go to mlx5_1 (a frame of them may come back); the counts are checked
+# over both devices afterwards (io_counts)
+sys.exit(0 if done and took >= int(sys.argv[2]) else 1)
 EOF
     sleep 0.5
   done
@@ -476,41 +504,221 @@ if [[ ,$MODES, == *,rx,* ]]; then
   unset RXGEN_COUNT
 fi
 
-# rawq fwd io run $1 (tag) with $2 frames sent first; prints the run's JSON.
-rawq_io() {
-  local tag=$1 first=$2
-  RAWQ_EMU_STATS=$OUT/$tag.emu bash scripts/emu.sh -- "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" \
-    "$FWD" -b dv -d mlx5_0 --mode io --tx-first "$first" --burst 32 --ring 1024 -t "$SECS" --rule 'udp dst-port 9000 -> queue 0' \
-    --quiet --json >"$OUT/$tag.json" 2>"$OUT/$tag.log" || { tail "$OUT/$tag.log" >&2; return 1; }
-  python3 "$OUT/parse.py" rawq "$OUT/$tag.out" >"$OUT/$tag.parse"
-  python3 - "$OUT/$tag.json" "$OUT/$tag.parse" "$OUT/$tag.emu" <<'EOF'
+# io forwarding's cost per forwarded packet from exact counts (README "How the io figures are
+# counted"): per packet = (I - e * C_empty) / N for each part, where I is the part's inclusive
+# cost on the forwarding thread, C_empty the rounds whose rx burst found nothing (rx burst
+# calls - tx burst calls: both tools call tx only after a non-empty rx), e what one empty round
+# costs that part (the run with nothing generated: its cost / its rx calls) and N the packets
+# forwarded. rawq's functions are named in the call graph; DPDK's (stripped) are the
+# librte_net_mlx5 functions its forwarding function calls, the rx burst the one called most.
+cat >"$OUT/iocost.py" <<'EOF'
 import json, re, sys
-j, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-emu = open(sys.argv[3]).read()
-frames = int(re.search(r'tx_frames: (\d+)', emu)[1])
-pk = j['forwarded']
-d = p['driver']
-ir = lambda k: d.get(k, {'ir': 0})['ir']
-calls = d['rx_burst']['calls']
-drv = ir('rx_burst') + ir('tx_burst') + ir('reclaim')
-print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': calls, 'series': {
-    'driver: rx_burst + tx_burst + reclaim': [drv, pk, calls],
-    'whole forwarding thread (fwd::forward)': [p['whole'], pk, calls],
-    'application (whole - driver)': [p['whole'] - drv, pk, calls]},
-    'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'driver': d}}))
+tool, pa, pz, N = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), int(sys.argv[4])
+def read(path):
+    """Own instruction counts {fn: {address: executions}} and call sites
+    [(caller, address, callee, calls, inclusive Ir)] of a --dump-instr=yes callgrind file."""
+    names, own, sites, fn, callee, call, addr = {}, {}, [], None, None, None, 0
+    for l in open(path):
+        m = re.match(r'(c?fn)=\((\d+)\)(?: (.*))?', l)
+        if m:
+            if m[3]:
+                names[m[2]] = m[3].strip()
+            if m[1] == 'fn':
+                fn = names[m[2]]
+            else:
+                callee = names[m[2]]
+            continue
+        if l.startswith('calls='):
+            call = (int(l.split()[0][6:]), callee)
+            continue
+        if not l or l[0] not in '0123456789+-*':
+            continue
+        t = l.split()
+        p = t[0]
+        addr = int(p, 16) if p.startswith('0x') else addr + int(p) if p[0] in '+-' else addr
+        if call:
+            sites.append((fn, addr, call[1], call[0], int(t[2]) if len(t) >= 3 else 0))
+            call = None
+        elif len(t) >= 3 and fn:
+            f = own.setdefault(fn, {})
+            f[addr] = f.get(addr, 0) + int(t[2])
+    return own, sites
+def parts(p):
+    own, sites = read(p['thread_file'])
+    loop = p['loop'].split('@')[0] if tool == 'dpdk' else next(
+        n for n in own if n == p['loop'] or n.endswith(p['loop']))
+    out = {}
+    for (f, a, c, n, ir) in sites:
+        if f != loop:
+            continue
+        if tool == 'rawq':
+            m = re.search(r'QueueOps>::(rx_burst|tx_burst|reclaim)$', c)
+            key = m[1] if m else None
+        else:
+            key = c if c.startswith('0x') and c.split('@')[0] in {k.split('@')[0] for k in p['driver']} else None
+        if key:
+            d = out.setdefault(key, [0, 0])
+            d[0] += ir
+            d[1] += n
+    if tool == 'dpdk':
+        # rx: the PMD function called most; tx: the other(s)
+        rx = max(out, key=lambda k: out[k][1])
+        out = {'rx_burst': out[rx], 'tx_burst': [sum(v[0] for k, v in out.items() if k != rx),
+                                                  sum(v[1] for k, v in out.items() if k != rx)],
+               'rx_fn': rx}
+        # the whole thread: the forwarding function over all its calls, and its caller's own
+        # instructions (testpmd's lcore loop: streams, the stop flag)
+        inc = sum(ir for (f, a, c, n, ir) in sites if c == loop)
+        callers = {f for (f, a, c, n, ir) in sites if c == loop}
+        out['whole'] = inc + sum(sum(own.get(f, {}).values()) for f in callers)
+    else:
+        out['whole'] = p['whole']
+        out['rx_fn'] = next(c for (f, a, c, n, ir) in sites if f == loop and c.endswith('::rx_burst'))
+        # --rx-mode interrupt: fwd sleeps after an empty round (rx_wait_any: arm, re-check,
+        # wait on the completion channel); called in empty rounds only
+        out['sleep'] = [sum(ir for (f, a, c, n, ir) in sites if f == loop and c.endswith('rx_wait_any')),
+                        sum(n for (f, a, c, n, ir) in sites if f == loop and c.endswith('rx_wait_any'))]
+    out.setdefault('tx_burst', [0, 0])
+    out.setdefault('reclaim', [0, 0])
+    return out, own
+# DPDK: the empty calls' cost and their data-dependent paths from rxcost.py (argv[6])
+rc = json.load(open(sys.argv[6])) if len(sys.argv) > 6 else None
+a, owna = parts(pa)
+z, ownz = parts(pz)
+C, Cz = a['rx_burst'][1], z['rx_burst'][1]
+Cnon = a['tx_burst'][1]
+E = C - Cnon
+e = lambda k: z[k][0] / Cz
+out = []
+say = out.append
+say('  rx burst (%s): %d calls, %d not empty (= tx burst calls), %d empty (%.2f %%), %.1f packets a'
+    ' non-empty burst; idle run: %d calls, %d tx calls' % (
+        a['rx_fn'], C, Cnon, E, 100.0 * E / C, N / max(Cnon, 1), Cz, z['tx_burst'][1]))
+if tool == 'rawq':
+    say('  reclaim (fwd calls it after an empty rx): %d calls (empty rounds + 1 at the end: %s)' % (
+        a['reclaim'][1], 'matches' if a['reclaim'][1] == E + 1 else 'DOES NOT match'))
+# every instruction of the rx function's idle path (run in every idle call) must have run in
+# every empty call of the measured run: else an empty call left the idle path
+rf = a['rx_fn'].split('@')[0]
+idle = {ad for ad, n in ownz.get(rf, {}).items() if n >= Cz - 1}
+short = [ad for ad in idle if owna.get(rf, {}).get(ad, 0) < E]
+say('  the rx burst\'s idle path: %d instructions (%.1f a call in the idle run), %s' % (
+    len(idle), z['rx_burst'][0] / Cz,
+    'each run at least once per empty call in the measured run' if not short else
+    'WARNING: %d of them ran fewer times than there were empty calls' % len(short)))
+fig = {}
+lo = hi = 0
+if rc:
+    say('  rxcost.py: %d empty calls (testpmd\'s branch after the burst; %s), an empty call %d; data-dependent'
+        ' paths of the empty calls %+d to %+d instructions' % (
+            rc['empty'], 'the same count' if rc['empty'] == E else 'NOT the count above', rc['e'], rc['lo'], rc['hi']))
+    lo, hi = rc['lo'], rc['hi']
+fig['rx'] = (a['rx_burst'][0] - e('rx_burst') * E - hi) / N
+fig['rx_hi'] = (a['rx_burst'][0] - e('rx_burst') * E - lo) / N
+fig['tx'] = (a['tx_burst'][0] + a['reclaim'][0] - (e('reclaim') * (a['reclaim'][1]) if tool == 'rawq' else 0)) / N
+sl = a.get('sleep', [0, 0])
+if sl[1]:
+    say('  fwd slept %d times (rx_wait_any, %.0f instructions a sleep: left out, with an empty round\'s'
+        ' cost for each)' % (sl[1], sl[0] / sl[1]))
+fig['whole'] = (a['whole'] - sl[0] - z['whole'] / Cz * E - hi) / N
+fig['whole_hi'] = (a['whole'] - sl[0] - z['whole'] / Cz * E - lo) / N
+fig['whole_raw'] = a['whole'] / N
+fig['loop'] = fig['whole'] - fig['rx'] - fig['tx']
+rng = lambda k: '%.1f' % fig[k] if abs(fig[k + '_hi'] - fig[k]) < 0.05 else '%.1f to %.1f' % (fig[k], fig[k + '_hi'])
+say('  an empty round: rx burst %.1f, %swhole %.1f instructions (idle run)' % (
+    e('rx_burst'), 'reclaim %.1f, ' % (z['reclaim'][0] / max(z['reclaim'][1], 1)) if tool == 'rawq' else '',
+    z['whole'] / Cz))
+say('  per forwarded packet (%d): rx burst incl. refill %s; tx burst incl. completions%s %.1f;'
+    ' driver %s; the loop around it %.1f; WHOLE FORWARDING THREAD %s' % (
+        N, rng('rx'), ' (+ reclaim beyond an empty one)' if tool == 'rawq' else '', fig['tx'],
+        '%.1f' % (fig['rx'] + fig['tx']) if abs(fig['rx_hi'] - fig['rx']) < 0.05 else
+        '%.1f to %.1f' % (fig['rx'] + fig['tx'], fig['rx_hi'] + fig['tx']), fig['loop'], rng('whole')))
+say('  (nothing subtracted, every instruction of the thread counted as the packets\': %.1f)' % fig['whole_raw'])
+print('\n'.join(out))
+print(json.dumps(fig), file=open(sys.argv[5], 'w'))
 EOF
+
+# Says whether an io run's counts add up: generated (+ the TAP's) = mlx5_0's rx_frames + drops;
+# the tool's received = rx_frames; the tool's sent = mlx5_0's tx_frames; mlx5_1 (the cable's
+# far end, no receiver) took mlx5_0's tx_frames (+ its TAP's frames): $1 emu file, $2 tool rx,
+# $3 tool tx.
+io_counts() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import re, sys
+t, t1 = open(sys.argv[1]).read(), open(sys.argv[1] + '.mlx5_1').read()
+rx, tx = int(sys.argv[2]), int(sys.argv[3])
+c = lambda k, s=t: int(re.search(r' %s: (\d+)' % k, s)[1])
+gen = int(re.search(r' generated: (\d+)', t)[1]) if 'generated:' in t else 0
+far = c('rx_frames', t1) + c('rx_to_kernel', t1) + c('rx_no_buffer', t1) + c('wire_drops', t1)
+near = c('rx_frames') + c('rx_no_buffer') + c('rx_to_kernel') + c('wire_drops')
+# what went onto the cable (generated, mlx5_0's sends and its TAP's) = what both ends took
+ok = [gen + c('tx_frames') + c('netdev_tx') + c('netdev_tx', t1) == near + far,
+      rx == c('rx_frames'), tx == c('tx_frames'), far >= c('tx_frames')]
+print('  counts %s: %d generated, mlx5_0 took %d (%d received, %d no-buffer, %d to the kernel, %d lost'
+      ' on the wire); the tool received %d and forwarded %d; mlx5_0 sent %d (+ %d from its TAP);'
+      ' mlx5_1 took %d (%d of them into an RQ: nothing receives there)'
+      % ('add up' if all(ok) else 'DO NOT add up (%s)' % ok, gen, near, c('rx_frames'), c('rx_no_buffer'),
+         c('rx_to_kernel'), c('wire_drops'), rx, tx, c('tx_frames'), c('netdev_tx'), far,
+         c('rx_frames', t1)))
+EOF
+}
+
+# rawq fwd io run $1 (tag), fed $2 generated frames (0: none, an idle run of $IDLE_SECS).
+rawq_io() {
+  local tag=$1 gen=$2
+  local g=()
+  ((gen > 0)) && g=(RAWQ_EMU_RXGEN="$gen")
+  env "${g[@]}" RAWQ_EMU_PAUSE=1 RAWQ_EMU_STATS="$OUT/$tag.emu" bash scripts/emu.sh --pair -- \
+    "${VG[@]}" --dump-instr=yes --callgrind-out-file="$OUT/$tag.out" \
+    "$FWD" -b dv -d mlx5_0 --mode io --burst 32 --ring 1024 --rx-mode "${RXMODE:-poll}" \
+    --rule 'udp dst-port 9000 -> queue 0' --quiet --json >"$OUT/$tag.json" 2>"$OUT/$tag.log" &
+  local pid=$!
+  if ((gen > 0)); then
+    wait_generated "$OUT/$tag.emu" "$gen" && sleep 3
+  else
+    wait_for "$OUT/$tag.log" 'fwd: mlx5_0' && sleep "$IDLE_SECS"
+  fi
+  kill -TERM $pid 2>/dev/null || true
+  wait $pid || true
+  python3 "$OUT/parse.py" rawq "$OUT/$tag.out" >"$OUT/$tag.parse"
 }
 
 if [[ ,$MODES, == *,io,* ]]; then
   echo
-  echo "== io forwarding on one looped-back port: the frames sent first go round (rx -> tx) =="
-  A=$(rawq_io rawq-io-a 512) B=$(rawq_io rawq-io-b 64)
-  python3 "$OUT/fit.py" "rawq fwd -b dv --mode io (--tx-first 512 and 64, ring 1024):" "$A" "$B"
-  report_notes "$A"; report_notes "$B"
-  dpdk_run dpdk-io-a io 1024 "start tx_first 16"
-  dpdk_run dpdk-io-b io 1024 "start tx_first 2"
-  A=$(dpdk_series dpdk-io-a TX) B=$(dpdk_series dpdk-io-b TX)
-  python3 "$OUT/fit.py" "dpdk-testpmd io, mlx5 PMD ($DEVARGS; start tx_first 16 and 2, rings of 1024):" "$A" "$B"
-  report_notes "$A"; report_notes "$B"
-  echo "  the PMD's choice: $(grep -h 'selected.*Rx function\|selected Tx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
+  echo "== io forwarding: generated frames into mlx5_0, forwarded out of it (rx 0 -> tx 0) to mlx5_1 (--pair, nothing receiving there) =="
+  IO_COUNT=${IO_COUNT:-200000} IDLE_SECS=${IDLE_SECS:-10} PAIR=1
+  if [[ ,$SIDES, == *,rawq,* ]]; then
+  RXMODE=interrupt rawq_io rawq-io-a "$IO_COUNT"
+  rawq_io rawq-io-z 0
+  read -r RX TX < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); p=j["ports"][0]; print(p["rx"]["packets"], p["tx"]["packets"])' "$OUT/rawq-io-a.json")
+  echo "rawq fwd -b dv --mode io (ring 1024, burst 32, flow control on):"
+  python3 "$OUT/iocost.py" rawq "$OUT/rawq-io-a.parse" "$OUT/rawq-io-z.parse" "$TX" "$OUT/rawq-io.fig"
+  io_counts "$OUT/rawq-io-a.emu" "$RX" "$TX"
+  echo "  fwd's drops: $(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["ports"][0]["drops"]))' "$OUT/rawq-io-a.json")"
+  fi
+  if [[ ,$SIDES, == *,dpdk,* ]]; then
+  # The same for testpmd: mlx5_0 alone given to the PMD (one port: io forwards it to itself).
+  export TPEMU_EXTRA="--pair --only-first"
+  # A tx ring of 2048 (the rx ring 1024): with 1024, under valgrind, testpmd dropped 1.4-2.3 %
+  # of its frames (its tx ring fills while the device thread waits for its turn; io drops what
+  # the ring does not take), whose freeing would count as forwarding cost.
+  VG_EXTRA=--dump-instr=yes TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$IO_COUNT \
+    RXGEN_COUNT=$IO_COUNT TXD=2048 dpdk_run dpdk-io-a io 1024 start
+  VG_EXTRA=--dump-instr=yes RAWQ_EMU_PAUSE=1 SECS=$IDLE_SECS TXD=2048 dpdk_run dpdk-io-z io 1024 start
+  unset TPEMU_EXTRA
+  read -r RX TX < <(python3 -c '
+import re, sys
+t = open(sys.argv[1]).read()
+acc = t[t.index("Accumulated forward statistics"):]
+print(re.search(r"RX-packets: *(\d+)", acc)[1], re.search(r"TX-packets: *(\d+)", acc)[1])' "$OUT/dpdk-io-a.log")
+  echo "dpdk-testpmd io, mlx5 PMD ($DEVARGS; rx ring 1024, tx ring 2048, burst 32, flow control on):"
+  # rxcost.py: the rx burst's empty calls, exactly (as in the receive-only mode; per received packet)
+  python3 "$OUT/rxcost.py" "$OUT/dpdk-io-a.parse" "$OUT/dpdk-io-z.parse" "$RX" "$OUT/dpdk-io.rxcost"
+  python3 "$OUT/iocost.py" dpdk "$OUT/dpdk-io-a.parse" "$OUT/dpdk-io-z.parse" "$TX" "$OUT/dpdk-io.fig" \
+    "$OUT/dpdk-io.rxcost"
+  io_counts "$OUT/dpdk-io-a.emu" "$RX" "$TX"
+  echo "  testpmd's drops: $(grep -h -o 'TX-dropped: *[0-9]*' "$OUT/dpdk-io-a.log" | tail -1)"
+  echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-io-a.log" | tr -s '\t\n' '  ')$(grep -h 'selected.*Rx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
+  echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-io-a.log" "$OUT/dpdk-io-z.log" | tr -s ' \n' '  ')"
+  fi
 fi

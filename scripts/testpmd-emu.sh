@@ -8,6 +8,9 @@
 #          -- [testpmd args]
 #   --pair / --wire / --cable / --min-inline / --release   as scripts/emu.sh (--min-inline l2 plays a
 #                  ConnectX-4 Lx: PCI device 0x1015, L2 header inline on every send)
+#   --only-first   with --pair: the PMD is given mlx5_0 alone (mlx5_1 stays the cable's far end,
+#                  taking what mlx5_0 sends, counted in its RAWQ_EMU_STATS file, and with no
+#                  TAP of its own by default: a sink)
 #   --netdev       the ports' kernel netdevs, TAPs (the PMD takes ifindex, MAC, MTU and link
 #                  state from them); default: dpdkemu<PID>[,dpdkemu<PID>b], made and removed here
 #   --devargs      mlx5 device arguments added to dv_flow_en=0 (required: the DV flow engine
@@ -37,6 +40,7 @@ EMU_OPTS=() EAL=() NETDEV="" DEVARGS="" LCORES=0-1 PAIR=0 MEM=1024 WRAP=()
 while (($#)); do
   case "$1" in
     --pair) PAIR=1; EMU_OPTS+=("$1"); shift ;;
+    --only-first) ONLY_FIRST=1; shift ;;
     --release) EMU_OPTS+=("$1"); shift ;;
     --wire|--min-inline|--cable) EMU_OPTS+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --netdev) NETDEV=${2:?--netdev needs a TAP name}; shift 2 ;;
@@ -59,11 +63,11 @@ TESTPMD=${DPDK_TESTPMD:-$(command -v dpdk-testpmd || true)}
 if [[ -z $NETDEV ]]; then
   # Short enough for IFNAMSIZ with the "b" of the second device.
   NETDEV=dpdkemu$(($$ % 100000))
-  [[ $PAIR == 1 ]] && NETDEV+=",${NETDEV}b"
+  [[ $PAIR == 1 && ${ONLY_FIRST:-0} != 1 ]] && NETDEV+=",${NETDEV}b"
 fi
 
 ALLOW=(-a "0000:00:05.0,dv_flow_en=0${DEVARGS:+,$DEVARGS}")
-[[ $PAIR == 1 ]] && ALLOW+=(-a "0000:00:06.0,dv_flow_en=0${DEVARGS:+,$DEVARGS}")
+[[ $PAIR == 1 && ${ONLY_FIRST:-0} != 1 ]] && ALLOW+=(-a "0000:00:06.0,dv_flow_en=0${DEVARGS:+,$DEVARGS}")
 
 RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/rawq-dpdk.XXXXXX")
 CHILD=''
