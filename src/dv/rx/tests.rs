@@ -17,6 +17,55 @@ pub(super) fn after_rq_doorbell() {
     });
 }
 
+/// A pool of `buffers` buffers in ordinary pages.
+fn test_pool(buffers: u32) -> crate::Mempool {
+    crate::Mempool::new(&crate::MempoolConfig {
+        buffers,
+        huge_pages: crate::HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A model port of 64 cyclic RQ WQEs on a wire that takes nothing back, its CQEs compressed
+/// with `comp`.
+fn sink_port(comp: Option<MiniCqeFormat>) -> crate::dv::model::ModelPort {
+    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
+    ModelPort::new(ModelOptions {
+        rq_wqes: 64,
+        wire: ModelWire::Sink,
+        cqe_compression: comp,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Queue 0 of `port` driven directly: its rings, the box that keeps their memory alive, its
+/// recovery hook, and an `Rx` on them, its RQ posted full from `cache`.
+fn rx_on(
+    port: &crate::dv::model::ModelPort,
+    pool: &crate::Mempool,
+    cache: &mut PoolCache,
+) -> (
+    crate::dv::rings::QueueRings,
+    Box<dyn std::any::Any + Send>,
+    Box<dyn crate::dv::queue::Recover>,
+    Rx,
+) {
+    let (rings, keep) = port.rings(0, pool).unwrap();
+    let hook = port.recover_hook(0);
+    let mut rx = Rx::new(
+        &rings.rq,
+        &rings.rx_cq,
+        rings.lkey,
+        rings.caps.cqe_compression,
+        pool,
+    )
+    .unwrap();
+    rx.refill(cache);
+    (rings, keep, hook, rx)
+}
+
 /// An IPv4/UDP frame from source port `sport` with a valid IPv4 header checksum.
 fn udp_frame(sport: u16) -> Vec<u8> {
     let mut f = vec![0u8; 64];
@@ -46,20 +95,8 @@ fn udp_frame(sport: u16) -> Vec<u8> {
 /// loop and the ring wrap are both crossed.
 #[test]
 fn received_packets_carry_their_metadata() {
-    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::{HugePages, Mempool, MempoolConfig};
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 512,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
-    let port = ModelPort::new(ModelOptions {
-        rq_wqes: 64,
-        wire: ModelWire::Sink,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = test_pool(512);
+    let port = sink_port(None);
     let mut q = port.queue(0, &pool).unwrap().into_queue();
     let mut got = Vec::new();
     let mut want = Vec::new();
@@ -139,9 +176,6 @@ fn raw_meta_decodes_like_the_cqe_views() {
 /// over several laps of the CQ.
 #[test]
 fn reset_drains_compressed_sessions_whole() {
-    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::dv::rings::MiniCqeFormat;
-    use crate::{HugePages, Mempool, MempoolConfig};
     // One flow (so that both mini-CQE formats compress), a sequence number in the payload.
     let tagged = |seq: u16| {
         let mut f = udp_frame(7);
@@ -149,32 +183,11 @@ fn reset_drains_compressed_sessions_whole() {
         f
     };
     for fmt in [MiniCqeFormat::Hash, MiniCqeFormat::CsumStrideIdx] {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 512,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
-        let port = ModelPort::new(ModelOptions {
-            rq_wqes: 64,
-            wire: ModelWire::Sink,
-            cqe_compression: Some(fmt),
-            ..Default::default()
-        })
-        .unwrap();
-        let (rings, keep) = port.rings(0, &pool).unwrap();
-        let mut hook = port.recover_hook(0);
+        let pool = test_pool(512);
+        let port = sink_port(Some(fmt));
         let mut cache = pool.cache();
+        let (_rings, keep, mut hook, mut rx) = rx_on(&port, &pool, &mut cache);
         let stats = StatsWriter::default();
-        let mut rx = Rx::new(
-            &rings.rq,
-            &rings.rx_cq,
-            rings.lkey,
-            rings.caps.cqe_compression,
-            &pool,
-        )
-        .unwrap();
-        rx.refill(&mut cache);
         let mut out = Vec::with_capacity(64);
         let mut got = 0u32;
         for round in 0..12u16 {
@@ -226,22 +239,8 @@ fn reset_drains_compressed_sessions_whole() {
 /// from plain CQEs keep the device's hash.
 #[test]
 fn checksum_format_mini_cqes_report_no_rss_hash() {
-    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::dv::rings::MiniCqeFormat;
-    use crate::{HugePages, Mempool, MempoolConfig};
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 512,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
-    let port = ModelPort::new(ModelOptions {
-        rq_wqes: 64,
-        wire: ModelWire::Sink,
-        cqe_compression: Some(MiniCqeFormat::CsumStrideIdx),
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = test_pool(512);
+    let port = sink_port(Some(MiniCqeFormat::CsumStrideIdx));
     let mut q = port.queue(0, &pool).unwrap().into_queue();
     let (mut hashed, mut unhashed) = (0u64, 0u64);
     let mut out = Vec::with_capacity(64);
@@ -280,7 +279,6 @@ fn checksum_format_mini_cqes_report_no_rss_hash() {
 /// buffers still posted, and receives every later frame; every buffer comes home.
 #[test]
 fn striding_length_error_skips_one_wqe() {
-    use crate::dv::rings::MiniCqeFormat;
     striding_length_error_case(None);
     striding_length_error_case(Some(MiniCqeFormat::CsumStrideIdx));
 }
@@ -382,14 +380,8 @@ fn striding_length_error_case(fmt: Option<crate::dv::rings::MiniCqeFormat>) {
 #[test]
 fn a_cq_as_large_as_the_rq_never_overruns() {
     use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::{HugePages, Mempool, MempoolConfig};
     use std::rc::Rc;
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 1024,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = test_pool(1024);
     let port = Rc::new(
         ModelPort::new(ModelOptions {
             rq_wqes: 64,
@@ -435,23 +427,9 @@ fn a_cq_as_large_as_the_rq_never_overruns() {
 /// (resumed mid-session) and across the ring's wrap; every buffer comes home.
 #[test]
 fn compressed_sessions_give_what_plain_cqes_give() {
-    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::dv::rings::MiniCqeFormat;
-    use crate::{HugePages, Mempool, MempoolConfig};
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 1024,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = test_pool(1024);
     let receive = |comp: Option<MiniCqeFormat>| {
-        let port = ModelPort::new(ModelOptions {
-            rq_wqes: 64,
-            wire: ModelWire::Sink,
-            cqe_compression: comp,
-            ..Default::default()
-        })
-        .unwrap();
+        let port = sink_port(comp);
         let mut q = port.queue(0, &pool).unwrap().into_queue();
         let mut got = Vec::new();
         let mut out = Vec::with_capacity(64);
@@ -496,41 +474,17 @@ fn compressed_sessions_give_what_plain_cqes_give() {
 /// stop mid-session and over many laps of the ring.
 #[test]
 fn compressed_polls_repost_every_wqe_across_the_wrap() {
-    use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
-    use crate::dv::rings::MiniCqeFormat;
-    use crate::{HugePages, Mempool, MempoolConfig};
     let tagged = |seq: u32| {
         let mut f = udp_frame(9);
         f[42..46].copy_from_slice(&seq.to_be_bytes());
         f
     };
     for fmt in [MiniCqeFormat::Hash, MiniCqeFormat::CsumStrideIdx] {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 512,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
-        let port = ModelPort::new(ModelOptions {
-            rq_wqes: 64,
-            wire: ModelWire::Sink,
-            cqe_compression: Some(fmt),
-            ..Default::default()
-        })
-        .unwrap();
-        let (rings, keep) = port.rings(0, &pool).unwrap();
-        let mut hook = port.recover_hook(0);
+        let pool = test_pool(512);
+        let port = sink_port(Some(fmt));
         let mut cache = pool.cache();
+        let (rings, keep, mut hook, mut rx) = rx_on(&port, &pool, &mut cache);
         let stats = StatsWriter::default();
-        let mut rx = Rx::new(
-            &rings.rq,
-            &rings.rx_cq,
-            rings.lkey,
-            rings.caps.cqe_compression,
-            &pool,
-        )
-        .unwrap();
-        rx.refill(&mut cache);
         let geo = pool.shared().geometry();
         let (mut sent, mut got) = (0u32, 0u32);
         let mut out = Vec::with_capacity(64);
