@@ -183,6 +183,12 @@ impl Pmd {
             .unwrap_or_else(|| panic!("no {field} in {}", self.stats_file(dev).display()))
     }
 
+    /// Whether testpmd's port 0 counts `s` as the model counts mlx5_0: every frame received
+    /// is one the model delivered, every frame missed one it dropped for want of a buffer.
+    pub fn rx_as_the_model_counts(&self, s: &PortStats) -> bool {
+        s.rx == self.model(0, "rx_frames") && s.missed == self.model(0, "rx_no_buffer")
+    }
+
     /// Polls `show port stats PORT` until `done` holds for it (or fails past `limit`).
     pub fn stats_until(
         &mut self,
