@@ -6,24 +6,12 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use support::emu::{emu_sh, last_counter, serial, tempdir, text, wait_for};
+use support::emu::{emu_sh, last_counter, rxgen, serial, tempdir, text, wait_for};
 
 const COUNT: u64 = 20_000;
-
-/// The generator's `{ generated: N, count: M, done: B }` line in the stats file: (N, B).
-fn rxgen(stats: &Path) -> Option<(u64, bool)> {
-    let t = std::fs::read_to_string(stats).ok()?;
-    let line = t.lines().rev().find(|l| l.starts_with("rawq-emu rxgen:"))?;
-    let field = |k: &str| {
-        let at = line.find(&format!(" {k}: "))? + k.len() + 3;
-        line[at..].split([',', ' ', '}']).next().map(str::to_owned)
-    };
-    Some((field("generated")?.parse().ok()?, field("done")? == "true"))
-}
 
 #[test]
 fn every_generated_frame_is_received_or_counted_as_a_no_buffer_drop() {

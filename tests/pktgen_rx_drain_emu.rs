@@ -16,22 +16,11 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::emu::{emu_sh, last_counter, serial, tempdir, text, wait_for};
+use support::emu::{emu_sh, last_counter, rxgen, serial, tempdir, text, wait_for};
 use support::procs::{threads_named, wait_descendant, Held};
 
 /// Frames made: many bursts, fewer than the receive ring holds.
 const COUNT: u64 = 1000;
-
-/// The generator's `{ generated: N, .., done: B }` line in the stats file: (N, B).
-fn rxgen(stats: &Path) -> Option<(u64, bool)> {
-    let t = std::fs::read_to_string(stats).ok()?;
-    let line = t.lines().rev().find(|l| l.starts_with("rawq-emu rxgen:"))?;
-    let field = |k: &str| {
-        let at = line.find(&format!(" {k}: "))? + k.len() + 3;
-        line[at..].split([',', ' ', '}']).next().map(str::to_owned)
-    };
-    Some((field("generated")?.parse().ok()?, field("done")? == "true"))
-}
 
 /// Waits until `file` contains `pat`, up to `limit`; false past it.
 fn wait_text(file: &Path, pat: &str, limit: Duration) -> bool {

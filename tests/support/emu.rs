@@ -62,6 +62,18 @@ pub fn counter(stats: &Path, field: &str) -> Option<u64> {
     counter_in(stats, field, false)
 }
 
+/// The emulator's frame source (`RAWQ_EMU_RXGEN`) in the stats file: its last
+/// `rawq-emu rxgen: { generated: N, count: M, done: B }` line as (N, B).
+pub fn rxgen(stats: &Path) -> Option<(u64, bool)> {
+    let t = std::fs::read_to_string(stats).ok()?;
+    let line = t.lines().rev().find(|l| l.starts_with("rawq-emu rxgen:"))?;
+    let field = |k: &str| {
+        let at = line.find(&format!(" {k}: "))? + k.len() + 3;
+        line[at..].split([',', ' ', '}']).next().map(str::to_owned)
+    };
+    Some((field("generated")?.parse().ok()?, field("done")? == "true"))
+}
+
 /// A counter of the device model (`RAWQ_EMU_STATS` file): its last report.
 pub fn last_counter(stats: &Path, field: &str) -> Option<u64> {
     counter_in(stats, field, true)
