@@ -222,12 +222,7 @@ mod tests {
 
     #[test]
     fn a_chained_packet_is_captured_whole() {
-        let pool = crate::Mempool::new(&crate::MempoolConfig {
-            buffers: 16,
-            huge_pages: crate::HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(16);
         let frame: Vec<u8> = (0..5000u32).map(|k| (k * 3) as u8).collect();
         let room = (pool.buf_size() - pool.headroom() as u32) as usize;
         let mut chunks = frame.chunks(room);

@@ -130,16 +130,11 @@ fn fill_chained(p: &mut Packet, len: usize, write: impl FnOnce(&mut [u8])) -> Re
 mod tests {
     use super::*;
     use crate::gen::{FlowVary, FrameSpec, SizeSpec};
-    use crate::{HugePages, Mempool, MempoolConfig, Packet};
+    use crate::Packet;
 
     #[test]
     fn fills_templates_and_cycles_frames() {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 32,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(32);
         let mut p = pool.alloc().unwrap();
         let frames = FrameSource::Frames(vec![vec![1; 60], vec![2; 100]]);
         assert_eq!((frames.max_len(), frames.mean_len()), (100, 80.0));
@@ -226,12 +221,7 @@ mod tests {
     /// buffer.
     #[test]
     fn fill_burst_writes_what_fill_writes() {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 512,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(512);
         let mut sources = vec![FrameSource::Frames(vec![
             vec![1; 60],
             vec![2; 100],

@@ -40,6 +40,17 @@ use cache::LOCAL;
 pub use config::{HugePages, MemoryKind, MempoolConfig};
 pub use pool::Mempool;
 
+/// A pool of `buffers` buffers of the default size in ordinary pages, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_pool(buffers: u32) -> Mempool {
+    Mempool::new(&MempoolConfig {
+        buffers,
+        huge_pages: HugePages::Never,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
 /// Size of a huge page used for the region, when huge pages are used.
 pub const HUGE_PAGE_SIZE: usize = 2 << 20;
 

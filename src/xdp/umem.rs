@@ -122,12 +122,7 @@ mod tests {
 
     #[test]
     fn addresses_map_to_buffers_and_rx_data_misses_the_header() {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 16,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(16);
         let u = Umem::of(&pool).unwrap();
         assert_eq!(u.base % 4096, 0, "UMEM must be page aligned");
         assert_eq!(u.chunk_addr(3), 3 * 2048);

@@ -3,7 +3,6 @@
 use super::*;
 use crate::dv::rings::Striding;
 use crate::dv::wire::{cqe, ctrl, Cqe, CtrlSeg, DataSeg, EthSeg};
-use crate::mempool::{HugePages, MempoolConfig};
 use rawq_model::mem;
 use std::sync::Arc;
 
@@ -17,12 +16,7 @@ struct Raw {
 }
 
 fn raw(o: ModelOptions) -> Raw {
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 64,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = crate::mempool::test_pool(64);
     let port = ModelPort::new(ModelOptions {
         wire: ModelWire::Sink,
         ..o

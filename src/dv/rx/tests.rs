@@ -2,6 +2,8 @@ use super::*;
 
 use std::cell::RefCell;
 
+use crate::mempool::test_pool;
+
 thread_local! {
     /// Device work a test runs right after each RQ doorbell record store (a device may run at
     /// any instant; this is the instant that shows the ordering of the two doorbell records).
@@ -15,16 +17,6 @@ pub(super) fn after_rq_doorbell() {
             f();
         }
     });
-}
-
-/// A pool of `buffers` buffers in ordinary pages.
-fn test_pool(buffers: u32) -> crate::Mempool {
-    crate::Mempool::new(&crate::MempoolConfig {
-        buffers,
-        huge_pages: crate::HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap()
 }
 
 /// A model port of 64 cyclic RQ WQEs on a wire that takes nothing back, its CQEs compressed
@@ -286,13 +278,7 @@ fn striding_length_error_skips_one_wqe() {
 fn striding_length_error_case(fmt: Option<crate::dv::rings::MiniCqeFormat>) {
     use crate::dv::model::{ModelOptions, ModelPort, ModelWire, RxKind};
     use crate::dv::rings::Striding;
-    use crate::{HugePages, Mempool, MempoolConfig};
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 256,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = crate::mempool::test_pool(256);
     let port = ModelPort::new(ModelOptions {
         rq_wqes: 4,
         rx: RxKind::Striding(Striding {

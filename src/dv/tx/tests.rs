@@ -1,6 +1,6 @@
 use crate::dv::model::{ModelOptions, ModelPort, ModelWire};
 use crate::dv::wire::cqe;
-use crate::{HugePages, Mempool, MempoolConfig, Packet};
+use crate::{Mempool, Packet};
 
 /// A packet of `lens.len()` buffers holding `lens[i]` bytes each.
 fn chained(pool: &Mempool, lens: &[usize]) -> Packet {
@@ -18,12 +18,7 @@ fn chained(pool: &Mempool, lens: &[usize]) -> Packet {
 /// header swallows whole) and runts, with a send error in the middle: after recovery every
 /// packet taken is counted once, as sent or dropped, and every buffer comes home.
 fn error_with_chains(min_inline: u16, empw: bool) {
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 2048,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = crate::mempool::test_pool(2048);
     let port = ModelPort::new(ModelOptions {
         sq_wqebbs: 64,
         min_inline,
@@ -100,12 +95,7 @@ fn unsignaled_wqes_use_only_first_error_completion() {
     use crate::dv::wire::ctrl;
     use crate::stats::StatsWriter;
     for (min_inline, empw) in [(0, false), (18, false), (0, true)] {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 1024,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(1024);
         let port = ModelPort::new(ModelOptions {
             sq_wqebbs: 256,
             min_inline,
@@ -160,12 +150,7 @@ fn unsignaled_wqes_use_only_first_error_completion() {
 #[test]
 fn missing_inline_header_fails_clearly() {
     use crate::dv::queue::DvQueue;
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 1024,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = crate::mempool::test_pool(1024);
     let port = ModelPort::new(ModelOptions {
         sq_wqebbs: 64,
         min_inline: 18,
@@ -221,18 +206,8 @@ fn missing_inline_header_fails_clearly() {
 #[test]
 fn tx_burst_counts_only_what_the_device_took() {
     for (min_inline, empw) in [(0, false), (18, false), (0, true)] {
-        let pool = Mempool::new(&MempoolConfig {
-            buffers: 1024,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
-        let other = Mempool::new(&MempoolConfig {
-            buffers: 64,
-            huge_pages: HugePages::Never,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = crate::mempool::test_pool(1024);
+        let other = crate::mempool::test_pool(64);
         let port = ModelPort::new(ModelOptions {
             sq_wqebbs: 256,
             min_inline,
@@ -300,12 +275,7 @@ fn tcp_frame(payload: usize, id: u8) -> Vec<u8> {
 fn mixed_offloads(min_inline: u16, empw: bool) {
     const TCI: u16 = 0x2005;
     const MSS: u16 = 100;
-    let pool = Mempool::new(&MempoolConfig {
-        buffers: 1024,
-        huge_pages: HugePages::Never,
-        ..Default::default()
-    })
-    .unwrap();
+    let pool = crate::mempool::test_pool(1024);
     let port = ModelPort::new(ModelOptions {
         min_inline,
         empw,
