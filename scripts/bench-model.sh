@@ -39,8 +39,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$BIN" ]; then
-  cargo build --release --example pktgen >&2
-  BIN=target/release/examples/pktgen
+  cargo build --release --bin rawq-pktgen >&2
+  BIN=target/release/rawq-pktgen
 fi
 [ -x "$BIN" ] || { echo "$BIN: not an executable" >&2; exit 1; }
 (( SECS >= 2 )) || { echo "--seconds must be at least 2 (1 s warm-up, 0.5 s tail)" >&2; exit 2; }

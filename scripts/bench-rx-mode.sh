@@ -28,10 +28,10 @@ done
 [[ $(id -u) == 0 ]] || { echo "bench: needs root (namespaces)" >&2; exit 1; }
 if [[ -z ${FWD:-} || -z ${PKTGEN:-} ]]; then
   echo "bench: building fwd and pktgen (release)…" >&2
-  cargo build --release --quiet --example fwd --example pktgen
+  cargo build --release --quiet --bin rawq-fwd --bin rawq-pktgen
 fi
-FWD=${FWD:-$PWD/target/release/examples/fwd}
-PKTGEN=${PKTGEN:-$PWD/target/release/examples/pktgen}
+FWD=${FWD:-$PWD/target/release/rawq-fwd}
+PKTGEN=${PKTGEN:-$PWD/target/release/rawq-pktgen}
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPU(s), $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 TAG=$$

@@ -80,10 +80,10 @@ lcores_for() { if (($1 == 1)); then echo "0@$C0,2@$C1"; else echo "0@$C0,1@$C1,2
 
 if [[ -z ${PKTGEN:-} || -z ${FWD:-} ]]; then
   echo "bench: building pktgen and fwd (release)…" >&2
-  cargo build --release --quiet --example pktgen --example fwd
+  cargo build --release --quiet --bin rawq-pktgen --bin rawq-fwd
 fi
-PKTGEN=${PKTGEN:-$ROOT/target/release/examples/pktgen}
-FWD=${FWD:-$ROOT/target/release/examples/fwd}
+PKTGEN=${PKTGEN:-$ROOT/target/release/rawq-pktgen}
+FWD=${FWD:-$ROOT/target/release/rawq-fwd}
 TESTPMD=${TESTPMD:-$(command -v dpdk-testpmd || echo /usr/bin/dpdk-testpmd)}
 if [[ ,$PARTS, == *,emu,* && -z ${RAWQ_EMU_LIB:-} ]]; then
   echo "bench: building the emulator (release)…" >&2

@@ -23,8 +23,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$BIN" ]; then
-  cargo build --release --example pktgen >&2
-  BIN=target/release/examples/pktgen
+  cargo build --release --bin rawq-pktgen >&2
+  BIN=target/release/rawq-pktgen
 fi
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT

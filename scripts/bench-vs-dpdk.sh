@@ -81,11 +81,11 @@ done
 DEVARGS=txq_mpw_en=1,txq_inline_min=0,txq_inline_max=0,txq_inline_mpw=0,rxq_cqe_comp_en=1
 
 echo "bench: building pktgen, fwd and the emulator (release)…" >&2
-[[ ,$SIDES, != *,rawq,* ]] || cargo build --release --quiet --all-features --example pktgen --example fwd
+[[ ,$SIDES, != *,rawq,* ]] || cargo build --release --quiet --all-features --bin rawq-pktgen --bin rawq-fwd
 cargo build --release --quiet -p rawq-emu
 export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
 export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
-PKTGEN=$ROOT/target/release/examples/pktgen FWD=$ROOT/target/release/examples/fwd
+PKTGEN=$ROOT/target/release/rawq-pktgen FWD=$ROOT/target/release/rawq-fwd
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rawq-vs-dpdk.XXXXXX")
 [[ $KEEP == 1 ]] && echo "bench: files in $OUT" >&2

@@ -58,8 +58,8 @@ TESTPMD=${TESTPMD:-$(command -v dpdk-testpmd || echo /usr/bin/dpdk-testpmd)}
 TRAFFICGEN=${TRAFFICGEN:-$(command -v xdp-trafficgen || echo /usr/sbin/xdp-trafficgen)}
 if [[ -z ${PKTGEN:-} ]]; then
   echo "bench: building pktgen (release)…"
-  cargo build --release --quiet --example pktgen
-  PKTGEN=$PWD/target/release/examples/pktgen
+  cargo build --release --quiet --bin rawq-pktgen
+  PKTGEN=$PWD/target/release/rawq-pktgen
 fi
 
 TX_CORE=0 RX_CORE=1

@@ -19,7 +19,7 @@ ROOT=$PWD COUNT=${1:-200000} RING=${2:-8192}
 for t in valgrind callgrind_annotate python3; do
   command -v $t >/dev/null || { echo "$t not found (scripts/setup.sh installs it)" >&2; exit 1; }
 done
-cargo build --release --quiet --all-features --example pktgen
+cargo build --release --quiet --all-features --bin rawq-pktgen
 cargo build --release --quiet -p rawq-emu
 export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
 export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
@@ -32,7 +32,7 @@ VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes)
 run() {
   local tag=$1 n=${2:-}
   env RAWQ_EMU_PAUSE=1 ${n:+RAWQ_EMU_RXGEN=$n} RAWQ_EMU_STATS="$OUT/$tag.emu" bash scripts/emu.sh -- \
-    "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" "$ROOT/target/release/examples/pktgen" \
+    "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" "$ROOT/target/release/rawq-pktgen" \
     -b dv -d mlx5_0 --rx --burst 32 --ring "$RING" --json >"$OUT/$tag.json" 2>"$OUT/$tag.log" &
   local pid=$! i
   if [[ -n $n ]]; then

@@ -37,10 +37,10 @@ command -v callgrind_annotate >/dev/null || { echo "callgrind_annotate not found
 
 flag=()
 [[ $PROFILE == release ]] && flag=(--release)
-cargo build --quiet "${flag[@]}" --all-features --example pktgen
+cargo build --quiet "${flag[@]}" --all-features --bin rawq-pktgen
 cargo build --quiet "${flag[@]}" -p rawq-emu
 TARGET=${CARGO_TARGET_DIR:-target}
-PKTGEN=$TARGET/$PROFILE/examples/pktgen
+PKTGEN=$TARGET/$PROFILE/rawq-pktgen
 export RAWQ_EMU_LIB=$PWD/$TARGET/$PROFILE/librawq_emu.so
 export RAWQ_EMU_SYSFS=$PWD/$TARGET/$PROFILE/rawq-emu-sysfs
 

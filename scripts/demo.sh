@@ -35,8 +35,8 @@ done
 
 if [[ -z ${PKTGEN:-} ]]; then
   echo "demo: building pktgen (release)…"
-  cargo build --release --quiet --all-features --example pktgen
-  PKTGEN=$PWD/target/release/examples/pktgen
+  cargo build --release --quiet --all-features --bin rawq-pktgen
+  PKTGEN=$PWD/target/release/rawq-pktgen
 fi
 if [[ $BACKEND == dv ]]; then
   # Built here, not inside emu.sh while the demo waits for the port's TAP to appear.

@@ -1,0 +1,43 @@
+//! Traffic-generation helpers shared by `rawq-pktgen` and users' own generators.
+//!
+//! * [`FrameSpec`] → a template Ethernet/IPv4-or-IPv6/UDP frame with correct checksums.
+//! * [`Stamper`] writes a frame for flow *f* and sequence number *s* into a buffer by copying the
+//!   template and patching the varying fields; the IPv4 and UDP checksums are updated
+//!   incrementally (RFC 1624), never recomputed over the whole frame.
+//! * [`Shape`] adds VLAN tags (QinQ), TCP SYN/ACK, random payload, field ranges and room for
+//!   latency stamps to a template.
+//! * [`LatencyHistogram`] (log-linear, percentiles), [`FlowTracker`] (per-flow loss,
+//!   duplicates, reordering) and [`PcapWriter`] (bounded nanosecond pcap) for the receive side.
+//! * [`SizeSpec`] (fixed, range, IMIX), [`Rate`] and [`Pacer`] (a cumulative schedule that holds
+//!   a rate without drifting), and [`SeqTracker`] for the receive side.
+//!
+//! * [`RateSearch`]: RFC 2544's binary search for the throughput, with FD.io CSIT's NDR and PDR.
+//! * [`neigh`]: ARP and IPv6 neighbour discovery on the interface under a port (resolving
+//!   `--dst-mac`, answering for the generator's own address).
+//!
+//! Sizes are frame lengths as handed to the NIC, **without** the 4-byte FCS (what tcpdump shows).
+//! Bit rates are layer-1 rates: frame + FCS + preamble + inter-frame gap = frame + 24 bytes.
+
+mod affinity;
+mod capture;
+mod flowstats;
+mod latency;
+pub mod neigh;
+mod pace;
+mod search;
+mod source;
+mod template;
+
+pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
+
+pub use capture::{realtime_ns, CaptureLimits, PcapWriter};
+pub use flowstats::{FlowCount, FlowTracker};
+pub use latency::{bucket_bounds, bucket_of, fmt_ns, monotonic_ns, LatencyHistogram, PERCENTILES};
+pub use pace::{parse_duration, Pacer, Pattern, Rate, MAX_DURATION_S};
+pub use search::{RateSearch, TrialCount};
+pub use source::FrameSource;
+pub use template::{
+    checksum, csum_fold, csum_update16, FieldRange, FlowVary, FrameSpec, L4Kind, Payload,
+    RangeField, RangeMode, RangeValue, SeqTracker, Shape, SizeSpec, Stamp, StampInfo, Stamper,
+    Vlan, LAT_MAGIC, SEQ_MAGIC, WIRE_OVERHEAD,
+};

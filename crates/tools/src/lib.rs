@@ -1,0 +1,6 @@
+//! What rawq's tools share: the link watch that pktgen and fwd both run (`--on-link-down`).
+//!
+//! The tools themselves are the binaries in `src/bin/`: `rawq-pktgen`, `rawq-fwd` and
+//! `rawq-devinfo`.
+
+pub mod linkwatch;
