@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rawq bench: fwd's forwarding rate per core and its two-queue scaling, on the device model and
-# on AF_XDP over a two-queue veth (README "fwd" gives the figures and the machine).
+# on AF_XDP over a two-queue veth (docs/performance.md "fwd's forwarding rate" gives the figures and the machine).
 #
 # model: one looped-back port (`-b model`); `fwd --tx-first 1024` puts 1024 frames in the
 #   loop and forwards them round (io mode) for the window, one queue pair on core 0, then two

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rawq bench: the latency each receive mode adds (README "Event-driven receive"). fwd reflects
+# rawq bench: the latency each receive mode adds (docs/performance.md "Receive modes: latency added"; the API: docs/backends.md "Event-driven receive"). fwd reflects
 # a flow (macswap, AF_XDP on a veth pair between two throwaway namespaces) with --rx-mode poll,
 # interrupt and adaptive; pktgen --txrx --latency on the other end sends at a low and a high
 # rate and reports the round trip's p50 and p99 (kernel XDP-hook receive stamps, software send

@@ -35,7 +35,7 @@
 #   testpmd rxonly is the exception (its lcore never naps: 99.97 % of its bursts are empty
 #   under valgrind, which no fit sees through): its second run has nothing generated, giving an
 #   empty call's exact cost, and rxcost.py takes the packets' cost from the burst function's
-#   inclusive cost with exact call counts (--dump-instr=yes; README "How DPDK's receive figure
+#   inclusive cost with exact call counts (--dump-instr=yes; docs/performance.md "How DPDK's receive figure
 #   was found").
 # * io is counted exactly instead, for both tools (iocost.py, --dump-instr=yes): empty rounds =
 #   rx burst calls - tx burst calls (both forwarders call tx only after a non-empty rx; fwd's
@@ -196,7 +196,7 @@ for key in runs[0]['series']:
     show(key, [tuple(r['series'][key]) for r in runs])
 EOF
 
-# DPDK's receive figure from per-instruction counts (README: "How DPDK's receive figure was
+# DPDK's receive figure from per-instruction counts (docs/performance.md: "How DPDK's receive figure was
 # found"): per packet = (I - e * C_empty - paths) / N, where I is the rx burst function's
 # inclusive cost, e an empty call's cost (the run with nothing generated), C_empty the calls
 # testpmd found empty, and paths the bound on what the empty calls' data-dependent paths in the
@@ -483,7 +483,7 @@ if [[ ,$MODES, == *,rx,* ]]; then
   if [[ ,$SIDES, == *,dpdk,* ]]; then
   # --no-flush-rx: testpmd's start otherwise drains and discards what its RQs hold (frames
   # the source put there while testpmd read its start command).
-  # --dump-instr=yes: per-instruction counts, from which README's DPDK receive figure is
+  # --dump-instr=yes: per-instruction counts, from which docs/performance.md's DPDK receive figure is
   # derived (how many bursts were not empty: testpmd's branch after the burst; which calls
   # took the burst function's data-dependent paths).
   VG_EXTRA=--dump-instr=yes TESTPMD_EXTRA=--no-flush-rx RAWQ_EMU_PAUSE=1 RAWQ_EMU_RXGEN=$RXGEN_COUNT \
@@ -504,7 +504,7 @@ if [[ ,$MODES, == *,rx,* ]]; then
   unset RXGEN_COUNT
 fi
 
-# io forwarding's cost per forwarded packet from exact counts (README "How the io figures are
+# io forwarding's cost per forwarded packet from exact counts (docs/performance.md "How the io figures are
 # counted"): per packet = (I - e * C_empty) / N for each part, where I is the part's inclusive
 # cost on the forwarding thread, C_empty the rounds whose rx burst found nothing (rx burst
 # calls - tx burst calls: both tools call tx only after a non-empty rx), e what one empty round

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rawq's DV receive driver cost per packet on the emulated ConnectX-5, from exact counts (no
-# fit): the method README's "rawq's receive figure from exact counts" describes.
+# fit): the method docs/performance.md's "rawq's receive figure from exact counts" describes.
 #
 # * A loaded run: `pktgen -b dv --rx` (burst 32, CQE compression, the default) under callgrind,
 #   fed COUNT 60-byte frames by the emulator's own frame source with flow control on

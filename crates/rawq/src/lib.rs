@@ -79,6 +79,11 @@ pub mod xdp;
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
 
+/// docs/backends.md's Rust examples, likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/backends.md")]
+struct BackendsDoctests;
+
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use config::{Offload, Offloads};
 pub use error::{Error, Result, CAPS};

@@ -233,7 +233,7 @@ fn txrx_drain_is_an_option() {
     assert!(!out.status.success(), "{}", text(&out));
 }
 
-/// README: "the text summary prints everything the JSON has" – the fields beyond the summary
+/// docs/pktgen.md: "the text summary prints everything the JSON has" – the fields beyond the summary
 /// line (whole run, bursts and full-ring time, pool misses, losses outside the queues, the
 /// software device's polls) are in the text too.
 #[test]

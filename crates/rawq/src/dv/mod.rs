@@ -15,16 +15,16 @@
 //!
 //! Cost, measured with `scripts/callgrind-dv.sh` (model completing inline, one core): about 49
 //! instructions per packet on send (56 with the 18-byte inline header; completions included)
-//! and, on receive, about 64 over plain CQEs and 57 over compressed sessions (`rx` and `rxzip`
+//! and, on receive, about 59 over plain CQEs and 57 over compressed sessions (`rx` and `rxzip`
 //! lines; refill included, every packet carrying its metadata raw: see
 //! [`RxMeta`](crate::RxMeta)). `benches/dv.rs` prints the time ratio against a bare loop
-//! storing 64 bytes per packet; the README has the figures of one run.
+//! storing 64 bytes per packet; docs/performance.md has the figures of one run.
 //!
 //! Vendor sources: every behaviour that differs between drivers follows the one cited beside the
 //! code (rdma-core's libmlx5 for sizing and doorbells, DPDK's mlx5 PMD for error handling and
 //! completion modes, VPP's rdma plugin for the striding RQ layout, the kernel's mlx5e for
 //! decompression). What the device model cannot show (real syndromes, the minimum inline
-//! requirement, write-combining) is listed in the README.
+//! requirement, write-combining) is listed in docs/backends.md.
 
 pub mod control;
 pub mod cq;
