@@ -9,10 +9,9 @@ use std::process::{Command, Output};
 
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("emu/ has a parent")
-        .to_path_buf()
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
+        .expect("the workspace root (crates/emu/../..)")
 }
 
 /// Runs `scripts/emu.sh OPTS -- CMD...` with extra environment. The launcher builds the
