@@ -38,6 +38,7 @@
 //! Dropping a [`Port`] removes its flow rules (and XDP program); drop the queues first. A pool's
 //! memory is unmapped when its last handle goes and every buffer is home.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
