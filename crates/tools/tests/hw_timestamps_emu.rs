@@ -59,10 +59,29 @@ fn the_emulated_nics_clock_reads_through_verbs() {
     if std::env::var("RAWQ_HWTS_INNER").is_ok_and(|v| v == "1") {
         let ctx = rawq::ibverbs::device::open("mlx5_0").expect("open mlx5_0");
         let c = rawq::dv::cq::DeviceClock::of_verbs(&ctx).expect("device clock");
-        let a = c.now_ticks();
+        // The emulator keeps the clock page current from a thread (every 100 µs); on a loaded
+        // machine that thread can run late, so after the sleep wait (bounded) for the page to
+        // show 45 ms more, and report the wall time that took: the clock must neither stall
+        // nor run ahead of the host's.
+        // `a` is taken the moment the page changes, and `t0` just before the last reading that
+        // had not changed yet: the page's value `a` was written after `t0`, so the device time
+        // from `a` to `b` cannot exceed the wall time from `t0` to after reading `b`.
+        let mut t0 = std::time::Instant::now();
+        let first = c.now_ticks();
+        let mut a = first;
+        while a == first && t0.elapsed() < std::time::Duration::from_secs(5) {
+            t0 = std::time::Instant::now();
+            a = c.now_ticks();
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let b = c.now_ticks();
-        println!("RESULT khz {} a {a} b {b}", c.khz());
+        let mark = a + 45 * c.khz();
+        let mut b = c.now_ticks();
+        while b < mark && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::yield_now();
+            b = c.now_ticks();
+        }
+        let wall_us = t0.elapsed().as_micros();
+        println!("RESULT khz {} a {a} b {b} wall_us {wall_us}", c.khz());
         return;
     }
     let root = support::repo_root();
@@ -94,13 +113,18 @@ fn the_emulated_nics_clock_reads_through_verbs() {
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
-    let (khz, a, b) = (f[0], f[1], f[2]);
+    let (khz, a, b, wall_us) = (f[0], f[1], f[2], f[3]);
     assert_eq!(khz, 156_250, "the emulated ConnectX-5's core clock: {line}");
-    // 50 ms of a 156.25 MHz clock: 7.8 M ticks (the emulator updates the page every 100 µs;
-    // the sleep may run long on a loaded machine).
+    // 50 ms of a 156.25 MHz clock: 7.8 M ticks. The clock reached the 45 ms mark (within the
+    // inner half's 5 s bound), and did not run ahead of the host's clock over the same span
+    // (1 ms of slack for the two readings' order).
     let ms = (b - a) as f64 / khz as f64;
     assert!(
-        (45.0..1000.0).contains(&ms),
-        "{ms} ms between readings: {line}"
+        ms >= 45.0,
+        "the device clock stalled: {ms} ms in {wall_us} µs: {line}"
+    );
+    assert!(
+        ms <= wall_us as f64 / 1000.0 + 1.0,
+        "the device clock ran ahead of the host's: {ms} ms in {wall_us} µs: {line}"
     );
 }

@@ -103,7 +103,7 @@ impl Rig {
         rig.pid = wait_descendant(rig.child.id(), "rawq-pktgen", Duration::from_secs(10))
             .expect("pktgen's process under emu.sh");
         // The receiving queue's thread: the one unnamed thread besides the main one.
-        let rx = threads_named(rig.pid, "pktgen");
+        let rx = threads_named(rig.pid, "rawq-pktgen");
         assert_eq!(
             rx.len(),
             1,
