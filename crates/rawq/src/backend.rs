@@ -7,6 +7,8 @@
 //! [`Control`] (rules, link, device counters, clock): it never asks which backend it has.
 //! What a backend cannot do it refuses in its own `open` (e.g. loopback refuses `vlan_strip`),
 //! and what it does it reports in [`PortInfo::offloads`](crate::config::PortInfo::offloads).
+//! What only the mlx5 backends have (a device clock, the model's device) they fill in at open
+//! (`crate::dv::Mlx5Extras`), so that this contract names no backend's type.
 
 use crate::config::PortInfo;
 use crate::counters::DeviceCounters;
@@ -20,7 +22,7 @@ pub(crate) type Opened = (Vec<Queue>, PortInfo, Box<dyn Control>);
 
 /// A backend's control-path objects (flows, programs, device objects), kept by the port, and
 /// what the port asks of them: rules added and removed while the port runs, where its link is,
-/// what its device counted, its clock. Rules are known to the backend by the number
+/// what its device counted. Rules are known to the backend by the number
 /// [`RuleHandle::id`](crate::port::RuleHandle::id) gives them; the rules given at open are
 /// numbered 0, 1, ... in their order. The port has validated every rule it passes in and checks
 /// every number it passes to `remove_rule`.
@@ -48,18 +50,5 @@ pub(crate) trait Control: Send + 'static {
     /// they read when it opened); all `None` (the default) where the backend has none.
     fn device_counters(&self) -> DeviceCounters {
         DeviceCounters::default()
-    }
-
-    /// The clock that stamps received packets, where the backend has one (default: none).
-    #[cfg(feature = "mlx5")]
-    fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        None
-    }
-
-    /// The software device under the port, for a port on [`Backend::Model`](crate::Backend)
-    /// (default: none).
-    #[cfg(feature = "mlx5")]
-    fn model_port(&self) -> Option<&crate::dv::model::ModelPort> {
-        None
     }
 }

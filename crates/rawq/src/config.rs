@@ -45,7 +45,7 @@ pub enum Backend {
     /// The software mlx5 device ([`crate::dv::model`], crate `rawq-model`) driven by the DV data path, running in a
     /// thread of its own; needs nothing.
     #[cfg(feature = "mlx5")]
-    Model(crate::dv::model::ModelOptions),
+    Model(crate::dv::model::options::ModelOptions),
 }
 
 impl Backend {

@@ -173,6 +173,9 @@ impl PortBuilder {
         // The one registration point: the port names a backend here only, to open it. What a
         // backend cannot do it refuses in its `open`; everything else the port asks of the
         // control objects it returns (`crate::backend::Control`).
+        // The mlx5 backends fill in what only they have (a device clock, the model's device).
+        #[cfg(feature = "mlx5")]
+        let mut mlx5 = crate::dv::Mlx5Extras::default();
         #[allow(unreachable_patterns)]
         let (queues, info, control): Opened = match &cfg.backend {
             Backend::Loopback => crate::loopback::open(&cfg, &pool)?,
@@ -181,9 +184,9 @@ impl PortBuilder {
             #[cfg(feature = "verbs")]
             Backend::Verbs { .. } => crate::ibverbs::open(&cfg, &pool)?,
             #[cfg(feature = "mlx5")]
-            Backend::Dv { .. } => crate::dv::open(&cfg, &pool)?,
+            Backend::Dv { .. } => crate::dv::open(&cfg, &pool, &mut mlx5)?,
             #[cfg(feature = "mlx5")]
-            Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool)?,
+            Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool, &mut mlx5)?,
             other => return Err(other.unavailable()),
         };
         let queues = crate::mtu::guard(queues, cfg.max_frame());
@@ -208,6 +211,8 @@ impl PortBuilder {
             counters_base,
             link,
             control,
+            #[cfg(feature = "mlx5")]
+            mlx5,
         })
     }
 }
@@ -257,6 +262,11 @@ pub struct Port {
     // Dropped last: flow rules, XDP program link, verbs objects. Every question the port
     // asks of its backend goes through it.
     control: Box<dyn Control>,
+    /// What an mlx5 backend filled in at open (its clock, the model's device); dropped after
+    /// the control objects (the model's thread stops first; the clock's verbs context, shared
+    /// with them, closes with its last handle).
+    #[cfg(feature = "mlx5")]
+    mlx5: crate::dv::Mlx5Extras,
 }
 
 impl std::fmt::Debug for Port {
@@ -335,17 +345,17 @@ impl Port {
     /// device objects); `None` for other backends.
     #[cfg(feature = "mlx5")]
     pub fn model_port(&self) -> Option<&crate::dv::model::ModelPort> {
-        self.control.model_port()
+        self.mlx5.model.as_ref()
     }
 
     /// The clock that stamps received packets ([`crate::RxMeta::hw_timestamp`]) when the
     /// backend has one: a [`Backend::Model`] port with a clock
     /// ([`crate::dv::model::ModelOptions::clock_khz`]), or a [`Backend::Dv`] port whose
-    /// device reports its core clock (read through the port's own verbs context: the clock is
-    /// the device's); `None` otherwise.
+    /// device reports its core clock (read through the port's own verbs context, found when the
+    /// port opened: the clock is the device's); `None` otherwise.
     #[cfg(feature = "mlx5")]
     pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        self.control.device_clock()
+        self.mlx5.clock.clone()
     }
 
     /// Installs `rule` while the port runs, after the rules already there (among equal

@@ -81,11 +81,29 @@ impl queue::Recover for control::KeepAlive {
     }
 }
 
-/// Opens a hardware DV port: verbs objects through the control path, rings through
-/// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules.
+/// What a port on an mlx5 backend (dv, model) has beyond the backend contract
+/// ([`crate::backend::Control`]), filled in by the backend's `open`: the clock that stamps its
+/// completions and, on the model, the software device. Other backends leave it empty.
 #[cfg(feature = "mlx5")]
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
+#[derive(Default)]
+pub(crate) struct Mlx5Extras {
+    /// The device clock (`Port::device_clock`).
+    pub(crate) clock: Option<cq::DeviceClock>,
+    /// The software device under a `Backend::Model` port (`Port::model_port`).
+    pub(crate) model: Option<model::ModelPort>,
+}
+
+/// Opens a hardware DV port: verbs objects through the control path, rings through
+/// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules. The device's core
+/// clock, where it reports one, goes to `extras` (read through the port's own context).
+#[cfg(feature = "mlx5")]
+pub(crate) fn open(
+    cfg: &PortConfig,
+    pool: &Mempool,
+    extras: &mut Mlx5Extras,
+) -> Result<crate::backend::Opened> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
+    extras.clock = ctl.device_clock();
     let caps = ctl.rings().first().map(|r| r.caps);
     let strip_cap = ctl.device().cvlan_strip;
     let rq = ctl

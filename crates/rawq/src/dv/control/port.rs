@@ -170,6 +170,12 @@ impl ControlPort {
         std::mem::take(&mut self.queues)
     }
 
+    /// The device's core clock, read through the port's own context; `None` where the device
+    /// reports none.
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        crate::dv::cq::DeviceClock::of_verbs(self.pd.context()).ok()
+    }
+
     /// What the device allows.
     pub fn device(&self) -> &DvDevice {
         &self.dev
@@ -221,11 +227,6 @@ impl crate::backend::Control for ControlPort {
             port: self.port,
         }
         .read()
-    }
-
-    /// The device's core clock, read through the port's own context.
-    fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        crate::dv::cq::DeviceClock::of_verbs(self.pd.context()).ok()
     }
 
     fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {

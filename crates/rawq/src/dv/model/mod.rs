@@ -42,7 +42,7 @@
 //! over the device, converting rawq's options into the device's and its errors into
 //! [`Error`].
 
-mod options;
+pub(crate) mod options;
 mod port;
 
 use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing};
@@ -141,11 +141,13 @@ impl ModelOptions {
 }
 
 /// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
-/// in its own thread, which stops when the port is dropped.
+/// in its own thread, which stops when the port is dropped; the device and its clock go to
+/// `extras`.
 pub(crate) fn open(
     cfg: &crate::config::PortConfig,
     opts: &ModelOptions,
     pool: &Mempool,
+    extras: &mut crate::dv::Mlx5Extras,
 ) -> Result<crate::backend::Opened> {
     let mut o = opts.clone();
     // The port's mlx5 receive options, as the DV backend takes them.
@@ -204,6 +206,8 @@ pub(crate) fn open(
         queues.push(q.into_queue());
     }
     let caps = port.caps();
+    extras.clock = port.device_clock();
+    extras.model = Some(port.clone());
     let thread = port.spawn();
     let info = crate::PortInfo {
         backend: "model",
@@ -263,14 +267,6 @@ impl crate::backend::Control for ModelControl {
             rx_no_buffer: Some(self.port.counters().rx_no_buffer),
             ..Default::default()
         }
-    }
-
-    fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        self.port.device_clock()
-    }
-
-    fn model_port(&self) -> Option<&ModelPort> {
-        Some(&self.port)
     }
 
     fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {
