@@ -45,14 +45,14 @@ impl DeviceCounters {
     }
 }
 
-/// Where a port's device counters are read from.
+/// Where a backend's device counters are read from (the backends that keep them in sysfs).
 #[derive(Clone, Debug)]
 pub(crate) enum Source {
-    /// None (loopback, the software device: its counters are read from it directly).
-    None,
     /// An RDMA device's port: `SYSFS/class/infiniband/DEV/ports/N/hw_counters/`.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     Rdma { device: String, port: u8 },
     /// A network interface: `SYSFS/class/net/IF/statistics/`.
+    #[cfg_attr(not(feature = "xdp"), allow(dead_code))]
     Netdev { ifname: String },
 }
 
@@ -76,7 +76,6 @@ impl Source {
     /// The counters as they read now (absolute values).
     pub(crate) fn read(&self) -> DeviceCounters {
         match self {
-            Source::None => DeviceCounters::default(),
             // As DPDK's mlx5 PMD reads them: drivers/net/mlx5/linux/mlx5_os.c,
             // `mlx5_os_read_dev_stat` reads `<ibdev_path>/ports/<port>/hw_counters/<name>` (or,
             // for `out_of_buffer`, a DevX queue counter when it made one), and `out_of_buffer`

@@ -65,7 +65,8 @@ pub mod port;
 pub mod queue;
 pub mod stats;
 
-#[cfg(feature = "mlx5")]
+// Always built: its `options` (the mlx5 receive options of `PortConfig`) in every feature
+// set, the backend itself with feature `mlx5`.
 #[allow(unsafe_code)]
 pub mod dv;
 #[cfg(feature = "verbs")]

@@ -113,6 +113,7 @@ pub(crate) enum Source {
         mtu: Option<u32>,
     },
     /// A Linux interface.
+    #[cfg_attr(not(any(feature = "xdp", feature = "mlx5")), allow(dead_code))]
     Netdev { ifname: String },
     /// An RDMA device's port.
     #[cfg_attr(not(feature = "verbs"), allow(dead_code))]

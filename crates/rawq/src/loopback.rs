@@ -4,7 +4,6 @@
 //! packet ownership and counters with no device at all. Packets move through a bounded ring
 //! without copies; a full ring refuses further packets exactly as a device ring would.
 
-use std::any::Any;
 use std::collections::VecDeque;
 
 use crate::backend::{Control, Opened};
@@ -87,6 +86,15 @@ impl QueueOps for LoopbackQueue {
 
 /// Opens a loopback port (see [`crate::Port::builder`]).
 pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
+    // VLAN stripping only where the tag can reach `RxMeta`: a device must take it off.
+    if cfg.vlan_strip {
+        return Err(Error::Unsupported(
+            "VLAN stripping is done by the dv, verbs and model backends and AF_XDP only \
+             (loopback has no device to do it): open without vlan_strip and read the tag \
+             from the frame"
+                .into(),
+        ));
+    }
     if !cfg.rules.is_empty() {
         return Err(Error::Unsupported(
             "the loopback backend has no flow steering; open it without rules".into(),
@@ -121,10 +129,6 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
 struct NoSteering;
 
 impl Control for NoSteering {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn add_rule(&mut self, _: u64, _: &Rule) -> Result<()> {
         Err(Error::Unsupported(
             "the loopback backend has no flow steering: every frame sent on a queue comes back \

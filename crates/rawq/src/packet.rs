@@ -96,12 +96,13 @@ pub struct Packet {
     pub meta: RxMeta,
 }
 
-/// Byte offsets in the `repr(C)` [`Packet`] handle of the words that differ between the packets
-/// one receive burst builds from a template (rawq's DV compressed-CQE path copies the 64-byte
-/// template and writes these): `seg_len` (u16), `idx` (u32), `pkt_len` (u32) and the RSS hash
-/// (u32, as the device wrote it) in `meta`.
-#[cfg(feature = "mlx5")]
-pub(crate) mod rx_at {
+/// The layout of the `repr(C)` [`Packet`] handle for a receive path that builds a burst of
+/// handles from one 64-byte template (copies it, then writes the words that differ between the
+/// packets at these byte offsets): `seg_len` (u16), `idx` (u32), `pkt_len` (u32), the receive
+/// metadata and, in it, the RSS hash (u32, as the device wrote it). Any backend's receive path
+/// may use it; the DV backend's compressed-CQE path does.
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+pub(crate) mod layout {
     use super::{Packet, RxMeta};
     pub(crate) const SEG_LEN: usize = std::mem::offset_of!(Packet, seg_len);
     pub(crate) const IDX: usize = std::mem::offset_of!(Packet, idx);

@@ -16,9 +16,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::{Control, Opened};
-pub use crate::config::{
-    Backend, CqeComp, DvRxOptions, PortConfig, PortInfo, RqType, RxTimestamps,
-};
+pub use crate::config::{Backend, PortConfig, PortInfo, RxTimestamps};
+pub use crate::dv::options::{CqeComp, DvRxOptions, RqType};
 use crate::error::{Error, Result};
 use crate::flow::Rule;
 use crate::mempool::{Mempool, MempoolConfig};
@@ -58,8 +57,9 @@ impl PortBuilder {
         self
     }
 
-    /// Receive side of the mlx5 DV backend: RQ type and CQE compression.
-    pub fn dv_rx(mut self, o: crate::config::DvRxOptions) -> Self {
+    /// Receive side of the mlx5 backends (dv and model): RQ type and CQE compression (see
+    /// [`crate::dv::options`]).
+    pub fn dv_rx(mut self, o: DvRxOptions) -> Self {
         self.cfg.dv_rx = o;
         self
     }
@@ -170,51 +170,30 @@ impl PortBuilder {
             }
         };
         let cfg = self.cfg;
-        // VLAN stripping only where the tag can reach `RxMeta` (see `PortConfig::vlan_strip`).
+        // The one registration point: the port names a backend here only, to open it. What a
+        // backend cannot do it refuses in its `open`; everything else the port asks of the
+        // control objects it returns (`crate::backend::Control`).
+        // The mlx5 backends fill in what only they have (a device clock, the model's device).
         #[cfg(feature = "mlx5")]
-        let strips = matches!(cfg.backend, Backend::Dv { .. } | Backend::Model(_));
-        #[cfg(not(feature = "mlx5"))]
-        let strips = false;
-        // verbs too: its extended receive CQ carries the tag (ibverbs/rx.rs).
-        #[cfg(feature = "verbs")]
-        let strips = strips || matches!(cfg.backend, Backend::Verbs { .. });
-        // AF_XDP: the driver's tag through the XDP metadata kfunc where it has one, otherwise
-        // the frame keeps its tag; `PortInfo::offloads` says which (xdp/mod.rs `vlan_kfunc`).
-        #[cfg(feature = "xdp")]
-        let strips = strips || matches!(cfg.backend, Backend::Xdp { .. });
-        if cfg.vlan_strip && !strips {
-            return Err(Error::Unsupported(
-                "VLAN stripping is done by the dv, verbs and model backends and AF_XDP only \
-                 (loopback has no device to do it): open without vlan_strip and read the tag \
-                 from the frame"
-                    .into(),
-            ));
-        }
+        let mut mlx5 = crate::dv::Mlx5Extras::default();
+        #[allow(unreachable_patterns)]
         let (queues, info, control): Opened = match &cfg.backend {
             Backend::Loopback => crate::loopback::open(&cfg, &pool)?,
-            Backend::Xdp { .. } => open_xdp(&cfg, &pool)?,
-            Backend::Verbs { .. } => open_verbs(&cfg, &pool)?,
-            Backend::Dv { .. } => open_dv(&cfg, &pool)?,
+            #[cfg(feature = "xdp")]
+            Backend::Xdp { .. } => crate::xdp::open(&cfg, &pool)?,
+            #[cfg(feature = "verbs")]
+            Backend::Verbs { .. } => crate::ibverbs::open(&cfg, &pool)?,
             #[cfg(feature = "mlx5")]
-            Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool)?,
+            Backend::Dv { .. } => crate::dv::open(&cfg, &pool, &mut mlx5)?,
+            #[cfg(feature = "mlx5")]
+            Backend::Model(opts) => crate::dv::model::open(&cfg, opts, &pool, &mut mlx5)?,
+            other => return Err(other.unavailable()),
         };
         let queues = crate::mtu::guard(queues, cfg.max_frame());
         let readers = queues.iter().map(|q| q.stats_reader()).collect();
         let n = cfg.rules.len() as u64;
-        let counters = match &cfg.backend {
-            Backend::Verbs { device, port } | Backend::Dv { device, port } => {
-                crate::counters::Source::Rdma {
-                    device: device.clone(),
-                    port: *port,
-                }
-            }
-            Backend::Xdp { ifname } => crate::counters::Source::Netdev {
-                ifname: ifname.clone(),
-            },
-            _ => crate::counters::Source::None,
-        };
-        let counters_base = counters.read();
-        let link = link_source(&cfg.backend);
+        let counters_base = control.device_counters();
+        let link = control.link_source();
         Ok(Port {
             queues,
             readers,
@@ -229,35 +208,12 @@ impl PortBuilder {
                 .map(|(i, r)| (i as u64, r))
                 .collect(),
             next_rule: n,
-            counters,
             counters_base,
             link,
-            _control: control,
+            control,
+            #[cfg(feature = "mlx5")]
+            mlx5,
         })
-    }
-}
-
-/// Where a port on `backend` finds its link (see [`crate::link`]).
-fn link_source(backend: &Backend) -> crate::link::Source {
-    use crate::link::Source;
-    match backend {
-        Backend::Xdp { ifname } => Source::Netdev {
-            ifname: ifname.clone(),
-        },
-        Backend::Verbs { device, port } | Backend::Dv { device, port } => Source::Rdma {
-            device: device.clone(),
-            port: *port,
-        },
-        #[cfg(feature = "mlx5")]
-        Backend::Model(o) => match &o.wire {
-            crate::config::ModelWire::Bridge { ifname } => Source::Netdev {
-                ifname: ifname.clone(),
-            },
-            _ => Source::Always {
-                mtu: Some(o.max_frame.saturating_sub(14)),
-            },
-        },
-        _ => Source::Always { mtu: None },
     }
 }
 
@@ -286,42 +242,6 @@ impl std::fmt::Display for RuleHandle {
     }
 }
 
-#[cfg(feature = "xdp")]
-fn open_xdp(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
-    crate::xdp::open(cfg, pool)
-}
-#[cfg(not(feature = "xdp"))]
-fn open_xdp(_: &PortConfig, _: &Mempool) -> Result<Opened> {
-    Err(Error::BackendUnavailable {
-        backend: "xdp",
-        feature: "xdp",
-    })
-}
-
-#[cfg(feature = "verbs")]
-fn open_verbs(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
-    crate::ibverbs::open(cfg, pool)
-}
-#[cfg(not(feature = "verbs"))]
-fn open_verbs(_: &PortConfig, _: &Mempool) -> Result<Opened> {
-    Err(Error::BackendUnavailable {
-        backend: "verbs",
-        feature: "verbs",
-    })
-}
-
-#[cfg(feature = "mlx5")]
-fn open_dv(cfg: &PortConfig, pool: &Mempool) -> Result<Opened> {
-    crate::dv::open(cfg, pool)
-}
-#[cfg(not(feature = "mlx5"))]
-fn open_dv(_: &PortConfig, _: &Mempool) -> Result<Opened> {
-    Err(Error::BackendUnavailable {
-        backend: "dv",
-        feature: "mlx5",
-    })
-}
-
 /// An open port: its queues, pool, and the control-path objects (flows, programs) that live as
 /// long as it does.
 pub struct Port {
@@ -335,13 +255,18 @@ pub struct Port {
     /// The installed rules by number, in the order they were installed.
     rules: Vec<(u64, Rule)>,
     next_rule: u64,
-    /// Where [`Port::device_counters`] reads, and what it read at open.
-    counters: crate::counters::Source,
+    /// What [`Port::device_counters`] read at open.
     counters_base: crate::counters::DeviceCounters,
     /// Where [`Port::link`] and [`Port::link_events`] look.
     link: crate::link::Source,
-    // Dropped last: flow rules, XDP program link, verbs objects.
-    _control: Box<dyn Control>,
+    // Dropped last: flow rules, XDP program link, verbs objects. Every question the port
+    // asks of its backend goes through it.
+    control: Box<dyn Control>,
+    /// What an mlx5 backend filled in at open (its clock, the model's device); dropped after
+    /// the control objects (the model's thread stops first; the clock's verbs context, shared
+    /// with them, closes with its last handle).
+    #[cfg(feature = "mlx5")]
+    mlx5: crate::dv::Mlx5Extras,
 }
 
 impl std::fmt::Debug for Port {
@@ -406,14 +331,7 @@ impl Port {
     /// the interface's `rx_dropped` and `rx_missed_errors`, `model` the software device's
     /// `rx_no_buffer`; a counter the backend does not have is `None`.
     pub fn device_counters(&self) -> crate::counters::DeviceCounters {
-        #[cfg(feature = "mlx5")]
-        if let Some(c) = self.model_counters() {
-            return crate::counters::DeviceCounters {
-                rx_no_buffer: Some(c.rx_no_buffer),
-                ..Default::default()
-            };
-        }
-        self.counters.read().since(&self.counters_base)
+        self.control.device_counters().since(&self.counters_base)
     }
 
     /// The software device's own counters (frames its wire or receive queues dropped, frames no
@@ -427,38 +345,17 @@ impl Port {
     /// device objects); `None` for other backends.
     #[cfg(feature = "mlx5")]
     pub fn model_port(&self) -> Option<&crate::dv::model::ModelPort> {
-        self._control
-            .as_any()
-            .downcast_ref::<crate::dv::model::ModelControl>()
-            .map(|c| c.port())
+        self.mlx5.model.as_ref()
     }
 
     /// The clock that stamps received packets ([`crate::RxMeta::hw_timestamp`]) when the
     /// backend has one: a [`Backend::Model`] port with a clock
     /// ([`crate::dv::model::ModelOptions::clock_khz`]), or a [`Backend::Dv`] port whose
-    /// device reports its core clock (read through a context of its own on the same device:
-    /// the clock is the device's); `None` otherwise.
+    /// device reports its core clock (read through the port's own verbs context, found when the
+    /// port opened: the clock is the device's); `None` otherwise.
     #[cfg(feature = "mlx5")]
     pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
-        if let Some(c) = self
-            ._control
-            .as_any()
-            .downcast_ref::<crate::dv::model::ModelControl>()
-        {
-            return c.port().device_clock();
-        }
-        if self
-            ._control
-            .as_any()
-            .downcast_ref::<crate::dv::control::ControlPort>()
-            .is_some()
-        {
-            // `PortInfo::device` of a DV port: "<device> port <n>".
-            let name = self.info.device.split(" port ").next()?;
-            let ctx = crate::ibverbs::device::open(name).ok()?;
-            return crate::dv::cq::DeviceClock::of_verbs(&ctx).ok();
-        }
-        None
+        self.mlx5.clock.clone()
     }
 
     /// Installs `rule` while the port runs, after the rules already there (among equal
@@ -485,7 +382,7 @@ impl Port {
         all.push(rule.clone());
         crate::flow::validate_rules(&all, self.queue_count)?;
         let id = self.next_rule;
-        self._control.add_rule(id, &rule)?;
+        self.control.add_rule(id, &rule)?;
         self.next_rule += 1;
         self.rules.push((id, rule));
         Ok(RuleHandle { port: self.id, id })
@@ -499,7 +396,7 @@ impl Port {
     /// the backend reports when it cannot remove the rule (then it is still installed).
     pub fn remove_rule(&mut self, handle: RuleHandle) -> Result<()> {
         let at = self.rule_index(handle)?;
-        self._control.remove_rule(handle.id)?;
+        self.control.remove_rule(handle.id)?;
         self.rules.remove(at);
         Ok(())
     }
@@ -517,7 +414,7 @@ impl Port {
     /// be read.
     pub fn rule_hits(&self, handle: RuleHandle) -> Result<Option<u64>> {
         self.rule_index(handle)?;
-        self._control.rule_hits(handle.id)
+        self.control.rule_hits(handle.id)
     }
 
     /// The installed rules with their handles, in the order they were installed.

@@ -19,7 +19,7 @@ use rawq_testkit as support;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
-use rawq::config::ModelOptions;
+use rawq::dv::model::ModelOptions;
 use rawq::flow::toeplitz::{self, DEFAULT_KEY, SYMMETRIC_KEY};
 use rawq::{Backend, IpVersions, Port, RssConfig, RssFields};
 

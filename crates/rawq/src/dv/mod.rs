@@ -1,5 +1,9 @@
 //! mlx5 Direct Verbs backend: rawq writes send WQEs, rings doorbells, polls CQEs and refills the
-//! receive queue itself.
+//! receive queue itself (feature `mlx5`; without it only [`options`], the receive options a
+//! port configuration carries, is built).
+//!
+//! * [`options`]: the mlx5 receive vocabulary of the DV backend and the model alike (RQ type,
+//!   CQE compression, striding geometry, mini-CQE format).
 //!
 //! * [`wire`]: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
 //!   `tests/dv_oracle.rs`).
@@ -26,24 +30,43 @@
 //! decompression). What the device model cannot show (real syndromes, the minimum inline
 //! requirement, write-combining) is listed in docs/backends.md.
 
+// Built in every feature set: the receive options a `PortConfig` carries.
+pub mod options;
+pub use options::{CqeComp, DvRxOptions, MiniCqeFormat, RqType, Striding};
+
+#[cfg(feature = "mlx5")]
 pub mod control;
+#[cfg(feature = "mlx5")]
 pub mod cq;
+#[cfg(feature = "mlx5")]
 mod mmio;
+#[cfg(feature = "mlx5")]
 pub mod model;
+#[cfg(feature = "mlx5")]
 pub mod notify;
+#[cfg(feature = "mlx5")]
 pub mod queue;
+#[cfg(feature = "mlx5")]
 pub mod rings;
+#[cfg(feature = "mlx5")]
 pub mod rx;
+#[cfg(feature = "mlx5")]
 pub(crate) mod sys;
+#[cfg(feature = "mlx5")]
 pub mod tx;
+#[cfg(feature = "mlx5")]
 pub mod wire;
 
+#[cfg(feature = "mlx5")]
 use crate::config::{PortConfig, PortInfo};
+#[cfg(feature = "mlx5")]
 use crate::error::Result;
+#[cfg(feature = "mlx5")]
 use crate::mempool::Mempool;
 
 /// On hardware, a queue's verbs objects are its recovery hook: owned by the queue, so they
 /// outlive its data path, and they know how to reset the SQ / RQ after an error completion.
+#[cfg(feature = "mlx5")]
 impl queue::Recover for control::KeepAlive {
     fn recover_sq(&mut self) -> Result<()> {
         control::KeepAlive::recover_sq(self)
@@ -58,10 +81,29 @@ impl queue::Recover for control::KeepAlive {
     }
 }
 
+/// What a port on an mlx5 backend (dv, model) has beyond the backend contract
+/// ([`crate::backend::Control`]), filled in by the backend's `open`: the clock that stamps its
+/// completions and, on the model, the software device. Other backends leave it empty.
+#[cfg(feature = "mlx5")]
+#[derive(Default)]
+pub(crate) struct Mlx5Extras {
+    /// The device clock (`Port::device_clock`).
+    pub(crate) clock: Option<cq::DeviceClock>,
+    /// The software device under a `Backend::Model` port (`Port::model_port`).
+    pub(crate) model: Option<model::ModelPort>,
+}
+
 /// Opens a hardware DV port: verbs objects through the control path, rings through
-/// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules.
-pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::Opened> {
+/// `mlx5dv_init_obj`, the receive rings posted, and only then the flow rules. The device's core
+/// clock, where it reports one, goes to `extras` (read through the port's own context).
+#[cfg(feature = "mlx5")]
+pub(crate) fn open(
+    cfg: &PortConfig,
+    pool: &Mempool,
+    extras: &mut Mlx5Extras,
+) -> Result<crate::backend::Opened> {
     let mut ctl = control::ControlPort::from_config(cfg, pool)?;
+    extras.clock = ctl.device_clock();
     let caps = ctl.rings().first().map(|r| r.caps);
     let strip_cap = ctl.device().cvlan_strip;
     let rq = ctl

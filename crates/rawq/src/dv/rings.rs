@@ -4,8 +4,8 @@
 
 use std::ptr::NonNull;
 
-// Plain configuration types, defined with the port configuration (which names them).
-pub use crate::config::{MiniCqeFormat, Striding};
+// The mlx5 receive vocabulary (`crate::dv::options`), as the rings carry it.
+pub use crate::dv::options::{MiniCqeFormat, Striding};
 
 /// A send queue ring (`struct mlx5dv_qp`'s `sq` part, plus doorbell pointers).
 #[derive(Debug, Clone, Copy)]

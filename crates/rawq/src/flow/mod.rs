@@ -37,6 +37,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub mod order;
+pub mod rss;
 pub mod text;
 pub mod toeplitz;
 pub mod verbs;

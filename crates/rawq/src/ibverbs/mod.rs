@@ -45,7 +45,6 @@ mod rx;
 mod tests;
 mod tx;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::config::{Backend, PortConfig, PortInfo};
@@ -281,8 +280,19 @@ impl Rules {
 }
 
 impl crate::backend::Control for Rules {
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn link_source(&self) -> crate::link::Source {
+        crate::link::Source::Rdma {
+            device: self.pd.context().name().to_owned(),
+            port: self.port,
+        }
+    }
+
+    fn device_counters(&self) -> crate::counters::DeviceCounters {
+        crate::counters::Source::Rdma {
+            device: self.pd.context().name().to_owned(),
+            port: self.port,
+        }
+        .read()
     }
 
     fn add_rule(&mut self, id: u64, rule: &Rule) -> Result<()> {

@@ -48,8 +48,8 @@ const META_L4_UDP: u8 = 2 << 4;
 const META_L4_MASK: u8 = 7 << 4;
 
 impl RxMeta {
-    /// Byte offset of the raw RSS hash word (see [`crate::packet::rx_at`]).
-    #[cfg(feature = "mlx5")]
+    /// Byte offset of the raw RSS hash word (see `crate::packet::layout`).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     pub(crate) const HASH_AT: usize = std::mem::offset_of!(RxMeta, hash);
 
     /// Metadata with these decoded values (for backends whose device reports them otherwise).

@@ -248,8 +248,17 @@ fn too_many(ifname: &str) -> Error {
 }
 
 impl crate::backend::Control for Steering {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn link_source(&self) -> crate::link::Source {
+        crate::link::Source::Netdev {
+            ifname: self.ifname.clone(),
+        }
+    }
+
+    fn device_counters(&self) -> crate::counters::DeviceCounters {
+        crate::counters::Source::Netdev {
+            ifname: self.ifname.clone(),
+        }
+        .read()
     }
 
     fn add_rule(&mut self, id: u64, rule: &Rule) -> Result<()> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::device::{query, DvDevice};
 use super::queue::{create_queue_rings, create_queue_rings_with, KeepAlive, QueueSpec};
-use crate::dv::rings::{MiniCqeFormat, QueueRings, Striding};
+use crate::dv::rings::{MiniCqeFormat, QueueRings};
 use crate::error::{Error, Result};
 use crate::ibverbs::mr::Mr;
 use crate::ibverbs::pd::Pd;
@@ -129,14 +129,7 @@ impl ControlPort {
         };
         let o = &cfg.dv_rx;
         o.check()?;
-        let striding = match o.rq {
-            crate::config::RqType::Cyclic => None,
-            crate::config::RqType::Striding { log_num_strides } => Some(Striding {
-                log_num_strides,
-                log_stride_size: crate::config::DvRxOptions::log_stride_size(pool.buf_size()),
-                two_byte_shift: false,
-            }),
-        };
+        let striding = o.striding(pool.buf_size());
         // A striding WQE holds a frame of at most its strides (rawq chains the strides a frame
         // covers, zero copy; DPDK's mprq copies one of up to mprq_max_memcpy_len bytes and
         // chains larger ones onto the stride buffer, drivers/net/mlx5/mlx5_rx.c
@@ -165,11 +158,7 @@ impl ControlPort {
             vlan_strip: cfg.vlan_strip,
         };
         // An explicit choice must be honoured (or refused); none: the device's best.
-        let format = o.cqe_comp.map(|c| match c {
-            crate::config::CqeComp::Off => None,
-            crate::config::CqeComp::Hash => Some(MiniCqeFormat::Hash),
-            crate::config::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
-        });
+        let format = o.cqe_comp.map(|c| c.format());
         let mut port = ControlPort::open_with(device, pool, &spec, cfg.queues, format)?;
         port.rss = cfg.rss;
         Ok(port)
@@ -179,6 +168,12 @@ impl ControlPort {
     /// (the [`KeepAlive`] is its recovery hook). The port keeps what the flow rules need.
     pub fn take_queues(&mut self) -> Vec<(QueueRings, KeepAlive)> {
         std::mem::take(&mut self.queues)
+    }
+
+    /// The device's core clock, read through the port's own context; `None` where the device
+    /// reports none.
+    pub fn device_clock(&self) -> Option<crate::dv::cq::DeviceClock> {
+        crate::dv::cq::DeviceClock::of_verbs(self.pd.context()).ok()
     }
 
     /// What the device allows.
@@ -219,8 +214,19 @@ impl ControlPort {
 /// port's receive WQs, each rule counting into its own `ibv_counters` object (see
 /// `crate::ibverbs::Rules`).
 impl crate::backend::Control for ControlPort {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn link_source(&self) -> crate::link::Source {
+        crate::link::Source::Rdma {
+            device: self.pd.context().name().to_owned(),
+            port: self.port,
+        }
+    }
+
+    fn device_counters(&self) -> crate::counters::DeviceCounters {
+        crate::counters::Source::Rdma {
+            device: self.pd.context().name().to_owned(),
+            port: self.port,
+        }
+        .read()
     }
 
     fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {

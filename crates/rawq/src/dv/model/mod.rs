@@ -42,13 +42,15 @@
 //! over the device, converting rawq's options into the device's and its errors into
 //! [`Error`].
 
+pub(crate) mod options;
 mod port;
 
 use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing};
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
 
-pub use crate::config::{ModelOptions, ModelWire, NetdevPath, RxKind};
+use options::{mini_cqe_of, netdev_of, striding_of, wire_of};
+pub use options::{ModelOptions, ModelWire, NetdevPath, RxKind};
 pub use port::ModelPort;
 pub use rawq_model::{hw, net, HwTuning, ModelCounters, ModelThread};
 
@@ -69,42 +71,6 @@ impl From<rawq_model::Error> for Error {
             rawq_model::Error::Os { op, source } => Error::os(op, source),
             other => Error::Config(other.to_string()),
         }
-    }
-}
-
-// rawq's model options (src/config.rs) as the device's own types (`rawq_model`): the same
-// values, kept apart so that neither rawq's DV driver nor its configuration imports the model.
-
-pub(crate) fn striding_of(s: crate::dv::rings::Striding) -> rawq_model::Striding {
-    rawq_model::Striding {
-        log_num_strides: s.log_num_strides,
-        log_stride_size: s.log_stride_size,
-        two_byte_shift: s.two_byte_shift,
-    }
-}
-
-pub(crate) fn mini_cqe_of(f: MiniCqeFormat) -> rawq_model::MiniCqeFormat {
-    match f {
-        MiniCqeFormat::Hash => rawq_model::MiniCqeFormat::Hash,
-        MiniCqeFormat::CsumStrideIdx => rawq_model::MiniCqeFormat::CsumStrideIdx,
-    }
-}
-
-pub(crate) fn wire_of(w: &ModelWire) -> rawq_model::ModelWire {
-    match w {
-        ModelWire::Loopback => rawq_model::ModelWire::Loopback,
-        ModelWire::Sink => rawq_model::ModelWire::Sink,
-        ModelWire::Bridge { ifname } => rawq_model::ModelWire::Bridge {
-            ifname: ifname.clone(),
-        },
-    }
-}
-
-pub(crate) fn netdev_of(n: &crate::config::NetdevPath) -> rawq_model::NetdevPath {
-    match n {
-        crate::config::NetdevPath::Tap { ifname } => rawq_model::NetdevPath::Tap {
-            ifname: ifname.clone(),
-        },
     }
 }
 
@@ -175,13 +141,18 @@ impl ModelOptions {
 }
 
 /// Opens a port on the model for [`Backend::Model`](crate::Backend): queues over a model running
-/// in its own thread, which stops when the port is dropped.
+/// in its own thread, which stops when the port is dropped; the device and its clock go to
+/// `extras`.
 pub(crate) fn open(
     cfg: &crate::config::PortConfig,
     opts: &ModelOptions,
     pool: &Mempool,
+    extras: &mut crate::dv::Mlx5Extras,
 ) -> Result<crate::backend::Opened> {
     let mut o = opts.clone();
+    // The port's mlx5 receive options, as the DV backend takes them.
+    cfg.dv_rx.check()?;
+    o.apply_rx(&cfg.dv_rx, pool.buf_size());
     o.queues = cfg.queues;
     o.sq_wqebbs = cfg.tx_ring;
     // A port MTU: the model's port drops (and counts) larger frames, and a cyclic RQ scatters
@@ -235,6 +206,8 @@ pub(crate) fn open(
         queues.push(q.into_queue());
     }
     let caps = port.caps();
+    extras.clock = port.device_clock();
+    extras.model = Some(port.clone());
     let thread = port.spawn();
     let info = crate::PortInfo {
         backend: "model",
@@ -258,6 +231,8 @@ pub(crate) fn open(
         Box::new(ModelControl {
             _thread: thread,
             port,
+            wire: opts.wire.clone(),
+            max_frame: opts.max_frame,
         }),
     ))
 }
@@ -268,18 +243,30 @@ pub(crate) struct ModelControl {
     // Dropped first: the thread stops before the port's objects go.
     _thread: ModelThread,
     port: ModelPort,
-}
-
-impl ModelControl {
-    /// The model port.
-    pub(crate) fn port(&self) -> &ModelPort {
-        &self.port
-    }
+    /// The wire and largest frame the port was opened with (its link).
+    wire: ModelWire,
+    max_frame: u32,
 }
 
 impl crate::backend::Control for ModelControl {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    /// The bridged interface's link, or a link that is always up with the model's MTU.
+    fn link_source(&self) -> crate::link::Source {
+        match &self.wire {
+            ModelWire::Bridge { ifname } => crate::link::Source::Netdev {
+                ifname: ifname.clone(),
+            },
+            _ => crate::link::Source::Always {
+                mtu: Some(self.max_frame.saturating_sub(14)),
+            },
+        }
+    }
+
+    /// The software device's `rx_no_buffer`.
+    fn device_counters(&self) -> crate::counters::DeviceCounters {
+        crate::counters::DeviceCounters {
+            rx_no_buffer: Some(self.port.counters().rx_no_buffer),
+            ..Default::default()
+        }
     }
 
     fn add_rule(&mut self, id: u64, rule: &crate::flow::Rule) -> Result<()> {

@@ -334,6 +334,12 @@ impl ModelPort {
         self.lock().opts.caps()
     }
 
+    /// The receive queue type the port's RQs were made with (cyclic, or striding and its
+    /// geometry).
+    pub fn rx_kind(&self) -> RxKind {
+        self.lock().opts.rx
+    }
+
     /// Opens queue `i`: registers `pool`, makes its SQ and RQ ready, gives its rings.
     pub(crate) fn open_queue(&self, i: u16, pool: &Mempool) -> Result<(QueueRings, Arc<QueueMem>)> {
         let (start, len) = pool.region();

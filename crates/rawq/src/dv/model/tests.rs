@@ -326,3 +326,70 @@ fn the_device_thread_counts_work_time_and_idle_polls() {
     assert_eq!(r.cqe(), Some((cqe::OP_REQ, 0, 0)));
     drop(t);
 }
+
+/// A port's mlx5 receive options (`PortBuilder::dv_rx`) reach the model as they reach the DV
+/// backend: the RQ type and the CQE compression asked for are the ones the device runs, and
+/// frames go round through them.
+#[test]
+fn a_model_port_takes_the_dv_rx_options_of_its_configuration() {
+    use crate::dv::options::{CqeComp, DvRxOptions, MiniCqeFormat, RqType};
+    use crate::{Backend, Port};
+    let cases = [
+        (
+            DvRxOptions {
+                rq: RqType::Striding { log_num_strides: 4 },
+                cqe_comp: Some(CqeComp::Csum),
+            },
+            Some(MiniCqeFormat::CsumStrideIdx),
+        ),
+        (
+            DvRxOptions {
+                rq: RqType::Cyclic,
+                cqe_comp: Some(CqeComp::Hash),
+            },
+            Some(MiniCqeFormat::Hash),
+        ),
+        (DvRxOptions::default(), None),
+    ];
+    for (rx, format) in cases {
+        let mut port = Port::builder(Backend::Model(ModelOptions::default()))
+            .dv_rx(rx)
+            .rx_ring(256)
+            .tx_ring(256)
+            .open()
+            .expect("model port");
+        let buf = port.pool().buf_size();
+        let m = port.model_port().expect("a model port has its device");
+        let want = match rx.striding(buf) {
+            Some(s) => RxKind::Striding(s),
+            None => RxKind::Cyclic { sges: 1 },
+        };
+        assert_eq!(m.rx_kind(), want, "{rx:?}");
+        assert_eq!(m.caps().cqe_compression, format, "{rx:?}");
+
+        let q = port.queue(0).expect("queue 0");
+        let mut frame = [0u8; 64];
+        frame[..6].fill(0xff);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+        frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+        let mut burst = Vec::with_capacity(32);
+        q.alloc_burst(&mut burst, 32).expect("buffers");
+        for p in burst.iter_mut() {
+            p.copy_from_slice(&frame).expect("frame fits");
+        }
+        assert_eq!(q.tx_burst(&mut burst), 32, "{rx:?}");
+        let mut got = Vec::with_capacity(64);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while got.len() < 32 && std::time::Instant::now() < deadline {
+            let mut b = Vec::with_capacity(32);
+            q.rx_burst(&mut b, 32);
+            got.append(&mut b);
+        }
+        assert_eq!(
+            got.len(),
+            32,
+            "{rx:?}: frames received back on the loopback wire"
+        );
+        assert!(got.iter().all(|p| p.data() == frame.as_slice()), "{rx:?}");
+    }
+}

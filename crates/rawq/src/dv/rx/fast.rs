@@ -3,17 +3,17 @@
 //! WQE's buffer as it goes.
 
 use super::*;
-use crate::packet::rx_at;
+use crate::packet::layout;
 
 // `run_zip` copies a template packet as 64 bytes: a `Packet` must be exactly that.
 const _: () = assert!(std::mem::size_of::<Packet>() == 64);
 // `run` copies only bytes 0..24 of its template: the fields it writes per packet (`seg_len`
 // from 22, buffer, length, the metadata) must be the rest.
 const _: () = assert!(
-    rx_at::SEG_LEN == 22
-        && rx_at::IDX == 24
-        && rx_at::PKT_LEN == 28
-        && rx_at::META == 32
+    layout::SEG_LEN == 22
+        && layout::IDX == 24
+        && layout::PKT_LEN == 28
+        && layout::META == 32
         && std::mem::size_of::<RxMeta>() == 32
 );
 
@@ -161,16 +161,16 @@ impl FastRx {
                 // SAFETY: `o` is 64 writable bytes of `out`. The template's first 24 bytes (of a
                 // valid `Packet`) go in, then this packet's buffer, lengths and metadata (the
                 // 64-byte CQE at `c` is software's, as above) at their offsets in the `repr(C)`
-                // handle (`rx_at`), with the types of those fields, covering the rest; the
+                // handle (`layout`), with the types of those fields, covering the rest; the
                 // packet owns buffer `idx`, which the device just gave back.
                 unsafe {
                     let d = o.as_mut_ptr() as *mut u8;
                     std::ptr::write_unaligned(d as *mut MaybeUninit<[u8; 16]>, t0);
                     std::ptr::write_unaligned(d.add(16) as *mut MaybeUninit<u64>, t1);
-                    std::ptr::write_unaligned(d.add(rx_at::SEG_LEN) as *mut u16, len as u16);
-                    std::ptr::write_unaligned(d.add(rx_at::IDX) as *mut u32, idx);
-                    std::ptr::write_unaligned(d.add(rx_at::PKT_LEN) as *mut u32, len);
-                    std::ptr::write_unaligned(d.add(rx_at::META) as *mut RxMeta, meta_at(c));
+                    std::ptr::write_unaligned(d.add(layout::SEG_LEN) as *mut u16, len as u16);
+                    std::ptr::write_unaligned(d.add(layout::IDX) as *mut u32, idx);
+                    std::ptr::write_unaligned(d.add(layout::PKT_LEN) as *mut u32, len);
+                    std::ptr::write_unaligned(d.add(layout::META) as *mut RxMeta, meta_at(c));
                 }
                 bytes += len as u64;
                 k += 1;
@@ -282,18 +282,18 @@ impl FastRx {
                 }
                 // SAFETY: `base <= dst < end <= base + out.len()`: 64 writable bytes. The
                 // template's bytes (a valid `Packet`) go in whole, then this packet's buffer,
-                // lengths and hash at their offsets in the `repr(C)` handle (`rx_at`), with
+                // lengths and hash at their offsets in the `repr(C)` handle (`layout`), with
                 // the types of those fields; the packet owns buffer `idx`, which the device
                 // just gave back.
                 unsafe {
                     std::ptr::write(dst as *mut MaybeUninit<[u64; 8]>, t);
                     let d = dst as *mut u8;
-                    std::ptr::write_unaligned(d.add(rx_at::SEG_LEN) as *mut u16, len as u16);
-                    std::ptr::write_unaligned(d.add(rx_at::IDX) as *mut u32, idx);
-                    std::ptr::write_unaligned(d.add(rx_at::PKT_LEN) as *mut u32, len);
+                    std::ptr::write_unaligned(d.add(layout::SEG_LEN) as *mut u16, len as u16);
+                    std::ptr::write_unaligned(d.add(layout::IDX) as *mut u32, idx);
+                    std::ptr::write_unaligned(d.add(layout::PKT_LEN) as *mut u32, len);
                     if HASH {
                         let h = mc.rx_hash().to_be();
-                        std::ptr::write_unaligned(d.add(rx_at::HASH) as *mut u32, h);
+                        std::ptr::write_unaligned(d.add(layout::HASH) as *mut u32, h);
                     }
                 }
                 bytes += len as u64;

@@ -529,28 +529,12 @@ fn port_mac(a: &Args, p: usize) -> rawq::flow::Mac {
         .unwrap_or([0x02, 0, 0, 0, 0x01, p as u8])
 }
 
-/// The backend of `--backend` on `dev`, with `--rq` / `--cqe-comp` applied to the software
-/// device (the DV backend takes them from the port's configuration).
+/// The backend of `--backend` on `dev` (`--rq` / `--cqe-comp` reach the DV backend and the
+/// model alike through the port's configuration, `PortBuilder::dv_rx`).
 fn backend(a: &Args, dev: &str, rx: &rawq::DvRxOptions, _index: usize) -> rawq::Result<Backend> {
     let b = Backend::named(&a.backend, dev, a.port)?;
     #[cfg(feature = "mlx5")]
     if let Backend::Model(mut o) = b {
-        use rawq::dv::model::RxKind;
-        use rawq::dv::rings::{MiniCqeFormat, Striding};
-        if let rawq::RqType::Striding { log_num_strides } = rx.rq {
-            o.rx = RxKind::Striding(Striding {
-                log_num_strides,
-                log_stride_size: rawq::DvRxOptions::log_stride_size(buf_size(a)),
-                two_byte_shift: false,
-            });
-        }
-        if let Some(c) = rx.cqe_comp {
-            o.cqe_compression = match c {
-                rawq::CqeComp::Off => None,
-                rawq::CqeComp::Hash => Some(MiniCqeFormat::Hash),
-                rawq::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
-            };
-        }
         // With --cores, the model's device thread goes to a CPU no forwarding thread is
         // pinned to (when there is one), so that what is measured is the forwarder.
         if let Some(cores) = &a.cores {

@@ -334,9 +334,9 @@ impl Args {
     /// The backend the options name. On the software device a tx-only run uses a sink wire
     /// (what is measured is the driver's cost); --txrx / --rx use its loopback.
     ///
-    /// `--rq` / `--cqe-comp` go to the DV control path ([`Args::dv_rx`]) or the model's options;
-    /// the model's strides are pool buffers of `buf_size` bytes.
-    pub fn backend(&self, buf_size: u32) -> rawq::Result<Backend> {
+    /// `--rq` / `--cqe-comp` ([`Args::dv_rx`]) go to the port's configuration, which the DV
+    /// backend and the model alike take.
+    pub fn backend(&self) -> rawq::Result<Backend> {
         let b = Backend::named(self.backend.name(), &self.dev, self.port)?;
         let rx = self.dv_rx()?;
         #[cfg(feature = "mlx5")]
@@ -345,13 +345,11 @@ impl Args {
                 o.wire = rawq::dv::model::ModelWire::Sink;
             }
             o.empw = true;
-            model_rx(&mut o, rx, buf_size);
             if self.measure.hw_timestamps {
                 o.clock_khz = crate::measure::MODEL_CLOCK_KHZ;
             }
             return Ok(Backend::Model(o));
         }
-        let _ = buf_size;
         if rx != rawq::DvRxOptions::default() && !matches!(b, Backend::Dv { .. }) {
             return Err(Error::Config(format!(
                 "--rq / --cqe-comp are options of -b dv and -b model, not of -b {}",
@@ -520,27 +518,6 @@ fn read_pcap(path: &std::path::Path) -> Result<(Vec<Vec<u8>>, usize), String> {
         frames.push(f);
     }
     Ok((frames, cut))
-}
-
-/// Applies `--rq` / `--cqe-comp` to the software device's options.
-#[cfg(feature = "mlx5")]
-pub fn model_rx(o: &mut rawq::dv::model::ModelOptions, rx: rawq::DvRxOptions, buf_size: u32) {
-    use rawq::dv::model::RxKind;
-    use rawq::dv::rings::{MiniCqeFormat, Striding};
-    if let rawq::RqType::Striding { log_num_strides } = rx.rq {
-        o.rx = RxKind::Striding(Striding {
-            log_num_strides,
-            log_stride_size: rawq::DvRxOptions::log_stride_size(buf_size),
-            two_byte_shift: false,
-        });
-    }
-    if let Some(c) = rx.cqe_comp {
-        o.cqe_compression = match c {
-            rawq::CqeComp::Off => None,
-            rawq::CqeComp::Hash => Some(MiniCqeFormat::Hash),
-            rawq::CqeComp::Csum => Some(MiniCqeFormat::CsumStrideIdx),
-        };
-    }
 }
 
 /// The RSS configuration of `--rss-key` / `--rss-fields` / `--rss-symmetric`.

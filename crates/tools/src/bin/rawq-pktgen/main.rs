@@ -197,7 +197,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         );
     }
     #[allow(unused_mut)]
-    let mut backend = a.backend(buf_size)?;
+    let mut backend = a.backend()?;
     // With --cores, the software device's thread goes to a CPU none of the queues is pinned
     // to, so that it never shares the sender's core (what is measured is the driver). Without,
     // it is left to the scheduler: on a shared machine an unpinned thread can move away from
