@@ -52,17 +52,16 @@ pub mod counters;
 pub mod error;
 pub mod flow;
 pub mod gen;
-#[allow(unsafe_code)]
 pub mod link;
 mod loopback;
 pub mod mempool;
 mod mtu;
-#[allow(unsafe_code)]
-mod notify;
 pub mod packet;
 pub mod port;
 pub mod queue;
 pub mod stats;
+#[allow(unsafe_code)]
+pub(crate) mod sys;
 
 #[cfg(feature = "mlx5")]
 #[allow(unsafe_code)]
