@@ -85,7 +85,7 @@ struct BackendsDoctests;
 
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use config::{Offload, Offloads};
-pub use error::{Error, Result, CAPS};
+pub use error::{Error, Result, TxRefusal, CAPS};
 pub use link::{Link, LinkEvent, LinkEvents};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};
