@@ -516,6 +516,23 @@ mod tests {
         );
     }
 
+    /// `lo` as rtnetlink reports it, whatever the features (no xdp needed): the kernel's
+    /// operational state word, administratively up, its MTU as sysfs shows it, an all-zero MAC.
+    #[test]
+    fn loopback_state_from_rtnetlink() {
+        let l = netdev("lo").expect("lo exists");
+        assert_eq!(l.ifname.as_deref(), Some("lo"));
+        assert_eq!(l.admin_up, Some(true), "{l:?}");
+        assert!(l.carrier, "{l:?}");
+        assert_eq!(l.mac, Some([0u8; 6]), "{l:?}");
+        assert_eq!(
+            l.mtu,
+            sysfs_net("lo", "mtu").and_then(|m| m.parse().ok()),
+            "{l:?}"
+        );
+        assert_eq!(l.oper_state, sysfs_net("lo", "operstate").unwrap(), "{l:?}");
+    }
+
     #[test]
     fn rdma_rates() {
         assert_eq!(ib_rate_mbps(32, 2), Some(100_000)); // EDR 4X
