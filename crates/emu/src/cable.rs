@@ -200,8 +200,8 @@ pub fn start(path: String, hw: Hw, link: Arc<PortLink>) {
     // The port is down until a connection is plugged in.
     link.set(false);
     let fail = |e: Errno| {
-        eprintln!(
-            "rawq-emu: cable {path:?}: {} (RAWQ_EMU_CABLE / --cable names a unix socket path of \
+        log::warn!(
+            "cable {path:?}: {} (RAWQ_EMU_CABLE / --cable names a unix socket path of \
              at most 107 bytes in a writable directory); the port stays down",
             std::io::Error::from_raw_os_error(e)
         );
@@ -231,9 +231,7 @@ pub fn start(path: String, hw: Hw, link: Arc<PortLink>) {
             move || run(path, hw, link, end)
         });
     if spawned.is_err() {
-        eprintln!(
-            "rawq-emu: cable {path:?}: no thread to follow it; its link state is not followed"
-        );
+        log::warn!("cable {path:?}: no thread to follow it; its link state is not followed");
     }
 }
 
@@ -277,8 +275,8 @@ fn run(path: String, hw: Hw, link: Arc<PortLink>, end: End) {
                 link.set(false);
             }
             Err(e) => {
-                eprintln!(
-                    "rawq-emu: cable {path:?}: {}; trying again in a second",
+                log::warn!(
+                    "cable {path:?}: {}; trying again in a second",
                     std::io::Error::from_raw_os_error(e)
                 );
                 std::thread::sleep(std::time::Duration::from_secs(1));

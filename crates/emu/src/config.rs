@@ -22,7 +22,9 @@
 //!   drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, less the FCS the model
 //!   does not carry) and drops larger ones, counted (`rx_oversize`, the mlx5e physical counter
 //!   `rx_oversize_pkts_phy`); unset: 9216-byte frames, the largest mlx5e jumbo.
-//! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr.
+//! * `RAWQ_EMU_DEBUG=1`: one line per command on stderr (a debug record of the `log` facade,
+//!   which the emulator's own logger writes there: [`crate::logger`]; warnings, such as a bad
+//!   value of one of these variables, always reach stderr the same way).
 //! * `RAWQ_EMU_TX_ERROR=NTH[:SYNDROME]`: fault injection: the NTH send WQE (0-based) of every
 //!   send queue fails with that CQE syndrome (default 0x04, `MLX5_CQE_SYNDROME_LOCAL_PROT_ERR`),
 //!   as a bad lkey would on hardware; later WQEs are flushed until the QP is reset.
@@ -199,7 +201,7 @@ impl Config {
         let min_inline = match get("RAWQ_EMU_MIN_INLINE") {
             None => MinInline::None,
             Some(v) => MinInline::parse(&v).unwrap_or_else(|| {
-                eprintln!("rawq-emu: RAWQ_EMU_MIN_INLINE={v:?} is not none|l2; using none");
+                log::warn!("RAWQ_EMU_MIN_INLINE={v:?} is not none|l2; using none");
                 MinInline::None
             }),
         };
@@ -212,7 +214,7 @@ impl Config {
             part: get("RAWQ_EMU_PART").and_then(|v| {
                 let p = Part::parse(&v);
                 if p.is_none() {
-                    eprintln!("rawq-emu: RAWQ_EMU_PART={v:?} is not cx5|cx4lx; ignored");
+                    log::warn!("RAWQ_EMU_PART={v:?} is not cx5|cx4lx; ignored");
                 }
                 p
             }),
@@ -228,9 +230,7 @@ impl Config {
             mtu: get("RAWQ_EMU_MTU").and_then(|v| {
                 let m = parse_mtu(&v);
                 if m.is_none() {
-                    eprintln!(
-                        "rawq-emu: RAWQ_EMU_MTU={v:?} is not 68..=9198; using 9216-byte frames"
-                    );
+                    log::warn!("RAWQ_EMU_MTU={v:?} is not 68..=9198; using 9216-byte frames");
                 }
                 m
             }),
@@ -239,8 +239,8 @@ impl Config {
             rxgen: get("RAWQ_EMU_RXGEN").and_then(|v| {
                 let g = crate::rxgen::RxGen::parse(&v, DEFAULT_MAX_FRAME);
                 if g.is_none() {
-                    eprintln!(
-                        "rawq-emu: RAWQ_EMU_RXGEN={v:?} is not COUNT[,SIZE 60..=9216[,FLOWS \
+                    log::warn!(
+                        "RAWQ_EMU_RXGEN={v:?} is not COUNT[,SIZE 60..=9216[,FLOWS \
                          1..=4096]]; no frames generated"
                     );
                 }
@@ -249,7 +249,7 @@ impl Config {
             tx_error: get("RAWQ_EMU_TX_ERROR").and_then(|v| {
                 let r = parse_tx_error(&v);
                 if r.is_none() {
-                    eprintln!("rawq-emu: RAWQ_EMU_TX_ERROR={v:?} is not NTH[:SYNDROME]; ignored");
+                    log::warn!("RAWQ_EMU_TX_ERROR={v:?} is not NTH[:SYNDROME]; ignored");
                 }
                 r
             }),
@@ -288,7 +288,7 @@ fn split_netdevs(v: Option<String>) -> (Option<String>, Option<String>) {
     let a = it.next().map(String::from);
     let b = it.next().map(String::from);
     if it.next().is_some() {
-        eprintln!("rawq-emu: RAWQ_EMU_NETDEV={v:?} names more than two netdevs; the rest ignored");
+        log::warn!("RAWQ_EMU_NETDEV={v:?} names more than two netdevs; the rest ignored");
     }
     (a, b)
 }

@@ -93,7 +93,7 @@ impl Device {
     /// Logs a line when `RAWQ_EMU_DEBUG` is set.
     pub fn log(&self, args: std::fmt::Arguments<'_>) {
         if self.cfg.debug {
-            eprintln!("[rawq-emu] {args}");
+            log::debug!("{args}");
         }
     }
 
@@ -173,8 +173,8 @@ impl Device {
                 Some(hw)
             }
             Err(e) => {
-                eprintln!(
-                    "rawq-emu: the device model did not start ({e}); {} answers control \
+                log::error!(
+                    "the device model did not start ({e}); {} answers control \
                      commands only (no data path)",
                     self.ident.ibdev()
                 );
@@ -244,9 +244,7 @@ impl Device {
         let mut f = lock_file(&f);
         catch_unwind(AssertUnwindSafe(|| cmd::write(self, &mut f, buf, count))).unwrap_or_else(
             |_| {
-                eprintln!(
-                    "rawq-emu: a command on fd {fd} panicked (an emulator bug); it failed with EIO"
-                );
+                log::error!("a command on fd {fd} panicked (an emulator bug); it failed with EIO");
                 Err(libc::EIO)
             },
         )
@@ -274,9 +272,7 @@ impl Device {
             )
         }))
         .unwrap_or_else(|_| {
-            eprintln!(
-                "rawq-emu: an ioctl on fd {fd} panicked (an emulator bug); it failed with EIO"
-            );
+            log::error!("an ioctl on fd {fd} panicked (an emulator bug); it failed with EIO");
             Err(libc::EIO)
         })
     }
@@ -326,7 +322,7 @@ impl Device {
             let before = f.objs.len();
             let r = catch_unwind(AssertUnwindSafe(|| cmd::destroy_all(self, &mut f)));
             if r.is_err() {
-                eprintln!("rawq-emu: destroying an object of fd {fd} panicked (an emulator bug)");
+                log::error!("destroying an object of fd {fd} panicked (an emulator bug)");
             }
             if f.objs.len() >= before {
                 break;
@@ -381,13 +377,15 @@ fn write_counters(dest: &str, hw: &Hw, ident: caps::Ident) {
     // a frame it counts is never missing from them once the port has drained.
     line.extend(crate::rxgen::progress(ident).stats_line());
     if dest == "-" {
-        eprint!("{line}");
+        // The destination the user named (`RAWQ_EMU_STATS=-`), like a file's: data, not a
+        // diagnostic, so it is written there whatever the logger.
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     } else {
         // Write a new file and rename it over the old one: a reader never sees half a line.
         let tmp = format!("{dest}.tmp");
         let r = std::fs::write(&tmp, line.as_bytes()).and_then(|()| std::fs::rename(&tmp, dest));
         if let Err(e) = r {
-            eprintln!("rawq-emu: cannot write the counters to {dest}: {e}");
+            log::warn!("cannot write the counters to {dest}: {e}");
         }
     }
 }

@@ -13,6 +13,8 @@ use crate::device::{device_of_fd, device_of_path};
 const PASS: i32 = i32::MIN;
 
 fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    // The emulator's messages reach stderr through its own logger (crate::logger).
+    crate::logger::install();
     // Faults in pinned memory while here are the device's (crate::pin).
     let _device = crate::pin::DeviceScope::enter();
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)

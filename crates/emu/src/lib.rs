@@ -32,6 +32,7 @@ pub mod discovery;
 pub mod events;
 pub mod interpose;
 pub mod link;
+pub mod logger;
 pub mod mmap;
 pub mod objects;
 pub mod pin;

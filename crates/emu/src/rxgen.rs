@@ -194,9 +194,7 @@ pub fn spawn(g: RxGen, hw: Hw, ident: crate::caps::Ident, mac: [u8; 6], start: O
             run(g, &hw, p, mac)
         });
     if let Err(e) = r {
-        eprintln!(
-            "rawq-emu: RAWQ_EMU_RXGEN: the generator thread did not start ({e}); no frame made"
-        );
+        log::error!("RAWQ_EMU_RXGEN: the generator thread did not start ({e}); no frame made");
     }
 }
 

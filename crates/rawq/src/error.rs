@@ -159,6 +159,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// The transmit path dropped a packet it can never send: an offload request it cannot
+    /// carry out, a frame above the port's largest, a packet it cannot address. The packet was
+    /// taken from the burst (so the caller is not stuck retrying it), freed and counted
+    /// (`tx_errors` or `tx_drops`); [`Queue::take_error`](crate::Queue::take_error) says why.
+    /// The queue itself is fine.
+    #[error("{queue}: tx_burst dropped a packet: {reason}")]
+    TxRefused {
+        /// The queue or interface that refused it ("queue 3", "veth0", "loopback", ...).
+        queue: String,
+        /// Why.
+        reason: TxRefusal,
+    },
+
     /// Any other operating-system error, with the operation that failed.
     #[error("{op} failed: {source}")]
     Os {
@@ -168,6 +181,157 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+}
+
+/// Why the transmit path refused a packet ([`Error::TxRefused`]); each says what to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxRefusal {
+    /// A TSO request with an MSS of 0.
+    #[error("TSO with an MSS of 0 (give the largest TCP payload per segment)")]
+    TsoMssZero,
+    /// A TSO request on a queue or backend that does not segment.
+    #[error("TSO requested, but {by} does not segment: send MSS-sized frames instead")]
+    TsoNotSegmented {
+        /// What does not segment ("this device (max_tso 0)", "AF_XDP", ...).
+        by: &'static str,
+    },
+    /// The headers of a TSO packet do not all lie in its first buffer.
+    #[error(
+        "TSO: the Ethernet, IP and TCP headers must lie in the packet's first buffer ({first} \
+         bytes): put the whole header in the first buffer"
+    )]
+    TsoHeaderSplit {
+        /// The length of the first buffer.
+        first: usize,
+    },
+    /// A TSO packet whose IPv4 header is malformed.
+    #[error("TSO: malformed IPv4 header (version 4 and a header length of at least 20 bytes)")]
+    TsoBadIpv4,
+    /// A TSO packet that is an IPv4 fragment.
+    #[error("TSO of an IPv4 fragment: segment the datagram before fragmenting, or not at all")]
+    TsoFragment,
+    /// A TSO packet that is neither IPv4 nor IPv6 (after at most one 802.1Q tag).
+    #[error("TSO of a frame with ethertype 0x{ethertype:04x}: only IPv4 and IPv6 are segmented")]
+    TsoNotIp {
+        /// The frame's ethertype.
+        ethertype: u16,
+    },
+    /// A TSO packet that is not TCP (or an IPv6 one with extension headers).
+    #[error(
+        "TSO of IP protocol {protocol}: only TCP is segmented (no IPv6 extension headers); \
+         send it without the TSO request"
+    )]
+    TsoNotTcp {
+        /// The IP protocol (IPv4) or next header (IPv6).
+        protocol: u8,
+    },
+    /// A TSO packet whose TCP header is malformed.
+    #[error("TSO: malformed TCP header (data offset below 5)")]
+    TsoBadTcp,
+    /// A TSO packet whose headers are longer than the device takes.
+    #[error("TSO header of {len} bytes: at most {max} (fewer IP or TCP options)")]
+    TsoHeaderTooLong {
+        /// The header length (Ethernet through TCP).
+        len: usize,
+        /// The most there may be.
+        max: usize,
+    },
+    /// A TSO packet with more payload than the port segments.
+    #[error(
+        "TSO payload of {payload} bytes: this port segments at most {max}; send less per packet"
+    )]
+    TsoPayloadTooLong {
+        /// The payload length.
+        payload: usize,
+        /// The most the port segments.
+        max: u32,
+    },
+    /// TSO segments that would be larger than the port's largest frame.
+    #[error(
+        "TSO segments of {segment} bytes (a {header}-byte header + MSS {mss}) are above the \
+         port's largest frame of {max_frame} bytes (MTU {} + 18 bytes of Ethernet header and \
+         VLAN tag): send with an MSS of at most {} or open the port with a larger \
+         PortBuilder::mtu",
+        max_frame.saturating_sub(crate::config::MTU_L2_OVERHEAD),
+        (*max_frame as usize).saturating_sub(*header)
+    )]
+    TsoSegmentTooLong {
+        /// The segment length (header + MSS).
+        segment: usize,
+        /// The header length.
+        header: usize,
+        /// The MSS asked for.
+        mss: u16,
+        /// The port's largest frame.
+        max_frame: u32,
+    },
+    /// A TSO packet of more buffers than one work request can point at.
+    #[error(
+        "TSO packet of {buffers} buffers: a WQE with a {header}-byte header points at most \
+         {max} (use larger pool buffers)"
+    )]
+    TsoTooManyBuffers {
+        /// The packet's buffers.
+        buffers: usize,
+        /// The header length.
+        header: usize,
+        /// The most buffers there may be.
+        max: u32,
+    },
+    /// A VLAN tag to insert into a frame shorter than an Ethernet header.
+    #[error("VLAN insertion into a {len}-byte first buffer: needs the 14-byte Ethernet header")]
+    VlanShortFrame {
+        /// The first buffer's length.
+        len: usize,
+    },
+    /// A VLAN tag to insert into a frame that already has one.
+    #[error(
+        "VLAN insertion into a frame that already has a tag (ethertype 0x{ethertype:04x}): \
+         send it without the insertion request, or without its tag"
+    )]
+    VlanAlreadyTagged {
+        /// The frame's outer ethertype.
+        ethertype: u16,
+    },
+    /// A VLAN tag to insert in software into a packet without headroom for it.
+    #[error(
+        "VLAN insertion in software needs 4 bytes of headroom; the packet has none (keep the \
+         pool's default headroom)"
+    )]
+    VlanNoHeadroom,
+    /// A frame longer than the port's largest.
+    #[error(
+        "a frame of {len} bytes is above the port's largest frame of {max_frame} bytes (MTU {} \
+         + 18 bytes of Ethernet header and VLAN tag): send smaller frames or open the port with \
+         a larger PortBuilder::mtu",
+        max_frame.saturating_sub(crate::config::MTU_L2_OVERHEAD as usize)
+    )]
+    FrameTooLong {
+        /// The frame's length.
+        len: usize,
+        /// The port's largest frame.
+        max_frame: usize,
+    },
+    /// An empty packet.
+    #[error("empty packet: give it at least an Ethernet header")]
+    Empty,
+    /// A packet of more buffers than the queue sends at once.
+    #[error(
+        "packet of {segments} segments; this queue sends at most {max} (use larger pool buffers)"
+    )]
+    TooManySegments {
+        /// The packet's buffers.
+        segments: usize,
+        /// The most the queue sends.
+        max: usize,
+    },
+    /// A packet from a pool the queue's device does not know.
+    #[error(
+        "packet from another pool (not registered with this device): allocate it from the \
+         port's pool"
+    )]
+    ForeignPool,
 }
 
 fn already_attached(ifname: &str, prog_id: u32, held_by: Option<&str>) -> String {

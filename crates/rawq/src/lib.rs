@@ -53,17 +53,16 @@ pub mod counters;
 pub mod error;
 pub mod flow;
 pub mod gen;
-#[allow(unsafe_code)]
 pub mod link;
 mod loopback;
 pub mod mempool;
 mod mtu;
-#[allow(unsafe_code)]
-mod notify;
 pub mod packet;
 pub mod port;
 pub mod queue;
 pub mod stats;
+#[allow(unsafe_code)]
+pub(crate) mod sys;
 
 // Always built: its `options` (the mlx5 receive options of `PortConfig`) in every feature
 // set, the backend itself with feature `mlx5`.
@@ -88,7 +87,7 @@ struct BackendsDoctests;
 
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use config::{Offload, Offloads};
-pub use error::{Error, Result, CAPS};
+pub use error::{Error, Result, TxRefusal, CAPS};
 pub use link::{Link, LinkEvent, LinkEvents};
 pub use mempool::{HugePages, MemoryKind, Mempool, MempoolConfig, PoolCache};
 pub use packet::{Packet, RxMeta, TxOffload};

@@ -22,10 +22,13 @@
 //! administratively up.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::sys::notify::EventFd;
+use crate::sys::rtnetlink::{self, LinkMsg, IF_OPER_UNKNOWN};
+use crate::sys::{ifindex, netlink};
 
 /// The state of a port's link, read when asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -189,43 +192,23 @@ pub fn netdev(ifname: &str) -> Result<Link> {
         .and_then(|s| s.parse::<i64>().ok())
         .filter(|&s| s > 0)
         .and_then(|s| u32::try_from(s).ok());
-    #[cfg(feature = "xdp")]
-    {
-        let i = crate::xdp::link_info(index).map_err(|e| match e {
-            Error::Os { .. } => gone(),
-            e => e,
-        })?;
-        let oper = oper_name(i.oper_state.unwrap_or(IF_OPER_UNKNOWN));
-        Ok(Link {
-            ifname: Some(ifname.to_owned()),
-            carrier: oper_up(oper, i.up.unwrap_or(true)),
-            oper_state: oper.to_owned(),
-            admin_up: i.up,
-            speed_mbps,
-            mtu: i.mtu,
-            mac: i.mac,
-        })
-    }
-    #[cfg(not(feature = "xdp"))]
-    {
-        let oper = sysfs_net(ifname, "operstate").ok_or_else(gone)?;
-        let flags = sysfs_net(ifname, "flags")
-            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
-        let admin_up = flags.map(|f| f & libc::IFF_UP as u32 != 0);
-        Ok(Link {
-            ifname: Some(ifname.to_owned()),
-            carrier: oper_up(&oper, admin_up.unwrap_or(true)),
-            admin_up,
-            speed_mbps,
-            mtu: sysfs_net(ifname, "mtu").and_then(|s| s.parse().ok()),
-            mac: sysfs_net(ifname, "address").and_then(|s| parse_mac(&s)),
-            oper_state: oper,
-        })
-    }
+    let i = rtnetlink::link_info(index).map_err(|e| match e {
+        Error::Os { .. } => gone(),
+        e => e,
+    })?;
+    let oper = oper_name(i.oper_state.unwrap_or(IF_OPER_UNKNOWN));
+    Ok(Link {
+        ifname: Some(ifname.to_owned()),
+        carrier: oper_up(oper, i.up.unwrap_or(true)),
+        oper_state: oper.to_owned(),
+        admin_up: i.up,
+        speed_mbps,
+        mtu: i.mtu,
+        mac: i.mac,
+    })
 }
 
 /// The sysfs spelling of an `IF_OPER_*` value (net/core/net-sysfs.c `operstates`).
-#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
 fn oper_name(v: u8) -> &'static str {
     match v {
         1 => "notpresent",
@@ -242,16 +225,6 @@ fn oper_name(v: u8) -> &'static str {
 /// up.
 fn oper_up(oper: &str, admin_up: bool) -> bool {
     admin_up && matches!(oper, "up" | "unknown")
-}
-
-#[cfg_attr(feature = "xdp", allow(dead_code))]
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in mac.iter_mut() {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
 }
 
 /// Data rate per lane in Mb/s of an `IBV_SPEED_*` code, and lanes of an `IBV_WIDTH_*` code, as
@@ -327,7 +300,7 @@ impl std::fmt::Debug for LinkEvents {
 
 enum EventSource {
     /// Never readable (an eventfd nobody writes).
-    Never(OwnedFd),
+    Never(EventFd),
     Netlink(Netlink),
     #[cfg(feature = "verbs")]
     Rdma {
@@ -339,7 +312,7 @@ enum EventSource {
 impl AsRawFd for LinkEvents {
     fn as_raw_fd(&self) -> RawFd {
         match &self.src {
-            EventSource::Never(fd) => fd.as_raw_fd(),
+            EventSource::Never(fd) => fd.raw(),
             EventSource::Netlink(n) => n.fd.as_raw_fd(),
             #[cfg(feature = "verbs")]
             EventSource::Rdma { ctx, .. } => ctx.async_fd(),
@@ -349,9 +322,9 @@ impl AsRawFd for LinkEvents {
 
 impl AsFd for LinkEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the descriptor is owned by `self` (or by its context) and stays open while
-        // the borrow lives.
-        unsafe { BorrowedFd::borrow_raw(self.as_raw_fd()) }
+        // The descriptor is owned by `self` (or by its context) and stays open while the
+        // borrow lives.
+        crate::sys::notify::borrow(self.as_raw_fd())
     }
 }
 
@@ -366,13 +339,7 @@ impl LinkEvents {
     }
 
     fn never() -> Result<LinkEvents> {
-        // SAFETY: plain eventfd(2) call.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(Error::last_os("eventfd"));
-        }
-        // SAFETY: a fresh descriptor, owned from here.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = EventFd::new()?;
         Ok(LinkEvents::with("link", EventSource::Never(fd)))
     }
 
@@ -426,7 +393,7 @@ impl LinkEvents {
                 return Ok(Some(ev));
             }
             let left = end.map(|e| e.saturating_duration_since(Instant::now()));
-            if !wait_readable(self.as_raw_fd(), left)? {
+            if !crate::sys::notify::wait_readable(self.as_raw_fd(), left, "poll(link events)")? {
                 return Ok(None);
             }
             self.read_ready()?;
@@ -459,87 +426,6 @@ impl LinkEvents {
     }
 }
 
-/// Waits until `fd` is readable or `timeout` passes; true if readable. EINTR is a spurious
-/// wake-up (false when the time is up, else waits again).
-fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> Result<bool> {
-    let end = timeout.map(|t| Instant::now() + t);
-    loop {
-        let ms = match end {
-            None => -1,
-            Some(e) => {
-                let left = e.saturating_duration_since(Instant::now());
-                // Round up: a wait of 0.4 ms must not become a busy poll of 0.
-                left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
-            }
-        };
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, count 1.
-        let rc = unsafe { libc::poll(&mut p, 1, ms) };
-        if rc > 0 {
-            return Ok(true);
-        }
-        if rc == 0 {
-            return Ok(false);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(Error::os("poll(link events)", e));
-        }
-        if end.is_some_and(|e| Instant::now() >= e) {
-            return Ok(false);
-        }
-    }
-}
-
-fn ifindex(ifname: &str) -> Option<u32> {
-    let c = std::ffi::CString::new(ifname).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (i != 0).then_some(i)
-}
-
-// rtnetlink (linux/netlink.h, linux/rtnetlink.h, linux/if_link.h).
-const NETLINK_ROUTE: libc::c_int = 0;
-const RTMGRP_LINK: u32 = 1;
-const RTM_NEWLINK: u16 = 16;
-const RTM_DELLINK: u16 = 17;
-const NLMSG_HDR_LEN: usize = 16;
-const IFINFOMSG_LEN: usize = 16;
-const IFLA_OPERSTATE: u16 = 16;
-/// `IF_OPER_UNKNOWN`, `IF_OPER_UP` (`enum` in linux/if.h).
-const IF_OPER_UNKNOWN: u8 = 0;
-const IF_OPER_UP: u8 = 6;
-/// Attribute type bits (the top two are the nested / byte-order flags).
-const NLA_TYPE_MASK: u16 = 0x3fff;
-
-/// Iterates the netlink attributes in `b`: (type, payload). A truncated or malformed attribute
-/// ends the walk.
-pub(crate) fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let payload = &b[4..len];
-        b = b.get((len + 3) & !3usize..).unwrap_or(&[]);
-        Some((ty, payload))
-    })
-}
-
-/// A `u32` attribute payload.
-#[cfg_attr(not(feature = "xdp"), allow(dead_code))]
-pub(crate) fn u32_of(p: &[u8]) -> Option<u32> {
-    Some(u32::from_ne_bytes(p.get(..4)?.try_into().ok()?))
-}
-
 /// An rtnetlink socket in the link multicast group, watching one interface.
 struct Netlink {
     fd: OwnedFd,
@@ -549,79 +435,9 @@ struct Netlink {
     buf: Vec<u8>,
 }
 
-/// What one link message says about interface `ifindex`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LinkMsg {
-    /// Operationally up (or not).
-    State(bool),
-    Gone,
-}
-
-/// Parses the messages of one netlink datagram; the ones about `ifindex`, in order.
-fn parse_link_msgs(mut b: &[u8], ifindex: u32) -> Vec<LinkMsg> {
-    let mut out = Vec::new();
-    while b.len() >= NLMSG_HDR_LEN {
-        let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        if len < NLMSG_HDR_LEN || len > b.len() {
-            break;
-        }
-        let ty = u16::from_ne_bytes([b[4], b[5]]);
-        let m = &b[..len];
-        if (ty == RTM_NEWLINK || ty == RTM_DELLINK) && m.len() >= NLMSG_HDR_LEN + IFINFOMSG_LEN {
-            // ifinfomsg: family u8, pad u8, type u16, index i32, flags u32, change u32.
-            let i = NLMSG_HDR_LEN;
-            let index = i32::from_ne_bytes([m[i + 4], m[i + 5], m[i + 6], m[i + 7]]);
-            let flags = u32::from_ne_bytes([m[i + 8], m[i + 9], m[i + 10], m[i + 11]]);
-            if index >= 0 && index as u32 == ifindex {
-                if ty == RTM_DELLINK {
-                    out.push(LinkMsg::Gone);
-                } else {
-                    let oper = attrs(&m[NLMSG_HDR_LEN + IFINFOMSG_LEN..])
-                        .find(|(t, _)| *t == IFLA_OPERSTATE)
-                        .and_then(|(_, p)| p.first().copied())
-                        .unwrap_or(IF_OPER_UNKNOWN);
-                    let admin = flags & libc::IFF_UP as u32 != 0;
-                    out.push(LinkMsg::State(
-                        admin && (oper == IF_OPER_UP || oper == IF_OPER_UNKNOWN),
-                    ));
-                }
-            }
-        }
-        b = b.get((len + 3) & !3usize..).unwrap_or(&[]);
-    }
-    out
-}
-
 impl Netlink {
     fn subscribe() -> Result<Netlink> {
-        // SAFETY: plain socket(2) call.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(Error::last_os("socket(AF_NETLINK)"));
-        }
-        // SAFETY: a fresh descriptor, owned from here.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_nl is plain data; zeroed is valid.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        sa.nl_groups = RTMGRP_LINK;
-        // SAFETY: binds the socket to a valid sockaddr_nl of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(Error::last_os("bind(AF_NETLINK, RTMGRP_LINK)"));
-        }
+        let fd = rtnetlink::subscribe_links()?;
         Ok(Netlink {
             fd,
             ifindex: 0,
@@ -633,18 +449,9 @@ impl Netlink {
     /// Reads every datagram waiting; the state changes of the interface go to `out`.
     fn read(&mut self, name: &str, out: &mut VecDeque<LinkEvent>) -> Result<()> {
         loop {
-            // SAFETY: receives into `buf`, at most its length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr() as *mut libc::c_void,
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
+            let n = match netlink::recv(&self.fd, &mut self.buf) {
+                Ok(n) => n,
+                Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) | Some(libc::EINTR) => return Ok(()),
                     // The socket overran: messages were lost. Look at the interface itself.
                     Some(libc::ENOBUFS) => {
@@ -658,9 +465,9 @@ impl Netlink {
                         continue;
                     }
                     _ => return Err(Error::os("recv(rtnetlink link events)", e)),
-                }
-            }
-            for m in parse_link_msgs(&self.buf[..n as usize], self.ifindex) {
+                },
+            };
+            for m in rtnetlink::parse_link_msgs(&self.buf[..n], self.ifindex) {
                 self.apply(m, out);
             }
         }
@@ -686,58 +493,6 @@ impl Netlink {
 mod tests {
     use super::*;
 
-    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        v.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-        v.extend_from_slice(&ty.to_ne_bytes());
-        v.extend_from_slice(payload);
-        while v.len() % 4 != 0 {
-            v.push(0);
-        }
-        v
-    }
-
-    fn msg(ty: u16, index: i32, flags: u32, oper: Option<u8>) -> Vec<u8> {
-        let mut body = vec![0u8; IFINFOMSG_LEN];
-        body[4..8].copy_from_slice(&index.to_ne_bytes());
-        body[8..12].copy_from_slice(&flags.to_ne_bytes());
-        if let Some(o) = oper {
-            body.extend(attr(IFLA_OPERSTATE, &[o]));
-        }
-        let mut m = Vec::new();
-        m.extend_from_slice(&((NLMSG_HDR_LEN + body.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&ty.to_ne_bytes());
-        m.extend_from_slice(&[0u8; 10]);
-        m.extend(body);
-        m
-    }
-
-    #[test]
-    fn link_messages_of_the_interface_are_read_in_order() {
-        let up = libc::IFF_UP as u32;
-        let mut d = msg(RTM_NEWLINK, 7, up, Some(IF_OPER_UP));
-        d.extend(msg(RTM_NEWLINK, 8, 0, Some(2))); // another interface
-        d.extend(msg(RTM_NEWLINK, 7, up, Some(2))); // IF_OPER_DOWN
-        d.extend(msg(RTM_NEWLINK, 7, 0, Some(IF_OPER_UNKNOWN))); // admin down
-        d.extend(msg(RTM_NEWLINK, 7, up, None)); // no operstate: unknown = up
-        d.extend(msg(RTM_DELLINK, 7, 0, None));
-        assert_eq!(
-            parse_link_msgs(&d, 7),
-            vec![
-                LinkMsg::State(true),
-                LinkMsg::State(false),
-                LinkMsg::State(false),
-                LinkMsg::State(true),
-                LinkMsg::Gone
-            ]
-        );
-        // Truncated input ends the walk instead of panicking.
-        assert_eq!(parse_link_msgs(&d[..20], 7), vec![]);
-        for cut in 0..d.len() {
-            let _ = parse_link_msgs(&d[..cut], 7);
-        }
-    }
-
     #[test]
     fn only_changes_become_events() {
         let mut n = Netlink::subscribe().expect("netlink socket");
@@ -760,6 +515,23 @@ mod tests {
                 LinkEvent::InterfaceGone
             ]
         );
+    }
+
+    /// `lo` as rtnetlink reports it, whatever the features (no xdp needed): the kernel's
+    /// operational state word, administratively up, its MTU as sysfs shows it, an all-zero MAC.
+    #[test]
+    fn loopback_state_from_rtnetlink() {
+        let l = netdev("lo").expect("lo exists");
+        assert_eq!(l.ifname.as_deref(), Some("lo"));
+        assert_eq!(l.admin_up, Some(true), "{l:?}");
+        assert!(l.carrier, "{l:?}");
+        assert_eq!(l.mac, Some([0u8; 6]), "{l:?}");
+        assert_eq!(
+            l.mtu,
+            sysfs_net("lo", "mtu").and_then(|m| m.parse().ok()),
+            "{l:?}"
+        );
+        assert_eq!(l.oper_state, sysfs_net("lo", "operstate").unwrap(), "{l:?}");
     }
 
     #[test]

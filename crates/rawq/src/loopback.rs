@@ -43,16 +43,20 @@ impl QueueOps for LoopbackQueue {
             if p.offload.tso_mss.is_some() {
                 // No segmentation here: refused, counted, said; the buffer goes home.
                 refused += 1;
-                self.error.get_or_insert(crate::Error::Config(
-                    "tx_burst dropped a TSO packet: the loopback backend does not segment".into(),
-                ));
+                self.error.get_or_insert(crate::Error::TxRefused {
+                    queue: "loopback".into(),
+                    reason: crate::error::TxRefusal::TsoNotSegmented {
+                        by: "the loopback backend",
+                    },
+                });
                 continue;
             }
             if let Err(why) = crate::packet::insert_vlan(&mut p) {
                 refused += 1;
-                self.error.get_or_insert(crate::Error::Config(format!(
-                    "tx_burst dropped a packet: {why}"
-                )));
+                self.error.get_or_insert(crate::Error::TxRefused {
+                    queue: "loopback".into(),
+                    reason: why,
+                });
                 continue;
             }
             let (l3, l4) = (p.offload.l3_csum, p.offload.l4_csum);
@@ -141,5 +145,56 @@ impl Control for NoSteering {
         Err(Error::RuleHandle(format!(
             "the loopback backend has no rules (rule {id})"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{Error, TxRefusal};
+    use crate::{Backend, Port};
+
+    /// What the loopback backend cannot do is refused with a typed reason an embedder can
+    /// match, and a message that says the fix.
+    #[test]
+    fn refusals_are_typed() {
+        let mut port = Port::builder(Backend::Loopback).queues(1).open().unwrap();
+        let q = port.queue(0).unwrap();
+        let mut v = Vec::new();
+        q.alloc_burst(&mut v, 1).unwrap();
+        v[0].copy_from_slice(&[0u8; 60]).unwrap();
+        v[0].offload.tso_mss = Some(1000);
+        assert_eq!(q.tx_burst(&mut v), 0);
+        let e = q.take_error().expect("the refusal is said");
+        assert!(
+            matches!(
+                &e,
+                Error::TxRefused {
+                    reason: TxRefusal::TsoNotSegmented { .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("send MSS-sized frames"), "{e}");
+
+        // A tag to insert into a frame that has one already.
+        let mut v = Vec::new();
+        q.alloc_burst(&mut v, 1).unwrap();
+        let mut f = [0u8; 60];
+        f[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        v[0].copy_from_slice(&f).unwrap();
+        v[0].offload.vlan_insert = Some(7);
+        assert_eq!(q.tx_burst(&mut v), 0);
+        let e = q.take_error().expect("the refusal is said");
+        assert!(
+            matches!(
+                &e,
+                Error::TxRefused {
+                    reason: TxRefusal::VlanAlreadyTagged { ethertype: 0x8100 },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 }

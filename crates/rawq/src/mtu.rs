@@ -10,7 +10,7 @@
 //! request as it refuses any TSO request it cannot carry out (dropped, counted in
 //! `tx_drops`, said). The header is parsed once.
 
-use crate::error::Error;
+use crate::error::{Error, TxRefusal};
 use crate::mempool::Mempool;
 use crate::packet::Packet;
 use crate::queue::{Queue, QueueOps};
@@ -50,14 +50,13 @@ struct MtuGuard {
 impl MtuGuard {
     fn refuse(&mut self, p: Packet) {
         self.inner.stats().add(Counter::TxErrors, 1);
-        self.error = Some(Error::Config(format!(
-            "transmit: a frame of {} bytes is above the port's largest frame of {} bytes \
-             (MTU {} + 18 bytes of Ethernet header and VLAN tag); it was dropped, not sent. \
-             Send smaller frames or open the port with a larger PortBuilder::mtu",
-            p.len(),
-            self.max,
-            self.max - crate::config::MTU_L2_OVERHEAD as usize
-        )));
+        self.error = Some(Error::TxRefused {
+            queue: "transmit".into(),
+            reason: TxRefusal::FrameTooLong {
+                len: p.len(),
+                max_frame: self.max,
+            },
+        });
         drop(p);
     }
 }
@@ -144,7 +143,7 @@ pub(crate) fn check_tso_segments(
     hdr: usize,
     mss: u16,
     max_frame: Option<u32>,
-) -> Result<(), String> {
+) -> Result<(), TxRefusal> {
     let Some(max) = max_frame else {
         return Ok(());
     };
@@ -152,13 +151,12 @@ pub(crate) fn check_tso_segments(
     if seg <= max as usize {
         return Ok(());
     }
-    Err(format!(
-        "TSO segments of {seg} bytes (a {hdr}-byte header + MSS {mss}) are above the port's \
-         largest frame of {max} bytes (MTU {} + 18 bytes of Ethernet header and VLAN tag): send \
-         with an MSS of at most {} or open the port with a larger PortBuilder::mtu",
-        max.saturating_sub(crate::config::MTU_L2_OVERHEAD),
-        (max as usize).saturating_sub(hdr)
-    ))
+    Err(TxRefusal::TsoSegmentTooLong {
+        segment: seg,
+        header: hdr,
+        mss,
+        max_frame: max,
+    })
 }
 
 #[cfg(test)]
@@ -169,7 +167,9 @@ mod tests {
     fn tso_segments_may_fill_the_largest_frame_but_not_pass_it() {
         assert_eq!(check_tso_segments(66, 1452, None), Ok(()));
         assert_eq!(check_tso_segments(66, 1452, Some(1518)), Ok(()));
-        let e = check_tso_segments(66, 1453, Some(1518)).unwrap_err();
+        let e = check_tso_segments(66, 1453, Some(1518))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("1519 bytes") && e.contains("MTU 1500") && e.contains("at most 1452"),
             "{e}"

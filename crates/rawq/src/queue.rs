@@ -207,7 +207,7 @@ impl Queue {
         match self.ops.rx_fd() {
             // The backend owns the descriptor for as long as the queue lives, and the borrow
             // cannot outlive the queue.
-            Some(fd) => Ok(crate::notify::borrow(fd)),
+            Some(fd) => Ok(crate::sys::notify::borrow(fd)),
             None => Err(self.named(Error::Unsupported(
                 "this backend has no receive notification fd; poll rx_burst instead".into(),
             ))),
@@ -289,7 +289,7 @@ pub fn rx_wait_any(queues: &mut [Queue], timeout: Option<Duration>) -> crate::Re
                 left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
             }
         };
-        let woken = match crate::notify::poll_many(&fds[..n], &mut revents[..n], ms) {
+        let woken = match crate::sys::notify::poll_many(&fds[..n], &mut revents[..n], ms) {
             Ok(k) => k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(Error::os("poll(receive notification fds)", e)),

@@ -6,6 +6,9 @@ fn main() {
         eprintln!("usage: rawq-emu-sysfs DIR");
         std::process::exit(2);
     };
+    // Warnings about the configuration (a bad RAWQ_EMU_* value) reach stderr as the
+    // interposer's do.
+    rawq_emu::logger::install();
     let cfg = rawq_emu::config::Config::from_env();
     if let Err(e) = rawq_emu::discovery::sysfs::write_tree(std::path::Path::new(&dir), &cfg) {
         eprintln!(

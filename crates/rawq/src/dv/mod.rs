@@ -76,7 +76,7 @@ impl queue::Recover for control::KeepAlive {
     }
     fn quiesce(&mut self) {
         if let Err(e) = control::KeepAlive::quiesce(self) {
-            eprintln!("rawq: dv: stopping a queue before teardown failed: {e}");
+            log::warn!("dv: stopping a queue before teardown failed: {e}");
         }
     }
 }

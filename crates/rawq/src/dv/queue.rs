@@ -289,10 +289,10 @@ impl QueueOps for DvQueue {
         if let Some(why) = self.tx.take_refused() {
             // A packet whose offload request this queue cannot carry out: dropped (counted in
             // tx_drops, its buffers home), not sent, and said.
-            self.error.get_or_insert(Error::Config(format!(
-                "queue {}: tx_burst dropped a packet: {why}",
-                self.index
-            )));
+            self.error.get_or_insert(Error::TxRefused {
+                queue: format!("queue {}", self.index),
+                reason: why,
+            });
         }
         n
     }

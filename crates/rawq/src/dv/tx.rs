@@ -123,7 +123,7 @@ pub struct Tx {
     max_frame: Option<u32>,
     /// Why the first packet refused since the last [`Tx::take_refused`] was (an offload
     /// request this queue cannot carry out), for the queue's error.
-    refused: Option<String>,
+    refused: Option<crate::error::TxRefusal>,
     /// The single-buffer SEND WQE's constant words, computed once (VPP style).
     tmpl: SendTemplate,
     pub(crate) cq: Cq,
@@ -298,7 +298,7 @@ impl Tx {
     }
 
     /// Why a packet was refused since the last call (see `refused`).
-    pub(crate) fn take_refused(&mut self) -> Option<String> {
+    pub(crate) fn take_refused(&mut self) -> Option<crate::error::TxRefusal> {
         self.refused.take()
     }
 

@@ -18,17 +18,18 @@
 //! Sizes are frame lengths as handed to the NIC, **without** the 4-byte FCS (what tcpdump shows).
 //! Bit rates are layer-1 rates: frame + FCS + preamble + inter-frame gap = frame + 24 bytes.
 
-mod affinity;
 mod capture;
 mod flowstats;
 mod latency;
 pub mod neigh;
+mod netdev;
 mod pace;
 mod search;
 mod source;
 mod template;
 
-pub use affinity::{netdev_mac, netdev_state, pin_to_core, NetdevState};
+pub use crate::sys::affinity::pin_to_core;
+pub use netdev::{netdev_mac, netdev_state, NetdevState};
 
 pub use capture::{realtime_ns, CaptureLimits, PcapWriter};
 pub use flowstats::{FlowCount, FlowTracker};

@@ -112,8 +112,8 @@ impl Drop for CompChannel {
         // SAFETY: no CQ uses the channel any more (each holds it and drops it after itself).
         let rc = unsafe { ibv_destroy_comp_channel(self.ch.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_comp_channel failed: {}",
+            log::warn!(
+                "ibv_destroy_comp_channel failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

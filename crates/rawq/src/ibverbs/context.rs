@@ -34,8 +34,8 @@ impl Drop for ContextInner {
         // an `Arc` to this struct, so none is left when it is closed.
         let rc = unsafe { ibv_close_device(self.ctx.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_close_device({}) failed: {}",
+            log::warn!(
+                "ibv_close_device({}) failed: {}",
                 self.name,
                 std::io::Error::from_raw_os_error(rc)
             );

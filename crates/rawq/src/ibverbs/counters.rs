@@ -121,8 +121,8 @@ impl Drop for Counters {
         // drops them first).
         let rc = unsafe { ibv_destroy_counters(self.ptr.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_counters: {}",
+            log::warn!(
+                "ibv_destroy_counters: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

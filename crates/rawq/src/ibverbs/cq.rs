@@ -42,8 +42,8 @@ impl Drop for Cq {
         // call would fail with EBUSY).
         let rc = unsafe { ibv_destroy_cq(self.cq.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_cq failed: {}",
+            log::warn!(
+                "ibv_destroy_cq failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

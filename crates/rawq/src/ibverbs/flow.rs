@@ -73,7 +73,7 @@ impl std::fmt::Debug for Flow {
 impl Drop for Flow {
     fn drop(&mut self) {
         if let Err(e) = self.detach() {
-            eprintln!("rawq: {e}");
+            log::warn!("{e}");
         }
     }
 }

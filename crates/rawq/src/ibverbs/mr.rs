@@ -39,8 +39,8 @@ impl Drop for Mr {
         // `Arc<Mr>` and its QP is destroyed first.
         let rc = unsafe { ibv_dereg_mr(self.mr.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_dereg_mr failed: {}",
+            log::warn!(
+                "ibv_dereg_mr failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

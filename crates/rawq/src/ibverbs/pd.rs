@@ -23,8 +23,8 @@ impl Drop for PdInner {
         // SAFETY: every object created in this PD holds an `Arc` to it, so none is left.
         let rc = unsafe { ibv_dealloc_pd(self.pd.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_dealloc_pd failed: {}",
+            log::warn!(
+                "ibv_dealloc_pd failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

@@ -64,8 +64,8 @@ impl Drop for RawQp {
         // SAFETY: flows attached to this QP hold an `Arc<RawQp>`, so they are gone already.
         let rc = unsafe { ibv_destroy_qp(self.qp.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_qp failed: {}",
+            log::warn!(
+                "ibv_destroy_qp failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

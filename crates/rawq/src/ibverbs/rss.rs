@@ -176,8 +176,8 @@ impl Drop for IndTable {
         // SAFETY: hashing QPs over this table hold an `Arc<IndTable>`, so they are gone.
         let rc = unsafe { ibv_destroy_rwq_ind_table(self.tbl.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_rwq_ind_table failed: {}",
+            log::warn!(
+                "ibv_destroy_rwq_ind_table failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }
@@ -243,8 +243,8 @@ impl Drop for RssQp {
         // SAFETY: flows attached to this QP hold an `Arc`, so they are gone.
         let rc = unsafe { ibv_destroy_qp(self.qp.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_qp(RSS) failed: {}",
+            log::warn!(
+                "ibv_destroy_qp(RSS) failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

@@ -16,7 +16,7 @@ use rdma_sys::*;
 
 use super::cq::{empty_wc, wc_status_str, Cq};
 use super::qp::RawQp;
-use crate::error::Error;
+use crate::error::{Error, TxRefusal};
 use crate::mempool::{Mempool, PoolCache};
 use crate::packet::{insert_vlan, tso_header_len, Packet};
 use crate::stats::{Counter, StatsWriter};
@@ -209,16 +209,14 @@ impl Tx {
 
     /// The TSO request of `p`, if any, as (MSS, header length), after checking this queue can
     /// carry it out.
-    fn tso_of(&self, p: &Packet) -> Result<Option<(u16, usize)>, String> {
+    fn tso_of(&self, p: &Packet) -> Result<Option<(u16, usize)>, TxRefusal> {
         let Some(mss) = p.offload.tso_mss else {
             return Ok(None);
         };
         if self.max_tso == 0 {
-            return Err(
-                "TSO requested, but this device does not segment on RAW_PACKET QPs (max_tso 0): \
-                 send MSS-sized frames instead"
-                    .into(),
-            );
+            return Err(TxRefusal::TsoNotSegmented {
+                by: "this device on RAW_PACKET QPs (max_tso 0)",
+            });
         }
         let hdr = tso_header_len(p, mss, self.max_tso)?;
         crate::mtu::check_tso_segments(hdr, mss, self.max_frame)?;
@@ -307,19 +305,18 @@ impl Tx {
 
     /// Whether `p` can be described by this queue's WRs: all its buffers in `pool` (so the MR
     /// covers them), not too many segments, not empty.
-    fn sendable(&self, p: &Packet, pool: &Mempool) -> Result<(), String> {
+    fn sendable(&self, p: &Packet, pool: &Mempool) -> Result<(), TxRefusal> {
         if p.is_empty() {
-            return Err("empty packet".into());
+            return Err(TxRefusal::Empty);
         }
         if p.segment_count() > self.max_sge {
-            return Err(format!(
-                "packet of {} segments; this queue sends at most {}",
-                p.segment_count(),
-                self.max_sge
-            ));
+            return Err(TxRefusal::TooManySegments {
+                segments: p.segment_count(),
+                max: self.max_sge,
+            });
         }
         if p.segments().any(|s| pool.buffer_index(s.addr).is_none()) {
-            return Err("packet from another pool (not registered with this device)".into());
+            return Err(TxRefusal::ForeignPool);
         }
         Ok(())
     }
@@ -487,10 +484,10 @@ impl Tx {
                 // itself is fine (that variant sends it through error recovery).
                 drop(pkts.remove(0));
                 stats.add(Counter::TxErrors, 1);
-                err.get_or_insert(Error::Config(format!(
-                    "queue {}: tx_burst dropped a packet: {why}",
-                    self.queue
-                )));
+                err.get_or_insert(Error::TxRefused {
+                    queue: format!("queue {}", self.queue),
+                    reason: why,
+                });
             }
         }
         (posted, err)

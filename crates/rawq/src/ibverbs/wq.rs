@@ -38,8 +38,8 @@ impl Drop for Wq {
         // SAFETY: indirection tables naming this WQ hold an `Arc<Wq>`, so they are gone.
         let rc = unsafe { ibv_destroy_wq(self.wq.as_ptr()) };
         if rc != 0 {
-            eprintln!(
-                "rawq: ibv_destroy_wq failed: {}",
+            log::warn!(
+                "ibv_destroy_wq failed: {}",
                 std::io::Error::from_raw_os_error(rc)
             );
         }

@@ -42,8 +42,8 @@ impl Drop for Owner {
             // Packets are still out (e.g. held by a thread that outlives the pool). Unmapping
             // would leave them dangling, so the region is leaked instead.
             let out = self.shared.count as usize - self.shared.lock_free().len();
-            eprintln!(
-                "rawq: pool {} dropped with {out} buffer(s) still in use; its memory is leaked",
+            log::warn!(
+                "pool {} dropped with {out} buffer(s) still in use; its memory is leaked",
                 self.shared.id
             );
         }

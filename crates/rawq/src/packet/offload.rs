@@ -1,6 +1,7 @@
 //! Checks of a packet's transmit offload requests that every backend makes the same way.
 
 use super::Packet;
+use crate::error::TxRefusal;
 
 /// The longest TSO header (Ethernet + VLAN + IP + TCP with options) rawq hands a device:
 /// 192 bytes, more than the longest such header (18 + 60 + 60 over IPv4, 18 + 40 + 60 over
@@ -15,19 +16,13 @@ pub(crate) const MAX_TSO_HEADER: usize = 192;
 /// headers + TCP, the header inside the first buffer and at most [`MAX_TSO_HEADER`] bytes,
 /// the payload at most `max_payload` bytes. The error says which check failed.
 #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<usize, String> {
+pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<usize, TxRefusal> {
     if mss == 0 {
-        return Err("TSO with an MSS of 0 (give the largest TCP payload per segment)".into());
+        return Err(TxRefusal::TsoMssZero);
     }
     let d = p.data();
     let be16 = |o: usize| d.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let short = || {
-        format!(
-            "TSO: the Ethernet, IP and TCP headers must lie in the packet's first buffer ({} \
-             bytes)",
-            d.len()
-        )
-    };
+    let short = || TxRefusal::TsoHeaderSplit { first: d.len() };
     let mut l3 = 14;
     let mut et = be16(12).ok_or_else(short)?;
     if et == 0x8100 {
@@ -39,43 +34,39 @@ pub(crate) fn tso_header_len(p: &Packet, mss: u16, max_payload: u32) -> Result<u
             let b = d.get(l3..l3 + 20).ok_or_else(short)?;
             let ihl = (b[0] & 0x0f) as usize * 4;
             if b[0] >> 4 != 4 || ihl < 20 {
-                return Err("TSO: malformed IPv4 header".into());
+                return Err(TxRefusal::TsoBadIpv4);
             }
             if u16::from_be_bytes([b[6], b[7]]) & 0x3fff != 0 {
-                return Err("TSO of an IPv4 fragment".into());
+                return Err(TxRefusal::TsoFragment);
             }
             (b[9], l3 + ihl)
         }
         0x86dd => (*d.get(l3 + 6).ok_or_else(short)?, l3 + 40),
-        _ => {
-            return Err(format!(
-                "TSO of a frame with ethertype 0x{et:04x}: only IPv4 and IPv6 are segmented"
-            ))
-        }
+        _ => return Err(TxRefusal::TsoNotIp { ethertype: et }),
     };
     if proto != 6 {
-        return Err(format!(
-            "TSO of IP protocol {proto}: only TCP is segmented (no IPv6 extension headers)"
-        ));
+        return Err(TxRefusal::TsoNotTcp { protocol: proto });
     }
     let doff = (*d.get(l4 + 12).ok_or_else(short)? >> 4) as usize * 4;
     let len = l4 + doff;
     if doff < 20 {
-        return Err("TSO: malformed TCP header (data offset below 5)".into());
+        return Err(TxRefusal::TsoBadTcp);
     }
     if len > d.len() {
         return Err(short());
     }
     if len > MAX_TSO_HEADER {
-        return Err(format!(
-            "TSO header of {len} bytes: at most {MAX_TSO_HEADER}"
-        ));
+        return Err(TxRefusal::TsoHeaderTooLong {
+            len,
+            max: MAX_TSO_HEADER,
+        });
     }
     let payload = p.len() - len;
     if payload > max_payload as usize {
-        return Err(format!(
-            "TSO payload of {payload} bytes: this port segments at most {max_payload}"
-        ));
+        return Err(TxRefusal::TsoPayloadTooLong {
+            payload,
+            max: max_payload,
+        });
     }
     Ok(len)
 }
@@ -225,20 +216,14 @@ pub(crate) fn fill_packet_checksums(p: &mut Packet, l3: bool, l4: bool) {
 /// Checks that the frame `p` can take an inserted 802.1Q tag: at least an Ethernet header and
 /// no tag already (ethertype 0x8100, 0x88a8 or 0x9100: the tag would go inside the outer one,
 /// which is QinQ, not what was asked).
-pub(crate) fn check_untagged(p: &Packet) -> Result<(), String> {
+pub(crate) fn check_untagged(p: &Packet) -> Result<(), TxRefusal> {
     let d = p.data();
     if d.len() < 14 {
-        return Err(format!(
-            "VLAN insertion into a {}-byte first buffer: needs the 14-byte Ethernet header",
-            d.len()
-        ));
+        return Err(TxRefusal::VlanShortFrame { len: d.len() });
     }
     let et = u16::from_be_bytes([d[12], d[13]]);
     if matches!(et, 0x8100 | 0x88a8 | 0x9100) {
-        return Err(format!(
-            "VLAN insertion into a frame that already has a tag (ethertype 0x{et:04x}): send \
-             it without the insertion request, or without its tag"
-        ));
+        return Err(TxRefusal::VlanAlreadyTagged { ethertype: et });
     }
     Ok(())
 }
@@ -246,19 +231,15 @@ pub(crate) fn check_untagged(p: &Packet) -> Result<(), String> {
 /// Inserts the tag `p.offload.vlan_insert` asks for in software: 4 bytes of headroom taken,
 /// the MAC addresses moved to the front, `0x8100` and the TCI after them; the request is then
 /// cleared (so that a retried packet is not tagged twice).
-pub(crate) fn insert_vlan(p: &mut Packet) -> Result<(), String> {
+pub(crate) fn insert_vlan(p: &mut Packet) -> Result<(), TxRefusal> {
     let Some(tci) = p.offload.vlan_insert else {
         return Ok(());
     };
     check_untagged(p)?;
     if p.headroom() < 4 {
-        return Err(
-            "VLAN insertion in software needs 4 bytes of headroom; the packet has none \
-                    (keep the pool's default headroom)"
-                .into(),
-        );
+        return Err(TxRefusal::VlanNoHeadroom);
     }
-    p.prepend(4).map_err(|e| e.to_string())?;
+    p.prepend(4).map_err(|_| TxRefusal::VlanNoHeadroom)?;
     let d = p.data_mut();
     d.copy_within(4..16, 0);
     d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());

@@ -103,7 +103,6 @@ use crate::stats::StatsWriter;
 pub mod bpf;
 pub mod genl;
 pub mod live;
-mod netlink;
 pub mod phc;
 mod ring;
 mod rx;
@@ -113,7 +112,7 @@ mod steer;
 mod tx;
 pub mod umem;
 
-pub use netlink::{link_info, LinkInfo};
+pub use crate::sys::rtnetlink::{link_info, LinkInfo};
 pub use socket::Mode;
 
 use bpf::{Stamp, XskMap};

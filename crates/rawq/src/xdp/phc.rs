@@ -8,39 +8,14 @@
 //! is.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use crate::error::{Error, Result};
 
-/// `SIOCETHTOOL` (`include/uapi/linux/sockios.h`).
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-/// `ETHTOOL_GET_TS_INFO` (`include/uapi/linux/ethtool.h`).
-const ETHTOOL_GET_TS_INFO: u32 = 0x41;
 /// `CLOCKFD`: the low 3 bits of a clock id made from a file descriptor
 /// (`FD_TO_CLOCKID(fd) = (~fd << 3) | CLOCKFD`, Documentation/driver-api/ptp.rst and
 /// `include/linux/posix-timers.h`).
 const CLOCKFD: libc::clockid_t = 3;
-
-/// `struct ethtool_ts_info`.
-#[repr(C)]
-#[derive(Default)]
-struct TsInfo {
-    cmd: u32,
-    so_timestamping: u32,
-    phc_index: i32,
-    tx_types: u32,
-    tx_reserved: [u32; 3],
-    rx_filters: u32,
-    rx_reserved: [u32; 3],
-}
-
-/// `struct ifreq` with `ifr_data` (name, then a pointer; padded to the union's 24 bytes).
-#[repr(C)]
-struct IfreqData {
-    name: [u8; 16],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
 
 /// The index N of `ifname`'s PTP hardware clock (`/dev/ptpN`), `None` when it has none (a veth,
 /// a driver with software timestamps only). Interface names are those of the calling thread's
@@ -54,36 +29,9 @@ pub fn phc_index(ifname: &str) -> Result<Option<u32>> {
             "interface name {ifname:?} is longer than 15 bytes"
         )));
     }
-    let mut info = TsInfo {
-        cmd: ETHTOOL_GET_TS_INFO,
-        ..Default::default()
-    };
-    let mut req = IfreqData {
-        name: [0; 16],
-        data: &mut info as *mut TsInfo as *mut libc::c_void,
-        _pad: [0; 16],
-    };
-    req.name[..ifname.len()].copy_from_slice(ifname.as_bytes());
-    // SAFETY: socket() has no memory preconditions; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Error::os(
-            "socket(AF_INET)",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: `fd` is a new descriptor nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `req` is a valid ifreq whose data pointer points at `info`, a live, writable
-    // `struct ethtool_ts_info` that outlives the call; the kernel writes only inside it.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
-    if rc < 0 {
-        return Err(Error::os(
-            "ioctl(SIOCETHTOOL, ETHTOOL_GET_TS_INFO)",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(u32::try_from(info.phc_index).ok())
+    let index = crate::sys::ethtool::phc_index(ifname)
+        .map_err(|e| Error::os("ioctl(SIOCETHTOOL, ETHTOOL_GET_TS_INFO)", e))?;
+    Ok(u32::try_from(index).ok())
 }
 
 /// An open PTP hardware clock.

@@ -28,21 +28,22 @@ impl XdpQueue {
         while (k as usize) < room && used < pkts.len() {
             let p = &mut pkts[used];
             if p.offload.tso_mss.is_some() {
-                self.error.get_or_insert(crate::Error::Config(format!(
-                    "{}: tx_burst dropped a TSO packet: AF_XDP does not segment (send \
-                     MSS-sized frames, or use the dv or verbs backend)",
-                    self.ifname
-                )));
+                self.error.get_or_insert(crate::Error::TxRefused {
+                    queue: self.ifname.clone(),
+                    reason: crate::error::TxRefusal::TsoNotSegmented {
+                        by: "AF_XDP (the dv and verbs backends do)",
+                    },
+                });
                 dropped += 1;
                 used += 1;
                 continue;
             }
             if let Err(why) = insert_vlan(p) {
                 // In software (AF_XDP inserts no tag); a frame that cannot take one is refused.
-                self.error.get_or_insert(crate::Error::Config(format!(
-                    "{}: tx_burst dropped a packet: {why}",
-                    self.ifname
-                )));
+                self.error.get_or_insert(crate::Error::TxRefused {
+                    queue: self.ifname.clone(),
+                    reason: why,
+                });
                 dropped += 1;
                 used += 1;
                 continue;

@@ -20,7 +20,7 @@ use crate::dv::queue::{DvQueue, Recover};
 use crate::error::{Error, Result};
 use crate::flow::{Action, IpMatch, L4Proto, Pattern, Rule};
 use crate::mempool::Mempool;
-use crate::notify::EventFd;
+use crate::sys::notify::EventFd;
 use rawq_model::hw::HwEvent;
 
 /// The device objects of one queue pair.

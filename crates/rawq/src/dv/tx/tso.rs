@@ -12,6 +12,7 @@
 //! header.
 
 use super::{ctrl, data, eth, Tx, MAX_DS};
+use crate::error::TxRefusal;
 use crate::packet::{check_untagged, tso_header_len, Packet, MAX_TSO_HEADER};
 
 /// A TSO request that can go into one WQE.
@@ -25,13 +26,11 @@ pub(super) struct TsoPlan {
 impl Tx {
     /// Checks `p`'s TSO request against this queue: the device segments (its `max_tso`), the
     /// header (`tso_header_len`), the segments fit the port's MTU, and the WQE fits [`MAX_DS`].
-    pub(super) fn tso_plan(&self, p: &Packet, mss: u16) -> Result<TsoPlan, String> {
+    pub(super) fn tso_plan(&self, p: &Packet, mss: u16) -> Result<TsoPlan, TxRefusal> {
         if self.max_tso == 0 {
-            return Err(
-                "TSO requested, but this device does not segment (max_tso 0): send MSS-sized \
-                 frames instead"
-                    .into(),
-            );
+            return Err(TxRefusal::TsoNotSegmented {
+                by: "this device (max_tso 0)",
+            });
         }
         let hdr = tso_header_len(p, mss, self.max_tso)?;
         crate::mtu::check_tso_segments(hdr, mss, self.max_frame)?;
@@ -53,12 +52,11 @@ impl Tx {
         }
         let ds = 1 + eth_ds + nd;
         if ds > MAX_DS {
-            return Err(format!(
-                "TSO packet of {} buffers: a WQE with a {hdr}-byte header points at most {} \
-                 (use larger pool buffers)",
-                p.segment_count(),
-                MAX_DS - 1 - eth_ds
-            ));
+            return Err(TxRefusal::TsoTooManyBuffers {
+                buffers: p.segment_count(),
+                header: hdr,
+                max: MAX_DS - 1 - eth_ds,
+            });
         }
         Ok(TsoPlan { mss, hdr, ds })
     }

@@ -1,6 +1,6 @@
 //! What the interface says it took or could not take: `ethtool -S` and `tx_dropped`.
 
-use super::ethtool;
+use crate::sys::ethtool;
 
 /// Frames redirected to `ifname` that its driver says it took, where the driver counts them in
 /// `ethtool -S` (`*xdp_xmit*` counters other than errors; a veth counts there the frames its

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::counters::{tx_failures, tx_taken};
-use super::ethtool;
 use super::plan::LivePlan;
 use super::program::live_program;
 use super::{LiveConfig, LiveReport, CALIBRATION_RUNS, CALL_TARGET};
 use crate::error::{Error, Result};
+use crate::sys::ethtool;
 use crate::xdp::bpf::insn::{Insn, Reg};
 use crate::xdp::bpf::sys::{action, PerCpuCounters, Program, LIVE_MAX_BATCH};
 

@@ -61,7 +61,8 @@
 //!
 //! The files: `plan` (the frame and where its varying fields sit), `program` (the XDP program
 //! that writes them), `engine` (loading, the sending threads, pacing, what went wrong),
-//! `counters` (what the interface says it took or dropped), `ethtool` (the ioctl behind them).
+//! `counters` (what the interface says it took or dropped; the `SIOCETHTOOL` ioctl behind them is
+//! in `crate::sys::ethtool`).
 
 #![deny(unsafe_code)]
 
@@ -73,8 +74,6 @@ use crate::gen::{FlowVary, SizeSpec, Stamper};
 
 mod counters;
 mod engine;
-#[allow(unsafe_code)] // FFI: the ethtool ioctl
-mod ethtool;
 mod plan;
 mod program;
 

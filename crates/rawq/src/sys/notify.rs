@@ -1,10 +1,12 @@
-//! The system calls behind event-driven receive ([`crate::queue`]): `poll(2)` on the queues'
-//! descriptors, and the eventfd the device model signals.
+//! The system calls behind event-driven receive ([`crate::queue`]) and link events
+//! ([`crate::link`]): `poll(2)` on descriptors, and the eventfd (what the device model signals;
+//! a link that never changes hands out one nobody writes).
 
 use std::io;
-#[cfg(feature = "mlx5")]
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
 
 /// Polls every descriptor of `fds` for POLLIN for up to `ms` milliseconds (-1: no limit),
 /// writing each one's returned events into `revents`; returns how many have events (0: timeout).
@@ -38,20 +40,58 @@ pub(crate) fn borrow<'a>(fd: RawFd) -> BorrowedFd<'a> {
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
-/// A non-blocking eventfd: a counter that makes its descriptor readable while non-zero (what
-/// the device model signals; only with the `mlx5` feature).
-#[cfg(feature = "mlx5")]
+/// Waits until `fd` is readable or `timeout` passes; true if readable. EINTR is a spurious
+/// wake-up (false when the time is up, else waits again). `what` names the wait in errors.
+pub(crate) fn wait_readable(
+    fd: RawFd,
+    timeout: Option<Duration>,
+    what: &'static str,
+) -> Result<bool> {
+    let end = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = match end {
+            None => -1,
+            Some(e) => {
+                let left = e.saturating_duration_since(Instant::now());
+                // Round up: a wait of 0.4 ms must not become a busy poll of 0.
+                left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+            }
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, count 1.
+        let rc = unsafe { libc::poll(&mut p, 1, ms) };
+        if rc > 0 {
+            return Ok(true);
+        }
+        if rc == 0 {
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(Error::os(what, e));
+        }
+        if end.is_some_and(|e| Instant::now() >= e) {
+            return Ok(false);
+        }
+    }
+}
+
+/// A non-blocking eventfd: a counter that makes its descriptor readable while non-zero.
 #[derive(Debug)]
 pub(crate) struct EventFd(OwnedFd);
 
-#[cfg(feature = "mlx5")]
+#[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
 impl EventFd {
     /// A new eventfd, counter 0.
-    pub(crate) fn new() -> crate::Result<EventFd> {
+    pub(crate) fn new() -> Result<EventFd> {
         // SAFETY: plain eventfd(2) call.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
-            return Err(crate::Error::last_os("eventfd"));
+            return Err(Error::last_os("eventfd"));
         }
         // SAFETY: a fresh descriptor nobody else owns.
         Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))

@@ -1,5 +1,6 @@
-//! The `SIOCETHTOOL` ioctl: a driver's name and its `ethtool -S` counters, in the calling
-//! thread's network namespace (`linux/ethtool.h`).
+//! The `SIOCETHTOOL` ioctl (`linux/ethtool.h`), in the calling thread's network namespace: a
+//! driver's name and its `ethtool -S` counters (the live-frames engine), and the index of an
+//! interface's PTP hardware clock (`ETHTOOL_GET_TS_INFO`, what `ethtool -T` shows).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -10,6 +11,21 @@ const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
+/// `ETHTOOL_GET_TS_INFO`.
+const ETHTOOL_GET_TS_INFO: u32 = 0x41;
+
+/// `struct ethtool_ts_info`.
+#[repr(C)]
+#[derive(Default)]
+struct TsInfo {
+    cmd: u32,
+    so_timestamping: u32,
+    phc_index: i32,
+    tx_types: u32,
+    tx_reserved: [u32; 3],
+    rx_filters: u32,
+    rx_reserved: [u32; 3],
+}
 
 /// `struct ethtool_drvinfo` (`linux/ethtool.h`).
 #[repr(C)]
@@ -64,14 +80,24 @@ fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
 }
 
 /// The driver's name ("veth", "mlx5_core", ...).
-pub fn driver(ifname: &str) -> io::Result<String> {
+pub(crate) fn driver(ifname: &str) -> io::Result<String> {
     let d = drvinfo(ifname)?;
     let end = d.driver.iter().position(|&b| b == 0).unwrap_or(32);
     Ok(String::from_utf8_lossy(&d.driver[..end]).into_owned())
 }
 
+/// The index N of `ifname`'s PTP hardware clock (`/dev/ptpN`); negative when it has none.
+pub(crate) fn phc_index(ifname: &str) -> io::Result<i32> {
+    let mut info = TsInfo {
+        cmd: ETHTOOL_GET_TS_INFO,
+        ..Default::default()
+    };
+    ioctl(ifname, &mut info as *mut TsInfo as *mut libc::c_void)?;
+    Ok(info.phc_index)
+}
+
 /// `ethtool -S`: (name, value) pairs.
-pub fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
+pub(crate) fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
     let n = drvinfo(ifname)?.n_stats as usize;
     if n == 0 {
         return Ok(Vec::new());
