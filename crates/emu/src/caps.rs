@@ -26,9 +26,8 @@ pub const VENDOR_ID: u32 = 0x02c9;
 /// part's (a ConnectX-5 VF can demand the L2 header: the kernel reports the mode in
 /// `eth_min_inline`, mlx5_ib main.c `mlx5_ib_alloc_ucontext`). Drivers without DevX guess the
 /// mode from this id (DPDK's mlx5 PMD, rawq's DV backend); libmlx5 reads `eth_min_inline`.
-pub fn part(cfg: &crate::config::Config) -> (u16, u32) {
-    use crate::config::{MinInline, Part};
-    let p = cfg.part.unwrap_or(match cfg.min_inline {
+pub fn part(part: Option<Part>, min_inline: MinInline) -> (u16, u32) {
+    let p = part.unwrap_or(match min_inline {
         MinInline::None => Part::Cx5,
         MinInline::L2 => Part::Cx4Lx,
     });
@@ -37,6 +36,55 @@ pub fn part(cfg: &crate::config::Config) -> (u16, u32) {
         Part::Cx4Lx => (0x1015, 4117),
     }
 }
+
+/// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MinInline {
+    /// `MLX5_USER_INLINE_MODE_NONE`.
+    None,
+    /// `MLX5_USER_INLINE_MODE_L2`.
+    L2,
+}
+
+impl MinInline {
+    /// Parses `none` / `l2`.
+    pub fn parse(s: &str) -> Option<MinInline> {
+        match s {
+            "none" | "" => Some(MinInline::None),
+            "l2" => Some(MinInline::L2),
+            _ => None,
+        }
+    }
+
+    /// Bytes of inline header demanded.
+    pub fn bytes(self) -> u16 {
+        match self {
+            MinInline::None => 0,
+            MinInline::L2 => 18,
+        }
+    }
+}
+
+/// The part the device claims ([`part`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// ConnectX-5 (PCI 0x1017).
+    Cx5,
+    /// ConnectX-4 Lx (PCI 0x1015).
+    Cx4Lx,
+}
+
+impl Part {
+    /// Parses `cx5` / `cx4lx`.
+    pub fn parse(s: &str) -> Option<Part> {
+        match s {
+            "cx5" => Some(Part::Cx5),
+            "cx4lx" => Some(Part::Cx4Lx),
+            _ => None,
+        }
+    }
+}
+
 /// Firmware version: mlx5 prints `fw_ver` bits 32/16/0 as major.minor.sub
 /// (`providers/mlx5/verbs.c: mlx5_query_device_ex`).
 pub const FW: (u64, u64, u64) = (16, 35, 1012);

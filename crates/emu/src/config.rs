@@ -46,53 +46,7 @@
 //! * `RAWQ_EMU_RXGEN_START=PATH`: the frame source starts once PATH exists (a bench creates it
 //!   when the receiver is polling, e.g. after testpmd's `start`).
 
-/// Minimum inline header the device demands on send (`enum mlx5_user_inline_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MinInline {
-    /// `MLX5_USER_INLINE_MODE_NONE`.
-    None,
-    /// `MLX5_USER_INLINE_MODE_L2`.
-    L2,
-}
-
-impl MinInline {
-    /// Parses `none` / `l2`.
-    pub fn parse(s: &str) -> Option<MinInline> {
-        match s {
-            "none" | "" => Some(MinInline::None),
-            "l2" => Some(MinInline::L2),
-            _ => None,
-        }
-    }
-
-    /// Bytes of inline header demanded.
-    pub fn bytes(self) -> u16 {
-        match self {
-            MinInline::None => 0,
-            MinInline::L2 => 18,
-        }
-    }
-}
-
-/// The part the device claims ([`crate::caps::part`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// ConnectX-5 (PCI 0x1017).
-    Cx5,
-    /// ConnectX-4 Lx (PCI 0x1015).
-    Cx4Lx,
-}
-
-impl Part {
-    /// Parses `cx5` / `cx4lx`.
-    pub fn parse(s: &str) -> Option<Part> {
-        match s {
-            "cx5" => Some(Part::Cx5),
-            "cx4lx" => Some(Part::Cx4Lx),
-            _ => None,
-        }
-    }
-}
+pub use crate::caps::{MinInline, Part};
 
 /// The emulator's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,6 @@
 //! objects), numbering objects itself, and says once on stderr that there is no data path.
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -15,25 +14,10 @@ use rawq_model::{ModelThread, ModelWire};
 
 use crate::config::Config;
 use crate::events::Events;
-use crate::mmap::Uars;
 use crate::objects::Objects;
-use crate::{caps, cmd, sys, Errno};
+use crate::{caps, sys, Errno};
 
-/// A context (`ib_ucontext`), made by GET_CONTEXT.
-pub struct Ucontext {
-    /// bfregs granted (`tot_bfregs`).
-    pub tot_bfregs: u32,
-    /// Our own map of the UAR pages (the model polls them).
-    pub uars: Option<Uars>,
-    /// Our end of the async event fd.
-    pub async_tx: i32,
-    /// The application's end of it (`async_fd`).
-    pub async_app: i32,
-    /// The device clock page, once mapped (`MLX5_IB_MMAP_CORE_CLOCK`).
-    pub clock: Option<crate::mmap::ClockPage>,
-    /// The clock page is advertised (the model runs).
-    pub has_clock: bool,
-}
+pub use crate::mmap::Ucontext;
 
 /// One open of the device node.
 pub struct UFile {
@@ -218,63 +202,12 @@ impl Device {
 
     /// The fd table. Nothing panics while holding it, but should something, the map itself
     /// is still whole (a poisoned lock is taken as it is).
-    fn files(&self) -> MutexGuard<'_, HashMap<i32, Arc<Mutex<UFile>>>> {
+    pub(crate) fn files(&self) -> MutexGuard<'_, HashMap<i32, Arc<Mutex<UFile>>>> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
+    pub(crate) fn file(&self, fd: i32) -> Result<Arc<Mutex<UFile>>, Errno> {
         self.files().get(&fd).cloned().ok_or(libc::EBADF)
-    }
-
-    /// write() on a command fd.
-    ///
-    /// A command that panics (a bug of the emulator or the model) answers EIO, and only that
-    /// command: the panic is caught inside the file's lock, so the lock is not poisoned, and
-    /// every object the file holds stays in its table, to be used or destroyed at close as
-    /// usual.
-    ///
-    /// # Errors
-    /// The command's errno.
-    pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
-        let f = self.file(fd)?;
-        // A device that failed fatally answers nothing more (crate::link::PortLink::fatal).
-        if self.link.is_fatal() {
-            return Err(libc::EIO);
-        }
-        let mut f = lock_file(&f);
-        catch_unwind(AssertUnwindSafe(|| cmd::write(self, &mut f, buf, count))).unwrap_or_else(
-            |_| {
-                log::error!("a command on fd {fd} panicked (an emulator bug); it failed with EIO");
-                Err(libc::EIO)
-            },
-        )
-    }
-
-    /// ioctl() on a command fd ([`cmd::counters::ioctl`]), under the file's lock and caught as
-    /// [`Device::write`] is.
-    ///
-    /// # Errors
-    /// The errno the kernel would return.
-    pub fn ioctl(&self, fd: i32, req: u64, arg: u64) -> Result<(), Errno> {
-        let f = self.file(fd)?;
-        if self.link.is_fatal() {
-            return Err(libc::EIO);
-        }
-        let mut f = lock_file(&f);
-        catch_unwind(AssertUnwindSafe(|| {
-            cmd::counters::ioctl(
-                &mut cmd::Ctx {
-                    dev: self,
-                    file: &mut f,
-                },
-                req,
-                arg,
-            )
-        }))
-        .unwrap_or_else(|_| {
-            log::error!("an ioctl on fd {fd} panicked (an emulator bug); it failed with EIO");
-            Err(libc::EIO)
-        })
     }
 
     /// Validates an mmap of the command fd (`mlx5_ib_mmap`).
@@ -300,48 +233,9 @@ impl Device {
         Ok(())
     }
 
-    /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →
-    /// `uverbs_destroy_ufile_hw`).
-    pub fn release(&self, fd: i32) {
-        let f = {
-            let mut files = self.files();
-            match files.remove(&fd) {
-                // Another fd (a dup) still refers to the file: it stays open.
-                Some(f) if files.values().any(|g| Arc::ptr_eq(g, &f)) => {
-                    self.log(format_args!("close fd {fd} (the file stays open on a dup)"));
-                    return;
-                }
-                f => f,
-            }
-        };
-        let Some(f) = f else { return };
-        let mut f = lock_file(&f);
-        let objects = f.objs.len();
-        // A destroy that panics must not keep the others from running.
-        while !f.objs.is_empty() {
-            let before = f.objs.len();
-            let r = catch_unwind(AssertUnwindSafe(|| cmd::destroy_all(self, &mut f)));
-            if r.is_err() {
-                log::error!("destroying an object of fd {fd} panicked (an emulator bug)");
-            }
-            if f.objs.len() >= before {
-                break;
-            }
-        }
-        if let Some(ctx) = f.ctx.take() {
-            self.link.remove_context(ctx.async_tx);
-            sys::close(ctx.async_tx);
-        }
-        self.log(format_args!(
-            "release fd {fd}: {objects} objects destroyed, {} left",
-            f.objs.len()
-        ));
-        self.write_stats();
-    }
-
     /// Writes the model's counters to `RAWQ_EMU_STATS` (a file is rewritten with the latest
     /// line; `-` appends to stderr).
-    fn write_stats(&self) {
+    pub(crate) fn write_stats(&self) {
         let (Some(dest), Some(Some(hw))) = (self.stats_dest(), self.hw.get()) else {
             return;
         };
@@ -370,8 +264,8 @@ fn write_counters(dest: &str, hw: &Hw, ident: caps::Ident) {
         "rawq-emu counters: {:?} counters_objects: {} counters_left_at_close: {}
 ",
         hw.counters(),
-        cmd::counters::live(),
-        cmd::counters::left_at_close()
+        crate::objects::counters_live(),
+        crate::objects::counters_left_at_close()
     );
     // The in-process frame source's count (crate::rxgen), read after the device's counters:
     // a frame it counts is never missing from them once the port has drained.
@@ -407,7 +301,7 @@ fn spawn_stats_writer(dest: String, hw: Hw, ident: caps::Ident) {
 /// A file's lock. Commands run under it inside `catch_unwind`, so it is never poisoned by
 /// them; should it be anyway, the file is taken as it is (its table stays consistent: objects
 /// enter it whole, after their device side exists).
-fn lock_file(f: &Mutex<UFile>) -> MutexGuard<'_, UFile> {
+pub(crate) fn lock_file(f: &Mutex<UFile>) -> MutexGuard<'_, UFile> {
     f.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -73,7 +73,7 @@ fn take_back(app: i32, tx: i32, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
 }
 
 fn handle_of(e: &[u8]) -> u64 {
-    crate::cmd::u64_at(e, 0)
+    crate::uapi::u64_at(e, 0)
 }
 
 impl Events {
@@ -171,7 +171,7 @@ impl Events {
         let mut asy = r.async_sent;
         if r.async_fds.0 >= 0 && r.async_sent > 0 {
             let gone = take_back(r.async_fds.0, r.async_fds.1, |e| {
-                !(mine(e) && crate::cmd::u64_at(e, 8) as u32 == IB_EVENT_CQ_ERR)
+                !(mine(e) && crate::uapi::u64_at(e, 8) as u32 == IB_EVENT_CQ_ERR)
             });
             asy = asy.saturating_sub(gone.len() as u32);
         }

@@ -202,8 +202,8 @@ mod tests {
             while let Some(n) = sys::recv_nowait(fd, &mut buf) {
                 assert_eq!(n, 16);
                 v.push((
-                    crate::cmd::u64_at(&buf, 0),
-                    crate::cmd::u64_at(&buf, 8) as u32,
+                    crate::uapi::u64_at(&buf, 0),
+                    crate::uapi::u64_at(&buf, 8) as u32,
                 ));
             }
             v
@@ -238,8 +238,8 @@ mod tests {
             assert_eq!(n, 16);
             assert_eq!(
                 (
-                    crate::cmd::u64_at(&buf, 0),
-                    crate::cmd::u64_at(&buf, 8) as u32
+                    crate::uapi::u64_at(&buf, 0),
+                    crate::uapi::u64_at(&buf, 8) as u32
                 ),
                 (1, IB_EVENT_DEVICE_FATAL)
             );

@@ -11,8 +11,23 @@ use std::sync::Arc;
 use rawq_model::hw::Hw;
 
 use crate::caps::ucontext::{BFREGS_PER_UAR, LOG_UAR_SIZE};
-use crate::device::Ucontext;
 use crate::{sys, Errno};
+
+/// A context (`ib_ucontext`), made by GET_CONTEXT.
+pub struct Ucontext {
+    /// bfregs granted (`tot_bfregs`).
+    pub tot_bfregs: u32,
+    /// Our own map of the UAR pages (the model polls them).
+    pub uars: Option<Uars>,
+    /// Our end of the async event fd.
+    pub async_tx: i32,
+    /// The application's end of it (`async_fd`).
+    pub async_app: i32,
+    /// The device clock page, once mapped (`MLX5_IB_MMAP_CORE_CLOCK`).
+    pub clock: Option<ClockPage>,
+    /// The clock page is advertised (the model runs).
+    pub has_clock: bool,
+}
 
 /// `enum mlx5_ib_mmap_cmd`.
 pub mod cmd {

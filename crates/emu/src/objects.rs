@@ -323,6 +323,26 @@ impl Objects {
     }
 }
 
+/// Live counters objects of every file of the process (the emulator's own tally, written to
+/// the stats line so that a test can see that an application destroys what it creates).
+pub(crate) static COUNTERS_LIVE: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// Counters objects the application left for the close of its file to destroy.
+pub(crate) static COUNTERS_LEFT_AT_CLOSE: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// Counters objects created and not yet destroyed, in every file.
+pub fn counters_live() -> u64 {
+    COUNTERS_LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counters objects the application did not destroy (the close of its file did), in every
+/// file so far.
+pub fn counters_left_at_close() -> u64 {
+    COUNTERS_LEFT_AT_CLOSE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,10 @@
 //!
 //! * every pinned range is recorded ([`pin`], released by dropping the [`Pinned`] its object
 //!   holds), in a fixed table a signal handler can read without locks or allocation;
-//! * `munmap` of pinned pages (interposed, [`munmap`]) unmaps the rest of the range but keeps
-//!   the pinned pages mapped, for the device only, until the last pin over them goes (so the
-//!   address is not handed out again while the device may write there); a `MAP_FIXED` mapping
-//!   the application puts over kept pages takes them back;
+//! * `munmap` of pinned pages (interposed; this module's `munmap`) unmaps the rest of the range
+//!   but keeps the pinned pages mapped, for the device only, until the last pin over them goes
+//!   (so the address is not handed out again while the device may write there); a `MAP_FIXED`
+//!   mapping the application puts over kept pages takes them back;
 //! * a `SIGSEGV`/`SIGBUS` handler ([`install`]) serves a fault of the *device* (the model's
 //!   thread, or an emulator entry point such as write(), which may flush CQEs) inside a pinned
 //!   range: a page the application took read or write access from gets both back; a page it

@@ -26,6 +26,15 @@ include!(concat!(env!("OUT_DIR"), "/uapi.rs"));
 /// Implement only for `#[repr(C)]` structs of integers / arrays of integers.
 pub unsafe trait Pod: Default {}
 
+/// The u64 at `off` in `b` (zero where `b` is short).
+pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    for (i, x) in w.iter_mut().enumerate() {
+        *x = b.get(off + i).copied().unwrap_or(0);
+    }
+    u64::from_ne_bytes(w)
+}
+
 /// A `T` from the first bytes of `b`; missing bytes read as zero.
 pub fn from_prefix<T: Pod>(b: &[u8]) -> T {
     let mut t = T::default();

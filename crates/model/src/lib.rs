@@ -34,6 +34,7 @@
 
 pub mod clock;
 mod config;
+mod desc;
 mod engine;
 mod error;
 mod flow;

@@ -18,6 +18,13 @@ pub const DB_SQ: usize = 4;
 pub const DB_TXCQ: usize = 64;
 /// the RX CQ's.
 pub const DB_RXCQ: usize = 128;
+/// The value a CQ's creator leaves in its arm word (`dbrec[1]`) before [`crate::hw::Hw::create_cq`]
+/// (libmlx5 zeroes it and never reads it back; the emulator, the model's port and tests write
+/// this): no `mlx5_arm_cq` word can have bits 30..31 set (rdma-core providers/mlx5/cq.c
+/// `mlx5_arm_cq`: sn is 2 bits at 28), so the first arm, even sn = 0, cmd = 0, ci = 0 (all
+/// zero), is seen as a change.
+pub(crate) const ARM_SENTINEL: u32 = 0xffff_ffff;
+
 /// BlueFlame register offset in the UAR page
 pub const BF_OFFSET: usize = 0x800;
 /// and the size of each of its two halves.
@@ -102,13 +109,9 @@ impl QueueMem {
             m.write_byte(rxcq + i * 64 + 63, cqe::OP_OWN_INVALID);
         }
         // Both CQs' arm words start as the impossible arm the device compares against
-        // (engine::ARM_SENTINEL; the device itself never writes a doorbell record).
+        // (ARM_SENTINEL; the device itself never writes a doorbell record).
         for w in [DB_TXCQ + 4, DB_RXCQ + 4] {
-            for (k, b) in super::engine::ARM_SENTINEL
-                .to_be_bytes()
-                .into_iter()
-                .enumerate()
-            {
+            for (k, b) in ARM_SENTINEL.to_be_bytes().into_iter().enumerate() {
                 m.write_byte(db + w + k, b);
             }
         }

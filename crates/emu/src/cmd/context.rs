@@ -144,7 +144,7 @@ fn device_attr(id: caps::Ident, cfg: &crate::config::Config) -> ib_uverbs_query_
         max_mr_size: u64::MAX,
         page_size_cap: !0xfff,
         vendor_id: caps::VENDOR_ID,
-        vendor_part_id: caps::part(cfg).1,
+        vendor_part_id: caps::part(cfg.part, cfg.min_inline).1,
         hw_ver: 0,
         max_qp: 1 << 18,
         max_qp_wr: caps::MAX_QP_WR,

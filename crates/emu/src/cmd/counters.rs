@@ -67,23 +67,10 @@ struct Attr {
     at: u64,
 }
 
-/// Live counters objects of every file of the process (the emulator's own tally, written to
-/// the stats line so that a test can see that an application destroys what it creates).
-static LIVE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Counters objects the application left for the close of its file to destroy.
-static LEFT_AT_CLOSE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Counters objects created and not yet destroyed, in every file.
-pub fn live() -> u64 {
-    LIVE.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Counters objects the application did not destroy (the close of its file did), in every
-/// file so far.
-pub fn left_at_close() -> u64 {
-    LEFT_AT_CLOSE.load(std::sync::atomic::Ordering::Relaxed)
-}
+// The process-wide tally of counters objects lives with the object tables (below the device,
+// which writes it in the stats line).
+pub use crate::objects::{counters_left_at_close as left_at_close, counters_live as live};
+use crate::objects::{COUNTERS_LEFT_AT_CLOSE as LEFT_AT_CLOSE, COUNTERS_LIVE as LIVE};
 
 /// `RAWQ_EMU_FLOW_COUNTERS=off`: the device has no flow counters, as a kernel whose driver lacks
 /// the counters ops (uverbs_std_types_counters.c `UAPI_DEF_OBJ_NEEDS_FN(destroy_counters)`

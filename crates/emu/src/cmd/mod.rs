@@ -19,12 +19,110 @@ mod pd;
 mod qp;
 mod wq;
 
-use crate::device::{Device, UFile};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::device::{lock_file, Device, UFile};
+use crate::sys;
+pub(crate) use crate::uapi::u64_at;
 use crate::uapi::{self, Pod};
 use crate::umem;
 use crate::Errno;
 
 use libc::{EFAULT, EINVAL, ENOSPC, EOPNOTSUPP};
+
+/// The command fd's entry points on the device (the interposer's write(), ioctl() and close()
+/// of a command fd), here with the decoder they call rather than in [`crate::device`], which
+/// the decoder is built on.
+impl Device {
+    /// write() on a command fd.
+    ///
+    /// A command that panics (a bug of the emulator or the model) answers EIO, and only that
+    /// command: the panic is caught inside the file's lock, so the lock is not poisoned, and
+    /// every object the file holds stays in its table, to be used or destroyed at close as
+    /// usual.
+    ///
+    /// # Errors
+    /// The command's errno.
+    pub fn write(&self, fd: i32, buf: u64, count: usize) -> Result<usize, Errno> {
+        let f = self.file(fd)?;
+        // A device that failed fatally answers nothing more (crate::link::PortLink::fatal).
+        if self.link.is_fatal() {
+            return Err(libc::EIO);
+        }
+        let mut f = lock_file(&f);
+        catch_unwind(AssertUnwindSafe(|| write(self, &mut f, buf, count))).unwrap_or_else(|_| {
+            log::error!("a command on fd {fd} panicked (an emulator bug); it failed with EIO");
+            Err(libc::EIO)
+        })
+    }
+
+    /// ioctl() on a command fd ([`counters::ioctl`]), under the file's lock and caught as
+    /// [`Device::write`] is.
+    ///
+    /// # Errors
+    /// The errno the kernel would return.
+    pub fn ioctl(&self, fd: i32, req: u64, arg: u64) -> Result<(), Errno> {
+        let f = self.file(fd)?;
+        if self.link.is_fatal() {
+            return Err(libc::EIO);
+        }
+        let mut f = lock_file(&f);
+        catch_unwind(AssertUnwindSafe(|| {
+            counters::ioctl(
+                &mut Ctx {
+                    dev: self,
+                    file: &mut f,
+                },
+                req,
+                arg,
+            )
+        }))
+        .unwrap_or_else(|_| {
+            log::error!("an ioctl on fd {fd} panicked (an emulator bug); it failed with EIO");
+            Err(libc::EIO)
+        })
+    }
+
+    /// close() of a command fd: every object of the file is destroyed (`ib_uverbs_close` →
+    /// `uverbs_destroy_ufile_hw`).
+    pub fn release(&self, fd: i32) {
+        let f = {
+            let mut files = self.files();
+            match files.remove(&fd) {
+                // Another fd (a dup) still refers to the file: it stays open.
+                Some(f) if files.values().any(|g| Arc::ptr_eq(g, &f)) => {
+                    self.log(format_args!("close fd {fd} (the file stays open on a dup)"));
+                    return;
+                }
+                f => f,
+            }
+        };
+        let Some(f) = f else { return };
+        let mut f = lock_file(&f);
+        let objects = f.objs.len();
+        // A destroy that panics must not keep the others from running.
+        while !f.objs.is_empty() {
+            let before = f.objs.len();
+            let r = catch_unwind(AssertUnwindSafe(|| destroy_all(self, &mut f)));
+            if r.is_err() {
+                log::error!("destroying an object of fd {fd} panicked (an emulator bug)");
+            }
+            if f.objs.len() >= before {
+                break;
+            }
+        }
+        if let Some(ctx) = f.ctx.take() {
+            self.link.remove_context(ctx.async_tx);
+            sys::close(ctx.async_tx);
+        }
+        self.log(format_args!(
+            "release fd {fd}: {objects} objects destroyed, {} left",
+            f.objs.len()
+        ));
+        self.write_stats();
+    }
+}
 
 /// Result of a command handler.
 pub type CmdResult = Result<(), Errno>;
@@ -473,15 +571,6 @@ fn decode_ex(
         drv_in: b.to_vec(),
         drv_out: (ex.response.wrapping_add(core_out as u64), drv_out),
     })
-}
-
-/// The u64 at `off` in `b` (zero where `b` is short).
-pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (i, x) in w.iter_mut().enumerate() {
-        *x = b.get(off + i).copied().unwrap_or(0);
-    }
-    u64::from_ne_bytes(w)
 }
 
 /// Destroys every object of a file, users first (`uverbs_destroy_ufile_hw`).

@@ -4,5 +4,6 @@
 //! node (answered by the interposer).
 
 pub mod counters;
+mod fs;
 pub mod pci;
 pub mod sysfs;

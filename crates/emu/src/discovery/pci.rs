@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::caps;
 use crate::config::Config;
 
-use super::sysfs::{link, put};
+use super::fs::{link, put};
 
 /// The PCI address of emulated device `id` (`0000:00:05.0`, then `0000:00:06.0`).
 pub fn slot(id: caps::Ident) -> String {
@@ -31,7 +31,7 @@ pub fn slot(id: caps::Ident) -> String {
 /// The PCI device id: ConnectX-5 (0x1017) or ConnectX-4 Lx (0x1015), as the verbs device's
 /// modalias says ([`caps::part`]).
 fn device_id(cfg: &Config) -> u16 {
-    caps::part(cfg).0
+    caps::part(cfg.part, cfg.min_inline).0
 }
 
 /// Subsystem device id (the board's; the verbs `modalias` carries the same).

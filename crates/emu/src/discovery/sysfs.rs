@@ -3,34 +3,13 @@
 //! `cmd_device.c: query_sysfs_gid*` for GIDs once the ioctl path is off), with the PCI
 //! function behind each device ([`super::pci`]) and its port's counters ([`super::counters`]).
 
-use std::fs;
 use std::io;
 use std::path::Path;
 
 use crate::caps;
 use crate::config::Config;
 
-/// Writes `text` and a newline to `root/rel`, making its directories.
-pub(super) fn put(root: &Path, rel: &str, text: &str) -> io::Result<()> {
-    let p = root.join(rel);
-    if let Some(dir) = p.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    fs::write(&p, format!("{text}\n"))
-}
-
-/// Makes `root/rel` a symbolic link to `target` (relative to the link's directory), replacing
-/// a link already there.
-pub(super) fn link(root: &Path, rel: &str, target: &str) -> io::Result<()> {
-    let p = root.join(rel);
-    if let Some(dir) = p.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    if fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-        fs::remove_file(&p)?;
-    }
-    std::os::unix::fs::symlink(target, &p)
-}
+use super::fs::put;
 
 /// Writes the tree for the configured devices (`mlx5_0` behind `uverbs0`, and `mlx5_1` behind
 /// `uverbs1` for a cabled pair) under `root`.
@@ -115,6 +94,7 @@ fn write_device(root: &Path, cfg: &Config, id: caps::Ident) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn tree_has_what_libibverbs_reads() {

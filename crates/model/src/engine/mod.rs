@@ -15,9 +15,9 @@ mod tso;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::hw::{CqDesc, HwEvent, HwOptions, QueueState, RqDesc, SqDesc};
 use super::link::{AfPacket, Inbox, Tap};
 use super::ModelWire;
+use crate::desc::{CqDesc, HwEvent, HwOptions, QueueState, RqDesc, SqDesc};
 use crate::error::{Error, Result};
 use crate::mmio;
 
@@ -287,12 +287,7 @@ fn frame_cap(max_frame: u32) -> usize {
     (max_frame as usize + 64).max(2048)
 }
 
-/// The value a CQ's creator leaves in its arm word (`dbrec[1]`) before [`super::Hw::create_cq`]
-/// (libmlx5 zeroes it and never reads it back; the emulator, the model's port and tests write
-/// this): no `mlx5_arm_cq` word can have bits 30..31 set (rdma-core providers/mlx5/cq.c
-/// `mlx5_arm_cq`: sn is 2 bits at 28), so the first arm, even sn = 0, cmd = 0, ci = 0 (all
-/// zero), is seen as a change.
-pub(crate) const ARM_SENTINEL: u32 = 0xffff_ffff;
+pub(crate) use crate::mem::ARM_SENTINEL;
 
 impl HwState {
     pub(crate) fn new(opts: HwOptions, tune: HwTuning) -> Result<HwState> {
@@ -323,7 +318,7 @@ impl HwState {
             ModelWire::Bridge { ifname } => Link::Bridge(AfPacket::open(ifname)?),
         };
         let tap = match &opts.netdev {
-            Some(super::hw::NetdevPath::Tap { ifname }) => Some(Tap::open(ifname)?),
+            Some(crate::config::NetdevPath::Tap { ifname }) => Some(Tap::open(ifname)?),
             None => None,
         };
         let tx = TxScratch {

@@ -3,8 +3,8 @@
 //! its indirection table. Frames no rule takes go to the kernel netdev.
 
 use super::*;
+use crate::desc::{FlowDesc, FlowSpec, Masked, TirDesc};
 use crate::flow;
-use crate::hw::{FlowDesc, FlowSpec, Masked, TirDesc};
 use crate::wire::cqe;
 
 /// `enum ibv_rx_hash_fields` (rdma-core libibverbs/verbs.h).
