@@ -154,7 +154,7 @@ mod tests {
     }
 
     /// `lo` has no metadata ops: no bits. (A veth's, which has all three, is checked in
-    /// tests/xdp_vlan.rs, inside a namespace.)
+    /// tests/xdp/vlan.rs, inside a namespace.)
     #[test]
     fn loopback_answers_no_metadata_kfuncs() {
         let idx = crate::xdp::ifindex("lo").unwrap();
