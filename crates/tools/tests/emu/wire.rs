@@ -184,11 +184,11 @@ fn pktgen_verbs_sends_through_libmlx5_to_a_kernel_socket() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Compiles `emu/tests/NAME.c` against libibverbs (+ libmlx5).
+/// Compiles `crates/emu/tests/NAME.c` against libibverbs (+ libmlx5).
 fn compile_c(name: &str) -> std::path::PathBuf {
     let root = support::repo_root();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let src = root.join("emu/tests").join(format!("{name}.c"));
+    let src = root.join("crates/emu/tests").join(format!("{name}.c"));
     let o = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-O1", "-Wall", "-o"])
         .arg(&out)
