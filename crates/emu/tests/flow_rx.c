@@ -2,7 +2,7 @@
  * Receives, through libibverbs + libmlx5, the UDP/IPv4 frames to port 9000 that a flow rule
  * steers to a RAW_PACKET QP, for a number of seconds; everything else stays with the kernel
  * (the emulated port's TAP netdev). Prints "ready" once the rule is in place and
- * "received N" at the end. Used by tests/emu_wire.rs.
+ * "received N" at the end. Used by tests/emu/wire.rs.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -3,6 +3,9 @@
 //! exactly once. The loop is flow controlled (at most `WINDOW` frames in flight), because in copy
 //! mode neither the veth nor the socket pushes back on a sender that outruns the receiver; a lost
 //! frame therefore stalls the window and fails the test instead of being papered over.
+//!
+//! A binary of its own: its stall check (no progress for 5 s) tripped once while the other
+//! AF_XDP tests ran beside it in one binary.
 
 use rawq_testkit as support;
 
@@ -193,8 +196,8 @@ fn a_million_frames_none_lost_none_duplicated() {
 
 /// Not a test but a measurement (no speed assertions in tests): transmit rate of 60-byte frames
 /// in copy mode on a veth, the peer dropping them in its XDP program. Run with
-/// `cargo test --release --no-default-features --features xdp --test xdp_rings -- --ignored
-/// --nocapture tx_rate`.
+/// `cargo test -p rawq --release --no-default-features --features xdp --test xdp_rings --
+/// --ignored --nocapture tx_rate`.
 #[test]
 #[ignore]
 fn tx_rate_copy_mode_60_byte_frames() {

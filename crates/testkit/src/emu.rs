@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::NetnsPair;
 
-/// One test of a file at a time: each runs busy-polling programs and device models, and the
-/// machine may have two cores; rates are chosen for one test running. (Each test crate has its
-/// own copy of this lock.)
+/// One test at a time: each runs busy-polling programs and device models, and the machine may
+/// have two cores; rates are chosen for one test running. (Each test binary has its own copy of
+/// this lock, shared by all the modules of that binary.)
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {

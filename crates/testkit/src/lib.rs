@@ -37,6 +37,17 @@ pub fn run_example(bin: &str, args: &[&str], secs: u64) -> Output {
         })
 }
 
+/// The name libtest gives test `name` declared in the module whose `module_path!()` is
+/// `module`: that path without the test crate's own name (`emu::dv` and `inner_x` give
+/// `dv::inner_x`; at a test crate's root, `inner_x`). A test that re-runs its own executable
+/// with `--exact` passes this, so the filter still names the test after a move.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// The workspace root (where `scripts/`, `README.md` and `target/` are).
 pub fn repo_root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

@@ -6,7 +6,7 @@
 //! [`Run::spawn`] sends the program's stderr to a file of its own, read while it runs
 //! ([`Run::stderr`]), and its stdout to a pipe that a thread drains, so that a program that
 //! writes much never blocks. (Stdout stays a pipe, as these tests always had it: with stdout a
-//! file, pktgen's `--on-link-down wait` runs in tests/link_runs.rs ended with no frame counted
+//! file, pktgen's `--on-link-down wait` runs in tests/emu/link_runs.rs ended with no frame counted
 //! as not sent in 6 runs of 10, for a reason not found; with the pipe, in none of 13.)
 //! [`Run::finish`] returns the usual [`Output`], both streams in it. A [`Run`] dropped while its
 //! program runs (a failed assertion) kills it, and removes its file.

@@ -1,5 +1,5 @@
 //! Opening AF_XDP ports inside a [`NetnsPair`](super::NetnsPair) and looking at what is attached:
-//! shared by `tests/xdp_port.rs` and `tests/xdp_port_attach.rs`.
+//! shared by `tests/xdp/port.rs` and `tests/xdp/port_attach.rs`.
 
 use rawq::flow::Rule;
 use rawq::{Backend, Port};

@@ -16,7 +16,7 @@
 //!
 //! Toeplitz (`toeplitz`): the model's own copy, checked against Microsoft's published
 //! verification vectors in its tests (and, through the RSS hash DPDK's mlx5 PMD reads from
-//! the model's CQEs, against tests/emu_dpdk_decode.rs's independent Toeplitz).
+//! the model's CQEs, against tests/emu/dpdk_decode.rs's independent Toeplitz).
 
 pub mod toeplitz;
 

@@ -5,7 +5,7 @@
 //! kernel's names; each cites where its meaning comes from.
 //!
 //! Checked three ways: rdma-core's `mlx5dv.h` (the C oracle, `oracle.rs`: every field that
-//! header declares), DPDK's mlx5 PMD decoding the model's CQEs (tests/emu_dpdk_decode.rs: the
+//! header declares), DPDK's mlx5 PMD decoding the model's CQEs (tests/emu/dpdk_decode.rs: the
 //! RSS hash, the checksum-ok bits, the L3/L4 header types, the fragment bit and the stripped
 //! VLAN, which `mlx5dv.h` leaves out), and the model's own tests.
 //!

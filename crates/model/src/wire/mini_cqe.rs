@@ -12,7 +12,7 @@
 //!
 //! For a striding RQ `byte_cnt` uses the striding encoding
 //! ([`mprq_decode`](super::cqe::mprq_decode)). DPDK's mlx5 PMD decodes both formats of the
-//! model in tests/emu_dpdk_decode.rs (hash, length, stride index; with CSUM_STRIDX its vector
+//! model in tests/emu/dpdk_decode.rs (hash, length, stride index; with CSUM_STRIDX its vector
 //! receive reports no hash for the session's entries, `rxq_cq_decompress_v`).
 
 use super::{put16, put32};

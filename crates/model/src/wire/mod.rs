@@ -4,7 +4,7 @@
 //! Every format is written from the vendor sources, with the Linux kernel's names and a source
 //! per field and constant: the completion formats the device writes (`cqe.rs`, `mini_cqe.rs`:
 //! include/linux/mlx5/device.h `struct mlx5_cqe64`, `struct mlx5_mini_cqe8`), judged also by
-//! DPDK's mlx5 PMD, which decodes what the model writes (tests/emu_dpdk_decode.rs), and the
+//! DPDK's mlx5 PMD, which decodes what the model writes (tests/emu/dpdk_decode.rs), and the
 //! send WQE segments the device reads (`ctrl.rs`, `data.rs`, `eth.rs`, `inline.rs`:
 //! include/linux/mlx5/qp.h `struct mlx5_wqe_ctrl_seg`, `mlx5_wqe_data_seg`, `mlx5_wqe_eth_seg`,
 //! `mlx5_wqe_inline_seg`). The model imports nothing from rawq. `oracle.rs` checks all of them
@@ -21,7 +21,7 @@
 //!
 //! The layouts, with their sources, are in `docs/mlx5-dataplane.md` (§2 send WQEs, §5 CQEs, §7
 //! receive WQEs, §8 mini-CQEs). rawq's own side of these formats (src/dv/wire: it writes the
-//! WQEs and reads the CQEs) is judged the same way by its `tests/dv_oracle.rs`.
+//! WQEs and reads the CQEs) is judged the same way by its `tests/dv/oracle.rs`.
 
 pub mod cqe;
 pub mod ctrl;

@@ -15,7 +15,7 @@
 //! segment's data padding (only its flag and header size are in `mlx5dv.h`).
 //! Of these, DPDK's mlx5 PMD judges what it reads (the hash, the ok bits, the header types, the
 //! fragment and stripped-VLAN bits, both mini-CQE formats, the striding byte count) by decoding
-//! the model's CQEs in tests/emu_dpdk_decode.rs.
+//! the model's CQEs in tests/emu/dpdk_decode.rs.
 //!
 //! No C compiler or headers is a test failure that says what to install, never a silent skip.
 

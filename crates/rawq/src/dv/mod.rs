@@ -6,7 +6,7 @@
 //!   CQE compression, striding geometry, mini-CQE format).
 //!
 //! * [`wire`]: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
-//!   `tests/dv_oracle.rs`).
+//!   `tests/dv/oracle.rs`).
 //! * [`rings`]: the ring memory of one queue pair: the contract with the control path.
 //! * [`queue::DvQueue`]: the data path over one [`rings::QueueRings`]: [`tx`] (SEND and enhanced
 //!   multi-packet WQEs, completions every N WQEs, one doorbell per burst), [`rx`] (cyclic and

@@ -128,7 +128,7 @@ mod tests {
     }
 
     /// `lo` has no metadata ops: no bits. (A veth's, which has all three, is checked in
-    /// tests/xdp_vlan.rs, inside a namespace.)
+    /// tests/xdp/vlan.rs, inside a namespace.)
     #[test]
     fn loopback_answers_no_metadata_kfuncs() {
         let idx = crate::sys::ifindex("lo").unwrap();

@@ -1,4 +1,4 @@
-/* IGNORE_OVERRUN probe for tests/model_fidelity.rs, run on the emulated NIC: a RAW_PACKET QP
+/* IGNORE_OVERRUN probe for tests/emu/model_fidelity.rs, run on the emulated NIC: a RAW_PACKET QP
  * whose send CQ has 2 entries (created with IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN when argv[1] is
  * "1") posts 4 signaled inline sends without polling; without the flag it then waits for the
  * CQ error event the overrun raises, with it it polls the completions. Only the public

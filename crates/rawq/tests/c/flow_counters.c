@@ -1,4 +1,4 @@
-/* Flow counters probe for tests/rule_hits_emu.rs, run on the emulated NIC: the emulator judged by
+/* Flow counters probe for tests/emu/rule_hits.rs, run on the emulated NIC: the emulator judged by
  * rdma-core's own libibverbs + libmlx5, not by rawq. Only the public verbs API:
  * ibv_create_counters, ibv_attach_counters_point_flow, ibv_create_flow with an
  * IBV_FLOW_SPEC_ACTION_COUNT spec, ibv_read_counters, ibv_destroy_counters.

@@ -1,7 +1,7 @@
 /*
  * Oracle for rawq's flow::verbs::compile: builds the ibv_create_flow buffer for a rule with
  * rdma-core's own structs from <infiniband/verbs.h>, independently of the Rust code, and prints
- * it in hex. The Rust test (tests/flow_verbs_oracle.rs) compares the two byte for byte.
+ * it in hex. The Rust test (tests/flow/verbs_oracle.rs) compares the two byte for byte.
  *
  * Input: one rule per line, whitespace-separated key=value fields, all optional except action:
  *   prio=N port=N dmac=MAC/MASK smac=MAC/MASK vlan=N ethertype=N ip=4|6 src=ADDR/LEN

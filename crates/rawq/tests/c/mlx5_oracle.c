@@ -1,5 +1,5 @@
 /*
- * Oracle for tests/dv_oracle.rs: evaluates the vendor's own mlx5dv.h helpers and struct layouts
+ * Oracle for tests/dv/oracle.rs: evaluates the vendor's own mlx5dv.h helpers and struct layouts
  * on cases read from stdin, one per line, and prints the results in hex, one line per case.
  *
  *   C pi opcode opmod qpn fm_ce_se ds signature imm  -> mlx5dv_set_ctrl_seg, 16 bytes

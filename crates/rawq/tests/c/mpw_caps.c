@@ -1,4 +1,4 @@
-/* Multi-packet send capabilities probe for tests/model_fidelity.rs, run on the emulated NIC:
+/* Multi-packet send capabilities probe for tests/emu/model_fidelity.rs, run on the emulated NIC:
  * prints what mlx5dv_query_device reports (MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED,
  * MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) as "name 0|1" lines. */
 #include <stdio.h>

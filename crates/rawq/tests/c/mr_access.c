@@ -1,4 +1,4 @@
-/* Memory-registration probe for tests/model_fidelity.rs, run on the emulated NIC (looped-back
+/* Memory-registration probe for tests/emu/model_fidelity.rs, run on the emulated NIC (looped-back
  * port): one RAW_PACKET QP in PD 1 with a flow for the frame's destination MAC sends one frame
  * (from registered memory) to itself and receives it. argv[1] picks what is wrong:
  *   good     nothing (send buffer and receive buffer registered in PD 1 with LOCAL_WRITE)

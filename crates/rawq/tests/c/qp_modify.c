@@ -1,4 +1,4 @@
-/* Modify-QP attribute probe for tests/model_fidelity.rs, run on the emulated NIC: a RAW_PACKET
+/* Modify-QP attribute probe for tests/emu/model_fidelity.rs, run on the emulated NIC: a RAW_PACKET
  * QP is walked RESET -> INIT -> RTR -> RTS, each transition first tried with an attribute the
  * IB core's table does not allow a RAW_PACKET QP there (Linux drivers/infiniband/core/verbs.c
  * qp_state_table, ib_modify_qp_is_ok, called by mlx5_ib_modify_qp), then as it should be; a

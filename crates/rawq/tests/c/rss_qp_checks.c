@@ -1,4 +1,4 @@
-/* RSS QP attribute probe for tests/rss.rs, run on the emulated NIC: creates a 2-entry
+/* RSS QP attribute probe for tests/emu/rss.rs, run on the emulated NIC: creates a 2-entry
  * indirection table of receive WQs, then one RSS (hashing) QP per case through libmlx5, and
  * prints "case errno" (0: created). Only the public libibverbs and mlx5dv API. */
 #include <errno.h>

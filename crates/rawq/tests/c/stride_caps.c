@@ -1,4 +1,4 @@
-/* Striding RQ capability probe for tests/model_fidelity.rs, run on the emulated NIC: prints the
+/* Striding RQ capability probe for tests/emu/model_fidelity.rs, run on the emulated NIC: prints the
  * striding caps mlx5dv_query_device reports, then tries mlx5dv_create_wq with 2^3 and 2^9
  * strides of 2^6 bytes and prints the errno of each (0: created). Uses only the public
  * libibverbs / mlx5dv API. */

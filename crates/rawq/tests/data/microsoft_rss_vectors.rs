@@ -1,4 +1,4 @@
-// Shared by rawq's Toeplitz unit tests (src/flow/toeplitz.rs) and tests/rss.rs through
+// Shared by rawq's Toeplitz unit tests (src/flow/toeplitz.rs) and tests/emu/rss.rs through
 // include!: one copy of the published table. (The device model keeps its own, in its own crate.)
 // Verification tables of Microsoft's "Verifying the RSS Hash Calculation" (Windows driver
 // docs, network/verifying-the-rss-hash-calculation.md in MicrosoftDocs/windows-driver-docs,

@@ -121,7 +121,7 @@ fn received_packets_carry_their_metadata() {
 }
 
 /// The metadata a packet keeps raw decodes to what the CQE views (`wire::cqe`, checked
-/// against mlx5dv.h by `tests/dv_oracle.rs`) say, for every value of the two flag bytes, with
+/// against mlx5dv.h by `tests/dv/oracle.rs`) say, for every value of the two flag bytes, with
 /// a VLAN TCI, an RSS hash and a flow tag (whose top byte, not part of the tag, is set).
 #[test]
 fn raw_meta_decodes_like_the_cqe_views() {

@@ -7,7 +7,7 @@
 //! `new_unchecked` is for buffers whose length the type already guarantees (`[u8; 16]`, ...).
 //!
 //! The layouts, with their sources, are in `docs/mlx5-dataplane.md` (§2 send WQEs, §5 CQEs, §7
-//! receive WQEs, §8 mini-CQEs). `tests/dv_oracle.rs` compares these writers and readers byte for
+//! receive WQEs, §8 mini-CQEs). `tests/dv/oracle.rs` compares these writers and readers byte for
 //! byte with the vendor's own helpers in `mlx5dv.h`.
 
 pub mod cqe;
