@@ -66,7 +66,7 @@ pub enum Page {
 /// PAGE`). DPDK's mlx5 PMD asks for non-cached pages (`MLX5_SHUT_UP_BF`, drivers/common/mlx5/
 /// linux/mlx5_common_os.c `mlx5_config_doorbell_mapping_env`). Other offsets map as asked.
 pub fn canonical_offset(off: i64) -> i64 {
-    if off < 0 || off as u64 % PAGE != 0 {
+    if off < 0 || !(off as u64).is_multiple_of(PAGE) {
         return off;
     }
     let pg = off as u64 / PAGE;
@@ -86,7 +86,7 @@ pub fn canonical_offset(off: i64) -> i64 {
 /// `uar_mmap`.
 pub fn check(ctx: Option<&Ucontext>, len: usize, prot: i32, off: i64) -> Result<Page, Errno> {
     let ctx = ctx.ok_or(libc::EINVAL)?;
-    if off < 0 || off as u64 % PAGE != 0 || len == 0 {
+    if off < 0 || !(off as u64).is_multiple_of(PAGE) || len == 0 {
         return Err(libc::EINVAL);
     }
     let pg = off as u64 / PAGE;

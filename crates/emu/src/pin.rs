@@ -187,7 +187,7 @@ fn release_kept(start: u64, end: u64) {
 /// the range is pinned or the arguments are the kernel's to refuse, else 0 or `-errno`.
 pub(crate) fn munmap(addr: u64, len: u64) -> i32 {
     const PASS: i32 = i32::MIN;
-    if addr % PAGE != 0 || len == 0 {
+    if !addr.is_multiple_of(PAGE) || len == 0 {
         return PASS;
     }
     let Some(end) = len

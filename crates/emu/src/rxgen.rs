@@ -204,7 +204,7 @@ fn run(g: RxGen, hw: &Hw, p: &Progress, mac: [u8; 6]) {
     let mut waits = 0u32;
     while g.count == 0 || made < g.count {
         // A receiver: a flow rule on the device.
-        while made % BATCH == 0 && hw.flow_and_tir_count().0 == 0 {
+        while made.is_multiple_of(BATCH) && hw.flow_and_tir_count().0 == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
         let f = &frames[(made % frames.len() as u64) as usize];

@@ -260,7 +260,7 @@ impl Hw {
     /// # Errors
     /// [`Error::Config`] for an unknown CQ or an unaligned address.
     pub unsafe fn set_cq_uar(&self, cqn: u32, addr: usize) -> Result<()> {
-        if addr % 8 != 0 {
+        if !addr.is_multiple_of(8) {
             return Err(crate::error::Error::Config(format!(
                 "CQ doorbell register {addr:#x}: not 8-byte aligned"
             )));

@@ -47,7 +47,7 @@ const L4_SZ: usize = 4;
 
 /// The value and mask halves of a filter spec, zero-extended to `want` bytes.
 fn filter(body: &[u8], want: usize) -> Result<(Vec<u8>, Vec<u8>), Errno> {
-    if body.is_empty() || body.len() % 2 != 0 {
+    if body.is_empty() || !body.len().is_multiple_of(2) {
         return Err(EINVAL);
     }
     let half = body.len() / 2;

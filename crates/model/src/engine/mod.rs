@@ -447,10 +447,10 @@ impl HwState {
         if d.cqe_size != 64 && d.cqe_size != 128 {
             return bad(format!("cqe_size = {}: must be 64 or 128", d.cqe_size));
         }
-        if d.buf == 0 || d.buf % 64 != 0 {
+        if d.buf == 0 || !d.buf.is_multiple_of(64) {
             return bad(format!("buf {:#x}: null or not 64-byte aligned", d.buf));
         }
-        if d.dbrec == 0 || d.dbrec % 8 != 0 {
+        if d.dbrec == 0 || !d.dbrec.is_multiple_of(8) {
             return bad(format!("dbrec {:#x}: null or not 8-byte aligned", d.dbrec));
         }
         if d.buf
@@ -471,15 +471,15 @@ impl HwState {
                 d.wqe_cnt
             ));
         }
-        if d.buf == 0 || d.buf % 64 != 0 {
+        if d.buf == 0 || !d.buf.is_multiple_of(64) {
             return bad(format!("buf {:#x}: null or not 64-byte aligned", d.buf));
         }
-        if d.dbrec == 0 || d.dbrec % 4 != 0 {
+        if d.dbrec == 0 || !d.dbrec.is_multiple_of(4) {
             return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
         }
         // The doorbell register is what starts the SQ (`sq::Sq::poll_doorbell`): there is no
         // SQ without one.
-        if d.uar == 0 || d.uar % 8 != 0 {
+        if d.uar == 0 || !d.uar.is_multiple_of(8) {
             return bad(format!(
                 "uar {:#x}: the SQ's doorbell register must be a non-null, 8-byte aligned address",
                 d.uar
@@ -519,10 +519,10 @@ impl HwState {
                 d.stride
             ));
         }
-        if d.buf == 0 || d.buf % 16 != 0 {
+        if d.buf == 0 || !d.buf.is_multiple_of(16) {
             return bad(format!("buf {:#x}: null or not 16-byte aligned", d.buf));
         }
-        if d.dbrec == 0 || d.dbrec % 4 != 0 {
+        if d.dbrec == 0 || !d.dbrec.is_multiple_of(4) {
             return bad(format!("dbrec {:#x}: null or not 4-byte aligned", d.dbrec));
         }
         if d.user_index > 0xff_ffff {

@@ -40,7 +40,7 @@ pub fn check_attr(bytes: &[u8]) -> Result<usize> {
             Error::Config(format!("flow spec {i} starts past the end of the rule"))
         })?;
         let size = u16::from_ne_bytes([hdr[4], hdr[5]]) as usize;
-        if size < SPEC_HDR_SIZE || off + size > bytes.len() || size % 4 != 0 {
+        if size < SPEC_HDR_SIZE || off + size > bytes.len() || !size.is_multiple_of(4) {
             return Err(Error::Config(format!(
                 "flow spec {i} at offset {off} has bad size {size} (rule is {} bytes)",
                 bytes.len()

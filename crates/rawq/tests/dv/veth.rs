@@ -274,7 +274,7 @@ fn unmatched_frames_reach_the_tap_netdev_and_its_replies_go_out_on_the_wire() {
     while reply.is_none() && Instant::now() < deadline {
         // Re-ask now and then, as ARP does: the TAP may drop what arrives while it comes up.
         rounds += 1;
-        if rounds % 50 == 0 {
+        if rounds.is_multiple_of(50) {
             a.inject_frame(&arp_request(me, my_ip, tap_ip));
         }
         a.process();

@@ -350,7 +350,7 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
     let mut empty = 0u32;
     loop {
         round = round.wrapping_add(1);
-        if round % 64 == 0 {
+        if round.is_multiple_of(64) {
             if run.stop.load(Relaxed) || cfg.deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }

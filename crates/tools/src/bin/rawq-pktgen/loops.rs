@@ -274,7 +274,7 @@ pub(crate) fn rx_loop(
     let mut out = Outcome::default();
     let mut idle = 0u32;
     loop {
-        if idle % 64 == 0 && (end.reached(Instant::now()) || out.check(&mut q, end)) {
+        if idle.is_multiple_of(64) && (end.reached(Instant::now()) || out.check(&mut q, end)) {
             break;
         }
         if rx_mode != rawq::queue::RxMode::Poll && rx_mode.sleeps_after(idle) {

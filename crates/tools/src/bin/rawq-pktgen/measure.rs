@@ -561,7 +561,7 @@ impl QueueMeasure {
     /// The latency stamp of frame `i`: the burst's clock on 1 frame in N.
     #[inline]
     pub fn stamp(&self, i: u64, burst_ns: u64) -> Option<u64> {
-        (self.m.every > 0 && i % self.m.every == 0).then_some(burst_ns)
+        (self.m.every > 0 && i.is_multiple_of(self.m.every)).then_some(burst_ns)
     }
 
     /// Accounts for `n` frames the device took.
