@@ -15,6 +15,13 @@ use crate::window::{fmt_pps, fmt_secs, Window};
 pub struct Extras {
     json: Value,
     text: String,
+    /// The stamped frames over all flows, for the run's ledger: (expected, received once).
+    /// Expected: what the senders sent (--txrx) or, at a receiver, the highest sequence
+    /// number received + 1 per stream; received once: duplicates not counted.
+    pub flow_totals: Option<(u64, u64)>,
+    /// The rate asked for and the one achieved over the active window (pps), when the sender
+    /// fell more than 1 % short of it (the ledger says so beside every figure).
+    pub rate_short: Option<(f64, f64)>,
 }
 
 impl Extras {
@@ -165,6 +172,8 @@ impl Extras {
         }
         // The sender's counts are known when this process sent (--txrx).
         let sent = m.round_trip.then_some(&sent[..]);
+        let mut flow_totals = None;
+        let mut rate_short = None;
         if flows.received() > 0 {
             let all = flows.counts(sent);
             let worst = flows.worst(sent, m.args.worst);
@@ -173,6 +182,8 @@ impl Extras {
                        "duplicates": c.duplicates, "reordered": c.reordered})
             };
             let sum = |f: fn(&FlowCount) -> u64| all.iter().map(f).sum::<u64>();
+            let once = sum(|c| c.received - c.duplicates);
+            flow_totals = Some((once + sum(|c| c.lost), once));
             j.insert(
                 "flows".into(),
                 json!({
@@ -248,6 +259,7 @@ impl Extras {
         {
             let secs = window.secs();
             let achieved = window.rate(stats.tx_packets, stats.tx_bytes).map(|r| r.0);
+            rate_short = achieved.filter(|&a| a < 0.99 * target).map(|a| (target, a));
             // One-second samples that lie (nearly) whole inside the window; the rate of each
             // over its part inside the window. At a target below 100 pps a second holds too
             // few packets to judge.
@@ -309,6 +321,8 @@ impl Extras {
         Extras {
             json: Value::Object(j),
             text,
+            flow_totals,
+            rate_short,
         }
     }
 
