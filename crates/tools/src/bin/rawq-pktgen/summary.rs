@@ -2,7 +2,7 @@
 //! outcomes and the port's counters.
 
 use rawq::{Port, QueueStats};
-use rawq_tools::ledger::{key, Ledger};
+use rawq_tools::ledger::{interface_rx_drops, key, Ledger};
 
 use crate::cli::Args;
 use crate::{measure, window, Outcome};
@@ -74,7 +74,7 @@ type DeviceBucket = (&'static str, &'static str, u64);
 /// no matching rule); on the other backends the port's device counters
 /// (`Port::device_counters`: mlx5's `out_of_buffer` and `rx_discards_phy`, an interface's
 /// `rx_dropped` and `rx_missed_errors`, less what the queues counted already: see
-/// [`interface_rx_drops`]), since the port was opened.
+/// `rawq_tools::ledger::interface_rx_drops`), since the port was opened.
 fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
     #[cfg(feature = "mlx5")]
     if let Some(c) = port.model_counters() {
@@ -97,7 +97,7 @@ fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
             ),
             (
                 "no_rule_matched",
-                "matched no rule (went to the kernel)",
+                "no rule matched (went to the kernel)",
                 c.rx_to_kernel,
             ),
             ("drop_rule", "dropped by a drop rule", c.rx_rule_drop),
@@ -141,37 +141,6 @@ fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
         ));
     }
     v
-}
-
-/// The drops of interface `ifname` (its netdev `rx_dropped` over the run) that its AF_XDP
-/// sockets did not count already (`socket_drops`: the queues' `rx_drops`, the sockets'
-/// `XDP_STATISTICS` `rx_dropped` + `rx_ring_full`), so that no drop is counted twice.
-///
-/// veth: a frame its XDP program redirects to a socket that cannot take it (the socket's
-/// ring full or its fill ring empty: net/xdp/xsk.c, `__xsk_rcv` and `__xsk_rcv_zc` count it
-/// in `rx_dropped` / `rx_queue_full` and return an error) makes `xdp_do_redirect` fail, and
-/// drivers/net/veth.c counts that failure in the receive queue's `rx_drops`
-/// (`veth_xdp_rcv_one` and `veth_xdp_rcv_skb`, `case XDP_REDIRECT`), which
-/// `veth_get_stats64` reports as `rx_dropped`: every socket drop is in `rx_dropped` too, and
-/// only the rest (XDP_TX failures, skb allocation failures, the peer's `ndo_xdp_xmit` errors)
-/// is the interface's own. Other drivers: as far as known they count a failed redirect in
-/// their own XDP statistics, not `rx_dropped`, so it is taken whole; should one count them
-/// there too, the ledger shows it as a double count rather than hiding it.
-fn interface_rx_drops(ifname: &str, rx_dropped: u64, socket_drops: u64) -> u64 {
-    if driver(ifname).as_deref() == Some("veth") {
-        rx_dropped.saturating_sub(socket_drops)
-    } else {
-        rx_dropped
-    }
-}
-
-#[cfg(feature = "xdp")]
-fn driver(ifname: &str) -> Option<String> {
-    rawq::xdp::live::driver(ifname).ok()
-}
-#[cfg(not(feature = "xdp"))]
-fn driver(_: &str) -> Option<String> {
-    None
 }
 
 /// The run's ledger (see `rawq_tools::ledger`): every frame offered in one named bucket.
