@@ -175,19 +175,30 @@ impl Extras {
         let mut flow_totals = None;
         let mut rate_short = None;
         if flows.received() > 0 {
-            let all = flows.counts(sent);
-            let worst = flows.worst(sent, m.args.worst);
-            let row = |c: &FlowCount| {
-                json!({"flow": c.flow, "received": c.received, "lost": c.lost,
+            // Each sender stream's flows apart: flow 0 of one stream is not flow 0 of another
+            // (merged, a stream's loss hid behind another's frames).
+            let all = flows.stream_counts(sent);
+            let several = flows.streams() > 1;
+            let mut worst: Vec<(u16, FlowCount)> =
+                all.iter().copied().filter(|c| c.1.badness() > 0).collect();
+            worst.sort_by(|a, b| {
+                b.1.badness()
+                    .cmp(&a.1.badness())
+                    .then((a.0, a.1.flow).cmp(&(b.0, b.1.flow)))
+            });
+            worst.truncate(m.args.worst);
+            let row = |(s, c): &(u16, FlowCount)| {
+                json!({"stream": s, "flow": c.flow, "received": c.received, "lost": c.lost,
                        "duplicates": c.duplicates, "reordered": c.reordered})
             };
-            let sum = |f: fn(&FlowCount) -> u64| all.iter().map(f).sum::<u64>();
+            let sum = |f: fn(&FlowCount) -> u64| all.iter().map(|c| f(&c.1)).sum::<u64>();
             let once = sum(|c| c.received - c.duplicates);
             flow_totals = Some((once + sum(|c| c.lost), once));
             j.insert(
                 "flows".into(),
                 json!({
                     "count": all.len(),
+                    "streams": flows.streams(),
                     "loss_counted_from": if sent.is_some() { "packets sent" } else { "highest sequence received" },
                     "lost": sum(|c| c.lost),
                     "duplicates": sum(|c| c.duplicates),
@@ -197,8 +208,13 @@ impl Extras {
                 }),
             );
             text.push_str(&format!(
-                "flows: {} flows, {} lost, {} duplicates, {} reordered (loss counted from the {})\n",
+                "flows: {} flows{}, {} lost, {} duplicates, {} reordered (loss counted from the {})\n",
                 all.len(),
+                if several {
+                    format!(" of {} streams", flows.streams())
+                } else {
+                    String::new()
+                },
                 sum(|c| c.lost),
                 sum(|c| c.duplicates),
                 sum(|c| c.reordered),
@@ -219,11 +235,11 @@ impl Extras {
             };
             if !rows.is_empty() {
                 text.push_str(&format!(
-                    "  {title}   flow   received       lost       dups  reordered\n"
+                    "  {title} stream   flow   received       lost       dups  reordered\n"
                 ));
-                for c in rows {
+                for (st, c) in rows {
                     text.push_str(&format!(
-                        "              {:>6} {:>10} {:>10} {:>10} {:>10}\n",
+                        "              {st:>6} {:>6} {:>10} {:>10} {:>10} {:>10}\n",
                         c.flow, c.received, c.lost, c.duplicates, c.reordered
                     ));
                 }
