@@ -175,11 +175,21 @@ impl Extras {
         let mut flow_totals = None;
         let mut rate_short = None;
         if flows.received() > 0 {
-            // Each sender stream's flows apart: flow 0 of one stream is not flow 0 of another
-            // (merged, a stream's loss hid behind another's frames).
-            let all = flows.stream_counts(sent);
-            let several = flows.streams() > 1;
-            let mut worst: Vec<(u16, FlowCount)> =
+            // With --stream / --profile, each stream's flows apart: flow 0 of one stream's
+            // template is not flow 0 of another's (merged, a stream's loss hid behind another's
+            // frames). Without, the queues send one template: flow k of every queue is the same
+            // flow on the wire, one row.
+            let several = m.streams.get().copied().unwrap_or(0) > 1;
+            let all: Vec<(Option<u16>, FlowCount)> = if several {
+                flows
+                    .stream_counts(sent)
+                    .into_iter()
+                    .map(|(s, c)| (Some(s), c))
+                    .collect()
+            } else {
+                flows.counts(sent).into_iter().map(|c| (None, c)).collect()
+            };
+            let mut worst: Vec<(Option<u16>, FlowCount)> =
                 all.iter().copied().filter(|c| c.1.badness() > 0).collect();
             worst.sort_by(|a, b| {
                 b.1.badness()
@@ -187,7 +197,7 @@ impl Extras {
                     .then((a.0, a.1.flow).cmp(&(b.0, b.1.flow)))
             });
             worst.truncate(m.args.worst);
-            let row = |(s, c): &(u16, FlowCount)| {
+            let row = |(s, c): &(Option<u16>, FlowCount)| {
                 json!({"stream": s, "flow": c.flow, "received": c.received, "lost": c.lost,
                        "duplicates": c.duplicates, "reordered": c.reordered})
             };
@@ -198,7 +208,7 @@ impl Extras {
                 "flows".into(),
                 json!({
                     "count": all.len(),
-                    "streams": flows.streams(),
+                    "streams": several.then(|| flows.streams()),
                     "loss_counted_from": if sent.is_some() { "packets sent" } else { "highest sequence received" },
                     "lost": sum(|c| c.lost),
                     "duplicates": sum(|c| c.duplicates),
@@ -234,12 +244,14 @@ impl Extras {
                 ("worst flows:", &worst)
             };
             if !rows.is_empty() {
+                let stream = if several { " stream" } else { "" };
                 text.push_str(&format!(
-                    "  {title} stream   flow   received       lost       dups  reordered\n"
+                    "  {title}{stream}   flow   received       lost       dups  reordered\n"
                 ));
                 for (st, c) in rows {
+                    let st = st.map_or(String::new(), |s| format!(" {s:>6}"));
                     text.push_str(&format!(
-                        "              {st:>6} {:>6} {:>10} {:>10} {:>10} {:>10}\n",
+                        "             {st} {:>6} {:>10} {:>10} {:>10} {:>10}\n",
                         c.flow, c.received, c.lost, c.duplicates, c.reordered
                     ));
                 }
