@@ -96,4 +96,4 @@ pub use port::{
     RxTimestamps,
 };
 pub use queue::{Queue, QueueOps};
-pub use stats::{QueueStats, Rates, StatsReader, StatsWriter};
+pub use stats::{QueueStats, Rates, StatsReader, StatsWriter, TxLedger};

@@ -145,7 +145,14 @@ impl Queue {
     /// each burst and after each kick (in copy mode the kernel completes during the kick).
     #[inline]
     pub fn tx_burst(&mut self, pkts: &mut Vec<Packet>) -> usize {
-        self.ops.tx_burst(pkts)
+        let before = pkts.len();
+        let n = self.ops.tx_burst(pkts);
+        // What left the Vec: taken, or dropped at once (see `QueueStats::tx_ledger`).
+        let gone = before.saturating_sub(pkts.len()) as u64;
+        if gone > 0 {
+            self.ops.stats().add(crate::stats::Counter::TxTaken, gone);
+        }
+        n
     }
 
     /// Reclaims completed transmit buffers; returns how many.

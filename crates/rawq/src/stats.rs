@@ -36,6 +36,43 @@ pub struct QueueStats {
     /// Packets copied on transmit because the device could not send them from their own buffer
     /// (e.g. a packet from another port's pool on AF_XDP); they are also in `tx_packets`.
     pub tx_copies: u64,
+    /// Packets `tx_burst` took from the caller's `Vec`: those it reported taken and those it
+    /// dropped at once (in `tx_drops`). From then on each is in exactly one of sent
+    /// (`tx_packets`), dropped (`tx_drops`), failed (`tx_errors`) or in flight: see
+    /// [`QueueStats::tx_ledger`].
+    pub tx_taken: u64,
+}
+
+/// Where the packets a queue's `tx_burst` took are (see [`QueueStats::tx_ledger`]): each in
+/// exactly one of `sent`, `dropped`, `failed` or `in_flight`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxLedger {
+    /// Packets `tx_burst` took from the caller ([`QueueStats::tx_taken`]).
+    pub taken: u64,
+    /// Sent: completed by the device on AF_XDP; handed to the device (posted, doorbell rung)
+    /// on DV, ibverbs and the software device, which count at post as DPDK's mlx5 PMD does
+    /// (a packet a queue error then flushes moves from here to `dropped`); written to the
+    /// other end on the loopback backend.
+    pub sent: u64,
+    /// Dropped, not sent: refused by the send path (a request the device cannot do, a frame
+    /// that cannot leave from one buffer) or flushed by a queue error ([`QueueStats::tx_drops`]).
+    pub dropped: u64,
+    /// Failed with an error completion ([`QueueStats::tx_errors`]).
+    pub failed: u64,
+    /// Taken and none of the above yet: on AF_XDP, in the kernel's tx ring waiting for its
+    /// completion. Not a loss: `Queue::reclaim` moves them on.
+    pub in_flight: u64,
+    /// Packets the other buckets hold beyond `taken` (always 0 unless a backend counted a
+    /// packet twice: a defect, shown rather than hidden).
+    pub double_counted: u64,
+}
+
+impl TxLedger {
+    /// Whether every packet taken is in exactly one bucket.
+    pub fn closes(&self) -> bool {
+        self.double_counted == 0
+            && self.sent + self.dropped + self.failed + self.in_flight == self.taken
+    }
 }
 
 /// Packet and layer-1 bit rates over an interval.
@@ -80,6 +117,23 @@ impl QueueStats {
         )
     }
 
+    /// The packets `tx_burst` took, each in exactly one of sent, dropped (with why) or in
+    /// flight (see [`TxLedger`]). A snapshot is not atomic across counters: read it from the
+    /// thread that drives the queue (its own counters, `Queue::stats`) for an exact ledger;
+    /// another thread's snapshot may catch a packet between two counters (shown in
+    /// `in_flight` or `double_counted` for that moment).
+    pub fn tx_ledger(&self) -> TxLedger {
+        let done = self.tx_packets + self.tx_drops + self.tx_errors;
+        TxLedger {
+            taken: self.tx_taken,
+            sent: self.tx_packets,
+            dropped: self.tx_drops,
+            failed: self.tx_errors,
+            in_flight: self.tx_taken.saturating_sub(done),
+            double_counted: done.saturating_sub(self.tx_taken),
+        }
+    }
+
     /// Adds `other` into `self` (for port totals).
     pub fn accumulate(&mut self, other: &QueueStats) {
         self.rx_packets += other.rx_packets;
@@ -92,12 +146,13 @@ impl QueueStats {
         self.tx_errors += other.tx_errors;
         self.tx_copies += other.tx_copies;
         self.rx_no_buffer += other.rx_no_buffer;
+        self.tx_taken += other.tx_taken;
     }
 }
 
 #[derive(Default)]
 struct Cells {
-    c: [AtomicU64; 10],
+    c: [AtomicU64; 11],
 }
 
 /// The writer side of a queue's counters, owned by the queue.
@@ -130,6 +185,8 @@ pub enum Counter {
     TxCopies,
     /// [`QueueStats::rx_no_buffer`]
     RxNoBuffer,
+    /// [`QueueStats::tx_taken`]
+    TxTaken,
 }
 
 impl StatsWriter {
@@ -194,6 +251,7 @@ impl StatsReader {
             tx_errors: c[7].load(Relaxed),
             tx_copies: c[8].load(Relaxed),
             rx_no_buffer: c[9].load(Relaxed),
+            tx_taken: c[10].load(Relaxed),
         }
     }
 }

@@ -54,6 +54,11 @@ pub fn not_sent(n: u64) {
     NOT_SENT.fetch_add(n, Relaxed);
 }
 
+/// Frames not sent so far because their port's link was down (see [`not_sent`]).
+pub fn not_sent_total() -> u64 {
+    NOT_SENT.load(Relaxed)
+}
+
 /// One port's watch.
 struct Watched {
     /// The port's place (the bit in [`PAUSED`]).

@@ -142,9 +142,11 @@ impl FlowTracker {
             .sum()
     }
 
-    /// Per-flow counts, flows in order. `sent[s]` is how many frames stream `s` sent (the sender
-    /// knows: head and tail loss count); without it, the highest sequence number seen + 1
-    /// (frames lost after the last one received are then not seen).
+    /// Per-flow counts, flows in order, each flow's counts summed over the sender streams.
+    /// `sent[s]` is how many frames stream `s` sent (the sender knows: head and tail loss
+    /// count); without it, the highest sequence number seen + 1 (frames lost after the last
+    /// one received are then not seen). With several streams, [`FlowTracker::stream_counts`]
+    /// keeps them apart (flow 0 of one stream is not flow 0 of another).
     pub fn counts(&self, sent: Option<&[u64]>) -> Vec<FlowCount> {
         let flows = self.streams.iter().map(|s| s.flows).max().unwrap_or(0) as usize;
         let mut out: Vec<FlowCount> = (0..flows)
@@ -153,6 +155,25 @@ impl FlowTracker {
                 ..Default::default()
             })
             .collect();
+        for (_, c) in self.stream_counts(sent) {
+            let o = &mut out[c.flow as usize];
+            o.received += c.received;
+            o.duplicates += c.duplicates;
+            o.reordered += c.reordered;
+            o.lost += c.lost;
+        }
+        out
+    }
+
+    /// The sender streams seen (with at least one stamped frame).
+    pub fn streams(&self) -> usize {
+        self.streams.iter().filter(|s| s.flows > 0).count()
+    }
+
+    /// Per-flow counts of each sender stream apart: (stream, counts), streams in order and
+    /// flows in order within each. `sent` as in [`FlowTracker::counts`].
+    pub fn stream_counts(&self, sent: Option<&[u64]>) -> Vec<(u16, FlowCount)> {
+        let mut out = Vec::new();
         for (si, st) in self.streams.iter().enumerate() {
             if st.flows == 0 {
                 continue;
@@ -162,13 +183,19 @@ impl FlowTracker {
                 .unwrap_or(st.end)
                 .max(st.end);
             let fl = st.flows as u64;
-            for (f, c) in out.iter_mut().enumerate().take(st.flows as usize) {
+            for f in 0..st.flows as usize {
                 let expected = n / fl + ((f as u64) < n % fl) as u64;
                 let e = st.entries.get(f).copied().unwrap_or_default();
-                c.received += e.received;
-                c.duplicates += e.duplicates;
-                c.reordered += e.late;
-                c.lost += expected.saturating_sub(e.received - e.duplicates);
+                out.push((
+                    si as u16,
+                    FlowCount {
+                        flow: f as u32,
+                        received: e.received,
+                        duplicates: e.duplicates,
+                        reordered: e.late,
+                        lost: expected.saturating_sub(e.received - e.duplicates),
+                    },
+                ));
             }
         }
         out

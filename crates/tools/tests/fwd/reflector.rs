@@ -250,6 +250,71 @@ fn rx_drops_are_counted() {
     assert!(forwarded + refused + rx_drops <= n, "{out}");
 }
 
+/// Issue 32 items 1 and 2: fwd's ledger. A forwarder with an 8-slot ring on a veth under a
+/// blast: the socket's drops are in the veth's `rx_dropped` too, and used to be reported twice
+/// (`rx ring/fill N` and `netdev_rx_dropped N`); now each drop is counted once, the ledger's
+/// buckets add up to what arrived, which is what the sender's ledger says left its port, with
+/// nothing unattributed and nothing counted twice.
+#[test]
+fn the_ledger_counts_each_drop_once() {
+    let _serial = serial();
+    let Some(p) = NetnsPair::new("fwdldg") else {
+        return;
+    };
+    let rule = "udp dst-port 9000 -> queue 0";
+    let mut fwd = ns_cmd(&p.b, "fwd")
+        .args(["-d", &p.veth_b, "--mode", "io", "-t", "5", "--json"])
+        .args(["--ring", "8", "--burst", "8", "--rule", rule])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // fwd says its ports are open before it forwards.
+    let mut err = std::io::BufReader::new(fwd.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("queue pair(s)") {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut err, &mut line).unwrap() == 0 {
+            panic!("fwd ended before opening its port: {said}");
+        }
+        said += &line;
+    }
+    let tx = ns_cmd(&p.a, "pktgen")
+        .args([
+            "-b", "xdp", "-d", &p.veth_a, "-n", "50000", "--json", "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&tx.stdout).unwrap();
+    let out = fwd.wait_with_output().unwrap();
+    assert!(out.status.success(), "{said}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let l = &v["ledger"];
+    let b = l["buckets"].as_object().unwrap();
+    let sum: u64 = b.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(Some(sum), l["offered"].as_u64(), "{l}");
+    assert_eq!(b["unattributed"], 0, "{l}");
+    assert_eq!(l["double_counted"], 0, "{l}");
+    assert!(
+        b["rx_queue_drops"].as_u64().unwrap() > 0,
+        "an 8-slot ring drops: {l}"
+    );
+    assert_eq!(
+        v["ports"][0]["drops"]["device"]["netdev_rx_dropped"], 0,
+        "the socket's drops are not counted again: {v}"
+    );
+    assert_eq!(
+        l["offered"], sent["ledger"]["buckets"]["sent"],
+        "what arrived is what left the sender: {l} {}",
+        sent["ledger"]
+    );
+}
+
 /// The number after `key` in `text`.
 fn number_after(text: &str, key: &str) -> u64 {
     let at = text

@@ -74,6 +74,16 @@ fn a_run_plots_its_latency_histogram_and_rate_per_second() {
     ] {
         has(&t, want);
     }
+    // Issue 32: the plot draws the run's ledger, the same one the text prints.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("ledger: "))
+        .unwrap_or_else(|| panic!("no ledger line in {text}"));
+    let offered = line.split_whitespace().nth(1).unwrap();
+    has(&t, &format!("Ledger: {offered} frames offered"));
+    has(&t, "received back");
+    has(&t, "unattributed");
 }
 
 #[test]

@@ -459,3 +459,146 @@ fn receive_buffers_follow_the_mtu() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("MTU 9000") && err.contains("ERANGE"), "{err}");
 }
+
+/// Starts `pktgen --rx --ring 64` on B (with `extra` options) and waits for it to say its port
+/// is open; then blasts `n` stamped frames (--seq) from A; returns the receiver's stdout and
+/// the sender's `--json` summary.
+fn blast_into_a_small_ring(p: &NetnsPair, n: u64, extra: &[&str]) -> (String, serde_json::Value) {
+    use std::io::BufRead;
+    let mut rx = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.b])
+        .arg(support::example("pktgen"))
+        .args([
+            "-b", "xdp", "-d", &p.veth_b, "--rx", "--ring", "64", "--quiet",
+        ])
+        .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "6"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The receiver says its port is open (and the steering program attached) before it polls.
+    let mut err = std::io::BufReader::new(rx.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("the receiver ended before opening its port: {said}");
+        }
+        said += &line;
+        if line.contains("queue(s)") {
+            break;
+        }
+    }
+    let count = n.to_string();
+    let mac = p.mac_text(&p.b, &p.veth_b);
+    let tx = pktgen_wrapped(
+        &p.a,
+        &[],
+        &[
+            "-b",
+            "xdp",
+            "-d",
+            &p.veth_a,
+            "--dst-mac",
+            &mac,
+            "--src-ip",
+            &p.ip_a,
+            "--dst-ip",
+            &p.ip_b,
+            "--dst-port",
+            "9000",
+            "--seq",
+            "-n",
+            &count,
+            "--json",
+            "--quiet",
+        ],
+    );
+    assert!(
+        tx.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&tx.stdout).unwrap();
+    let out = rx.wait_with_output().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    assert!(out.status.success(), "{said}{rest}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), sent)
+}
+
+/// Issue 32 items 1 and 2: AF_XDP on a veth, a small ring under a blast. The socket's drops
+/// (the queues' `rx_drops`) are also in the veth's `rx_dropped`: the ledger attributes each
+/// drop once, so lost = the sum of its named loss buckets, nothing unattributed, nothing
+/// counted twice, and what it was offered is what the peer sent.
+#[test]
+fn a_small_ring_under_a_blast_is_one_ledger_with_no_loss_twice() {
+    let Some(p) = NetnsPair::new("xldg") else {
+        return;
+    };
+    let (out, sent) = blast_into_a_small_ring(&p, 200_000, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let l = &v["ledger"];
+    let b = l["buckets"].as_object().unwrap();
+    let sum: u64 = b.values().map(|n| n.as_u64().unwrap()).sum();
+    let offered = l["offered"].as_u64().unwrap();
+    assert_eq!(sum, offered, "the buckets add up to what was offered: {l}");
+    assert_eq!(b["unattributed"], 0, "{l}");
+    assert_eq!(l["double_counted"], 0, "{l}");
+    assert_eq!(
+        Some(offered),
+        sent["packets"].as_u64(),
+        "offered is what the peer sent: {l}"
+    );
+    let drops = b["rx_queue_drops"].as_u64().unwrap();
+    assert!(drops > 0, "a ring of 64 under a blast drops: {l}");
+    assert_eq!(
+        b["interface_rx_drops"], 0,
+        "the socket's drops, not twice: {l}"
+    );
+    assert_eq!(v["device_drops"], 0, "not twice in the summary either: {v}");
+    let named_losses: u64 = l["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| b[k.as_str().unwrap()].as_u64().unwrap())
+        .sum();
+    assert_eq!(l["lost"].as_u64(), Some(named_losses), "{l}");
+    assert_eq!(
+        b["received"].as_u64().unwrap() + named_losses,
+        offered,
+        "{l}"
+    );
+    // Issue 32 item 3: the summary's seq loss is the ledger's.
+    assert_eq!(v["seq_lost"], l["lost"], "{v}");
+}
+
+/// Issue 32 item 3: the text's loss figures agree: the `seq:` loss and the ledger's are one
+/// number (it used to print `flows: N lost` beside `seq: 0 lost`).
+#[test]
+fn the_text_says_one_loss() {
+    let Some(p) = NetnsPair::new("xlst") else {
+        return;
+    };
+    let (out, _) = blast_into_a_small_ring(&p, 100_000, &[]);
+    // The number just before the last `pat` of `text`.
+    let number_before = |text: &str, pat: &str| -> u64 {
+        let head = &text[..text
+            .rfind(pat)
+            .unwrap_or_else(|| panic!("no {pat:?} in {out}"))];
+        head.rsplit(|c: char| !c.is_ascii_digit())
+            .find(|w| !w.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = out.lines().next().unwrap();
+    let seq_lost = number_before(first, " lost up to the highest sequence number");
+    let ledger = out.lines().find(|l| l.starts_with("ledger:")).unwrap();
+    let ledger_lost = number_before(ledger, " lost");
+    assert!(seq_lost > 0, "{out}");
+    assert_eq!(seq_lost, ledger_lost, "{out}");
+    assert!(ledger.contains(" 0 unattributed"), "{out}");
+    assert!(!out.contains("counted twice"), "{out}");
+}

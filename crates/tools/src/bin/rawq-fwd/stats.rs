@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crossbeam_utils::CachePadded;
 use rawq::{Port, QueueStats};
+use rawq_tools::ledger::{interface_rx_drops, key, Ledger};
 use serde_json::{json, Value};
 
 /// One thread's counters for one port.
@@ -84,7 +85,9 @@ pub struct PortSnap {
     pub fwd: FwdCounts,
     /// The device's own loss counters since the start, by name: the interface's `tx_dropped`
     /// (xdp), the model's wire drops, frames it found no receive buffer for, and frames no rule
-    /// took (model).
+    /// took (model); on other backends the port's device counters, the interface's
+    /// `rx_dropped` less what the sockets counted already (`netdev_rx_dropped`: each drop
+    /// once, see `rawq_tools::ledger::interface_rx_drops`).
     pub device: Vec<(&'static str, u64)>,
 }
 
@@ -117,10 +120,17 @@ impl PortSnap {
         // receive drops), since the port was opened; a sysfs read or two per snapshot.
         if port.info().backend != "model" {
             let c = port.device_counters();
+            // The interface's rx_dropped less what its sockets counted already (on veth
+            // every socket drop is in rx_dropped too): each drop once.
+            let socket_drops = total.rx_drops;
             let named = [
                 ("out_of_buffer", c.rx_no_buffer),
                 ("rx_discards_phy", c.rx_discards_phy),
-                ("netdev_rx_dropped", c.rx_dropped),
+                (
+                    "netdev_rx_dropped",
+                    c.rx_dropped
+                        .map(|d| interface_rx_drops(&facts.name, d, socket_drops)),
+                ),
                 ("netdev_rx_missed", c.rx_missed),
             ];
             device.extend(named.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
@@ -175,6 +185,94 @@ impl PortSnap {
             "held_by_delay": self.fwd.held,
         })
     }
+}
+
+/// Device counters that count frames on their way out of a port (already in `tx_packets`).
+const TX_SIDE: [&str; 2] = ["netdev_tx_dropped", "wire_drops"];
+
+/// The run's ledger: every frame that arrived at the ports (received, or counted dropped on
+/// receive by the queues or the device) and every `--tx-first` frame, each in one bucket: what
+/// became of the received ones (forwarded, refused, dropped by rxonly, held, in flight) or
+/// where the others were dropped. Text and JSON render this one ledger.
+pub fn ledger(snaps: &[PortSnap]) -> Ledger {
+    let sum = |f: &dyn Fn(&PortSnap) -> u64| snaps.iter().map(f).sum::<u64>();
+    let received = sum(&|s| s.total.rx_packets);
+    let rx_drops = sum(&|s| s.total.rx_drops);
+    let device = |tx: bool| {
+        let mut v: Vec<(&'static str, u64)> = Vec::new();
+        for s in snaps {
+            for &(k, n) in s.device.iter().filter(|d| TX_SIDE.contains(&d.0) == tx) {
+                match v.iter_mut().find(|x| x.0 == k) {
+                    Some(x) => x.1 += n,
+                    None => v.push((k, n)),
+                }
+            }
+        }
+        v
+    };
+    let (rx_device, tx_device) = (device(false), device(true));
+    let tx_first = sum(&|s| s.fwd.tx_first);
+    let offered = received + rx_drops + rx_device.iter().map(|d| d.1).sum::<u64>() + tx_first;
+    let mut l = Ledger::new(
+        offered,
+        "arrived at the ports (received, or counted dropped on receive), and the --tx-first \
+         frames",
+    );
+    let wire: u64 = tx_device.iter().map(|d| d.1).sum();
+    let forwarded = sum(&|s| s.forwarded());
+    l.add(
+        "forwarded",
+        "forwarded (sent out of a port)",
+        forwarded.saturating_sub(wire),
+        false,
+    )
+    .add("tx_first", "sent by --tx-first", tx_first, false)
+    .add(
+        key::WIRE_DROPS,
+        "dropped on the way out (the interface's tx_dropped, the model's wire)",
+        wire,
+        true,
+    )
+    .add(
+        "tx_ring_full",
+        "dropped: the tx ring was full",
+        sum(&|s| s.fwd.tx_ring_full),
+        true,
+    )
+    .add(
+        key::TX_REFUSED,
+        "refused by the send ring (dropped or failed)",
+        sum(&|s| s.total.tx_drops + s.total.tx_errors),
+        true,
+    )
+    .add(
+        key::IN_FLIGHT,
+        "in a tx ring at the stop, not sent (not a loss)",
+        sum(&|s| s.not_sent()),
+        false,
+    )
+    .add(
+        "rxonly",
+        "dropped by --mode rxonly (as asked)",
+        sum(&|s| s.fwd.rxonly),
+        false,
+    )
+    .add(
+        "held_by_delay",
+        "held by --delay at the stop (not sent)",
+        sum(&|s| s.fwd.held),
+        true,
+    )
+    .add(
+        key::RX_QUEUE_DROPS,
+        "dropped by the receive queue (AF_XDP: its fill ring empty or its ring full)",
+        rx_drops,
+        true,
+    );
+    for (k, n) in rx_device {
+        l.add(k, k, n, true);
+    }
+    l
 }
 
 /// Packets per second and layer-1 Gbit/s (frame + 24 bytes of FCS, preamble and gap).
@@ -297,6 +395,7 @@ pub fn summary_json(
         "queues": queues,
         "elapsed_s": secs,
         "forwarded": snaps.iter().map(PortSnap::forwarded).sum::<u64>(),
+        "ledger": ledger(snaps).to_json(),
         "ports": ports,
         "error": error.map(|e| e.to_string()),
     })
@@ -349,5 +448,6 @@ pub fn summary_text(facts: &[PortFacts], snaps: &[PortSnap], secs: f64) -> Strin
             s.device_text(),
         );
     }
+    out += &format!("\nfwd: {}", ledger(snaps).text());
     out
 }

@@ -144,6 +144,7 @@ pub(crate) fn tx_loop(
             end.stop.store(true, Relaxed);
             pkts.clear();
             out.seq = seq;
+            out.sent = sent;
             return out;
         }
         if tso.is_some() {
@@ -200,6 +201,7 @@ pub(crate) fn tx_loop(
     if stamps {
         out.stamped_sent = sent;
     }
+    out.sent = sent;
     out.seq = seq;
     out
 }

@@ -43,6 +43,8 @@ struct Outcome {
     seq: SeqTracker,
     /// Frames sent with a stamp (tx).
     stamped_sent: u64,
+    /// Frames the device took (`tx_burst`'s returns), stamped or not (tx).
+    sent: u64,
     /// First and last packet of the active window.
     first: Option<Instant>,
     last: Option<Instant>,
@@ -382,6 +384,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         });
         all.seq.merge(&o.seq);
         all.stamped_sent += o.stamped_sent;
+        all.sent += o.sent;
         all.first = all.first.min(o.first).or(all.first).or(o.first);
         all.last = all.last.max(o.last);
         all.failure = all.failure.or(o.failure);

@@ -1,12 +1,14 @@
 //! `--plot FILE.svg`: pictures of what the report says, drawn from its JSON (plotters, SVG
 //! backend). A run: the latency histogram (log-linear buckets on a logarithmic axis, the
-//! percentiles marked) and the packet rate of each second. An RFC 2544 test: frame loss and
+//! percentiles marked), the packet rate of each second and the run's ledger (the same ledger
+//! the text and `--json` show: drawn from its JSON). An RFC 2544 test: frame loss and
 //! latency over the rate of every trial, one curve per frame size.
 
 use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use rawq_tools::ledger::{key, Ledger};
 use serde_json::Value;
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -62,7 +64,13 @@ pub fn run(path: &Path, v: &Value) -> rawq::Result<usize> {
                 .collect()
         })
         .unwrap_or_default();
-    let panels = usize::from(!hist.is_empty()) + usize::from(!seconds.is_empty());
+    let ledger = v
+        .get("ledger")
+        .and_then(Ledger::from_json)
+        .filter(|l| l.offered > 0 || l.named() > 0);
+    let panels = usize::from(!hist.is_empty())
+        + usize::from(!seconds.is_empty())
+        + usize::from(ledger.is_some());
     if panels == 0 {
         return Ok(0);
     }
@@ -77,8 +85,17 @@ pub fn run(path: &Path, v: &Value) -> rawq::Result<usize> {
     }
     if !seconds.is_empty() {
         let target = v.pointer("/rate/target_pps").and_then(Value::as_f64);
-        per_second(next.next().expect("a panel per picture"), &seconds, target)
-            .map_err(|e| err(path, e))?;
+        let short = ledger.as_ref().map_or(&[][..], |l| l.shortfalls());
+        per_second(
+            next.next().expect("a panel per picture"),
+            &seconds,
+            target,
+            short,
+        )
+        .map_err(|e| err(path, e))?;
+    }
+    if let Some(l) = &ledger {
+        ledger_bars(next.next().expect("a panel per picture"), l).map_err(|e| err(path, e))?;
     }
     root.present().map_err(|e| err(path, e))?;
     Ok(panels)
@@ -156,7 +173,12 @@ fn latency_histogram(area: &Area, hist: &[(f64, f64, f64)], lat: &Value) -> Draw
 }
 
 /// The packet rate of each second of the run, with the target rate.
-fn per_second(area: &Area, seconds: &[(f64, f64)], target: Option<f64>) -> DrawResult {
+fn per_second(
+    area: &Area,
+    seconds: &[(f64, f64)],
+    target: Option<f64>,
+    short: &[String],
+) -> DrawResult {
     let t_end = seconds.iter().map(|s| s.0).fold(1.0, f64::max) + 0.5;
     let top = seconds
         .iter()
@@ -164,8 +186,13 @@ fn per_second(area: &Area, seconds: &[(f64, f64)], target: Option<f64>) -> DrawR
         .chain(target)
         .fold(1.0, f64::max)
         * 1.15;
+    // Where the sender fell short of what was asked, the figure says so beside it.
+    let caption = match short.first() {
+        Some(f) => format!("Packets sent per second (short of what was asked: {f})"),
+        None => "Packets sent per second".into(),
+    };
     let mut c = ChartBuilder::on(area)
-        .caption("Packets sent per second", (FONT, 20))
+        .caption(caption, (FONT, 20))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(90)
@@ -200,6 +227,60 @@ fn per_second(area: &Area, seconds: &[(f64, f64)], target: Option<f64>) -> DrawR
         .position(SeriesLabelPosition::LowerRight)
         .label_font((FONT, 14))
         .draw()?;
+    Ok(())
+}
+
+/// The run's ledger: a bar for each bucket that holds frames (received and unattributed
+/// always), its frames and words beside it; the offered frames as a line.
+fn ledger_bars(area: &Area, l: &Ledger) -> DrawResult {
+    let mut rows: Vec<(String, u64)> = l
+        .buckets()
+        .iter()
+        .filter(|b| b.frames > 0 || b.key == key::RECEIVED || b.key == key::SENT)
+        .map(|b| (format!("{} {}", b.frames, b.text), b.frames))
+        .collect();
+    rows.push((
+        format!("{} unattributed", l.unattributed()),
+        l.unattributed(),
+    ));
+    if l.double_counted() > 0 {
+        rows.push((
+            format!("{} counted twice (a defect)", l.double_counted()),
+            l.double_counted(),
+        ));
+    }
+    let top = l.offered.max(l.named()).max(1) as f64 * 1.05;
+    let mut caption = format!("Ledger: {} frames offered, {} lost", l.offered, l.lost());
+    if let Some(f) = l.shortfalls().first() {
+        caption += &format!(" (short of what was asked: {f})");
+    }
+    let mut c = ChartBuilder::on(area)
+        .caption(caption, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(20)
+        .build_cartesian_2d(0.0..top, 0.0..rows.len() as f64)?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc(format!("frames ({})", l.offered_as))
+        .draw()?;
+    for (i, (label, n)) in rows.iter().enumerate() {
+        let y = (rows.len() - 1 - i) as f64;
+        let colour = PALETTE[i % PALETTE.len()];
+        c.draw_series([Rectangle::new(
+            [(0.0, y + 0.2), (*n as f64, y + 0.8)],
+            colour.mix(0.6).filled(),
+        )])?;
+        c.draw_series([Text::new(label.clone(), (top * 0.01, y + 0.5), (FONT, 14))])?;
+    }
+    c.draw_series(LineSeries::new(
+        [
+            (l.offered as f64, 0.0),
+            (l.offered as f64, rows.len() as f64),
+        ],
+        BLACK.stroke_width(1),
+    ))?;
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! The final report: the summary of a run (text, or JSON with --json), from the queues'
 //! outcomes and the port's counters.
 
-use rawq::Port;
+use rawq::{Port, QueueStats};
+use rawq_tools::ledger::{interface_rx_drops, key, Ledger};
 
 use crate::cli::Args;
 use crate::{measure, window, Outcome};
@@ -30,10 +31,12 @@ struct Summary {
     seq_stamped: u64,
     seq_gaps: u64,
     seq_out_of_order: u64,
-    /// With --txrx --seq: stamped frames sent that never came back (head, middle and tail).
+    /// Stamped frames lost: the ledger's `lost` with stamps (--seq), 0 without. With --txrx
+    /// those sent that never came back (head, middle and tail); with --rx those missing up to
+    /// the highest sequence number received.
     seq_lost: u64,
-    /// Frames the device dropped or found no rule for, beyond the queue counters: the software
-    /// device's own counters, or the port's device counters (see `device_drops()`).
+    /// Frames the device dropped or found no rule for, beyond the queue counters, each counted
+    /// once: the ledger's device buckets (see `device_buckets()`).
     device_drops: u64,
     /// Of those, frames dropped for want of a receive buffer (mlx5 `out_of_buffer`, the
     /// software device's `rx_no_buffer`); null where the device does not count them.
@@ -63,53 +66,205 @@ struct Summary {
     model_work_ns: u64,
 }
 
-/// Frames the device dropped or could not deliver, which its queues' counters do not show: on
-/// the software device its own counters (its wire, its receive queues, no matching rule); on
-/// the other backends the port's device counters (`Port::device_counters`: mlx5's
-/// `out_of_buffer` and `rx_discards_phy`, an interface's `rx_dropped` and `rx_missed_errors`),
-/// since the port was opened.
-fn device_drops(port: &Port) -> (u64, String) {
-    let parts = loss_parts(port);
-    let total = parts.iter().map(|p| p.1).sum();
-    let text = parts
-        .iter()
-        .filter(|p| p.1 > 0)
-        .map(|(k, v)| format!("{v} {k}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    (total, text)
-}
+/// A device-side bucket of the ledger: (key, words, frames).
+type DeviceBucket = (&'static str, &'static str, u64);
 
-#[cfg(feature = "mlx5")]
-fn loss_parts(port: &Port) -> Vec<(&'static str, u64)> {
-    match port.model_counters() {
-        Some(c) => vec![
-            ("wire full", c.wire_drops),
-            ("no rx buffer", c.rx_no_buffer),
-            ("runt", c.rx_runt),
-            ("oversize", c.rx_oversize),
-            ("no rule matched", c.rx_to_kernel),
-            ("drop rule", c.rx_rule_drop),
-            ("rq in error", c.rx_in_error),
-        ],
-        None => counter_parts(&port.device_counters()),
+/// Frames the device dropped or could not deliver, which its queues' counters do not show,
+/// each counted once: on the software device its own counters (its wire, its receive queues,
+/// no matching rule); on the other backends the port's device counters
+/// (`Port::device_counters`: mlx5's `out_of_buffer` and `rx_discards_phy`, an interface's
+/// `rx_dropped` and `rx_missed_errors`, less what the queues counted already: see
+/// `rawq_tools::ledger::interface_rx_drops`), since the port was opened.
+fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
+    #[cfg(feature = "mlx5")]
+    if let Some(c) = port.model_counters() {
+        return vec![
+            (
+                key::WIRE_DROPS,
+                "dropped on the wire (the software device's, full)",
+                c.wire_drops,
+            ),
+            (
+                key::RX_NO_BUFFER,
+                "dropped for want of a receive buffer",
+                c.rx_no_buffer,
+            ),
+            ("rx_runt", "runts dropped by the device", c.rx_runt),
+            (
+                "rx_oversize",
+                "dropped by the device as oversize",
+                c.rx_oversize,
+            ),
+            (
+                "no_rule_matched",
+                "no rule matched (went to the kernel)",
+                c.rx_to_kernel,
+            ),
+            ("drop_rule", "dropped by a drop rule", c.rx_rule_drop),
+            (
+                "rq_in_error",
+                "dropped by a receive queue in error",
+                c.rx_in_error,
+            ),
+        ];
     }
-}
-#[cfg(not(feature = "mlx5"))]
-fn loss_parts(port: &Port) -> Vec<(&'static str, u64)> {
-    counter_parts(&port.device_counters())
+    let c = port.device_counters();
+    let info = port.info();
+    let mut v = Vec::new();
+    if let Some(n) = c.rx_no_buffer {
+        v.push((
+            key::RX_NO_BUFFER,
+            "dropped for want of a receive buffer (out_of_buffer)",
+            n,
+        ));
+    }
+    if let Some(n) = c.rx_discards_phy {
+        v.push((
+            key::PORT_DISCARDS,
+            "discarded by the port (rx_discards_phy)",
+            n,
+        ));
+    }
+    if let Some(n) = c.rx_dropped {
+        let n = interface_rx_drops(&info.device, n, s.rx_drops);
+        v.push((
+            key::INTERFACE_RX_DROPS,
+            "dropped by the interface beyond the socket's drops (rx_dropped)",
+            n,
+        ));
+    }
+    if let Some(n) = c.rx_missed {
+        v.push((
+            "interface_rx_missed",
+            "missed by the interface (rx_missed_errors)",
+            n,
+        ));
+    }
+    v
 }
 
-fn counter_parts(c: &rawq::counters::DeviceCounters) -> Vec<(&'static str, u64)> {
-    [
-        ("no rx buffer (out_of_buffer)", c.rx_no_buffer),
-        ("discarded by the port (rx_discards_phy)", c.rx_discards_phy),
-        ("dropped by the interface (rx_dropped)", c.rx_dropped),
-        ("missed by the interface (rx_missed_errors)", c.rx_missed),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.map(|v| (k, v)))
-    .collect()
+/// The run's ledger (see `rawq_tools::ledger`): every frame offered in one named bucket.
+///
+/// What is offered: with `--rx`, the frames the peer stamped (`--seq`: the highest sequence
+/// number received + 1, per stream; without stamps, what was received and counted dropped);
+/// otherwise the frames the device took, and those due while the link was down. Received
+/// frames are counted once (a duplicate is not a second frame offered).
+fn build_ledger(
+    a: &Args,
+    port: &Port,
+    o: &Outcome,
+    s: &QueueStats,
+    link_drops: Option<u64>,
+    extras: &measure::Extras,
+) -> Ledger {
+    let device = device_buckets(port, s);
+    let mut l;
+    if a.rx {
+        let (offered, received, how) = match extras.flow_totals {
+            Some((expected, once)) => (
+                expected,
+                once,
+                "stamped by the peer (--seq): the highest sequence number received + 1, per \
+                 stream (frames lost after the last one received without a count are not known)",
+            ),
+            None => (
+                s.rx_packets + s.rx_drops + device.iter().map(|d| d.2).sum::<u64>(),
+                s.rx_packets,
+                "received or counted dropped (no sequence stamps: the sender's --seq lets the \
+                 ledger see frames that vanished without a count)",
+            ),
+        };
+        l = Ledger::new(offered, how);
+        l.add(key::RECEIVED, "received", received, false);
+    } else {
+        let not_sent = rawq_tools::linkwatch::not_sent_total();
+        let tx = s.tx_ledger();
+        // Packets dropped at once by `tx_burst` are in `taken` but not in what it returned
+        // (`o.sent`): they were never offered to the device.
+        let at_once = tx.taken.saturating_sub(o.sent);
+        let refused = (tx.dropped + tx.failed).saturating_sub(at_once);
+        l = Ledger::new(
+            o.sent + not_sent,
+            if a.txrx {
+                "sent: taken by the device, or due while the link was down"
+            } else {
+                "sent: taken by the device, or due while the link was down (nothing receives \
+                 them in this run)"
+            },
+        );
+        let wire = link_drops.unwrap_or(0);
+        if a.txrx {
+            let received = match extras.flow_totals {
+                Some((_, once)) => once,
+                None if o.stamped_sent > 0 => o.seq.stamped.saturating_sub(o.seq.out_of_order),
+                None => s.rx_packets,
+            };
+            l.add(key::RECEIVED, "received back", received, false);
+        } else {
+            let sent = tx.sent.saturating_sub(wire);
+            l.add(key::SENT, "sent out of the port", sent, false);
+        }
+        l.add(
+            key::TX_REFUSED,
+            "refused by the send ring (dropped or failed)",
+            refused,
+            true,
+        )
+        .add(
+            key::IN_FLIGHT,
+            "in flight at the stop (not a loss)",
+            tx.in_flight,
+            false,
+        )
+        .add(
+            key::LINK_DOWN,
+            "not sent while the link was down",
+            not_sent,
+            false,
+        )
+        .add(
+            key::WIRE_DROPS,
+            "dropped on the wire (the interface's tx_dropped)",
+            wire,
+            true,
+        );
+        if a.count > 0 && o.sent + not_sent < a.count {
+            l.shortfall(format!(
+                "asked for {} frames (-n), offered {} (stopped early)",
+                a.count,
+                o.sent + not_sent
+            ));
+        }
+    }
+    if let Some((target, achieved)) = extras.rate_short {
+        l.shortfall(format!(
+            "asked for {} pps, achieved {} pps over the active window",
+            window::fmt_pps(target),
+            window::fmt_pps(achieved)
+        ));
+    }
+    if a.rx || a.txrx {
+        l.add(
+            key::RX_QUEUE_DROPS,
+            "dropped by the receive queue (AF_XDP: its fill ring empty or its ring full)",
+            s.rx_drops,
+            true,
+        );
+        for (k, t, n) in device {
+            l.add(k, t, n, true);
+        }
+    }
+    // A receiver knows the stamped frames up to the highest sequence number it received; the
+    // drop counters also count frames lost after that one (the tail), whose numbers it never
+    // saw: they were offered too. (The sender's count is what tells them from a double count:
+    // see the tests, which know what was sent.)
+    if a.rx && extras.flow_totals.is_some() && l.double_counted() > 0 {
+        let tail = l.double_counted();
+        l.offered += tail;
+        l.offered_as +=
+            &format!(", and {tail} more the counters counted dropped after the last one received");
+    }
+    l
 }
 
 /// The software device thread's polls, idle polls and work time (ns); zeros on other backends.
@@ -134,7 +289,9 @@ pub(crate) fn report(
 ) -> serde_json::Value {
     let seq = &o.seq;
     let s = port.stats();
-    let device = device_drops(port);
+    let ledger = build_ledger(a, port, o, &s, link_drops, extras);
+    let device: Vec<DeviceBucket> = device_buckets(port, &s);
+    let device_total: u64 = device.iter().map(|d| d.2).sum();
     let (model_polls, model_idle_polls, model_work_ns) = model_polls(port);
     // The active window; a run that moved one packet or none has no rate to speak of.
     let w = window::Window {
@@ -142,11 +299,9 @@ pub(crate) fn report(
         last: o.last,
     };
     let secs = w.secs();
-    let lost = if a.txrx {
-        o.stamped_sent.saturating_sub(seq.stamped)
-    } else {
-        0
-    };
+    // Every loss figure is the ledger's, so that no two lines disagree.
+    let stamped = extras.flow_totals.is_some() || o.stamped_sent > 0 || seq.stamped > 0;
+    let lost = if stamped { ledger.lost() } else { 0 };
     let (packets, bytes, errors, drops) = if a.rx {
         (s.rx_packets, s.rx_bytes, s.rx_errors, s.rx_drops)
     } else {
@@ -172,7 +327,7 @@ pub(crate) fn report(
         seq_gaps: seq.gaps,
         seq_out_of_order: seq.out_of_order,
         seq_lost: lost,
-        device_drops: device.0,
+        device_drops: device_total,
         device_rx_no_buffer: port.device_counters().rx_no_buffer,
         link_tx_dropped: link_drops.unwrap_or(0),
         tx_bursts: o.tx_bursts,
@@ -186,8 +341,16 @@ pub(crate) fn report(
     };
     // Losses outside the queues' counters go to stderr in any case (JSON has them as fields),
     // but for the trials of an RFC 2544 search, where loss is what is looked for.
-    if device.0 > 0 && !a.silent {
-        eprintln!("pktgen: the device lost {} frames: {}", device.0, device.1);
+    if device_total > 0 && !a.silent {
+        let parts: Vec<String> = device
+            .iter()
+            .filter(|d| d.2 > 0)
+            .map(|d| format!("{} {}", d.2, d.1))
+            .collect();
+        eprintln!(
+            "pktgen: the device lost {device_total} frames: {}",
+            parts.join(", ")
+        );
     }
     if let Some(n) = link_drops.filter(|&n| n > 0) {
         eprintln!(
@@ -199,6 +362,9 @@ pub(crate) fn report(
     // With --json-lines the summary is the last JSON line, so stdout stays one object a line.
     let mut v = serde_json::to_value(&sum).unwrap_or_default();
     extras.extend(&mut v);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("ledger".into(), ledger.to_json());
+    }
     crate::linkwatch::extend(&mut v);
     if a.silent {
         return v;
@@ -214,8 +380,9 @@ pub(crate) fn report(
         )
     } else if seq.stamped > 0 {
         format!(
-            ", seq: {} stamped, {} missing between them, {} out of order",
-            seq.stamped, seq.gaps, seq.out_of_order
+            ", seq: {} stamped, {lost} lost up to the highest sequence number received, {} out \
+             of order",
+            seq.stamped, seq.out_of_order
         )
     } else {
         String::new()
@@ -234,6 +401,7 @@ pub(crate) fn report(
         sum.direction, sum.packets, sum.bytes, sum.errors, sum.drops
     );
     extras.print();
+    println!("{}", ledger.text());
     if let Some(t) = crate::linkwatch::text() {
         println!("{t}");
     }

@@ -15,6 +15,13 @@ use crate::window::{fmt_pps, fmt_secs, Window};
 pub struct Extras {
     json: Value,
     text: String,
+    /// The stamped frames over all flows, for the run's ledger: (expected, received once).
+    /// Expected: what the senders sent (--txrx) or, at a receiver, the highest sequence
+    /// number received + 1 per stream; received once: duplicates not counted.
+    pub flow_totals: Option<(u64, u64)>,
+    /// The rate asked for and the one achieved over the active window (pps), when the sender
+    /// fell more than 1 % short of it (the ledger says so beside every figure).
+    pub rate_short: Option<(f64, f64)>,
 }
 
 impl Extras {
@@ -165,18 +172,43 @@ impl Extras {
         }
         // The sender's counts are known when this process sent (--txrx).
         let sent = m.round_trip.then_some(&sent[..]);
+        let mut flow_totals = None;
+        let mut rate_short = None;
         if flows.received() > 0 {
-            let all = flows.counts(sent);
-            let worst = flows.worst(sent, m.args.worst);
-            let row = |c: &FlowCount| {
-                json!({"flow": c.flow, "received": c.received, "lost": c.lost,
+            // With --stream / --profile, each stream's flows apart: flow 0 of one stream's
+            // template is not flow 0 of another's (merged, a stream's loss hid behind another's
+            // frames). Without, the queues send one template: flow k of every queue is the same
+            // flow on the wire, one row.
+            let several = m.streams.get().copied().unwrap_or(0) > 1;
+            let all: Vec<(Option<u16>, FlowCount)> = if several {
+                flows
+                    .stream_counts(sent)
+                    .into_iter()
+                    .map(|(s, c)| (Some(s), c))
+                    .collect()
+            } else {
+                flows.counts(sent).into_iter().map(|c| (None, c)).collect()
+            };
+            let mut worst: Vec<(Option<u16>, FlowCount)> =
+                all.iter().copied().filter(|c| c.1.badness() > 0).collect();
+            worst.sort_by(|a, b| {
+                b.1.badness()
+                    .cmp(&a.1.badness())
+                    .then((a.0, a.1.flow).cmp(&(b.0, b.1.flow)))
+            });
+            worst.truncate(m.args.worst);
+            let row = |(s, c): &(Option<u16>, FlowCount)| {
+                json!({"stream": s, "flow": c.flow, "received": c.received, "lost": c.lost,
                        "duplicates": c.duplicates, "reordered": c.reordered})
             };
-            let sum = |f: fn(&FlowCount) -> u64| all.iter().map(f).sum::<u64>();
+            let sum = |f: fn(&FlowCount) -> u64| all.iter().map(|c| f(&c.1)).sum::<u64>();
+            let once = sum(|c| c.received - c.duplicates);
+            flow_totals = Some((once + sum(|c| c.lost), once));
             j.insert(
                 "flows".into(),
                 json!({
                     "count": all.len(),
+                    "streams": several.then(|| flows.streams()),
                     "loss_counted_from": if sent.is_some() { "packets sent" } else { "highest sequence received" },
                     "lost": sum(|c| c.lost),
                     "duplicates": sum(|c| c.duplicates),
@@ -186,8 +218,13 @@ impl Extras {
                 }),
             );
             text.push_str(&format!(
-                "flows: {} flows, {} lost, {} duplicates, {} reordered (loss counted from the {})\n",
+                "flows: {} flows{}, {} lost, {} duplicates, {} reordered (loss counted from the {})\n",
                 all.len(),
+                if several {
+                    format!(" of {} streams", flows.streams())
+                } else {
+                    String::new()
+                },
                 sum(|c| c.lost),
                 sum(|c| c.duplicates),
                 sum(|c| c.reordered),
@@ -207,12 +244,14 @@ impl Extras {
                 ("worst flows:", &worst)
             };
             if !rows.is_empty() {
+                let stream = if several { " stream" } else { "" };
                 text.push_str(&format!(
-                    "  {title}   flow   received       lost       dups  reordered\n"
+                    "  {title}{stream}   flow   received       lost       dups  reordered\n"
                 ));
-                for c in rows {
+                for (st, c) in rows {
+                    let st = st.map_or(String::new(), |s| format!(" {s:>6}"));
                     text.push_str(&format!(
-                        "              {:>6} {:>10} {:>10} {:>10} {:>10}\n",
+                        "             {st} {:>6} {:>10} {:>10} {:>10} {:>10}\n",
                         c.flow, c.received, c.lost, c.duplicates, c.reordered
                     ));
                 }
@@ -248,6 +287,7 @@ impl Extras {
         {
             let secs = window.secs();
             let achieved = window.rate(stats.tx_packets, stats.tx_bytes).map(|r| r.0);
+            rate_short = achieved.filter(|&a| a < 0.99 * target).map(|a| (target, a));
             // One-second samples that lie (nearly) whole inside the window; the rate of each
             // over its part inside the window. At a target below 100 pps a second holds too
             // few packets to judge.
@@ -309,6 +349,8 @@ impl Extras {
         Extras {
             json: Value::Object(j),
             text,
+            flow_totals,
+            rate_short,
         }
     }
 
