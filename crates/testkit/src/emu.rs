@@ -235,7 +235,7 @@ fn udp_counter_in_b(
 }
 
 /// Runs the example pktgen (`-b BACKEND`, `count` frames to b's UDP port 9000, see
-/// [`pktgen_to_b`]) through `run` (emu.sh in namespace a), a kernel UDP socket in b counting
+/// `pktgen_to_b`) through `run` (emu.sh in namespace a), a kernel UDP socket in b counting
 /// what arrives; `check` looks at pktgen's output once it succeeded. The kernel judges every
 /// frame (IPv4 and UDP checksums included) and must deliver all. Returns pktgen's output.
 pub fn pktgen_to_kernel_socket(

@@ -1,4 +1,4 @@
-//! Opening AF_XDP ports inside a [`NetnsPair`](super::NetnsPair) and looking at what is attached:
+//! Opening AF_XDP ports inside a [`NetnsPair`] and looking at what is attached:
 //! shared by `tests/xdp/port.rs` and `tests/xdp/port_attach.rs`.
 
 use rawq::flow::Rule;

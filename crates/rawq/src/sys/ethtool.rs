@@ -80,7 +80,7 @@ fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
 }
 
 /// The driver's name ("veth", "mlx5_core", ...).
-pub(crate) fn driver(ifname: &str) -> io::Result<String> {
+pub fn driver(ifname: &str) -> io::Result<String> {
     let d = drvinfo(ifname)?;
     let end = d.driver.iter().position(|&b| b == 0).unwrap_or(32);
     Ok(String::from_utf8_lossy(&d.driver[..end]).into_owned())

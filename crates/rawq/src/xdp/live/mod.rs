@@ -77,10 +77,10 @@ mod engine;
 mod plan;
 mod program;
 
+/// The driver of an interface, as `ethtool -i` names it ("veth", "mlx5_core", ...).
+pub use crate::sys::ethtool::driver;
 pub use counters::{tx_failures, tx_taken};
 pub use engine::LiveEngine;
-/// The driver of an interface, as `ethtool -i` names it ("veth", "mlx5_core", ...).
-pub use ethtool::driver;
 pub use plan::LivePlan;
 pub use program::live_program;
 

@@ -11,6 +11,10 @@
 //! over the start-up, polling and linger around them; every rate of the summary, text or JSON,
 //! is over that one window (see `window.rs`).
 
+// The options' doc comments are clap's --help text, where brackets are literal (`ID[,PCP]`,
+// `[[stream]]`), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod cli;
 use rawq_tools::linkwatch;
 mod live;
