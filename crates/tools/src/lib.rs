@@ -1,6 +1,10 @@
-//! What rawq's tools share: the link watch that pktgen and fwd both run (`--on-link-down`).
+//! What rawq's tools share: output that never panics (`out`), the checks of `--cores` and the
+//! link watch that pktgen and fwd both run (`--on-link-down`).
 //!
 //! The tools themselves are the binaries in `src/bin/`: `rawq-pktgen`, `rawq-fwd` and
 //! `rawq-devinfo`.
 
+#[macro_use]
+pub mod out;
+pub mod cpus;
 pub mod linkwatch;
