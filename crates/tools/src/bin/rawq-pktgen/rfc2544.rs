@@ -520,7 +520,9 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         }
         search.record(&t.count(rate));
     }
-    r.complete = search.done() && !r.trials.iter().any(|t| t.interrupted);
+    // Complete only when the answers are within the resolution: a search that ran out of
+    // trials first reports the range it has, as incomplete.
+    r.complete = search.resolved() && !r.trials.iter().any(|t| t.interrupted);
     r.ndr_pps = search.ndr();
     r.pdr_pps = search.pdr();
     r.ndr_bps_l1 = r.ndr_pps.map(|p| bps_l1(p, size));
@@ -671,7 +673,7 @@ fn back_to_back(a: &Args, size: u16, r: &mut SizeResult) -> rawq::Result<()> {
         });
     }
     r.back_to_back_frames = search.ndr().map(|n| n as u64);
-    r.complete = true;
+    r.complete = search.resolved();
     Ok(())
 }
 
