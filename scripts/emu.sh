@@ -32,6 +32,12 @@
 # here, are removed when the command ends, on Ctrl-C, SIGTERM (also twice, as `timeout` sends)
 # and SIGKILL (a reaper process outlives this shell for that, and the command gets SIGTERM when
 # the shell dies). Exits with the command's status.
+#
+# A signal reaches the command once: one sent to the whole process group (Ctrl-C at a terminal,
+# `timeout`) has reached the command too, which is then left to end on its own (20 s at most);
+# one sent to this shell alone (kill PID, `timeout --foreground`) is passed on as SIGTERM. A
+# sentinel process in the command's group tells the two apart (it dies of a group signal);
+# without `env --default-signal` (coreutils 8.31) every signal is passed on.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -118,29 +124,59 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
 MADE_TAP=()
 CHILD=''
 REAPER=''
-# Stops the command (SIGTERM, then SIGKILL past 5 s) and removes what this script made. Signals
-# are ignored from here on: `timeout` sends SIGTERM twice (to the shell, then to its group),
-# and the second must not end the shell half-way.
+SENTINEL=''
+# The signal that stopped this shell (its number), if one did.
+SIGNUM=''
+# Whether $1 (a pid) is gone or a zombie.
+gone() {
+  local st
+  st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 0
+  [[ -z $st || $st == Z ]]
+}
+# Polls for up to $2 tenths of a second until the command (pid $1) has ended.
+wait_gone() {
+  local _i
+  for ((_i = 0; _i < $2; _i++)); do
+    gone "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# Whether the signal SIGNUM was sent to the command's process group (the sentinel, in that
+# group, died of it: a group signal is queued to every member at once; waits 1 s at most), and
+# the command does not ignore it (SigIgn; a command started in the background by a shell
+# ignores SIGINT): then the command has it already.
+group_signalled() {
+  local mask
+  [[ -n $SENTINEL && -n $SIGNUM ]] || return 1
+  wait_gone "$SENTINEL" 10 || return 1
+  mask=$(awk '/^SigIgn:/ { print $2 }' "/proc/$CHILD/status" 2>/dev/null) || return 1
+  [[ -n $mask ]] || return 1
+  (( ((16#$mask >> (SIGNUM - 1)) & 1) == 0 ))
+}
+# Stops the command and removes what this script made. A command that got the signal from its
+# group is given 20 s to end on its own (a second signal would end it at once, without its
+# summary); otherwise, or past that, SIGTERM, then SIGKILL past 5 s. Signals are ignored from
+# here on: `timeout` sends SIGTERM twice (to the shell, then to its group), and the second must
+# not end the shell half-way.
 cleanup() {
   trap '' INT TERM HUP
   trap - EXIT
-  if [[ -n $REAPER ]]; then
-    kill -KILL "$REAPER" 2>/dev/null || true
-    wait "$REAPER" 2>/dev/null || true
-  fi
+  # Disowned (they are not this shell's jobs any more): their end is not reported on stderr.
+  [[ -z $REAPER ]] || kill -KILL "$REAPER" 2>/dev/null || true
   if [[ -n $CHILD ]] && kill -0 "$CHILD" 2>/dev/null; then
-    kill -TERM "$CHILD" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$CHILD" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$CHILD" 2>/dev/null || true
+    if ! group_signalled || ! wait_gone "$CHILD" 200; then
+      kill -TERM "$CHILD" 2>/dev/null || true
+      wait_gone "$CHILD" 50 || kill -KILL "$CHILD" 2>/dev/null || true
+    fi
     wait "$CHILD" 2>/dev/null || true
   fi
+  [[ -z $SENTINEL ]] || kill -KILL "$SENTINEL" 2>/dev/null || true
   for t in "${MADE_TAP[@]}"; do ip link del "$t" 2>/dev/null || true; done
   rm -rf "$TMP"
 }
 on_signal() {
+  SIGNUM=$(($1 - 128))
   cleanup
   exit "$1"
 }
@@ -177,6 +213,15 @@ if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
   pdeath=(setpriv --pdeathsig TERM --)
 fi
 
+# The sentinel: in this shell's (and the command's) process group, dying of INT, TERM or HUP
+# (reset from the background's SIGINT-ignored), so that a group signal is told from one sent to
+# this shell alone (group_signalled). Disowned: its end is not reported.
+if env --default-signal=INT true 2>/dev/null; then
+  env --default-signal=INT,TERM,HUP sleep infinity </dev/null >/dev/null 2>&1 &
+  SENTINEL=$!
+  disown "$SENTINEL"
+fi
+
 # Run in the background and wait, so that a signal reaches the trap at once.
 set +e
 "${pdeath[@]}" env SYSFS_PATH="$TMP/sys" LD_PRELOAD="$PRELOAD" "$@" <&0 &
@@ -198,6 +243,7 @@ setsid bash -c '
   rm -rf "$tmp"
 ' rawq-emu-reaper "$$" "$CHILD" "$TMP" "${MADE_TAP[@]}" </dev/null >/dev/null 2>&1 &
 REAPER=$!
+disown "$REAPER"
 wait "$CHILD"
 status=$?
 CHILD=''

@@ -97,7 +97,7 @@ impl LinkWatch {
                     down_since: None,
                 }),
                 Err(e) => {
-                    eprintln!("{who}: warning: {name}'s link is not watched: {e}");
+                    say!("{who}: warning: {name}'s link is not watched: {e}");
                     None
                 }
             })
@@ -138,7 +138,7 @@ impl LinkWatch {
                                 ),
                             });
                         }
-                        eprintln!(
+                        say!(
                             "{who}: {}: link down: sending on it paused until it comes back",
                             w.name
                         );
@@ -149,7 +149,7 @@ impl LinkWatch {
                         PAUSED.fetch_and(!(1 << (p & 63)), Relaxed);
                         if let Some(t) = w.down_since.take() {
                             add_down_time(t.elapsed());
-                            eprintln!(
+                            say!(
                                 "{who}: {}: link up after {:.1} s: sending resumes",
                                 w.name,
                                 t.elapsed().as_secs_f64()

@@ -34,12 +34,15 @@ impl TrialCount {
     }
 }
 
-/// One answer being searched for: the highest rate that passed and the lowest that failed.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// One answer being searched for: the highest rate that passed and the rates that failed.
+/// Trials need not agree (on a loaded machine a low rate can lose what a higher one later
+/// does not): a failure below a rate that passed is superseded by the pass, and the answer
+/// lies between the highest pass and the lowest failure above it ([`Bound::fail`]).
+#[derive(Clone, Debug, Default, PartialEq)]
 struct Bound {
     tolerance: f64,
     pass: Option<f64>,
-    fail: Option<f64>,
+    fails: Vec<f64>,
 }
 
 impl Bound {
@@ -47,18 +50,27 @@ impl Bound {
         if loss <= self.tolerance {
             self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
         } else {
-            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+            self.fails.push(rate);
         }
+    }
+
+    /// The lowest failing rate above the highest pass.
+    fn fail(&self) -> Option<f64> {
+        self.fails
+            .iter()
+            .copied()
+            .filter(|&f| self.pass.is_none_or(|p| f > p))
+            .reduce(f64::min)
     }
 
     /// The next rate to try for this answer, or None when it is known.
     fn next(&self, lo: f64, hi: f64, resolution: f64) -> Option<f64> {
-        let Some(fail) = self.fail else {
+        let Some(fail) = self.fail() else {
             // Nothing failed yet: try the top (RFC 2544 starts at the maximum rate).
             return self.pass.is_none_or(|p| p < hi).then_some(hi);
         };
         match self.pass {
-            Some(p) if fail - p <= resolution || p >= fail => None,
+            Some(p) if fail - p <= resolution => None,
             Some(p) => Some((p + fail) / 2.0),
             // Even the lowest rate loses: the answer is "below --rate-lo".
             None if fail <= lo => None,
@@ -173,6 +185,17 @@ impl RateSearch {
     pub fn done(&self) -> bool {
         self.next_rate().is_none()
     }
+
+    /// Whether both answers are known to the resolution: the highest passing rate and the
+    /// lowest failing one above it are `resolution` apart or closer (or the top passed, or
+    /// even the bottom failed). A search whose trial budget ran out first is [`done`] but not
+    /// resolved: what it has is a range, not an answer to the resolution asked for.
+    ///
+    /// [`done`]: RateSearch::done
+    pub fn resolved(&self) -> bool {
+        self.ndr.next(self.lo, self.hi, self.resolution).is_none()
+            && self.pdr.next(self.lo, self.hi, self.resolution).is_none()
+    }
 }
 
 #[cfg(test)]
@@ -229,6 +252,64 @@ mod tests {
             1e3,
             "the bottom is tried: {rates:?}"
         );
+    }
+
+    /// Issue 32 defect 5: under load a low rate failed (the loss was the load's), a higher one
+    /// passed later, and the search took the contradiction for convergence: NDR 375625 with
+    /// the next failing rate 438062 at a resolution of 50000. A failure below a rate that
+    /// passed is superseded by the pass: the search goes on between the highest pass and the
+    /// lowest failure above it, and says it is resolved only when those are within the
+    /// resolution.
+    #[test]
+    fn a_failure_below_a_pass_does_not_end_the_search() {
+        let mut s = RateSearch::new(1000.0, 1e6, 50_000.0, 0.0, 0.0).unwrap();
+        let outcome = |s: &mut RateSearch, rate: f64, pass: bool| {
+            s.record(&TrialCount {
+                rate_pps: rate,
+                sent: 1000,
+                received: if pass { 1000 } else { 900 },
+            });
+        };
+        // The top fails, the middle fails (the load's loss), a quarter passes.
+        for (pass, want) in [(false, 1e6), (false, 500_500.0), (true, 250_750.0)] {
+            let r = s.next_rate().unwrap();
+            assert_eq!(r, want);
+            outcome(&mut s, r, pass);
+        }
+        // Load-induced: 312000 fails, then a retry of the region passes above it.
+        outcome(&mut s, 312_000.0, false);
+        outcome(&mut s, 375_625.0, true);
+        outcome(&mut s, 438_062.5, false);
+        // 375625 passed and 438062 failed: 62437 apart, more than the resolution.
+        assert!(!s.resolved(), "resolved with a gap above the resolution");
+        let mut trials = 0;
+        while let Some(r) = s.next_rate() {
+            assert!(r > 375_625.0 && r < 438_062.5, "{r}");
+            outcome(&mut s, r, r < 400_000.0);
+            trials += 1;
+            assert!(trials < 10);
+        }
+        assert!(s.resolved());
+        let ndr = s.ndr().unwrap();
+        assert!(ndr < 400_000.0 && 400_000.0 - ndr <= 50_000.0, "{ndr}");
+    }
+
+    /// A search whose trial budget runs out before the answers are within the resolution is
+    /// done (no more trials) but not resolved.
+    #[test]
+    fn a_spent_budget_is_not_a_resolution() {
+        let mut s = RateSearch::new(1.0, 1e6, 1.0, 0.0, 0.0).unwrap();
+        // A caller that spends the budget on trials at the bottom (which pass).
+        while !s.done() {
+            s.record(&TrialCount {
+                rate_pps: 1.0,
+                sent: 100,
+                received: 100,
+            });
+            assert!(s.trials() < 1000);
+        }
+        assert_eq!(s.next_rate(), None);
+        assert!(!s.resolved(), "the top was never tried");
     }
 
     #[test]

@@ -298,3 +298,101 @@ fn cable_needs_a_path_and_is_the_only_wire() {
         );
     }
 }
+
+/// How a signal reaches `emu.sh` in [`signals_reach_the_command_once`].
+#[derive(Clone, Copy, Debug)]
+enum Sent {
+    /// SIGTERM to `timeout`, which sends it to emu.sh and then to its whole process group (the
+    /// command included), as when its time is up.
+    Timeout,
+    /// SIGTERM to emu.sh's process group (a terminal's Ctrl-C, a supervisor's group kill).
+    Group,
+    /// SIGTERM to emu.sh alone (`kill PID`): it must pass it on.
+    Launcher,
+}
+
+/// Issue 32 defect 2: `timeout 6 emu.sh -- pktgen ...` printed no summary, because the command
+/// got SIGTERM from its process group and again from emu.sh (pktgen takes a second signal as
+/// "exit at once"); and killing `timeout` dumped emu.sh's reaper script on stderr. However the
+/// signal is sent, the command gets it exactly once, and emu.sh says nothing of its own jobs.
+#[test]
+fn signals_reach_the_command_once() {
+    let _g = serial();
+    for sent in [Sent::Timeout, Sent::Group, Sent::Launcher] {
+        let tmp = support::emu::tempdir("launcher-once");
+        let (pidfile, got) = (tmp.join("pid"), tmp.join("got"));
+        // Counts its SIGTERMs, ends on its own 6 s after it starts (or 1 s after its first).
+        let workload = format!(
+            "trap 'echo TERM >> {got}; end=10' TERM; echo $$ > {pid}; end=60; \
+             for ((i = 0; i < end; i++)); do sleep 0.1; done",
+            got = got.display(),
+            pid = pidfile.display()
+        );
+        let mut c = Command::new("setsid");
+        // A process group of its own (setsid --wait: this test is not in it).
+        c.arg("--wait");
+        if matches!(sent, Sent::Timeout) {
+            c.args(["timeout", "600"]);
+        }
+        c.arg("bash")
+            .arg(root().join("scripts/emu.sh"))
+            .args(["--", "bash", "-c", &workload])
+            .current_dir(root())
+            .env_remove("LD_PRELOAD")
+            .env_remove("RAWQ_EMU_LIB")
+            .env("TMPDIR", &tmp)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.join("stderr")).expect("stderr file"));
+        let mut child = c.spawn().expect("start emu.sh");
+        let started = wait_until(Duration::from_secs(300), || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+                || child.try_wait().ok().flatten().is_some()
+        });
+        let stderr = || std::fs::read_to_string(tmp.join("stderr")).unwrap_or_default();
+        assert!(
+            started,
+            "{sent:?}: the workload never started: {}",
+            stderr()
+        );
+        let workload: i32 = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{sent:?}: emu.sh ended first: {}", stderr()));
+        // setsid --wait forks: the group (and session) leader is its child, timeout or bash.
+        let leader = std::fs::read_to_string(format!("/proc/{workload}/stat"))
+            .ok()
+            .and_then(|s| {
+                let f: Vec<&str> = s.rsplit_once(") ")?.1.split(' ').collect();
+                f.get(2)?.parse::<i32>().ok()
+            })
+            .expect("the workload's process group");
+        match sent {
+            Sent::Timeout | Sent::Launcher => kill(leader, libc::SIGTERM),
+            Sent::Group => kill(-leader, libc::SIGTERM),
+        }
+        let exited = wait_until(Duration::from_secs(30), || {
+            child.try_wait().ok().flatten().is_some()
+        });
+        if !exited {
+            kill(-leader, libc::SIGKILL);
+        }
+        let _ = child.wait();
+        let err = stderr();
+        let got = std::fs::read_to_string(&got).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert!(
+            exited,
+            "{sent:?}: emu.sh still running 30 s after the signal: {err}"
+        );
+        assert_eq!(
+            got.lines().count(),
+            1,
+            "{sent:?}: SIGTERMs the command got: {got:?}"
+        );
+        assert!(
+            !err.contains("reaper") && !err.contains("Killed") && !err.contains("tail --pid"),
+            "{sent:?}: emu.sh's own jobs on stderr: {err}"
+        );
+    }
+}

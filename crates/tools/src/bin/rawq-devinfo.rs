@@ -5,6 +5,9 @@
 //! cargo run -p rawq-tools --bin rawq-devinfo
 //! ```
 
+#[macro_use]
+extern crate rawq_tools;
+
 use clap::Parser;
 
 /// devinfo: lists the RDMA devices, their ports (state, link layer, MAC, MTU, netdev) and the
@@ -14,12 +17,15 @@ use clap::Parser;
 #[command(name = "devinfo", version)]
 struct Args {}
 
-fn main() {
-    Args::parse();
+fn main() -> std::process::ExitCode {
+    Args::try_parse().unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
     match rawq::ibverbs::describe_all() {
-        Ok(listing) => print!("{listing}"),
+        Ok(listing) => {
+            out!("{listing}");
+            rawq_tools::out::status()
+        }
         Err(e) => {
-            eprintln!("devinfo: {e}");
+            say!("devinfo: {e}");
             std::process::exit(1);
         }
     }

@@ -400,3 +400,273 @@ fn pcap_input_is_read_or_refused_plainly() {
         let _ = std::fs::remove_file(f);
     }
 }
+
+/// The write end of a pipe whose read end is already closed: every write to it fails with
+/// EPIPE, as `tool | head -1` does once `head` has gone.
+fn closed_pipe() -> Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe() fills the two descriptors of the array it is given.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just made by pipe() and are owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
+}
+
+/// Runs `bin args` with stdout (and with `both`, stderr too: `2>&1 | head`) a closed pipe,
+/// killed after `secs` (a hang fails); (status, stderr when it is not closed).
+fn into_closed_pipe(bin: &str, args: &[&str], both: bool, secs: u64) -> (Option<i32>, String) {
+    let mut c = Command::new(support::example(bin));
+    c.args(args).stdout(closed_pipe());
+    if both {
+        c.stderr(closed_pipe());
+    } else {
+        c.stderr(Stdio::piped());
+    }
+    let child = c.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    let killer = std::thread::spawn(move || {
+        let t = Instant::now();
+        while !d.load(std::sync::atomic::Ordering::Relaxed) {
+            if t.elapsed() > Duration::from_secs(secs) {
+                // SAFETY: kill on the pid of a child this test started and has not reaped.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let killed = killer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !killed,
+        "{bin} {args:?} still running after {secs} s: {err}"
+    );
+    (out.status.code(), err)
+}
+
+/// 128 + SIGPIPE: what a shell reports for a command a closed pipe ended (`yes | head -1`).
+const CLOSED: Option<i32> = Some(141);
+
+/// Issue 32 defect 3: `pktgen ... | head -1` panicked ("failed printing to stdout: Broken
+/// pipe"). Every print path of pktgen and fwd (summary, JSON, per-second JSON lines) takes a
+/// closed stdout as the end of the output: no panic, the status of a closed pipe; also with
+/// stderr closed as well (`2>&1 | head`).
+#[test]
+fn a_closed_stdout_ends_the_output_without_a_panic() {
+    let pktgen: [&[&str]; 3] = [
+        &["-b", "model", "-n", "1000", "--quiet"],
+        &["-b", "model", "-n", "1000", "--quiet", "--json"],
+        &["-b", "model", "-r", "10kpps", "--quiet", "--json-lines"],
+    ];
+    for args in pktgen {
+        let (code, err) = into_closed_pipe("pktgen", args, false, 20);
+        assert!(!err.contains("panicked"), "pktgen {args:?}: {err}");
+        assert_eq!(code, CLOSED, "pktgen {args:?}: {err}");
+        let (code, _) = into_closed_pipe("pktgen", args, true, 20);
+        assert_eq!(code, CLOSED, "pktgen {args:?} 2>&1 into a closed pipe");
+    }
+    let fwd: [&[&str]; 3] = [
+        &["-b", "model", "-d", "x", "--quiet", "-t", "1"],
+        &["-b", "model", "-d", "x", "--quiet", "-t", "1", "--json"],
+        &["-b", "model", "-d", "x", "--quiet", "--json-lines"],
+    ];
+    for args in fwd {
+        let mut a = args.to_vec();
+        a.extend_from_slice(FWD_RULE);
+        let (code, err) = into_closed_pipe("fwd", &a, false, 20);
+        assert!(!err.contains("panicked"), "fwd {a:?}: {err}");
+        assert_eq!(code, CLOSED, "fwd {a:?}: {err}");
+        let (code, _) = into_closed_pipe("fwd", &a, true, 20);
+        assert_eq!(code, CLOSED, "fwd {a:?} 2>&1 into a closed pipe");
+    }
+    // --help into a closed pipe: clap's own print path.
+    let (code, err) = into_closed_pipe("pktgen", &["--help"], false, 5);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, CLOSED, "{err}");
+}
+
+/// Issue 32 defect 1: a queue thread that died (it panicked writing a warning to a closed
+/// pipe) left the others, and the main thread, waiting at a barrier for ever. A thread that
+/// fails before the start (injected: `RAWQ_PKTGEN_FAULT=queue-panic`) now ends the run, said,
+/// with a failure status; with stdout and stderr closed too.
+#[test]
+fn a_queue_thread_that_dies_ends_the_run() {
+    let args = ["-b", "model", "-q", "2", "-n", "100", "--quiet"];
+    let out = support::run::Run::spawn(
+        Command::new(support::example("pktgen"))
+            .args(args)
+            .env("RAWQ_PKTGEN_FAULT", "queue-panic"),
+    )
+    .try_finish(Duration::from_secs(20))
+    .unwrap_or_else(|out| {
+        panic!(
+            "pktgen still waiting 20 s after a queue thread died: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("queue 0's thread failed"), "{err}");
+    let mut c = Command::new(support::example("pktgen"));
+    c.args(args)
+        .env("RAWQ_PKTGEN_FAULT", "queue-panic")
+        .stdout(closed_pipe())
+        .stderr(closed_pipe());
+    let mut child = c.spawn().unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("pktgen 2>&1 into a closed pipe still waiting 20 s after a thread died");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 32 defect 1: SIGTERM did not end a run whose threads waited for one that never came.
+/// A queue thread that never starts nor ends (`RAWQ_PKTGEN_FAULT=queue-stall`): one signal ends
+/// the run within its stop bound (15 s past --drain), with an error naming the thread.
+#[test]
+fn one_signal_ends_a_run_whose_queue_thread_is_stuck() {
+    use std::io::BufRead;
+    let mut child = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "-q", "2", "--quiet"])
+        .env("RAWQ_PKTGEN_FAULT", "queue-stall")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Signalled once the port is open (the handler is installed then).
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "pktgen ended: {text}"
+        );
+        text.push_str(&line);
+        if line.contains("queue(s), pool on") {
+            break;
+        }
+    }
+    // SAFETY: kill on the pid of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let t = Instant::now();
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(25) {
+            let _ = child.kill();
+            panic!("pktgen still running 25 s after SIGTERM: {text}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    text.push_str(&rest.join().unwrap());
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("did not end within"), "{text}");
+}
+
+/// CPUs this process may not run on (so `--cores` with them must be refused).
+fn missing_cpus() -> (usize, usize) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(status.contains("Cpus_allowed_list"));
+    // Far above any CPU here (the list is at most CPU_SETSIZE = 1024 on a cpuset of this size).
+    (n + 1000, n + 1002)
+}
+
+/// Issue 32 defect 4: limits are checked first, in the user's terms: `-q 300` on the model
+/// grew to 5.7 GB before refusing; `-s 1600` on the model sent, got error completions and
+/// exited 0; `--cores` with two CPUs that do not exist named one of them (fwd after the summary
+/// of a run that never happened). Every missing CPU is named, by pktgen and by fwd, and no
+/// summary is printed.
+#[test]
+fn limits_are_refused_first_in_the_options_terms() {
+    let t = Instant::now();
+    refused(
+        "pktgen",
+        &["-b", "model", "--txrx", "-q", "300", "-n", "100"],
+        &["-q 300", "at most 256"],
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "-q 300 took {:?}",
+        t.elapsed()
+    );
+    refused(
+        "pktgen",
+        &["-b", "model", "-s", "1600", "-n", "100"],
+        &["-s", "1518"],
+    );
+    // --mtu raises the device's largest frame: MTU + 18.
+    refused(
+        "pktgen",
+        &["-b", "model", "--mtu", "2000", "-s", "2100", "-n", "1"],
+        &["-s", "2018"],
+    );
+    let out = run(
+        "pktgen",
+        &["-b", "model", "--mtu", "2000", "-s", "2000", "-n", "10"],
+        10,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (a, b) = missing_cpus();
+    let cores = format!("{a},{b}");
+    let named = format!("CPUs {a},{b} are not");
+    for (bin, args) in [
+        (
+            "pktgen",
+            vec!["-b", "model", "-q", "2", "--cores", &cores, "-n", "100"],
+        ),
+        (
+            "fwd",
+            vec![
+                "-b",
+                "model",
+                "-d",
+                "x",
+                "--queues",
+                "2",
+                "--cores",
+                &cores,
+                "-t",
+                "1",
+                "--rule",
+                "promiscuous -> queue 0",
+            ],
+        ),
+    ] {
+        let out = run(bin, &args, 5);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bin}: {err}");
+        assert!(
+            err.contains("--cores") && err.contains(&named),
+            "{bin}: {err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{bin} printed a summary: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            !err.contains("model on") && !err.contains("queue pair(s))"),
+            "{bin} opened a port first: {err}"
+        );
+    }
+}

@@ -166,6 +166,8 @@ impl Args {
             )));
         }
         if let Some(c) = &self.cores {
+            // Every CPU must exist before anything is opened (all the missing ones named).
+            rawq_tools::cpus::check("--cores", c).map_err(config)?;
             if c.len() < self.queues as usize {
                 return Err(config(format!(
                     "--cores lists {} core(s) for --queues {}: fwd runs one pinned thread per \
@@ -177,10 +179,11 @@ impl Args {
         }
         let online = std::thread::available_parallelism().map_or(1, |n| n.get());
         if self.queues as usize > online {
-            eprintln!(
+            say!(
                 "fwd: note: --queues {} runs {} busy-polling threads on {online} online CPU(s): \
                  they take turns, and rates per queue fall accordingly",
-                self.queues, self.queues
+                self.queues,
+                self.queues
             );
         }
         let mut peers: Vec<Mac> = (0..self.devs.len())

@@ -16,6 +16,9 @@
 //! Files: `cli.rs` (options and their checks), `modes.rs` (what each mode does to a frame, the
 //! `--tx-first` frames), `stats.rs` (fwd's counters, live lines, summaries).
 
+#[macro_use]
+extern crate rawq_tools;
+
 mod cli;
 use rawq_tools::linkwatch;
 mod modes;
@@ -36,10 +39,11 @@ use modes::{MacRewrite, Mode};
 use stats::{Cells, PortFacts, PortSnap, Shared};
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+    let a = Args::try_parse().unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    match run(&a) {
+        Ok(()) => rawq_tools::out::status(),
         Err(e) => {
-            eprintln!("fwd: {e}");
+            say!("fwd: {e}");
             ExitCode::FAILURE
         }
     }
@@ -170,7 +174,8 @@ fn run(a: &Args) -> Result<(), Failure> {
     while !threads.iter().all(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
+        // stdout closed (its reader gone): nothing more can be said, the run ends.
+        if deadline.is_some_and(|d| now >= d) || rawq_tools::out::stdout_closed() {
             run.stop.store(true, Relaxed);
         }
         // A receive-only direction sees no error when its link goes: the links' events.
@@ -186,11 +191,11 @@ fn run(a: &Args) -> Result<(), Failure> {
                 .collect();
             if a.json_lines {
                 let t = (now - t0).as_secs_f64();
-                println!("{}", stats::json_line(t, &facts, &prev, &snaps, secs));
+                outln!("{}", stats::json_line(t, &facts, &prev, &snaps, secs));
             }
             if !a.quiet {
                 for (p, f) in facts.iter().enumerate() {
-                    eprintln!("{}", stats::live_line(p, f, &prev[p], &snaps[p], secs));
+                    say!("{}", stats::live_line(p, f, &prev[p], &snaps[p], secs));
                 }
             }
             prev = snaps;
@@ -211,7 +216,7 @@ fn run(a: &Args) -> Result<(), Failure> {
         .collect();
     let held: u64 = snaps.iter().map(|s| s.fwd.held).sum();
     if held > 0 {
-        eprintln!("fwd: {held} frames still held by --delay at exit (not sent)");
+        say!("fwd: {held} frames still held by --delay at exit (not sent)");
     }
     let failure = run.failure.lock().ok().and_then(|mut f| f.take());
     let mode = Mode::to_possible_value(&a.mode).map_or("?".into(), |v| v.get_name().to_string());
@@ -219,11 +224,11 @@ fn run(a: &Args) -> Result<(), Failure> {
     if a.json || a.json_lines {
         let mut v = stats::summary_json(&facts, &snaps, elapsed, &mode, a.queues, failure.as_ref());
         linkwatch::extend(&mut v);
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!("{}", stats::summary_text(&facts, &snaps, elapsed));
+        outln!("{}", stats::summary_text(&facts, &snaps, elapsed));
         if let Some(t) = linkwatch::text() {
-            println!("{t}");
+            outln!("{t}");
         }
     }
     // The summary first (what was done), then the failure that ended the run.
@@ -267,7 +272,7 @@ fn open_ports(a: &Args, set: &Settings) -> rawq::Result<Vec<Port>> {
             }),
         };
         let port = b.open()?;
-        eprintln!(
+        say!(
             "fwd: {} ({}, {}, {} queue pair(s))",
             d,
             port.info().backend,
@@ -486,7 +491,7 @@ fn check_errors(qs: &mut [Queue], run: &Run) {
             // --on-link-down wait: the link's events decide (see linkwatch).
             Some(rawq::Error::Link { .. }) if linkwatch::waits() => {}
             Some(e @ rawq::Error::Link { .. }) => run.fail(e),
-            Some(e) => eprintln!("fwd: queue {}: {e}", q.index()),
+            Some(e) => say!("fwd: queue {}: {e}", q.index()),
         }
     }
 }

@@ -383,7 +383,7 @@ impl Args {
             let (frames, cut) = read_pcap(path)
                 .map_err(|e| Error::Config(format!("--pcap {}: {e}", path.display())))?;
             if cut > 0 {
-                eprintln!(
+                say!(
                     "pktgen: --pcap {}: {cut} of {} packets were cut by the capture's snap \
                      length: they are sent as captured (the bytes the file has), as tcpreplay \
                      does",

@@ -58,7 +58,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
         ..LiveConfig::new(&a.dev, st.spec().clone())
     };
     let engine = LiveEngine::new(cfg)?;
-    eprintln!(
+    say!(
         "pktgen: live frames on {} ({} bytes), {} thread(s)",
         a.dev,
         engine.frame().len(),
@@ -76,7 +76,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
             if !a.quiet && t.elapsed() >= Duration::from_secs(1) {
                 let now = engine.redirected().unwrap_or(n);
                 let secs = t.elapsed().as_secs_f64();
-                eprintln!(
+                say!(
                     "total: tx {:>10.0} pps (redirected by the program)  total {now}",
                     (now - n) as f64 / secs
                 );
@@ -116,7 +116,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
             "seq_gaps": 0,
             "seq_out_of_order": 0,
         });
-        println!("{j}");
+        outln!("{j}");
     } else {
         let rate = match r {
             Some((pps, bps)) => format!(
@@ -127,7 +127,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
             ),
             None => w.no_rate(rep.sent),
         };
-        println!(
+        outln!(
             "pktgen tx (live): {} packets, {} bytes {rate}, {} redirected, {} refused by the \
              interface",
             rep.sent,

@@ -140,7 +140,7 @@ pub(crate) fn tx_loop(
             src.fill_burst(fresh, i, stream)
         };
         if let Err(e) = filled {
-            eprintln!("pktgen: queue {stream}: {e}");
+            say!("pktgen: queue {stream}: {e}");
             end.stop.store(true, Relaxed);
             pkts.clear();
             out.seq = seq;

@@ -15,6 +15,9 @@
 // `[[stream]]`), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
+#[macro_use]
+extern crate rawq_tools;
+
 mod cli;
 use rawq_tools::linkwatch;
 mod live;
@@ -30,7 +33,7 @@ mod window;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches};
@@ -82,7 +85,7 @@ impl Outcome {
                 true
             }
             Some(e) => {
-                eprintln!("pktgen: queue {}: {e}", q.index());
+                say!("pktgen: queue {}: {e}", q.index());
                 false
             }
         }
@@ -90,15 +93,22 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    let matches = Args::command().get_matches();
-    let mut a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = Args::command()
+        .try_get_matches()
+        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    let mut a = Args::from_arg_matches(&matches).unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
     // The destination MAC resolved when left out; ARP/ND answered for --src-ip while running.
     let dst_ip_given =
         matches.value_source("dst_ip") == Some(clap::parser::ValueSource::CommandLine);
+    // The limits first, before anything is resolved, allocated or sent.
+    if let Err(e) = limits(&a) {
+        say!("pktgen: {e}");
+        return ExitCode::FAILURE;
+    }
     let _responder = match neigh::prepare(&mut a, dst_ip_given) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("pktgen: {e}");
+            say!("pktgen: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -107,9 +117,9 @@ fn main() -> ExitCode {
         None => run(&a).map(|_| ()),
     };
     match r {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => rawq_tools::out::status(),
         Err(e) => {
-            eprintln!("pktgen: {e}");
+            say!("pktgen: {e}");
             ExitCode::FAILURE
         }
     }
@@ -191,7 +201,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     used.sort_unstable();
     used.dedup();
     if a.queues as usize > used.len() {
-        eprintln!(
+        say!(
             "pktgen: warning: {} queue threads on {} core{}: threads that share a core take \
              turns on it (each runs for a time slice, then the others), so a queue's rate is a \
              share of its core's and its latency includes the wait for its turn. Use at most one \
@@ -215,8 +225,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             .model_cpu
             .or_else(|| (0..ncores).find(|c| !used.contains(c)));
         match o.model_cpu {
-            Some(c) => eprintln!("pktgen: the device model runs on CPU {c}"),
-            None => eprintln!(
+            Some(c) => say!("pktgen: the device model runs on CPU {c}"),
+            None => say!(
                 "pktgen: warning: the queues use all {ncores} CPUs: the device model's thread \
                  shares their cores (unpinned), so it competes with the sender; use fewer queues \
                  or --cores to leave one CPU free"
@@ -245,13 +255,17 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     if a.backend == cli::BackendKind::Xdp {
         b = b.rx_timestamps(a.measure.xdp_rx_timestamps(&a.dev, a.rx, a.txrx));
     }
+    // Signals are taken from before the port opens: one that comes while it opens stops the
+    // run at its start.
+    let signal = signalled()?;
     let mut port = b.open()?;
     m.attach(&port)?;
     let info = port.info().clone();
+    largest_frame(a, &port, &src)?;
     if let Some(mtu) = link.and_then(|l| l.mtu) {
         let largest = mtu as usize + 14;
         if !a.rx && src.max_len() > largest {
-            eprintln!(
+            say!(
                 "pktgen: warning: frames of up to {} bytes exceed {}'s MTU {mtu} (frames up to \
                  {largest} bytes): the kernel or the peer drops the larger ones. Raise the MTU \
                  (`ip link set dev {} mtu {}`) or send at most -s {largest}",
@@ -263,7 +277,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         }
     }
     if !a.silent {
-        eprintln!(
+        say!(
             "pktgen: {} on {} ({}), {} queue(s), pool on {}",
             info.backend,
             info.device,
@@ -273,17 +287,17 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         );
     }
     if link.is_some_and(|l| !l.up) {
-        eprintln!(
+        say!(
             "pktgen: warning: {} is down: nothing can be sent or received until `ip link set dev \
              {} up`",
-            a.dev, a.dev
+            a.dev,
+            a.dev
         );
     }
 
     let mut watch = linkwatch::LinkWatch::new(a.on_link_down, &[(a.dev.as_str(), &port)], "pktgen");
 
     // The run's own stop flag (the deadline sets it too), raised by a signal.
-    let signal = signalled()?;
     let stop = Arc::new(AtomicBool::new(signal.load(Relaxed)));
 
     let nq = info.queues as u64;
@@ -294,7 +308,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     // deadlines cannot overflow.
     let duration = a.duration.map(Duration::from_secs_f64);
     let queues = port.take_queues();
-    let ready = Arc::new(std::sync::Barrier::new(queues.len() + 1));
+    let nthreads = queues.len();
+    let ready = Arc::new(StartLine::default());
     let sending = Arc::new(AtomicUsize::new(queues.len()));
     let workers: Vec<_> = queues
         .into_iter()
@@ -317,9 +332,12 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let sending = sending.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
-                    eprintln!("pktgen: queue {i}: not pinned: {e}");
+                    say!("pktgen: queue {i}: not pinned: {e}");
                 }
-                ready.wait();
+                if i == 0 {
+                    injected_fault();
+                }
+                ready.arrive();
                 let deadline = duration.map(|d| Instant::now() + d);
                 let end = Until {
                     stop: &stop,
@@ -339,9 +357,24 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             })
         })
         .collect();
-    ready.wait();
+    // Every thread at the start line, or none will come: a thread that ended before it (it
+    // died) or a stop (a signal, stdout closed) opens the line with the run stopped, so that
+    // no thread waits there for ever (issue 32).
+    let all_ready = ready.wait_all(nthreads, || {
+        signal.load(Relaxed)
+            || rawq_tools::out::stdout_closed()
+            || workers.iter().any(|w| w.is_finished())
+    });
+    if !all_ready {
+        stop.store(true, Relaxed);
+    }
     let t0 = Instant::now();
     let deadline = duration.map(|d| t0 + d);
+    // Once stopped, the threads have this long to end (their settle and drain are bounded by
+    // less); past it the run ends without those that did not.
+    let stop_bound = a.drain + STOP_BOUND;
+    let mut stopped_at: Option<Instant> = None;
+    let mut stuck = Vec::new();
 
     // Live stats and the stop conditions.
     let mut gone = None;
@@ -351,14 +384,26 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         let now = Instant::now();
         if signal.load(Relaxed) && !stop.load(Relaxed) && a.rx && !a.silent {
             stop.store(true, Relaxed);
-            eprintln!(
+            say!(
                 "pktgen: stopping: counting what the receive queue(s) still hold (up to {} s; \
                  a second signal ends at once)",
                 loops::DRAIN_LIMIT.as_secs()
             );
         }
-        if signal.load(Relaxed) || deadline.is_some_and(|d| now >= d) {
+        if signal.load(Relaxed)
+            || deadline.is_some_and(|d| now >= d)
+            || rawq_tools::out::stdout_closed()
+        {
             stop.store(true, Relaxed);
+        }
+        if stop.load(Relaxed) {
+            let since = *stopped_at.get_or_insert(now);
+            if now - since >= stop_bound {
+                stuck = (0..workers.len())
+                    .filter(|&i| !workers[i].is_finished())
+                    .collect();
+                break;
+            }
         }
         // A receiver sees no error when its interface vanishes: look for it.
         if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
@@ -374,13 +419,25 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         mon.poll(|| port.stats_readers().iter().map(|r| r.snapshot()).collect());
     }
     watch.finish();
+    if !stuck.is_empty() {
+        // Not joined: they end with the process.
+        return Err(rawq::Error::Config(format!(
+            "queue thread(s) {stuck:?} did not end within {} s of the stop: the run ends \
+             without their counts (a queue whose device no longer completes; see the warnings \
+             above)",
+            stop_bound.as_secs()
+        )));
+    }
     let elapsed = t0.elapsed().as_secs_f64();
     let mut all = Outcome::default();
     let mut per_queue = Vec::new();
-    for w in workers {
-        let o = w
-            .join()
-            .map_err(|_| rawq::Error::Config("a queue thread panicked".into()))?;
+    for (i, w) in workers.into_iter().enumerate() {
+        let o = w.join().map_err(|_| {
+            rawq::Error::Config(format!(
+                "queue {i}'s thread failed (panicked; its message is above): the run was \
+                 stopped and its counts are lost"
+            ))
+        })?;
         per_queue.push(streams::Sent {
             sent: o.stamped_sent,
             first: o.first,
@@ -425,7 +482,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let v = report(a, &port, &info, elapsed, &all, link_drops, &extras);
     if let (Some(path), false) = (&a.plot, a.silent) {
         if plot::run(path, &v)? == 0 {
-            eprintln!(
+            say!(
                 "pktgen: --plot {}: nothing to draw (no latency samples: --latency --txrx, and \
                  no full second of sending)",
                 path.display()
@@ -437,6 +494,62 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         Some(e) => Err(e),
         None => Ok(v),
     }
+}
+
+/// Queues -b model has at most (its `ModelOptions::queues`).
+const MODEL_MAX_QUEUES: u16 = 256;
+
+/// The limits checked before anything is opened, allocated or sent, in the options' terms:
+/// `--cores` lists CPUs that exist (all those that do not are named), `-q` is within the
+/// backend's queues.
+fn limits(a: &Args) -> rawq::Result<()> {
+    if let Some(c) = &a.cores {
+        rawq_tools::cpus::check("--cores", c).map_err(rawq::Error::Config)?;
+    }
+    if a.backend == cli::BackendKind::Model && a.queues > MODEL_MAX_QUEUES {
+        return Err(rawq::Error::Config(format!(
+            "-q {}: -b model has at most {MODEL_MAX_QUEUES} queues: give -q {MODEL_MAX_QUEUES} \
+             or fewer",
+            a.queues
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses frames the port cannot send, before any is posted: on -b model above the device's
+/// largest frame, on -b dv / verbs above the port's MTU + 18 bytes (Ethernet header and one
+/// VLAN tag: what an mlx5 port takes), which the device would complete in error (local length
+/// error). -b xdp is warned about instead (`run`: the kernel or the peer drops them). TSO
+/// super-frames are cut by the device: their segments are checked by the library.
+fn largest_frame(a: &Args, port: &Port, src: &FrameSource) -> rawq::Result<()> {
+    if a.measure.tso.is_some() || a.rx {
+        return Ok(());
+    }
+    let Some(mtu) = port.link().ok().and_then(|l| l.mtu) else {
+        return Ok(());
+    };
+    let with_mtu = a.mtu.map(|m| m as usize + L2_OVERHEAD);
+    let (max, what) = match a.backend {
+        // The model's port reports its largest frame less the 14-byte Ethernet header; --mtu
+        // makes the device's largest frame MTU + 18.
+        cli::BackendKind::Model => (
+            with_mtu.unwrap_or(mtu as usize + 14),
+            "the device model's largest frame".to_string(),
+        ),
+        cli::BackendKind::Dv | cli::BackendKind::Verbs => (
+            (mtu as usize + L2_OVERHEAD).min(with_mtu.unwrap_or(usize::MAX)),
+            format!("the port's largest frame (MTU {mtu} + 18)"),
+        ),
+        _ => return Ok(()),
+    };
+    if src.max_len() > max {
+        return Err(rawq::Error::Config(format!(
+            "-s / --pcap: frames of up to {} bytes are above {what}, {max} bytes: the device \
+             would refuse them; send frames of at most -s {max}",
+            src.max_len(),
+        )));
+    }
+    Ok(())
 }
 
 /// The mean rate the options ask for over all queues (None: unlimited): --rate, or with
@@ -520,7 +633,7 @@ fn buffer_size(a: &Args, src: &FrameSource, mtu: Option<u32>) -> rawq::Result<u3
         )));
     }
     if rx > limit {
-        eprintln!(
+        say!(
             "pktgen: warning: {}'s MTU {} lets frames of up to {arriving} bytes arrive, more than \
              {what} hold with their headroom ({} bytes): larger frames are dropped. Lower the \
              MTU (`ip link set dev {} mtu {}`)",
@@ -561,5 +674,67 @@ struct Until<'a> {
 impl Until<'_> {
     fn reached(&self, now: Instant) -> bool {
         self.stop.load(Relaxed) || self.deadline.is_some_and(|d| now >= d)
+    }
+}
+
+/// How long queue threads have to end once the run is stopped, beyond `--drain`: more than a
+/// sender's settle (10 s past its linger) and a receiver's drain (`loops::DRAIN_LIMIT`) take.
+const STOP_BOUND: Duration = Duration::from_secs(15);
+
+/// The start line of the queue threads: each arrives (spawned and pinned) and waits; the main
+/// thread opens the line when all have arrived, or earlier when one will not come. Unlike a
+/// `Barrier`, a thread that dies before it cannot keep the others (and the main thread)
+/// waiting for ever.
+#[derive(Default)]
+struct StartLine {
+    /// (threads arrived, open)
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl StartLine {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A queue thread is ready: waits until the line opens.
+    fn arrive(&self) {
+        let mut g = self.lock();
+        g.0 += 1;
+        self.changed.notify_all();
+        while !g.1 {
+            g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits until `n` threads have arrived, or `give_up` (asked every 50 ms) says they will
+    /// not; opens the line either way. True when all arrived.
+    fn wait_all(&self, n: usize, mut give_up: impl FnMut() -> bool) -> bool {
+        let mut g = self.lock();
+        while g.0 < n {
+            if give_up() {
+                break;
+            }
+            g = self
+                .changed
+                .wait_timeout(g, Duration::from_millis(50))
+                .map_or_else(|p| p.into_inner().0, |r| r.0);
+        }
+        g.1 = true;
+        self.changed.notify_all();
+        g.0 >= n
+    }
+}
+
+/// Faults a test can inject through `RAWQ_PKTGEN_FAULT` (the seeded campaigns of issue 32; not
+/// an option): `queue-panic`, queue 0's thread panics before it starts; `queue-stall`, it never
+/// starts nor ends. Anything else is no fault.
+fn injected_fault() {
+    match std::env::var("RAWQ_PKTGEN_FAULT").as_deref() {
+        Ok("queue-panic") => panic!("RAWQ_PKTGEN_FAULT=queue-panic: queue 0's thread fails"),
+        Ok("queue-stall") => loop {
+            std::thread::sleep(Duration::from_secs(1));
+        },
+        _ => {}
     }
 }

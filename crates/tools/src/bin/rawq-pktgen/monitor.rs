@@ -86,10 +86,10 @@ impl Monitor {
         self.samples
             .push((self.last.0, now, c.tx_packets.saturating_sub(p.tx_packets)));
         if !self.quiet {
-            eprintln!("{}", live_line("total", &c, &p, secs));
+            say!("{}", live_line("total", &c, &p, secs));
             if self.verbose {
                 for (i, (c, p)) in cur.iter().zip(&self.last.1).enumerate() {
-                    eprintln!("{}", live_line(&format!("   q{i}"), c, p, secs));
+                    say!("{}", live_line(&format!("   q{i}"), c, p, secs));
                 }
             }
         }
@@ -106,10 +106,7 @@ impl Monitor {
                 .collect();
             let v = json!({"t_s": (now - self.t0).as_secs_f64(), "interval_s": secs,
                            "tx": tx, "rx": rx, "queues": queues});
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{v}");
-            let _ = out.flush();
+            outln!("{v}");
         }
         self.last = (now, cur);
     }

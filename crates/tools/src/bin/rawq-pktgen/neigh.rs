@@ -59,7 +59,7 @@ pub fn prepare(a: &mut Args, dst_ip_given: bool) -> rawq::Result<Option<Responde
             Resolved::Arp => "ARP",
             Resolved::Nd => "neighbour discovery",
         };
-        eprintln!(
+        say!(
             "pktgen: {} is at {} ({how} on {ifname})",
             a.dst_ip,
             mac_text(mac)
@@ -67,7 +67,7 @@ pub fn prepare(a: &mut Args, dst_ip_given: bool) -> rawq::Result<Option<Responde
         a.dst_mac = Some(mac);
     }
     if a.dst_mac.unwrap_or(DEFAULT_DST_MAC) == DEFAULT_DST_MAC {
-        eprintln!(
+        say!(
             "pktgen: warning: the destination MAC is the default {}: a veth's peer takes such \
              frames, a real NIC or switch port drops them. Give --dst-mac, or leave it out and \
              give --dst-ip of a host on the link to have pktgen resolve it",
@@ -81,7 +81,7 @@ pub fn prepare(a: &mut Args, dst_ip_given: bool) -> rawq::Result<Option<Responde
                 IpAddr::V4(_) => "ARP requests",
                 IpAddr::V6(_) => "neighbour solicitations",
             };
-            eprintln!(
+            say!(
                 "pktgen: warning: {what} for {} are not answered on {ifname}: {e}",
                 a.src_ip
             );

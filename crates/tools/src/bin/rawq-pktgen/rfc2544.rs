@@ -366,7 +366,7 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
     if let Some(path) = &a.plot {
         let v = serde_json::to_value(&report).unwrap_or_default();
         if crate::plot::rfc2544(path, &v)? == 0 {
-            eprintln!(
+            say!(
                 "pktgen: --plot {}: nothing to draw (no trial had a rate)",
                 path.display()
             );
@@ -422,7 +422,7 @@ fn trial(
         let what = burst.map_or(format!("for {} s", a.bench.trial), |n| {
             format!("of {n} frames")
         });
-        eprintln!("rfc2544: {size} B: a trial at {r} {what}");
+        say!("rfc2544: {size} B: a trial at {r} {what}");
     }
     let v = crate::run(&t)?;
     let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -447,7 +447,7 @@ fn trial(
     };
     let short = !interrupted && asked.is_some_and(|r| achieved.is_none_or(|p| p < 0.99 * r));
     if short && !a.quiet {
-        eprintln!(
+        say!(
             "rfc2544: {size} B: the sender kept {} pps of the {} asked for: counted as a \
              failed trial (free the sender's core, or lower --rate-hi)",
             achieved.map_or("no rate".into(), |p| format!("{p:.0}")),
@@ -520,7 +520,9 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         }
         search.record(&t.count(rate));
     }
-    r.complete = search.done() && !r.trials.iter().any(|t| t.interrupted);
+    // Complete only when the answers are within the resolution: a search that ran out of
+    // trials first reports the range it has, as incomplete.
+    r.complete = search.resolved() && !r.trials.iter().any(|t| t.interrupted);
     r.ndr_pps = search.ndr();
     r.pdr_pps = search.pdr();
     r.ndr_bps_l1 = r.ndr_pps.map(|p| bps_l1(p, size));
@@ -671,7 +673,7 @@ fn back_to_back(a: &Args, size: u16, r: &mut SizeResult) -> rawq::Result<()> {
         });
     }
     r.back_to_back_frames = search.ndr().map(|n| n as u64);
-    r.complete = true;
+    r.complete = search.resolved();
     Ok(())
 }
 
@@ -682,7 +684,7 @@ fn progress(a: &Args, size: u16, t: &Trial) {
     let rate = t
         .rate_pps
         .map_or("unpaced".to_string(), |p| format!("{:.4} Mpps", p / 1e6));
-    eprintln!(
+    say!(
         "rfc2544: {size} B at {rate}: {} sent, {} back, {} lost ({:.4}%){}",
         t.sent,
         t.received,

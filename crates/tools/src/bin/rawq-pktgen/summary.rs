@@ -347,13 +347,13 @@ pub(crate) fn report(
             .filter(|d| d.2 > 0)
             .map(|d| format!("{} {}", d.2, d.1))
             .collect();
-        eprintln!(
+        say!(
             "pktgen: the device lost {device_total} frames: {}",
             parts.join(", ")
         );
     }
     if let Some(n) = link_drops.filter(|&n| n > 0) {
-        eprintln!(
+        say!(
             "pktgen: {} dropped {n} frames on transmit (its tx_dropped counter; e.g. frames \
              above its MTU)",
             a.dev
@@ -370,7 +370,7 @@ pub(crate) fn report(
         return v;
     }
     if a.json || a.measure.json_lines {
-        println!("{v}");
+        outln!("{v}");
         return v;
     }
     let seq_text = if a.txrx && o.stamped_sent > 0 {
@@ -396,17 +396,21 @@ pub(crate) fn report(
         ),
         None => w.no_rate(packets),
     };
-    println!(
+    outln!(
         "pktgen {}: {} packets, {} bytes {rate}, {} errors, {} drops{seq_text}",
-        sum.direction, sum.packets, sum.bytes, sum.errors, sum.drops
+        sum.direction,
+        sum.packets,
+        sum.bytes,
+        sum.errors,
+        sum.drops
     );
     extras.print();
-    println!("{}", ledger.text());
+    outln!("{}", ledger.text());
     if let Some(t) = crate::linkwatch::text() {
-        println!("{t}");
+        outln!("{t}");
     }
     // The rest of the JSON's fields, so that the text says everything the JSON has.
-    println!(
+    outln!(
         "run: {} in all (start-up and drain included), active window {}; {} on {} ({}), {} \
          queue(s)",
         window::fmt_secs(sum.elapsed_s),
@@ -417,7 +421,7 @@ pub(crate) fn report(
         sum.queues
     );
     if !a.rx {
-        println!(
+        outln!(
             "sender: {} tx bursts, {} of them found the ring full ({} in {} stretches), pool \
              empty {} times",
             sum.tx_bursts,
@@ -427,7 +431,7 @@ pub(crate) fn report(
             sum.tx_pool_empty
         );
     }
-    println!(
+    outln!(
         "losses outside the queues: {} by the {}{}, {} by the interface on transmit; seq: {} \
          stamped received, {} gaps, {} out of order, {} lost",
         sum.device_drops,
@@ -446,7 +450,7 @@ pub(crate) fn report(
         sum.seq_lost
     );
     if sum.model_polls > 0 {
-        println!(
+        outln!(
             "software device: {} polls, {} idle, {} of work",
             sum.model_polls,
             sum.model_idle_polls,

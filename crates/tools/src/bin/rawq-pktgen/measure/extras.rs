@@ -373,6 +373,6 @@ impl Extras {
 
     /// The measurements as text, after the summary line.
     pub fn print(&self) {
-        print!("{}", self.text);
+        out!("{}", self.text);
     }
 }

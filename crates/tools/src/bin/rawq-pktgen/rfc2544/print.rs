@@ -18,10 +18,10 @@ fn us(n: Option<u64>) -> String {
 
 pub(super) fn print(a: &Args, r: &Report) {
     if a.json {
-        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        outln!("{}", serde_json::to_string(r).unwrap_or_default());
         return;
     }
-    println!(
+    outln!(
         "RFC 2544 {} on {}{} (trials of {} s; NDR: loss at most {}%, PDR: at most {}%){}",
         test_name(r.test),
         r.backend,
@@ -44,7 +44,7 @@ pub(super) fn print(a: &Args, r: &Report) {
         Test::Loss => print_loss(r),
         Test::BackToBack => print_back_to_back(r),
     }
-    println!(
+    outln!(
         "trials (frame size, kind, rate asked, sent, received, lost, loss, latency p50/p99 µs):"
     );
     for s in &r.sizes {
@@ -55,7 +55,7 @@ pub(super) fn print(a: &Args, r: &Report) {
                 (_, Some(n)) => format!("burst {n}"),
                 _ => t.kind.to_string(),
             };
-            println!(
+            outln!(
                 "  {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9.4}% {:>8}/{:<8}{}",
                 s.frame_size,
                 kind,
@@ -92,13 +92,16 @@ fn incomplete(s: &SizeResult) -> &'static str {
 
 /// The loss curve: loss in percent at each step.
 fn print_loss(r: &Report) {
-    println!(
+    outln!(
         "{:>6} {:>9} {:>14} {:>10}",
-        "frame", "% of max", "rate pps", "loss %"
+        "frame",
+        "% of max",
+        "rate pps",
+        "loss %"
     );
     for s in &r.sizes {
         for t in s.trials.iter().filter(|t| t.percent_of_hi.is_some()) {
-            println!(
+            outln!(
                 "{:>6} {:>9.0} {:>14.0} {:>10.4}{}",
                 s.frame_size,
                 t.percent_of_hi.unwrap_or(0.0),
@@ -111,12 +114,15 @@ fn print_loss(r: &Report) {
 }
 
 fn print_back_to_back(r: &Report) {
-    println!(
+    outln!(
         "{:>6} {:>14} {:>14} {:>7}",
-        "frame", "longest burst", "at pps", "trials"
+        "frame",
+        "longest burst",
+        "at pps",
+        "trials"
     );
     for s in &r.sizes {
-        println!(
+        outln!(
             "{:>6} {:>14} {:>14} {:>7}{}",
             s.frame_size,
             s.back_to_back_frames.map_or("-".into(), |n| n.to_string()),
@@ -129,7 +135,7 @@ fn print_back_to_back(r: &Report) {
 
 /// Throughput (and latency): NDR and PDR per size, latency at the NDR.
 fn print_rates(r: &Report) {
-    println!(
+    outln!(
         "{:>6} {:>10} {:>11} {:>10} {:>11} {:>7} {:>9} {:>9} {:>9}",
         "frame",
         "NDR Mpps",
@@ -143,7 +149,7 @@ fn print_rates(r: &Report) {
     );
     for s in &r.sizes {
         let l = s.latency_at_ndr.as_ref();
-        println!(
+        outln!(
             "{:>6} {:>10} {:>11} {:>10} {:>11} {:>7} {:>9} {:>9} {:>9}{}",
             s.frame_size,
             mpps(s.ndr_pps),
@@ -159,6 +165,6 @@ fn print_rates(r: &Report) {
     }
     // --rfc2544 latency: the figures are an average (RFC 2544 section 26.2).
     if let Some(n) = r.sizes.iter().find_map(|s| s.latency_trials) {
-        println!("latency: the average of {n} trials at the NDR (each its own percentiles)");
+        outln!("latency: the average of {n} trials at the NDR (each its own percentiles)");
     }
 }
