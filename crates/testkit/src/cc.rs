@@ -1,6 +1,6 @@
 //! Small C programs as oracles: the vendor's own headers (rdma-core's `verbs.h`, `mlx5dv.h`)
 //! judge rawq's layouts and byte writers. Used by integration tests (through `support`) and by
-//! the crate's unit tests (through a `#[path]` module), so there is one copy of this code.
+//! rawq's unit tests (rawq-testkit is its dev-dependency), so there is one copy of this code.
 //!
 //! No C compiler or headers is a test failure that says what to install, never a silent skip.
 
