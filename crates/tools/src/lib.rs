@@ -8,5 +8,6 @@
 #[macro_use]
 pub mod out;
 pub mod cpus;
+pub mod generate;
 pub mod ledger;
 pub mod linkwatch;

@@ -18,7 +18,14 @@ use clap::Parser;
 struct Args {}
 
 fn main() -> std::process::ExitCode {
-    Args::try_parse().unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    let cmd = rawq_tools::generate::with_generate(<Args as clap::CommandFactory>::command());
+    let matches = cmd
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    if let Some(code) = rawq_tools::generate::generate(cmd, &matches) {
+        return code;
+    }
     match rawq::ibverbs::describe_all() {
         Ok(listing) => {
             out!("{listing}");

@@ -3,6 +3,7 @@
 
 mod cli;
 mod errors;
+mod generate;
 mod measure;
 mod model;
 mod neigh;

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
+use clap::ValueEnum;
 use rawq::{Backend, MempoolConfig, Packet, Port, Queue};
 
 use cli::{Args, Failure, Settings};
@@ -39,7 +39,16 @@ use modes::{MacRewrite, Mode};
 use stats::{Cells, PortFacts, PortSnap, Shared};
 
 fn main() -> ExitCode {
-    let a = Args::try_parse().unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    let cmd = rawq_tools::generate::with_generate(<Args as clap::CommandFactory>::command());
+    let matches = cmd
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
+    if let Some(code) = rawq_tools::generate::generate(cmd, &matches) {
+        return code;
+    }
+    let a = <Args as clap::FromArgMatches>::from_arg_matches(&matches)
+        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
     match run(&a) {
         Ok(()) => rawq_tools::out::status(),
         Err(e) => {
