@@ -494,6 +494,24 @@ impl Packet {
     }
 }
 
+/// The first segment's bytes, as [`Packet::data`] (all of a single-buffer packet; a chained
+/// packet's other segments are not in this slice): so that a `Packet` can be handed to code
+/// generic over `AsRef<[u8]>`, such as smoltcp's wire views.
+impl AsRef<[u8]> for Packet {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.data()
+    }
+}
+
+/// The first segment's bytes, mutable, as [`Packet::data_mut`].
+impl AsMut<[u8]> for Packet {
+    #[inline]
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.data_mut()
+    }
+}
+
 impl std::fmt::Debug for Packet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Packet")
@@ -656,6 +674,26 @@ mod tests {
         drop(a);
         p.flush_local_cache();
         assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn as_ref_and_as_mut_are_the_packets_bytes() {
+        fn checksum<T: AsRef<[u8]>>(t: &T) -> u32 {
+            t.as_ref().iter().map(|&b| u32::from(b)).sum()
+        }
+        fn fill<T: AsMut<[u8]>>(t: &mut T, v: u8) {
+            t.as_mut().fill(v);
+        }
+        let p = pool(2);
+        let mut a = p.alloc().unwrap();
+        a.copy_from_slice(b"abc").unwrap();
+        assert_eq!(
+            checksum(&a),
+            u32::from(b'a') + u32::from(b'b') + u32::from(b'c')
+        );
+        fill(&mut a, 7);
+        assert_eq!(a.data(), &[7, 7, 7]);
+        assert_eq!(AsRef::<[u8]>::as_ref(&a).len(), a.len());
     }
 
     #[test]
