@@ -129,6 +129,19 @@ impl LinkWatch {
                     LinkEvent::LinkDown => {
                         DOWNS.fetch_add(1, Relaxed);
                         if self.mode == OnLinkDown::Exit {
+                            // An interface being deleted goes down first and away a moment
+                            // later, maybe after this look: give its next events a bounded
+                            // moment, so that the cause said is the deletion.
+                            let until = Instant::now() + Duration::from_millis(250);
+                            while let Some(left) = until.checked_duration_since(Instant::now()) {
+                                match w.events.next_event(Some(left)) {
+                                    Ok(Some(ev)) if ev.is_fatal() => {
+                                        return Some(rawq::link::fatal_error(&w.name, ev));
+                                    }
+                                    Ok(Some(_)) => {}
+                                    Ok(None) | Err(_) => break,
+                                }
+                            }
                             return Some(rawq::Error::Link {
                                 ifname: w.name.clone(),
                                 detail: format!(
