@@ -318,6 +318,24 @@ fn start_peer(sc: &Scenario, ns: &NetnsPair) -> Option<Run> {
     Some(Run::spawn(&mut c))
 }
 
+/// Reads a pipe to its end, or (with `lines`) until that many lines came, then closes it
+/// (0: at once), as `head -N` does; what it read.
+fn head(mut r: std::io::PipeReader, lines: Option<u64>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if lines.is_some_and(|n| v.iter().filter(|&&b| b == b'\n').count() as u64 >= n) {
+                return v; // the pipe closes here
+            }
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => return v,
+                Ok(n) => v.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
 fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) {
     // A forwarding peer must be up before the tool sends to it.
     let peer_first = sc
@@ -338,12 +356,12 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
     let mut cmd = command(sc, ns, dir);
     let (out_r, out_w) = std::io::pipe().expect("pipe");
     cmd.stdout(Stdio::from(out_w));
-    let mut closed_err_reader = None;
+    let mut err_pipe = None;
     match sc.fault {
-        Fault::ClosedStderr => {
+        Fault::ClosedStderr { .. } => {
             let (r, w) = std::io::pipe().expect("pipe");
             cmd.stderr(Stdio::from(w));
-            closed_err_reader = Some(r);
+            err_pipe = Some(r);
         }
         _ => {
             let f = std::fs::File::create(&err_path).expect("stderr file");
@@ -359,18 +377,14 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
         }
     };
     drop(cmd); // our copies of the pipes' write ends
-               // Closed pipes: the reader goes away before the tool writes (as `| head -1` after a line).
-    drop(closed_err_reader);
-    let reader = if sc.fault == Fault::ClosedStdout {
-        drop(out_r);
-        None
-    } else {
-        let mut r = out_r;
-        Some(std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        }))
+    let out_lines = match sc.fault {
+        Fault::ClosedStdout { lines } => Some(lines),
+        _ => None,
+    };
+    let reader = Some(head(out_r, out_lines));
+    let err_reader = match (sc.fault, err_pipe) {
+        (Fault::ClosedStderr { lines }, Some(r)) => Some(head(r, Some(lines))),
+        _ => None,
     };
     let pgid = child.id();
     let stderr_now = || std::fs::read_to_string(&err_path).unwrap_or_default();
@@ -481,7 +495,14 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
                 .push("a process of the run still holds its stdout open".into());
         }
     }
-    out.stderr = stderr_now();
+    out.stderr = match err_reader {
+        // What the reader of the closed stderr took before it went away.
+        Some(r) if r.is_finished() => {
+            String::from_utf8_lossy(&r.join().unwrap_or_default()).into_owned()
+        }
+        Some(_) => String::new(),
+        None => stderr_now(),
+    };
     if let Some(p) = peer {
         let _ = p.signal(libc::SIGINT);
         if let Err(o) = p.try_finish(END_BOUND) {

@@ -60,10 +60,11 @@ pub enum Fault {
     GroupSignal { sig: i32, ms: u64 },
     /// The command is run as `timeout SECS ...`.
     Timeout { secs: u64 },
-    /// The tool's stdout is a pipe whose reader is gone (as `| head -1` leaves it).
-    ClosedStdout,
-    /// The tool's stderr is a pipe whose reader is gone.
-    ClosedStderr,
+    /// The tool's stdout is a pipe whose reader goes away after `lines` lines (as `| head -N`
+    /// leaves it; 0: before the tool writes).
+    ClosedStdout { lines: u64 },
+    /// The tool's stderr is a pipe whose reader goes away after `lines` lines (`2>&1 | head`).
+    ClosedStderr { lines: u64 },
     /// The veth under an xdp run goes down `ms` after the start and up `down_ms` later.
     LinkFlap { ms: u64, down_ms: u64 },
     /// The veth under an xdp run is deleted `ms` after the start.
@@ -91,8 +92,8 @@ impl Fault {
             Fault::Signal { .. } => "SIGTERM",
             Fault::GroupSignal { .. } => "group-signal",
             Fault::Timeout { .. } => "timeout",
-            Fault::ClosedStdout => "closed-stdout",
-            Fault::ClosedStderr => "closed-stderr",
+            Fault::ClosedStdout { .. } => "closed-stdout",
+            Fault::ClosedStderr { .. } => "closed-stderr",
             Fault::LinkFlap { .. } => "link-flap",
             Fault::LinkDelete { .. } => "link-delete",
         }
@@ -125,8 +126,12 @@ impl fmt::Display for Fault {
                 write!(f, "{} to the process group at {ms} ms", sig_name(sig))
             }
             Fault::Timeout { secs } => write!(f, "wrapped in `timeout {secs}`"),
-            Fault::ClosedStdout => write!(f, "stdout a closed pipe"),
-            Fault::ClosedStderr => write!(f, "stderr a closed pipe"),
+            Fault::ClosedStdout { lines } => {
+                write!(f, "stdout a pipe closed after {lines} line(s)")
+            }
+            Fault::ClosedStderr { lines } => {
+                write!(f, "stderr a pipe closed after {lines} line(s)")
+            }
             Fault::LinkFlap { ms, down_ms } => {
                 write!(f, "link down at {ms} ms, up {down_ms} ms later")
             }
@@ -260,8 +265,8 @@ fn draw_fault(r: &mut Rng, backend: Backend) -> Fault {
         4 => Fault::Timeout {
             secs: 1 + r.below(3),
         },
-        5 => Fault::ClosedStdout,
-        6 => Fault::ClosedStderr,
+        5 => Fault::ClosedStdout { lines: r.below(3) },
+        6 => Fault::ClosedStderr { lines: r.below(4) },
         7 => Fault::LinkFlap {
             ms: 300 + r.below(1500),
             down_ms: 100 + r.below(900),
@@ -329,6 +334,10 @@ fn draw_pktgen(r: &mut Rng, sc: &mut Scenario) {
         return finish_pktgen(sc, a);
     }
     if streams {
+        // Each stream is sent by a queue of its own: no -q, no --cores.
+        if let Some(i) = a.iter().position(|x| x == "-q") {
+            a.truncate(i);
+        }
         a.extend(s(&[
             "--txrx",
             "--stream",
@@ -443,7 +452,7 @@ fn draw_fwd(r: &mut Rng, sc: &mut Scenario) {
         r.pick(&["poll", "interrupt", "adaptive"]),
     ]));
     let t = match sc.fault {
-        Fault::None | Fault::ClosedStdout | Fault::ClosedStderr => 2,
+        Fault::None | Fault::ClosedStdout { .. } | Fault::ClosedStderr { .. } => 2,
         _ => 4 + r.below(3),
     };
     a.extend(s(&["-t", &t.to_string()]));
