@@ -241,9 +241,15 @@ fn today(sc: &Scenario, j: &Value, bad: &mut impl FnMut(String)) {
                     bad(format!("received {rx} > sent {tx} on a --txrx run"));
                 }
             }
-            if let (Some(l), Some(st)) = (u(j, &["seq_lost"]), u(j, &["seq_stamped"])) {
-                if l > st {
-                    bad(format!("seq_lost {l} > seq_stamped {st}"));
+            // seq_stamped counts the stamped frames received; seq_lost the ones not seen.
+            if let (Some(l), Some(tx)) = (u(j, &["seq_lost"]), tx) {
+                if l > tx {
+                    bad(format!("seq_lost {l} > sent {tx}"));
+                }
+            }
+            if let (Some(st), Some(rx)) = (u(j, &["seq_stamped"]), rx) {
+                if st > rx {
+                    bad(format!("seq_stamped {st} > received {rx}"));
                 }
             }
             if let (Some(fl), Some(tx), true) = (u(j, &["flows", "lost"]), tx, txrx) {

@@ -409,7 +409,14 @@ fn draw_pktgen(r: &mut Rng, sc: &mut Scenario) {
     } else if r.chance(70) || (b == Backend::Model && sc.fault == Fault::None) {
         let n = r.pick(&[1000u64, 20_000, 100_000]);
         a.extend(s(&["-n", &n.to_string()]));
-        sc.expect_secs = 3;
+        // The count's worth at the rate, and 2 s more (the drain, start-up).
+        let pps = match rate {
+            "20kpps" => 20_000,
+            "100kpps" => 100_000,
+            "200kpps" => 200_000,
+            _ => 1_000_000,
+        };
+        sc.expect_secs = n.div_ceil(pps) + 2;
         sc.deterministic = b == Backend::Model && sc.fault == Fault::None;
     } else {
         a.extend(s(&["-t", "2"]));
