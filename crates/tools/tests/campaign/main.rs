@@ -1,0 +1,237 @@
+//! A seeded fault campaign for rawq-pktgen and rawq-fwd (issue 32, item 3), after TigerBeetle's
+//! VOPR and Jepsen: one seed draws a valid configuration (backend model, xdp on a veth pair in
+//! namespaces made here, dv/verbs on the emulated NIC; sizes with jumbo; queues and cores;
+//! rates; --txrx/--rx/--seq; rx modes; streams; a short RFC 2544 search) crossed with one fault
+//! (a signal at a random moment, start-up included; a process-group signal; `timeout`; a closed
+//! stdout or stderr pipe; link down/up or delete), prints it, runs it, and checks the
+//! invariants (`check.rs`) after every run: it ends within a bound, prints its summary or a
+//! clear error with a status that says which, its ledger closes, and it leaves nothing behind.
+//!
+//! `fixed_seeds` (CI) runs [`FIXED`]; `campaign` (ignored) runs seeds from
+//! `RAWQ_CAMPAIGN_SEED` for `RAWQ_CAMPAIGN_MINUTES` (one seed when unset) and writes a Markdown
+//! report to `RAWQ_CAMPAIGN_REPORT` (scripts/campaign.sh runs it).
+
+mod check;
+mod exec;
+mod scenario;
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use rawq_testkit as support;
+
+use check::Violation;
+use scenario::{draw, Scenario};
+
+/// The CI seeds: together they draw every fault kind and every backend (see
+/// `fixed_seeds_cover_every_fault_kind_and_backend`), and run in under two minutes here.
+const FIXED: [u64; 17] = [
+    16, 1, 11, 49, 17, 68, 28, 37, 102, 48, 29, 67, 3, 14, 83, 12, 6,
+];
+
+/// One seed's run and its verdict.
+struct Record {
+    sc: Scenario,
+    outcome: String,
+    violations: Vec<Violation>,
+    skipped: Vec<String>,
+}
+
+/// Draws, prints, runs and checks one seed (twice when it is deterministic).
+fn run_seed(seed: u64) -> Record {
+    let sc = draw(seed);
+    eprintln!("campaign: {sc}");
+    eprintln!("campaign:   {}", sc.reproduce());
+    let out = exec::execute(&sc);
+    let mut violations = check::check(&sc, &out);
+    let mut skipped = check::skipped(&sc, &out);
+    let mut outcome = out.short();
+    if sc.deterministic && out.skipped.is_none() && out.status.is_some_and(|s| s.success()) {
+        let again = exec::execute(&sc);
+        violations.extend(check::check(&sc, &again));
+        let (a, b) = (check::fingerprint(&out), check::fingerprint(&again));
+        if a != b {
+            violations.push(Violation {
+                seed,
+                what: format!("the same seed gave different counts: {a:?} then {b:?}"),
+            });
+        } else {
+            outcome.push_str(" (ran twice: same counts)");
+            if a.as_deref().is_some_and(|f| f.starts_with("no ledger")) {
+                skipped.push("determinism compared today's counts, not a ledger".into());
+            }
+        }
+    }
+    eprintln!("campaign:   outcome: {outcome}");
+    for s in &skipped {
+        eprintln!("campaign:   skipped check: {s}");
+    }
+    for v in &violations {
+        eprintln!("campaign:   VIOLATION: {}", v.what);
+    }
+    if !violations.is_empty() {
+        eprintln!("campaign:   {}", sc.reproduce());
+    }
+    Record {
+        sc,
+        outcome,
+        violations,
+        skipped,
+    }
+}
+
+/// Every violation, each with its reproduce line.
+fn verdict(records: &[Record]) -> String {
+    let mut s = String::new();
+    for r in records {
+        for v in &r.violations {
+            let _ = writeln!(s, "seed {}: {} ({})", v.seed, v.what, r.sc.reproduce());
+        }
+    }
+    s
+}
+
+/// The Markdown report of a campaign.
+fn report(records: &[Record], from: u64, minutes: f64, wall: Duration) -> String {
+    let n_bad = records.iter().filter(|r| !r.violations.is_empty()).count();
+    let mut s = String::new();
+    let _ = writeln!(s, "# rawq fault campaign\n");
+    let _ = writeln!(
+        s,
+        "Seeds {from}..{} ({} runs) in {:.1} min (asked: {minutes} min); {n_bad} with violations.\n",
+        from + records.len() as u64,
+        records.len(),
+        wall.as_secs_f64() / 60.0
+    );
+    let _ = writeln!(
+        s,
+        "| seed | tool | backend | fault | outcome | violations |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for r in records {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.sc.seed,
+            r.sc.tool.name(),
+            r.sc.backend.name(),
+            r.sc.fault,
+            r.outcome.replace('|', "\\|"),
+            r.violations.len()
+        );
+    }
+    let _ = writeln!(s, "\n## Runs\n");
+    for r in records {
+        let _ = writeln!(s, "### seed {}\n", r.sc.seed);
+        let _ = writeln!(
+            s,
+            "- configuration: `{}`",
+            r.sc.to_string().replace('`', "'")
+        );
+        let _ = writeln!(s, "- outcome: {}", r.outcome);
+        for k in &r.skipped {
+            let _ = writeln!(s, "- skipped check: {k}");
+        }
+        for v in &r.violations {
+            let _ = writeln!(s, "- **violation**: {}", v.what);
+        }
+        if !r.violations.is_empty() {
+            let _ = writeln!(s, "- {}", r.sc.reproduce());
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+#[test]
+fn draw_is_reproducible_from_its_seed() {
+    for seed in 0..200 {
+        assert_eq!(draw(seed).to_string(), draw(seed).to_string());
+    }
+}
+
+#[test]
+fn fixed_seeds_cover_every_fault_kind_and_backend() {
+    let drawn: Vec<Scenario> = FIXED.iter().map(|&s| draw(s)).collect();
+    for kind in scenario::FAULT_KINDS {
+        assert!(
+            drawn.iter().any(|d| d.fault.kind() == kind),
+            "no fixed seed draws the fault {kind}"
+        );
+    }
+    for b in ["model", "xdp", "dv", "verbs"] {
+        assert!(
+            drawn.iter().any(|d| d.backend.name() == b),
+            "no fixed seed draws -b {b}"
+        );
+    }
+    assert!(
+        drawn.iter().any(|d| d.deterministic),
+        "no deterministic seed"
+    );
+}
+
+/// CI: the fixed seeds, each printed with its scenario and outcome; fails listing every
+/// violation with its reproduce line.
+#[test]
+fn fixed_seeds() {
+    let _serial = support::emu::serial();
+    let t = Instant::now();
+    let records: Vec<Record> = FIXED.iter().map(|&s| run_seed(s)).collect();
+    eprintln!(
+        "campaign: {} fixed seeds in {:.1} s",
+        FIXED.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let v = verdict(&records);
+    assert!(v.is_empty(), "the campaign found violations:\n{v}");
+}
+
+/// The long campaign (scripts/campaign.sh): seeds from RAWQ_CAMPAIGN_SEED (default 1) until
+/// RAWQ_CAMPAIGN_MINUTES have passed (unset: that one seed), the report to
+/// RAWQ_CAMPAIGN_REPORT.
+#[test]
+#[ignore = "long; run by scripts/campaign.sh, or with RAWQ_CAMPAIGN_SEED=N for one seed"]
+fn campaign() {
+    let _serial = support::emu::serial();
+    let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    let from: u64 = env("RAWQ_CAMPAIGN_SEED")
+        .map(|s| s.parse().expect("RAWQ_CAMPAIGN_SEED is a number"))
+        .unwrap_or(1);
+    let minutes: Option<f64> = env("RAWQ_CAMPAIGN_MINUTES").map(|s| {
+        s.parse()
+            .expect("RAWQ_CAMPAIGN_MINUTES is a number of minutes")
+    });
+    let t = Instant::now();
+    let mut records = Vec::new();
+    let mut seed = from;
+    loop {
+        records.push(run_seed(seed));
+        seed += 1;
+        match minutes {
+            None => break,
+            Some(m) if t.elapsed().as_secs_f64() >= m * 60.0 => break,
+            Some(_) => {}
+        }
+    }
+    let text = report(&records, from, minutes.unwrap_or(0.0), t.elapsed());
+    if let Some(path) = env("RAWQ_CAMPAIGN_REPORT") {
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("write the report {path}: {e}"));
+        eprintln!("campaign: report written to {path}");
+    }
+    let v = verdict(&records);
+    assert!(v.is_empty(), "the campaign found violations:\n{v}");
+}
+
+/// Lists what seeds draw (for choosing [`FIXED`]): RAWQ_CAMPAIGN_LIST=N seeds from 1.
+#[test]
+#[ignore = "a helper for choosing the fixed seeds"]
+fn list_draws() {
+    let n: u64 = std::env::var("RAWQ_CAMPAIGN_LIST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    for seed in 1..=n {
+        println!("{}", draw(seed));
+    }
+}
