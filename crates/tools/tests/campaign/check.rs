@@ -213,7 +213,16 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
                         bad(format!("ledger bucket {k} = {n} > offered {offered}"));
                     }
                 }
-                for need in ["received", "unattributed"] {
+                // `unattributed` always, and the bucket the run's frames end in when all goes
+                // well: `received` for a pktgen that receives (--txrx, --rx), `sent` for a
+                // sender alone, `forwarded` for fwd.
+                let receives = sc.args.iter().any(|a| a == "--txrx" || a == "--rx");
+                let end = match sc.tool {
+                    Tool::Fwd => "forwarded",
+                    Tool::Pktgen if receives => "received",
+                    Tool::Pktgen => "sent",
+                };
+                for need in [end, "unattributed"] {
                     if !buckets.iter().any(|(k, _)| k == need) {
                         bad(format!("ledger has no `{need}` bucket"));
                     }
