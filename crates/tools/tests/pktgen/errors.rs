@@ -210,6 +210,51 @@ fn sigterm_gives_the_summary() {
     assert!(text.contains("fwd: forwarded 0 frames"), "{text}");
 }
 
+/// Issue 32: one stop request delivered twice (`timeout` signals its command and then the
+/// command's process group; a terminal's Ctrl-C reaches every process of its group) is one
+/// request: the run still ends with its summary, not as a second signal's exit at once.
+#[test]
+fn a_signal_delivered_twice_at_once_still_gives_the_summary() {
+    let args = ["-b", "model", "-r", "10kpps", "--json", "--quiet"];
+    let child = Command::new(support::example("pktgen"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Two deliveries, 100 ms apart (two kills at once would merge into one pending signal in
+    // the kernel), both well within pktgen's half second.
+    for i in 0..2 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: kill on the pid of a child this test started and has not reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+    }
+    let out = child.wait_with_output().unwrap();
+    let v = json(&out);
+    assert!(v["packets"].as_u64().unwrap() > 1000, "{v}");
+    // The same through `timeout` itself (coreutils), which a user wraps a run in.
+    let out = Command::new("timeout")
+        .args(["-s", "TERM", "1.5"])
+        .arg(support::example("pktgen"))
+        .args(args)
+        .output()
+        .expect("run timeout (coreutils)");
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("no JSON summary under `timeout` ({e}): {text:?}"));
+    assert!(v["packets"].as_u64().unwrap() > 1000, "{v}");
+}
+
 /// Issue 12 item 16: rates are over the active window, and `-t` is kept.
 #[test]
 fn rates_over_the_active_window_and_duration_kept() {

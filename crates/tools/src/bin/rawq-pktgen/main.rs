@@ -141,19 +141,29 @@ fn interrupted() -> bool {
     SIGNALLED.load(Relaxed)
 }
 
+/// How long after the first signal another one is the same request delivered twice, not a
+/// second one: `timeout` signals its command and then the command's process group, a terminal's
+/// Ctrl-C reaches every process of its group (a launcher may pass it on too).
+const SAME_REQUEST: Duration = Duration::from_millis(500);
+
 /// Set by SIGINT, SIGTERM and SIGHUP (ctrlc's "termination" feature): every run ends with a
-/// summary, and an RFC 2544 search with what it measured; a second signal ends pktgen at once
-/// (status 130, as a shell reports Ctrl-C; no summary), for a run that is slow to stop. The
-/// handler is installed once, by the first run that needs it (the live engine installs its
-/// own).
+/// summary, and an RFC 2544 search with what it measured; a second signal, [`SAME_REQUEST`] or
+/// more after the first, ends pktgen at once (status 130, as a shell reports Ctrl-C; no
+/// summary), for a run that is slow to stop. The handler is installed once, by the first run
+/// that needs it (the live engine installs its own).
 fn signalled() -> rawq::Result<&'static AtomicBool> {
     static INSTALLED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    static FIRST: OnceLock<Instant> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             ctrlc::set_handler(|| {
                 if SIGNALS.fetch_add(1, Relaxed) > 0 {
+                    if FIRST.get().is_some_and(|t| t.elapsed() < SAME_REQUEST) {
+                        return;
+                    }
                     std::process::exit(130);
                 }
+                FIRST.get_or_init(Instant::now);
                 SIGNALLED.store(true, Relaxed);
             })
             .map_err(|e| e.to_string())
