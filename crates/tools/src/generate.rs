@@ -19,9 +19,24 @@ pub const KINDS: [&str; 5] = [
     "complete-elvish",
 ];
 
+/// The command line parsed by `cmd` with the `--generate KIND` option added: its matches, or the
+/// exit status when `--generate` was asked for and written (a refused line, `--help` and
+/// `--version` end the process as clap does, through [`crate::out::clap_exit`]).
+pub fn matches_of(cmd: Command) -> Result<ArgMatches, std::process::ExitCode> {
+    let cmd = with_generate(cmd);
+    let m = cmd
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| crate::out::clap_exit(e));
+    match generate(cmd, &m) {
+        Some(code) => Err(code),
+        None => Ok(m),
+    }
+}
+
 /// `cmd` with the `--generate KIND` option (alone on the command line: the tool's required
 /// options are not asked for then).
-pub fn with_generate(cmd: Command) -> Command {
+fn with_generate(cmd: Command) -> Command {
     cmd.arg(
         Arg::new("generate")
             .long("generate")
@@ -34,7 +49,7 @@ pub fn with_generate(cmd: Command) -> Command {
 
 /// When `m` asks for `--generate KIND`: writes it to stdout, named as the binary was invoked
 /// (`rawq-pktgen`, ...), and returns the exit status; `None` otherwise.
-pub fn generate(cmd: Command, m: &ArgMatches) -> Option<std::process::ExitCode> {
+fn generate(cmd: Command, m: &ArgMatches) -> Option<std::process::ExitCode> {
     let kind = m.get_one::<String>("generate")?;
     let bin = std::env::args_os()
         .next()

@@ -18,12 +18,7 @@ use clap::Parser;
 struct Args {}
 
 fn main() -> std::process::ExitCode {
-    let cmd = rawq_tools::generate::with_generate(<Args as clap::CommandFactory>::command());
-    let matches = cmd
-        .clone()
-        .try_get_matches()
-        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
-    if let Some(code) = rawq_tools::generate::generate(cmd, &matches) {
+    if let Err(code) = rawq_tools::generate::matches_of(<Args as clap::CommandFactory>::command()) {
         return code;
     }
     match rawq::ibverbs::describe_all() {

@@ -39,14 +39,11 @@ use modes::{MacRewrite, Mode};
 use stats::{Cells, PortFacts, PortSnap, Shared};
 
 fn main() -> ExitCode {
-    let cmd = rawq_tools::generate::with_generate(<Args as clap::CommandFactory>::command());
-    let matches = cmd
-        .clone()
-        .try_get_matches()
-        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
-    if let Some(code) = rawq_tools::generate::generate(cmd, &matches) {
-        return code;
-    }
+    let matches = match rawq_tools::generate::matches_of(<Args as clap::CommandFactory>::command())
+    {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
     let a = <Args as clap::FromArgMatches>::from_arg_matches(&matches)
         .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
     match run(&a) {

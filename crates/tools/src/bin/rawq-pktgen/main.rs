@@ -93,14 +93,10 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    let cmd = rawq_tools::generate::with_generate(Args::command());
-    let matches = cmd
-        .clone()
-        .try_get_matches()
-        .unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
-    if let Some(code) = rawq_tools::generate::generate(cmd, &matches) {
-        return code;
-    }
+    let matches = match rawq_tools::generate::matches_of(Args::command()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
     let mut a = Args::from_arg_matches(&matches).unwrap_or_else(|e| rawq_tools::out::clap_exit(e));
     // The destination MAC resolved when left out; ARP/ND answered for --src-ip while running.
     let dst_ip_given =
