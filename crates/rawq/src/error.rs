@@ -146,6 +146,21 @@ pub enum Error {
         feature: &'static str,
     },
 
+    /// rdma-core's libibverbs or libmlx5, which the dv and verbs backends open at run time, could
+    /// not be loaded (not installed, or too old to have a function rawq calls).
+    #[error(
+        "cannot load {library} ({detail}), which the dv and verbs backends open at run time: \
+         install rdma-core's libraries (Debian/Ubuntu: `apt install libibverbs1 ibverbs-providers`; \
+         RHEL/Fedora: `dnf install rdma-core`), or run these backends on an emulated NIC with \
+         scripts/emu.sh"
+    )]
+    RdmaLibrary {
+        /// The library's file name (`libibverbs.so.1`, `libmlx5.so.1`).
+        library: &'static str,
+        /// Why it could not be loaded (the dynamic loader's message).
+        detail: String,
+    },
+
     /// The device does not support something rawq needs.
     #[error("unsupported: {0}")]
     Unsupported(String),

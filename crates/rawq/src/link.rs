@@ -411,7 +411,7 @@ impl LinkEvents {
             #[cfg(feature = "verbs")]
             EventSource::Rdma { ctx, port } => {
                 let e = ctx.get_async_event()?;
-                use rdma_sys::ibv_event_type as t;
+                use crate::ibverbs::ffi::ibv_event_type as t;
                 let mine = e.port.is_none_or(|p| p == *port);
                 let ev = match e.event_type {
                     x if x == t::IBV_EVENT_PORT_ERR as u32 && mine => Some(LinkEvent::LinkDown),

@@ -221,8 +221,10 @@ enum ClockRead {
 }
 
 /// `verbs_context.query_rt_values` (verbs.h).
-type RtValuesFn =
-    unsafe extern "C" fn(*mut rdma_sys::ibv_context, *mut rdma_sys::ibv_values_ex) -> i32;
+type RtValuesFn = unsafe extern "C" fn(
+    *mut crate::ibverbs::ffi::ibv_context,
+    *mut crate::ibverbs::ffi::ibv_values_ex,
+) -> i32;
 
 impl std::fmt::Debug for ClockRead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -242,8 +244,8 @@ impl std::fmt::Debug for ClockRead {
 ///
 /// # Safety
 /// `ctx` must be an open context.
-unsafe fn verbs_op(ctx: *mut rdma_sys::ibv_context, field: usize) -> Option<*const u8> {
-    use rdma_sys::verbs_context;
+unsafe fn verbs_op(ctx: *mut crate::ibverbs::ffi::ibv_context, field: usize) -> Option<*const u8> {
+    use crate::ibverbs::ffi::verbs_context;
     let ctx_off = std::mem::offset_of!(verbs_context, context);
     let sz_off = std::mem::offset_of!(verbs_context, sz);
     // SAFETY: `ctx` is open (caller); `abi_compat` is a plain member of `ibv_context`.
@@ -268,10 +270,10 @@ impl DeviceClock {
     /// [`crate::Error::Unsupported`] if the provider has neither op or reports no clock
     /// frequency; [`crate::Error::Os`] with the errno of a failed query.
     pub fn of_verbs(ctx: &crate::ibverbs::context::Context) -> crate::Result<DeviceClock> {
-        use rdma_sys::{ibv_device_attr_ex, ibv_values_ex, verbs_context};
+        use crate::ibverbs::ffi::{ibv_device_attr_ex, ibv_values_ex, verbs_context};
         type QueryDeviceEx = unsafe extern "C" fn(
-            *mut rdma_sys::ibv_context,
-            *const rdma_sys::ibv_query_device_ex_input,
+            *mut crate::ibverbs::ffi::ibv_context,
+            *const crate::ibverbs::ffi::ibv_query_device_ex_input,
             *mut ibv_device_attr_ex,
             usize,
         ) -> i32;
@@ -318,7 +320,7 @@ impl DeviceClock {
         // One reading now, so that a clock that cannot be read fails here, not per burst.
         // SAFETY: plain old data; all-zero is valid.
         let mut v: ibv_values_ex = unsafe { std::mem::zeroed() };
-        v.comp_mask = rdma_sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
+        v.comp_mask = crate::ibverbs::ffi::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
         // SAFETY: the provider's op on its open context with a valid output.
         let rc = unsafe { query(raw, &mut v) };
         if rc != 0 {
@@ -355,8 +357,8 @@ impl DeviceClock {
             }
             ClockRead::Verbs { ctx, query } => {
                 // SAFETY: plain old data; all-zero is valid.
-                let mut v: rdma_sys::ibv_values_ex = unsafe { std::mem::zeroed() };
-                v.comp_mask = rdma_sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
+                let mut v: crate::ibverbs::ffi::ibv_values_ex = unsafe { std::mem::zeroed() };
+                v.comp_mask = crate::ibverbs::ffi::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
                 // SAFETY: the provider's op (checked in `of_verbs`) on its context, kept open
                 // by `ctx`, with a valid output.
                 let rc = unsafe { query(ctx.as_raw(), &mut v) };

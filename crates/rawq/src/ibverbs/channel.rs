@@ -12,7 +12,7 @@
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::context::Context;
 use crate::error::{Error, Result};

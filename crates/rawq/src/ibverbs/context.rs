@@ -6,9 +6,9 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
-use super::inline::ibv_query_device_ex;
+use super::ffi::ibv_query_device_ex;
 
 use crate::error::{Error, Result};
 
@@ -272,7 +272,7 @@ impl Context {
         // SAFETY: `ibv_port_attr` is plain old data; all-zero is a valid value.
         let mut a: ibv_port_attr = unsafe { mem::zeroed() };
         // SAFETY: the context is open and `a` is a valid output buffer.
-        let rc = unsafe { ___ibv_query_port(self.as_raw(), port, &mut a) };
+        let rc = unsafe { ibv_query_port(self.as_raw(), port, &mut a) };
         if rc != 0 {
             return Err(Error::os(
                 "ibv_query_port",

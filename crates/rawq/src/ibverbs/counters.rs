@@ -14,21 +14,12 @@
 
 use std::ptr::NonNull;
 
-use rdma_sys::{ibv_context, ibv_counters};
+use crate::ibverbs::ffi::{
+    ibv_attach_counter, ibv_counters, ibv_create_counters, ibv_destroy_counters, ibv_read_counters,
+};
 
 use super::pd::Pd;
 use crate::error::{Error, Result};
-
-extern "C" {
-    #[link_name = "rawq_ibv_create_counters"]
-    fn ibv_create_counters(ctx: *mut ibv_context) -> *mut ibv_counters;
-    #[link_name = "rawq_ibv_attach_counter"]
-    fn ibv_attach_counter(c: *mut ibv_counters, desc: i32, index: u32) -> i32;
-    #[link_name = "rawq_ibv_read_counters"]
-    fn ibv_read_counters(c: *mut ibv_counters, values: *mut u64, n: u32, flags: u32) -> i32;
-    #[link_name = "rawq_ibv_destroy_counters"]
-    fn ibv_destroy_counters(c: *mut ibv_counters) -> i32;
-}
 
 /// `IBV_COUNTER_PACKETS` (verbs.h `enum ibv_counter_description`).
 const COUNTER_PACKETS: i32 = 0;
@@ -136,15 +127,15 @@ mod tests {
     #[test]
     fn count_spec_layout_is_rdma_cores() {
         assert_eq!(
-            std::mem::size_of::<rdma_sys::ibv_flow_spec_counter_action>(),
+            std::mem::size_of::<crate::ibverbs::ffi::ibv_flow_spec_counter_action>(),
             SPEC_SIZE
         );
         assert_eq!(
-            std::mem::offset_of!(rdma_sys::ibv_flow_spec_counter_action, counters),
+            std::mem::offset_of!(crate::ibverbs::ffi::ibv_flow_spec_counter_action, counters),
             8
         );
         assert_eq!(
-            rdma_sys::ibv_flow_spec_type::IBV_FLOW_SPEC_ACTION_COUNT,
+            crate::ibverbs::ffi::ibv_flow_spec_type::IBV_FLOW_SPEC_ACTION_COUNT,
             SPEC_ACTION_COUNT
         );
     }

@@ -4,7 +4,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::channel::CompChannel;
 use super::context::Context;
@@ -126,7 +126,7 @@ impl Cq {
         );
         // SAFETY: the context is open; the channel (if any) outlives the CQ (held in it,
         // dropped after it).
-        let ex = unsafe { super::inline::ibv_create_cq_ex(ctx.as_raw(), &mut a) };
+        let ex = unsafe { super::ffi::ibv_create_cq_ex(ctx.as_raw(), &mut a) };
         let ex = NonNull::new(ex).ok_or_else(|| Error::last_os("ibv_create_cq_ex(CVLAN)"))?;
         // `ibv_cq_ex_to_cq` (verbs.h) is this cast: an `ibv_cq_ex` begins as an `ibv_cq`.
         let cq = ex.cast::<ibv_cq>();
@@ -225,12 +225,7 @@ impl Cq {
             // SAFETY: the CQ is alive; `wc` has room for `n` entries; no tags asked (NULL);
             // only this queue polls it.
             let rc = unsafe {
-                super::inline::rawq_poll_cq_ex(
-                    ex.as_ptr(),
-                    n,
-                    wc.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
+                super::ffi::rawq_poll_cq_ex(ex.as_ptr(), n, wc.as_mut_ptr(), std::ptr::null_mut())
             };
             return poll_result(rc);
         }
@@ -258,7 +253,7 @@ impl Cq {
         // SAFETY: the CQ is alive; `wc` and `cvlan` have room for `n` entries; only this queue
         // polls it.
         let rc = unsafe {
-            super::inline::rawq_poll_cq_ex(ex.as_ptr(), n, wc.as_mut_ptr(), cvlan.as_mut_ptr())
+            super::ffi::rawq_poll_cq_ex(ex.as_ptr(), n, wc.as_mut_ptr(), cvlan.as_mut_ptr())
         };
         poll_result(rc)
     }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::ptr::NonNull;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::context::{format_mac, netdev_mtu, port_netdev, Context, LINK_LAYER_ETHERNET};
 use crate::error::{Error, Result};
@@ -36,8 +36,11 @@ impl DeviceList {
     /// # Errors
     /// [`Error::NoDevice`] naming the cause when libibverbs returns no list (ENOSYS: the kernel
     /// has no RDMA support) or an empty one (no RDMA driver bound to any NIC);
-    /// [`Error::Permission`] when the uverbs devices may not be read.
+    /// [`Error::Permission`] when the uverbs devices may not be read; [`Error::RdmaLibrary`]
+    /// when libibverbs cannot be loaded.
     pub fn get() -> Result<DeviceList> {
+        // libibverbs is opened here, the first time anything needs it.
+        super::ffi::verbs_library()?;
         let mut n: libc::c_int = 0;
         // SAFETY: `n` is a valid output location.
         let list = unsafe { ibv_get_device_list(&mut n) };

@@ -8,9 +8,9 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
-use super::inline::{ibv_create_flow, ibv_destroy_flow};
+use super::ffi::{ibv_create_flow, ibv_destroy_flow};
 
 use super::qp::QueuePair;
 use crate::error::{Error, Result};

@@ -31,8 +31,8 @@ pub mod context;
 mod counters;
 pub mod cq;
 pub mod device;
+pub mod ffi;
 pub mod flow;
-mod inline;
 pub mod mr;
 pub mod pd;
 pub mod qp;
@@ -42,7 +42,7 @@ pub mod wq;
 mod queue;
 mod rx;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod tx;
 
 use std::sync::Arc;

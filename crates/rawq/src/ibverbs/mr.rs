@@ -3,7 +3,7 @@
 use std::io;
 use std::ptr::NonNull;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::pd::Pd;
 use crate::error::{Error, Result};

@@ -3,7 +3,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::context::Context;
 use crate::error::{Error, Result};

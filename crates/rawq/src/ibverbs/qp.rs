@@ -5,7 +5,7 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::cq::Cq;
 use super::pd::Pd;
@@ -115,7 +115,7 @@ fn create_ex(
         x.create_flags = create_flags;
     }
     // SAFETY: the PD and both CQs are alive and kept so by the caller's returned value.
-    let qp = unsafe { super::inline::ibv_create_qp_ex(pd.context().as_raw(), &mut x) };
+    let qp = unsafe { super::ffi::ibv_create_qp_ex(pd.context().as_raw(), &mut x) };
     let qp = NonNull::new(qp).ok_or_else(|| Error::last_os("ibv_create_qp_ex(RAW_PACKET)"))?;
     a.cap = x.cap;
     Ok(qp)

@@ -5,9 +5,9 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
-use super::inline::{ibv_create_qp_ex, ibv_create_rwq_ind_table, ibv_destroy_rwq_ind_table};
+use super::ffi::{ibv_create_qp_ex, ibv_create_rwq_ind_table, ibv_destroy_rwq_ind_table};
 
 use super::context::Context;
 use super::pd::Pd;

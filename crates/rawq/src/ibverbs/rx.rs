@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::cq::{empty_wc, wc_status_str, Cq};
 use super::qp::RawQp;

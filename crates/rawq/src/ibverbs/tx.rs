@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
 use super::cq::{empty_wc, wc_status_str, Cq};
 use super::qp::RawQp;
@@ -406,7 +406,7 @@ impl Tx {
                 wr.opcode = ibv_wr_opcode::IBV_WR_TSO;
                 // libmlx5 copies the header into the WQE during `ibv_post_send`; the packet
                 // (its first buffer) is held until then.
-                wr.bind_mw_tso_union.tso = tso_t {
+                wr.__bindgen_anon_2.tso = ibv_send_wr__bindgen_ty_4__bindgen_ty_2 {
                     hdr: p.data().as_ptr() as *mut libc::c_void,
                     hdr_sz: h as u16,
                     mss,

@@ -6,9 +6,9 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use super::ffi::*;
 
-use super::inline::{ibv_create_wq, ibv_destroy_wq, ibv_modify_wq};
+use super::ffi::{ibv_create_wq, ibv_destroy_wq, ibv_modify_wq};
 
 use super::cq::Cq;
 use super::pd::Pd;

@@ -150,12 +150,15 @@ pub(super) fn res_format(fmt: MiniCqeFormat) -> u32 {
     }
 }
 
-/// Whether `ctx`'s device is driven by libmlx5 (`mlx5dv_is_supported`).
+/// Whether `ctx`'s device is driven by libmlx5 (`mlx5dv_is_supported`; false when libmlx5
+/// cannot be loaded).
 pub fn is_mlx5(ctx: &Context) -> bool {
     // SAFETY: the context is open; `device` is set by libibverbs at open and outlives it.
     let dev = unsafe { (*ctx.as_raw()).device };
     // SAFETY: `dev` is the live device of an open context.
-    !dev.is_null() && unsafe { mlx5dv_is_supported(dev) }
+    !dev.is_null()
+        && crate::ibverbs::ffi::mlx5_library().is_ok()
+        && unsafe { mlx5dv_is_supported(dev) }
 }
 
 /// Queries the mlx5-specific attributes of `ctx`'s device.

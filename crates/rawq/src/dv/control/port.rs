@@ -66,6 +66,8 @@ impl ControlPort {
         queues: u16,
         format: Option<Option<MiniCqeFormat>>,
     ) -> Result<ControlPort> {
+        // libibverbs and libmlx5 are opened here, the first time a dv port needs them.
+        crate::ibverbs::ffi::mlx5_library()?;
         let ctx = crate::ibverbs::device::open(device)?;
         let dev = query(&ctx)?;
         // A port the device lacks, named as the verbs backend names it (ibv_query_port alone

@@ -5,7 +5,7 @@ use std::mem;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use crate::ibverbs::ffi::*;
 
 use super::device::{res_format, DvDevice};
 use super::sizing::{check_rx_cq, check_tx_ring, rq_sizing, RqSizing};

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use crate::ibverbs::ffi::*;
 
 use super::{fake_post_recv, leak, nic, rig, zeroed, LKEY};
 use crate::ibverbs::context::Context;

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use rdma_sys::*;
+use crate::ibverbs::ffi::*;
 
 use super::context::Context;
 use super::cq::Cq;
@@ -26,7 +26,7 @@ use crate::stats::StatsWriter;
 use crate::Error;
 
 mod cvlan;
-mod layout;
+pub(crate) mod layout;
 mod recovery;
 
 const LKEY: u32 = 0x1234;

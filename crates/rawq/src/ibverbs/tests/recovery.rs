@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rdma_sys::*;
+use crate::ibverbs::ffi::*;
 
 use super::{deliver, nic, rig, Cqe};
 use crate::ibverbs::queue::{QueueControl, Side, VerbsQueue, FLUSH_TIMEOUT};
