@@ -4,7 +4,8 @@
 set -euo pipefail
 
 PKGS=(
-  # build: rdma-sys / bindgen over mlx5dv.h
+  # build: the emulator's bindgen (rawq-emu), the tests' C oracles, scripts/gen-bindings.sh
+  # (rawq and the tools themselves build with none of these)
   build-essential pkg-config libclang-dev
   libibverbs-dev ibverbs-providers librdmacm-dev
   # tests and demo: namespaces, veth, captures, peers
