@@ -1,7 +1,7 @@
 //! One binary for every machine (issue 31 item 3): the tools link neither libibverbs nor
 //! libmlx5, which rawq opens at run time when a dv or verbs port needs them. With the libraries
 //! hidden (a mount namespace where each of their files reads as empty), `-b dv` and `-b verbs`
-//! fail saying what to install, and AF_XDP still runs.
+//! fail saying what to install, and AF_XDP (and the model backend) still run.
 
 use rawq_testkit as support;
 
@@ -128,8 +128,8 @@ fn without_rdma_libraries_dv_says_what_to_install_and_xdp_runs() {
     assert!(o.contains("1 passed"), "inside the namespace:\n{o}\n{e}");
 }
 
-/// Inside the mount namespace: the libraries cannot be opened, the RDMA backends say so, and
-/// an AF_XDP pktgen sends over a veth pair.
+/// Inside the mount namespace: the libraries cannot be opened, the RDMA backends say so, the
+/// model backend runs, and an AF_XDP pktgen sends over a veth pair.
 fn inside() {
     for lib in ["libibverbs.so.1", "libmlx5.so.1"] {
         let c = CString::new(lib).unwrap();
@@ -160,6 +160,16 @@ fn inside() {
             assert!(err.contains(hint), "-b {backend}: no `{hint}` in: {err}");
         }
     }
+    // The model backend (the dv data path against the software device) never opens them.
+    let out = Command::new(support::example("pktgen"))
+        .args(["-b", "model", "--txrx", "-n", "100", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "-b model: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let Some(p) = NetnsPair::new("xnordma") else {
         return;
     };

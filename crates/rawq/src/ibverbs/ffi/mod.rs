@@ -17,7 +17,10 @@
 //!
 //! Call sites use the C names: `ibv_alloc_pd(..)` here forwards to the loaded table.
 
-#![allow(
+// The generated files follow C's names and carry no docs; these allowances cover them only.
+#[cfg(feature = "mlx5")]
+#[path = "mlx5dv.rs"]
+#[allow(
     non_camel_case_types,
     non_upper_case_globals,
     non_snake_case,
@@ -25,17 +28,24 @@
     missing_docs,
     unused_imports,
     clippy::all,
+    clippy::pedantic,
     clippy::undocumented_unsafe_blocks,
-    clippy::missing_safety_doc,
-    rustdoc::broken_intra_doc_links,
-    rustdoc::invalid_html_tags,
-    rustdoc::bare_urls
+    clippy::missing_safety_doc
 )]
-
-#[cfg(feature = "mlx5")]
-#[path = "mlx5dv.rs"]
 pub mod mlx5dv;
 #[path = "verbs.rs"]
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code,
+    missing_docs,
+    unused_imports,
+    clippy::all,
+    clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc
+)]
 mod verbs;
 
 pub use verbs::*;
@@ -229,15 +239,15 @@ unsafe fn verbs_ctx(ctx: *mut ibv_context, op_offset: usize) -> Option<*mut verb
 macro_rules! ctx_op {
     ($ctx:expr, $op:ident) => {{
         let ctx = $ctx;
-        // SAFETY: `ctx` is open (the wrapper's caller); the member is read only once `sz`
-        // shows the provider's context covers it.
-        match unsafe { verbs_ctx(ctx, offset_of!(verbs_context, $op)) } {
+        // SAFETY: `ctx` is open (the wrapper's caller).
+        let v = unsafe { verbs_ctx(ctx, offset_of!(verbs_context, $op)) };
+        match v {
+            // SAFETY: `sz` showed the provider's context covers the member.
             Some(v) => unsafe { addr_of!((*v).$op).read() },
             None => None,
         }
     }};
 }
-pub(crate) use ctx_op;
 
 /// verbs.h `ibv_query_device_ex`: the provider's op, or the legacy `ibv_query_device` into
 /// `orig_attr` (rest zeroed) when it has none or it answers EOPNOTSUPP/ENOSYS.
