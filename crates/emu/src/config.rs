@@ -85,11 +85,18 @@ pub struct Config {
     pub panic_in: Option<String>,
     /// The port MTU (`RAWQ_EMU_MTU`); `None`: frames of up to 9216 bytes.
     pub mtu: Option<u32>,
+    /// Frames the wire in front of the port holds (`RAWQ_EMU_WIRE_FRAMES`, 1..=1048576;
+    /// default [`DEFAULT_WIRE_FRAMES`]): the port's receive buffer. A frame arriving when it is
+    /// full is the port's `rx_discards_phy` ([`crate::discovery::ethtool`]).
+    pub wire_frames: u32,
     /// The in-process frame source (`RAWQ_EMU_RXGEN`).
     pub rxgen: Option<crate::rxgen::RxGen>,
     /// The frame source waits for this file (`RAWQ_EMU_RXGEN_START`).
     pub rxgen_start: Option<String>,
 }
+
+/// Frames the wire in front of the port holds by default.
+pub const DEFAULT_WIRE_FRAMES: u32 = 4096;
 
 /// Largest frame without an MTU: 9216 bytes.
 pub const DEFAULT_MAX_FRAME: u32 = 9216;
@@ -142,6 +149,7 @@ impl Default for Config {
             pause: false,
             panic_in: None,
             mtu: None,
+            wire_frames: DEFAULT_WIRE_FRAMES,
             rxgen: None,
             rxgen_start: None,
         }
@@ -187,6 +195,18 @@ impl Config {
                     log::warn!("RAWQ_EMU_MTU={v:?} is not 68..=9198; using 9216-byte frames");
                 }
                 m
+            }),
+            wire_frames: get("RAWQ_EMU_WIRE_FRAMES").map_or(DEFAULT_WIRE_FRAMES, |v| {
+                match v.trim().parse().ok().filter(|n| (1..=1 << 20).contains(n)) {
+                    Some(n) => n,
+                    None => {
+                        log::warn!(
+                            "RAWQ_EMU_WIRE_FRAMES={v:?} is not 1..=1048576; using \
+                             {DEFAULT_WIRE_FRAMES}"
+                        );
+                        DEFAULT_WIRE_FRAMES
+                    }
+                }
             }),
             fatal_file: get("RAWQ_EMU_FATAL_FILE"),
             rxgen_start: get("RAWQ_EMU_RXGEN_START"),

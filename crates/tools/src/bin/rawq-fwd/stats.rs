@@ -126,6 +126,7 @@ impl PortSnap {
             let named = [
                 ("out_of_buffer", c.rx_no_buffer),
                 ("rx_discards_phy", c.rx_discards_phy),
+                ("tx_discards_phy", c.tx_discards_phy),
                 (
                     "netdev_rx_dropped",
                     c.rx_dropped
