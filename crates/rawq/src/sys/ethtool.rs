@@ -164,3 +164,23 @@ pub(crate) fn stats(ifname: &str) -> io::Result<Vec<(String, u64)>> {
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_words_keep_their_fields_in_memory_order() {
+        let w = two_u32(ETHTOOL_GSTATS, 7);
+        assert_eq!(halves(w), (ETHTOOL_GSTATS, 7));
+        let b = w.to_ne_bytes();
+        assert_eq!(&b[..4], &ETHTOOL_GSTATS.to_ne_bytes());
+    }
+
+    #[test]
+    fn an_interface_without_statistics_has_none_and_a_missing_one_is_an_error() {
+        // lo has no ethtool statistics (ETHTOOL_GSSET_INFO clears the ETH_SS_STATS bit).
+        assert_eq!(stats("lo").unwrap(), Vec::new());
+        assert!(stats("rawq-no-such0").is_err());
+    }
+}
