@@ -21,7 +21,9 @@
 #   --ext-stride-range on|off  the ext_stride_num_range capability (default on): striding RQ
 #                      WQEs of 2^3 strides and up; off: 2^9 and up, as the kernel allows then
 #   --mtu N            the port MTU (68..9198): frames above N + 18 bytes are dropped and counted
-#                      (rx_oversize); default: 9216-byte frames
+#                      (rx_oversize); default: 9216-byte frames. The port's netdev has it too
+#                      (a --netdev TAP is set to it; without --netdev or --wire, a TAP made here
+#                      that carries no frames, rqemuPID, names the port's netdev)
 #   --release          the release build of the emulator (the default)
 #   --debug            the debug build of the emulator (slower; for debugging the emulator)
 #   RAWQ_EMU_LIB=/path/librawq_emu.so  use that library (no build)
@@ -194,6 +196,28 @@ for t in "${TAPS[@]}"; do
   fi
 done
 
+# The port's netdev has the port's MTU, as a ConnectX's does (--mtu: the TAPs' MTU too).
+PORT_MTU=${RAWQ_EMU_MTU:-9198}
+if [[ -n ${RAWQ_EMU_MTU:-} ]]; then
+  for t in "${TAPS[@]}"; do ip link set dev "$t" mtu "$PORT_MTU" 2>/dev/null || true; done
+fi
+# A port with neither a TAP nor a --wire still reports a netdev of its own (its MTU, its
+# ethtool statistics, which the interposer answers): a TAP made here that carries nothing, left
+# down. Where one cannot be made (no CAP_NET_ADMIN), the port names lo, as before.
+PORT_NETDEV=''
+if [[ -z $NETDEV && -z $WIRE ]]; then
+  names=("rqemu$$")
+  ((PAIR)) && names+=("rqemu$$b")
+  for t in "${names[@]}"; do
+    if ip tuntap add dev "$t" mode tap 2>/dev/null; then
+      MADE_TAP+=("$t")
+      ip link set dev "$t" mtu "$PORT_MTU" 2>/dev/null || true
+      PORT_NETDEV+=${PORT_NETDEV:+,}$t
+    fi
+  done
+fi
+
+export RAWQ_EMU_PORT_NETDEV=$PORT_NETDEV
 export RAWQ_EMU_WIRE=$WIRE RAWQ_EMU_NETDEV=$NETDEV RAWQ_EMU_MIN_INLINE=$MIN_INLINE RAWQ_EMU_PAIR=$PAIR
 export RAWQ_EMU_EXT_STRIDE_RANGE=$EXT_STRIDE RAWQ_EMU_PART=$PART
 export RAWQ_EMU_CABLE=$CABLE

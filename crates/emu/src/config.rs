@@ -57,6 +57,11 @@ pub struct Config {
     pub netdev: Option<String>,
     /// TAP interface of device 1's port (a pair's `mlx5_1`).
     pub netdev1: Option<String>,
+    /// The interfaces that only name the ports' netdevs (`RAWQ_EMU_PORT_NETDEV=A[,B]`, made by
+    /// `scripts/emu.sh` when the port has neither a TAP nor a `--wire`): down TAPs with the
+    /// port's MTU, which carry no frames, so that the port reports a netdev of its own (its
+    /// MTU, its ethtool statistics) rather than `lo`.
+    pub port_netdevs: (Option<String>, Option<String>),
     /// `eth_min_inline`.
     pub min_inline: MinInline,
     /// The part claimed; `None`: the one `min_inline` implies.
@@ -85,11 +90,18 @@ pub struct Config {
     pub panic_in: Option<String>,
     /// The port MTU (`RAWQ_EMU_MTU`); `None`: frames of up to 9216 bytes.
     pub mtu: Option<u32>,
+    /// Frames the wire in front of the port holds (`RAWQ_EMU_WIRE_FRAMES`, 1..=1048576;
+    /// default [`DEFAULT_WIRE_FRAMES`]): the port's receive buffer. A frame arriving when it is
+    /// full is the port's `rx_discards_phy` ([`crate::discovery::ethtool`]).
+    pub wire_frames: u32,
     /// The in-process frame source (`RAWQ_EMU_RXGEN`).
     pub rxgen: Option<crate::rxgen::RxGen>,
     /// The frame source waits for this file (`RAWQ_EMU_RXGEN_START`).
     pub rxgen_start: Option<String>,
 }
+
+/// Frames the wire in front of the port holds by default.
+pub const DEFAULT_WIRE_FRAMES: u32 = 4096;
 
 /// Largest frame without an MTU: 9216 bytes.
 pub const DEFAULT_MAX_FRAME: u32 = 9216;
@@ -129,6 +141,7 @@ impl Default for Config {
             wire: None,
             netdev: None,
             netdev1: None,
+            port_netdevs: (None, None),
             min_inline: MinInline::None,
             part: None,
             ext_stride_range: true,
@@ -142,6 +155,7 @@ impl Default for Config {
             pause: false,
             panic_in: None,
             mtu: None,
+            wire_frames: DEFAULT_WIRE_FRAMES,
             rxgen: None,
             rxgen_start: None,
         }
@@ -160,8 +174,10 @@ impl Config {
             }),
         };
         let (netdev, netdev1) = split_netdevs(get("RAWQ_EMU_NETDEV"));
+        let port_netdevs = split_netdevs(get("RAWQ_EMU_PORT_NETDEV"));
         Config {
             wire: get("RAWQ_EMU_WIRE"),
+            port_netdevs,
             netdev,
             netdev1,
             min_inline,
@@ -187,6 +203,18 @@ impl Config {
                     log::warn!("RAWQ_EMU_MTU={v:?} is not 68..=9198; using 9216-byte frames");
                 }
                 m
+            }),
+            wire_frames: get("RAWQ_EMU_WIRE_FRAMES").map_or(DEFAULT_WIRE_FRAMES, |v| {
+                match v.trim().parse().ok().filter(|n| (1..=1 << 20).contains(n)) {
+                    Some(n) => n,
+                    None => {
+                        log::warn!(
+                            "RAWQ_EMU_WIRE_FRAMES={v:?} is not 1..=1048576; using \
+                             {DEFAULT_WIRE_FRAMES}"
+                        );
+                        DEFAULT_WIRE_FRAMES
+                    }
+                }
             }),
             fatal_file: get("RAWQ_EMU_FATAL_FILE"),
             rxgen_start: get("RAWQ_EMU_RXGEN_START"),
@@ -229,9 +257,19 @@ impl Config {
     }
 
     /// The interface name device `id`'s GIDs are attached to in sysfs (`gid_attrs/ndevs/N`
-    /// must name a real interface: libibverbs resolves it with `if_nametoindex`).
+    /// must name a real interface: libibverbs resolves it with `if_nametoindex`), the port's
+    /// netdev as rawq and DPDK find it: its TAP, else the `--wire` interface, else the
+    /// interface that only names it ([`Config::port_netdevs`]), else `lo`.
     pub fn gid_ndev(&self, id: crate::caps::Ident) -> &str {
-        self.netdev_of(id).or(self.wire.as_deref()).unwrap_or("lo")
+        let named = match id.0 {
+            0 => self.port_netdevs.0.as_deref(),
+            1 => self.port_netdevs.1.as_deref(),
+            _ => None,
+        };
+        self.netdev_of(id)
+            .or(self.wire.as_deref())
+            .or(named)
+            .unwrap_or("lo")
     }
 }
 
@@ -275,6 +313,15 @@ mod tests {
         // mlx5_1 without a netdev of its own does not share mlx5_0's.
         assert_eq!(lone.netdev_of(Ident(1)), None);
         assert_eq!(lone.gid_ndev(Ident(1)), "lo");
+        // A naming interface stands in for lo, never for a TAP or the wire.
+        let named = Config {
+            netdev: Some("a".into()),
+            pair: true,
+            port_netdevs: (Some("n0".into()), Some("n1".into())),
+            ..Config::default()
+        };
+        assert_eq!(named.gid_ndev(Ident(0)), "a");
+        assert_eq!(named.gid_ndev(Ident(1)), "n1");
     }
 
     #[test]

@@ -74,6 +74,40 @@ impl Device {
         }
     }
 
+    /// The model's counters now (all 0 while it has not started). Read without starting it.
+    pub fn model_counters(&self) -> rawq_model::ModelCounters {
+        match self.hw.get() {
+            Some(Some(hw)) => hw.counters(),
+            _ => rawq_model::ModelCounters::default(),
+        }
+    }
+
+    /// The ethtool statistics of the port's netdev now, by name
+    /// ([`crate::discovery::ethtool`]). Read without starting the model.
+    pub fn ethtool_stats(&self) -> Vec<(&'static str, u64)> {
+        use crate::discovery::ethtool::{values, Wiring};
+        let own = self.model_counters();
+        // A --wire or a --cable takes the frames out of the process; looped back or a pair,
+        // the wire in front of this port is the model's own inbox.
+        if self.cfg.wire.is_some() || (self.cfg.cable.is_some() && !self.cfg.pair) {
+            return values(&own, None, Wiring::Outside);
+        }
+        let feeder = if self.cfg.pair {
+            devices()
+                .iter()
+                .find(|d| d.ident != self.ident)
+                .map(Device::model_counters)
+        } else {
+            Some(own)
+        };
+        values(&own, feeder.as_ref(), Wiring::InProcess)
+    }
+
+    /// The interface this device's port names as its netdev (`gid_attrs/ndevs/0`).
+    pub fn netdev(&self) -> &str {
+        self.cfg.gid_ndev(self.ident)
+    }
+
     /// Logs a line when `RAWQ_EMU_DEBUG` is set.
     pub fn log(&self, args: std::fmt::Arguments<'_>) {
         if self.cfg.debug {
@@ -114,7 +148,7 @@ impl Device {
             min_inline: self.cfg.min_inline.bytes(),
             max_frame: self.cfg.max_frame(),
             flow_control: self.cfg.pause,
-            wire_capacity: 4096,
+            wire_capacity: self.cfg.wire_frames,
             wire,
             netdev: self
                 .cfg
@@ -337,6 +371,11 @@ pub fn device_of_path(path: &[u8]) -> Option<&'static Device> {
     let devs = devices();
     let id = caps::Ident::of_path(path, devs.len() as u32)?;
     devs.get(id.0 as usize)
+}
+
+/// The device whose port names `ifname` as its netdev (the first, if two do).
+pub fn device_of_netdev(ifname: &[u8]) -> Option<&'static Device> {
+    devices().iter().find(|d| d.netdev().as_bytes() == ifname)
 }
 
 /// The device a command fd belongs to.

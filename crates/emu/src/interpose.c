@@ -17,6 +17,11 @@
  *   close           so a reused fd number is not taken for the device
  *   dup/dup2/dup3/fcntl(F_DUPFD*)   a duplicate of a command fd is the same open file
  *   socket          libibverbs/ibdev_nl.c: NETLINK_RDMA refused, sysfs discovery is used
+ *   ioctl(SIOCETHTOOL) on any socket, for the interface the emulated port names as its netdev:
+ *                   ETHTOOL_GDRVINFO, ETHTOOL_GSSET_INFO, ETHTOOL_GSTRINGS and ETHTOOL_GSTATS
+ *                   of ETH_SS_STATS are answered with the mlx5e-named counters (DPDK's mlx5
+ *                   PMD, drivers/net/mlx5/linux/mlx5_ethdev_os.c; `ethtool -S`; rawq's
+ *                   device counters), every other request goes to the kernel
  *   open of $SYSFS_PATH/class/infiniband/mlx5_N/ports/1/hw_counters/NAME (DPDK's mlx5 PMD,
  *                   drivers/net/mlx5/linux/mlx5_os.c: mlx5_os_read_dev_stat): a file
  *                   with the model's value at this moment, as sysfs reads the device at open
@@ -40,6 +45,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <linux/netlink.h>
+#include <linux/sockios.h>
 
 /* Rust side (interpose.rs). */
 extern int rawq_emu_open_dev(const char *path, int flags);
@@ -53,6 +59,7 @@ extern void rawq_emu_release(int fd);
 extern int rawq_emu_dup(int oldfd, int newfd);
 extern void rawq_emu_close_other(int fd);
 extern int rawq_emu_ioctl(int fd, unsigned long req, void *arg);
+extern int rawq_emu_ethtool(void *ifr);
 extern int rawq_emu_munmap(void *addr, size_t len);
 extern void rawq_emu_mapped_fixed(void *addr, size_t len);
 extern int rawq_emu_pins_any(void);
@@ -350,6 +357,19 @@ int ioctl(int fd, unsigned long req, ...)
 			return -1;
 		}
 		return r;
+	}
+	if (req == SIOCETHTOOL) {
+		/* The port netdev's statistics (emu/src/discovery/ethtool.rs); other requests and
+		 * other interfaces: RAWQ_EMU_PASS, the kernel's answer. */
+		int r = rawq_emu_ethtool(arg);
+
+		if (r != RAWQ_EMU_PASS) {
+			if (r < 0) {
+				errno = -r;
+				return -1;
+			}
+			return r;
+		}
 	}
 	return real_ioctl(fd, req, arg);
 }

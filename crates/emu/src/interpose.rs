@@ -232,6 +232,139 @@ pub extern "C" fn rawq_emu_ioctl(fd: i32, req: u64, arg: *mut u8) -> i32 {
     })
 }
 
+/// `ETHTOOL_GDRVINFO`, `ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS`, `ETHTOOL_GSTATS`
+/// (`linux/ethtool.h`) and the `ETH_SS_STATS` string set.
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETH_SS_STATS: u32 = 1;
+
+/// Writes `bytes` at `base + off`.
+///
+/// # Safety
+/// `base + off .. + bytes.len()` is writable.
+unsafe fn put(base: *mut u8, off: usize, bytes: &[u8]) {
+    // SAFETY: as this function's contract.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(off), bytes.len()) }
+}
+
+/// A `u32` at `base + off`.
+///
+/// # Safety
+/// `base + off .. + 4` is readable.
+unsafe fn get_u32(base: *const u8, off: usize) -> u32 {
+    // SAFETY: as this function's contract.
+    unsafe { (base.add(off) as *const u32).read_unaligned() }
+}
+
+/// A NUL-padded fixed-size string field.
+fn field(s: &str) -> [u8; 32] {
+    let mut f = [0u8; 32];
+    let n = s.len().min(31);
+    f[..n].copy_from_slice(&s.as_bytes()[..n]);
+    f
+}
+
+/// ioctl(SIOCETHTOOL) on a socket: the ethtool statistics of the interface an emulated port
+/// names as its netdev ([`crate::discovery::ethtool`]), as the mlx5e driver answers them; 0,
+/// `-errno`, or `i32::MIN` (another interface, or another request: the kernel's answer).
+///
+/// # Safety
+/// `ifr` is null or the caller's `struct ifreq`, whose `ifr_data` points at a command buffer
+/// sized for its command, as the kernel requires of ioctl(2)'s caller (`ETHTOOL_GSTRINGS` and
+/// `ETHTOOL_GSTATS` sized by the count `ETHTOOL_GDRVINFO` / `ETHTOOL_GSSET_INFO` gave).
+#[no_mangle]
+pub unsafe extern "C" fn rawq_emu_ethtool(ifr: *mut libc::ifreq) -> i32 {
+    guarded(PASS, || {
+        if ifr.is_null() {
+            return PASS;
+        }
+        // SAFETY: the caller's ifreq (non-null), as ioctl(2) was given it.
+        let (name, data) = unsafe {
+            let r = &*ifr;
+            let name: Vec<u8> = r
+                .ifr_name
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            (name, r.ifr_ifru.ifru_data as *mut u8)
+        };
+        let Some(dev) = crate::device::device_of_netdev(&name) else {
+            return PASS;
+        };
+        if data.is_null() {
+            return -libc::EFAULT;
+        }
+        let n = crate::discovery::ethtool::count();
+        // SAFETY: every command buffer starts with its u32 command.
+        let cmd = unsafe { get_u32(data, 0) };
+        match cmd {
+            ETHTOOL_GDRVINFO => {
+                // struct ethtool_drvinfo: cmd, driver[32], version[32], fw_version[32],
+                // bus_info[32], erom_version[32], reserved2[12], then five u32: n_priv_flags,
+                // n_stats, testinfo_len, eedump_len, regdump_len (196 bytes).
+                let (a, b, c) = caps::FW;
+                let mut info = [0u8; 196];
+                info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+                info[4..36].copy_from_slice(&field("mlx5_core"));
+                info[36..68].copy_from_slice(&field("rawq-emu"));
+                info[68..100].copy_from_slice(&field(&format!("{a}.{b}.{c}")));
+                info[100..132].copy_from_slice(&field(&crate::discovery::pci::slot(dev.ident)));
+                info[180..184].copy_from_slice(&(n as u32).to_ne_bytes());
+                // SAFETY: an ETHTOOL_GDRVINFO buffer is a struct ethtool_drvinfo.
+                unsafe { put(data, 0, &info) };
+                0
+            }
+            ETHTOOL_GSSET_INFO => {
+                // struct ethtool_sset_info { u32 cmd, reserved; u64 sset_mask; u32 data[] }:
+                // one length per set asked for and supported.
+                // SAFETY: the header of a struct ethtool_sset_info.
+                let mask = unsafe { (data.add(8) as *const u64).read_unaligned() };
+                if mask & (1 << ETH_SS_STATS) == 0 {
+                    return PASS;
+                }
+                // SAFETY: a mask with one bit set has room for one length.
+                unsafe {
+                    put(data, 8, &(1u64 << ETH_SS_STATS).to_ne_bytes());
+                    put(data, 16, &(n as u32).to_ne_bytes());
+                }
+                0
+            }
+            ETHTOOL_GSTRINGS => {
+                // struct ethtool_gstrings { u32 cmd, string_set, len; u8 data[] }
+                // SAFETY: the header of a struct ethtool_gstrings.
+                if unsafe { get_u32(data, 4) } != ETH_SS_STATS {
+                    return PASS;
+                }
+                let s = crate::discovery::ethtool::strings();
+                // SAFETY: the caller sized the buffer for the count it was given.
+                unsafe {
+                    put(data, 8, &(n as u32).to_ne_bytes());
+                    put(data, 12, &s);
+                }
+                0
+            }
+            ETHTOOL_GSTATS => {
+                // struct ethtool_stats { u32 cmd, n_stats; u64 data[] }
+                let v: Vec<u8> = dev
+                    .ethtool_stats()
+                    .iter()
+                    .flat_map(|(_, v)| v.to_ne_bytes())
+                    .collect();
+                // SAFETY: the caller sized the buffer for the count it was given.
+                unsafe {
+                    put(data, 4, &(n as u32).to_ne_bytes());
+                    put(data, 8, &v);
+                }
+                0
+            }
+            _ => PASS,
+        }
+    })
+}
+
 /// munmap() while something is pinned: `i32::MIN` (the real call), 0, or `-errno`
 /// (`crate::pin::munmap`).
 #[no_mangle]

@@ -39,8 +39,10 @@ pub mod key {
     pub const RX_NO_BUFFER: &str = "rx_no_buffer";
     /// Dropped by the receive queue itself (AF_XDP: its fill ring empty or its ring full).
     pub const RX_QUEUE_DROPS: &str = "rx_queue_drops";
-    /// Discarded by the port (mlx5 `rx_discards_phy`).
+    /// Discarded by the port on receive (mlx5e `rx_discards_phy`).
     pub const PORT_DISCARDS: &str = "port_discards";
+    /// Discarded by the port on transmit (mlx5e `tx_discards_phy`).
+    pub const TX_PORT_DISCARDS: &str = "tx_port_discards";
     /// Dropped on the wire (the model's full wire, the sending interface's `tx_dropped`).
     pub const WIRE_DROPS: &str = "wire_drops";
     /// Dropped by the receiving interface beyond what its sockets dropped.
@@ -258,6 +260,37 @@ impl Ledger {
     }
 }
 
+/// The loss buckets of a port's device counters as the vendor exposes them (mlx5: the RDMA
+/// queue counter `out_of_buffer`, the netdev's ethtool `rx_discards_phy` and
+/// `tx_discards_phy`; `rawq::counters`), each a different frame: `out_of_buffer` counts frames
+/// steered to a receive queue that had no buffer, `rx_discards_phy` frames the port could not
+/// take in at all (they never reached steering), `tx_discards_phy` frames the port did not put
+/// on the wire. A counter the port does not have makes no bucket. The netdev's own
+/// `rx_out_of_buffer` (its kernel queues, not rawq's) and the interface counters of an AF_XDP
+/// port ([`interface_rx_drops`]) are not among them.
+pub fn port_buckets(c: &rawq::counters::DeviceCounters) -> Vec<(&'static str, &'static str, u64)> {
+    [
+        (
+            key::RX_NO_BUFFER,
+            "dropped for want of a receive buffer (out_of_buffer)",
+            c.rx_no_buffer,
+        ),
+        (
+            key::PORT_DISCARDS,
+            "discarded by the port (rx_discards_phy)",
+            c.rx_discards_phy,
+        ),
+        (
+            key::TX_PORT_DISCARDS,
+            "discarded by the port on transmit (tx_discards_phy)",
+            c.tx_discards_phy,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(k, t, n)| n.map(|n| (k, t, n)))
+    .collect()
+}
+
 /// The drops of interface `ifname` (its netdev `rx_dropped` over the run) that its AF_XDP
 /// sockets did not count already (`socket_drops`: the queues' `rx_drops`, the sockets'
 /// `XDP_STATISTICS` `rx_dropped` + `rx_ring_full`), so that no drop is counted twice.
@@ -348,6 +381,31 @@ mod tests {
         assert_eq!(back.text(), l.text());
         assert_eq!(back.lost(), l.lost());
         assert!(l.text().contains("asked for 2000 frames, sent 1000"));
+    }
+
+    #[test]
+    fn port_counters_are_one_bucket_each() {
+        let c = rawq::counters::DeviceCounters {
+            rx_no_buffer: Some(3),
+            rx_discards_phy: Some(5),
+            rx_out_of_buffer: Some(100),
+            ..Default::default()
+        };
+        let b = port_buckets(&c);
+        assert_eq!(
+            b.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
+            [(key::RX_NO_BUFFER, 3), (key::PORT_DISCARDS, 5)],
+            "the netdev's own queues' drops and absent counters make no bucket"
+        );
+        let mut l = Ledger::new(10, "sent");
+        l.add(key::RECEIVED, "received", 2, false);
+        for (k, t, n) in b {
+            l.add(k, t, n, true);
+        }
+        assert!(l.closes());
+        assert!(l
+            .text()
+            .contains("5 discarded by the port (rx_discards_phy)"));
     }
 
     #[test]

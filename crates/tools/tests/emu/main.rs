@@ -17,6 +17,7 @@ mod jumbo;
 mod link_runs;
 mod model_fidelity;
 mod pktgen_rx_drain;
+mod port_netdev;
 mod rss;
 mod rxgen;
 mod verbs;

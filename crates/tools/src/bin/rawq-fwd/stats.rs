@@ -126,6 +126,7 @@ impl PortSnap {
             let named = [
                 ("out_of_buffer", c.rx_no_buffer),
                 ("rx_discards_phy", c.rx_discards_phy),
+                ("tx_discards_phy", c.tx_discards_phy),
                 (
                     "netdev_rx_dropped",
                     c.rx_dropped
@@ -188,7 +189,7 @@ impl PortSnap {
 }
 
 /// Device counters that count frames on their way out of a port (already in `tx_packets`).
-const TX_SIDE: [&str; 2] = ["netdev_tx_dropped", "wire_drops"];
+const TX_SIDE: [&str; 3] = ["netdev_tx_dropped", "wire_drops", "tx_discards_phy"];
 
 /// The run's ledger: every frame that arrived at the ports (received, or counted dropped on
 /// receive by the queues or the device) and every `--tx-first` frame, each in one bucket: what

@@ -72,7 +72,8 @@ type DeviceBucket = (&'static str, &'static str, u64);
 /// Frames the device dropped or could not deliver, which its queues' counters do not show,
 /// each counted once: on the software device its own counters (its wire, its receive queues,
 /// no matching rule); on the other backends the port's device counters
-/// (`Port::device_counters`: mlx5's `out_of_buffer` and `rx_discards_phy`, an interface's
+/// (`Port::device_counters`: mlx5's `out_of_buffer`, `rx_discards_phy` and `tx_discards_phy`
+/// (`rawq_tools::ledger::port_buckets`), an interface's
 /// `rx_dropped` and `rx_missed_errors`, less what the queues counted already: see
 /// `rawq_tools::ledger::interface_rx_drops`), since the port was opened.
 fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
@@ -110,21 +111,7 @@ fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
     }
     let c = port.device_counters();
     let info = port.info();
-    let mut v = Vec::new();
-    if let Some(n) = c.rx_no_buffer {
-        v.push((
-            key::RX_NO_BUFFER,
-            "dropped for want of a receive buffer (out_of_buffer)",
-            n,
-        ));
-    }
-    if let Some(n) = c.rx_discards_phy {
-        v.push((
-            key::PORT_DISCARDS,
-            "discarded by the port (rx_discards_phy)",
-            n,
-        ));
-    }
+    let mut v = rawq_tools::ledger::port_buckets(&c);
     if let Some(n) = c.rx_dropped {
         let n = interface_rx_drops(&info.device, n, s.rx_drops);
         v.push((
