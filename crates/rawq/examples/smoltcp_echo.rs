@@ -11,7 +11,8 @@
 //!     --ip 10.0.0.2/24 --connect 10.0.0.1:7000 --bytes 100000
 //! ```
 //!
-//! Prints `ready` once the port is open; the server then prints `echoed N` when its peer has
+//! Prints `ready` once the port is open (with the largest frame and who computes the transmit
+//! checksums: `ready: max frame 1514, tx checksums by the device|smoltcp`); the server then prints `echoed N` when its peer has
 //! closed, the client `verified N` when all N bytes came back equal. Exits 1 with the cause on
 //! an error, a difference, or when `--timeout` passes first. The bytes are
 //! `(i * 7 + i / 251) as u8` for the i-th byte (not a multiple of any small period).
@@ -112,7 +113,12 @@ fn run(a: &Args) -> Result<String, String> {
             .map_err(|e| format!("connect: {e}"))?;
         }
     }
-    println!("ready");
+    let by = match dev.tx_checksums_by_device() {
+        (true, true) => "the device",
+        (false, false) => "smoltcp",
+        _ => "the device (IPv4) and smoltcp (TCP/UDP)",
+    };
+    println!("ready: max frame {}, tx checksums by {by}", dev.max_frame());
 
     let deadline = std::time::Instant::now() + Duration::from_secs(a.timeout);
     let (mut sent, mut got, mut echoed) = (0usize, 0usize, 0usize);

@@ -62,6 +62,7 @@ pub fn kernel_client(p: &NetnsPair, ns: &str, to: SocketAddr, n: usize) -> Vec<u
 
 /// A TCP echo server on `0.0.0.0:port` in namespace `ns` (listening when this returns):
 /// echoes one connection until the client closes, closes, and returns the bytes it echoed.
+/// It waits 300 s at most for the connection (the emulator may be built first).
 pub fn kernel_echo_server(
     p: &NetnsPair,
     ns: &str,
@@ -72,7 +73,7 @@ pub fn kernel_echo_server(
         .expect("listen in the namespace");
     std::thread::spawn(move || {
         l.set_nonblocking(true)?;
-        let end = Instant::now() + Duration::from_secs(40);
+        let end = Instant::now() + Duration::from_secs(300);
         let (mut s, _) = loop {
             match l.accept() {
                 Ok(c) => break c,
@@ -99,9 +100,11 @@ pub fn kernel_echo_server(
     })
 }
 
-/// Starts `cmd` (stdout piped) and waits for its `ready` line; panics with its output if it
-/// ends first.
-pub fn start_ready(mut cmd: Command) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
+/// Starts `cmd` (stdout piped) and waits for its `ready` line (returned in `.2`); panics with
+/// its output if it ends first.
+pub fn start_ready(
+    mut cmd: Command,
+) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
     use std::io::BufRead;
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -111,20 +114,20 @@ pub fn start_ready(mut cmd: Command) -> (Child, std::io::BufReader<std::process:
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    if line.trim() != "ready" {
+    if !line.starts_with("ready") {
         let o = super::emu::wait_for(child, Duration::from_secs(5));
         panic!(
             "the example did not open its port: {line}{}",
             super::emu::text(&o)
         );
     }
-    (child, out)
+    (child, out, line.trim().to_string())
 }
 
-/// Waits (40 s at most) for a child [`start_ready`] started; asserts it succeeded and
-/// returns the rest of its stdout.
+/// Waits (120 s at most: past the example's own `--timeout`) for a child [`start_ready`]
+/// started; asserts it succeeded and returns the rest of its stdout.
 pub fn finish(child: Child, mut out: std::io::BufReader<std::process::ChildStdout>) -> String {
-    let o = super::emu::wait_for(child, Duration::from_secs(40));
+    let o = super::emu::wait_for(child, Duration::from_secs(120));
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     assert!(

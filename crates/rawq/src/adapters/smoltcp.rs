@@ -125,6 +125,12 @@ impl RawqDevice {
         self.mtu
     }
 
+    /// Whether the device computes the IPv4 header and TCP/UDP checksums of what smoltcp sends
+    /// (smoltcp then leaves them out): `(ipv4, tcp_udp)`.
+    pub fn tx_checksums_by_device(&self) -> (bool, bool) {
+        (self.hw_l3, self.hw_l4)
+    }
+
     /// Frames smoltcp wrote that were dropped: no pool buffer for them, larger than a buffer,
     /// or more than a burst of frames already waiting for the transmit ring.
     pub fn tx_dropped(&self) -> u64 {

@@ -41,10 +41,15 @@ fn a_smoltcp_server_echoes_a_kernel_client() {
     let Some((p, ip)) = rig("smsrv") else {
         return;
     };
-    let (child, out) = start_ready(smoltcp_on_b(&p, &ip, &["--listen", "7000"]));
+    let (child, out, ready) = start_ready(smoltcp_on_b(&p, &ip, &["--listen", "7000"]));
     let to: SocketAddr = format!("{ip}:7000").parse().unwrap();
     let got = kernel_client(&p, &p.a.clone(), to, BYTES);
     let rest = finish(child, out);
+    // AF_XDP has no transmit checksum offload: smoltcp computes them. veth's MTU is 1500.
+    assert!(
+        ready.contains("max frame 1514, tx checksums by smoltcp"),
+        "{ready}"
+    );
     assert_eq!(rest.trim(), format!("echoed {BYTES}"));
     assert!(
         got == stream(BYTES),
@@ -61,12 +66,17 @@ fn a_smoltcp_client_gets_its_stream_back_from_a_kernel_server() {
     let server = kernel_echo_server(&p, &p.a.clone(), 7001);
     let to = format!("{}:7001", p.ip_a);
     let bytes = BYTES.to_string();
-    let (child, out) = start_ready(smoltcp_on_b(
+    let (child, out, ready) = start_ready(smoltcp_on_b(
         &p,
         &ip,
         &["--connect", &to, "--bytes", &bytes],
     ));
     let rest = finish(child, out);
+    // AF_XDP has no transmit checksum offload: smoltcp computes them. veth's MTU is 1500.
+    assert!(
+        ready.contains("max frame 1514, tx checksums by smoltcp"),
+        "{ready}"
+    );
     assert_eq!(rest.trim(), format!("verified {BYTES}"));
     let echoed = server.join().unwrap().expect("the kernel's echo server");
     assert!(
