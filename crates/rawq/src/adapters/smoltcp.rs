@@ -23,8 +23,9 @@
 //! cannot be told to it per packet.
 //!
 //! **Back-pressure**: a frame the transmit ring did not take stays with the device, in order,
-//! and goes out ahead of the next one; while one waits, [`Device::transmit`] returns `None`, so
-//! smoltcp holds its sockets' data back rather than losing it. A frame is dropped (and counted
+//! and goes out ahead of the next one; while one waits,
+//! [`Device::transmit`](phy::Device::transmit) returns `None`, so smoltcp holds its sockets'
+//! data back rather than losing it. A frame is dropped (and counted
 //! in [`RawqDevice::tx_dropped`]) only when the pool has no buffer for it or more than a burst
 //! of frames wait.
 //!
@@ -143,7 +144,8 @@ impl RawqDevice {
     }
 
     /// Offers the waiting frames to the transmit ring again; returns how many are still
-    /// waiting. [`Device::transmit`] and [`Device::receive`] do this themselves.
+    /// waiting. [`Device::transmit`](phy::Device::transmit) and
+    /// [`Device::receive`](phy::Device::receive) do this themselves.
     pub fn flush(&mut self) -> usize {
         if !self.tx.is_empty() {
             self.q.tx_burst(&mut self.tx);
