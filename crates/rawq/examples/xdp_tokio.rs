@@ -1,22 +1,23 @@
-//! Receives a steered UDP flow through tokio: the queue's notification fd in an `AsyncFd`, so
-//! that the task sleeps in the runtime's epoll until frames arrive (no core spun), following the
-//! order that loses no wake-up (see `rawq::queue`): drain, arm, re-poll, sleep, take the
-//! notification.
+//! Receives a steered UDP flow through tokio with `rawq::adapters::tokio::AsyncQueue`: its
+//! `rx_burst` awaits frames, the task sleeping in the runtime's epoll on the queue's
+//! notification fd until they arrive (no core spun; the adapter follows the order that loses no
+//! wake-up, see `rawq::queue`).
 //!
 //! ```sh
-//! cargo run --example xdp_tokio -- --dev veth1 --port 9000 --count 100 --timeout 10
+//! cargo run --example xdp_tokio --features tokio -- --dev veth1 --port 9000 --count 100 --timeout 10
 //! ```
 //!
 //! Prints `ready` once the port is open, then `received N` and exits 0 once `--count` frames
-//! came; exits 1 with the cause on an error or when `--timeout` passes first.
+//! came; exits 1 with the cause on an error or when `--timeout` passes first. With `--idle-ms
+//! MS` it prints `idle` once it has `--idle-after` frames, then sleeps in the adapter: the
+//! test measures the CPU time it spends while nothing is sent.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use io::Interest;
+use rawq::adapters::tokio::AsyncQueue;
 use rawq::{Backend, Port};
-use tokio::io::{self, unix::AsyncFd};
 
 /// Receives `--count` frames of UDP port `--port` on `--dev` over AF_XDP, sleeping in tokio.
 #[derive(Debug, Parser)]
@@ -33,6 +34,10 @@ struct Args {
     /// Give up (exit 1) after this many seconds.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
+    /// Print `idle` once this many frames came (for a test that then measures the CPU time
+    /// spent waiting); 0: never.
+    #[arg(long, default_value_t = 0)]
+    idle_after: u64,
 }
 
 async fn receive(a: &Args) -> rawq::Result<u64> {
@@ -43,44 +48,14 @@ async fn receive(a: &Args) -> rawq::Result<u64> {
     .queues(1)
     .rule(rule)
     .open()?;
-    let mut q = port.take_queues().remove(0);
-    // tokio gets a duplicate of the queue's fd (the same socket or channel): it owns and closes
-    // that one, the queue its own.
-    let owned = q
-        .rx_fd()?
-        .try_clone_to_owned()
-        .map_err(|e| rawq::Error::os("dup(queue fd)", e))?;
-    // SAFETY: `owned` is a valid descriptor the AsyncFd owns; nothing else closes or replaces
-    // it while it is registered.
-    let fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
-        .map_err(|e| rawq::Error::os("AsyncFd::register(queue fd)", e.into()))?;
+    let mut q = AsyncQueue::new(port.take_queues().remove(0))?;
     println!("ready");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(a.timeout);
     let mut burst = Vec::with_capacity(64);
     let mut got = 0u64;
-    loop {
-        // 1. Drain.
-        loop {
-            let n = q.rx_burst(&mut burst, 64);
-            got += n as u64;
-            burst.clear();
-            if n == 0 {
-                break;
-            }
-        }
-        if got >= a.count {
-            return Ok(got);
-        }
-        // 2. Arm; 3. re-poll: a frame that came in between is taken here.
-        q.rx_arm()?;
-        if q.rx_burst(&mut burst, 64) > 0 {
-            got += burst.len() as u64;
-            burst.clear();
-            continue;
-        }
-        // 4. Sleep in the runtime until the fd is readable, then take the notification.
-        let mut guard = match tokio::time::timeout_at(deadline, fd.readable()).await {
-            Ok(r) => r.map_err(|e| rawq::Error::os("AsyncFd::readable", e))?,
+    while got < a.count {
+        let n = match tokio::time::timeout_at(deadline, q.rx_burst(&mut burst, 64)).await {
+            Ok(n) => n?,
             Err(_) => {
                 return Err(rawq::Error::Config(format!(
                     "timed out after {} s with {got} of {} frames",
@@ -88,9 +63,14 @@ async fn receive(a: &Args) -> rawq::Result<u64> {
                 )))
             }
         };
-        guard.clear_ready();
-        q.rx_ack()?;
+        burst.clear();
+        let before = got;
+        got += n as u64;
+        if a.idle_after > 0 && before < a.idle_after && got >= a.idle_after {
+            println!("idle");
+        }
     }
+    Ok(got)
 }
 
 fn main() -> ExitCode {

@@ -179,6 +179,8 @@ impl PortConfig {
 /// [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns) and
 /// [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum RxTimestamps {
     /// None (the default).
     #[default]
@@ -192,6 +194,7 @@ pub enum RxTimestamps {
 
 /// What a port is and how it was opened, for reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PortInfo {
     /// Backend name.
     pub backend: &'static str,
@@ -207,6 +210,8 @@ pub struct PortInfo {
 
 /// Where a port carries out an offload (see [`Offloads`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Offload {
     /// The device does it.
     Hardware,
@@ -221,6 +226,7 @@ pub enum Offload {
 /// A transmit request ([`TxOffload`](crate::TxOffload)) is never ignored silently: it is carried
 /// out (hardware or software) or the packet is refused with an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Offloads {
     /// IPv4 header checksum on send ([`TxOffload::l3_csum`](crate::TxOffload::l3_csum)).
     pub ipv4_csum: Offload,

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 /// Frames the device dropped outside the queues' own counters, since the port was opened.
 /// `None` where the backend has no such counter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceCounters {
     /// Frames dropped because the receive queue had no posted buffer (WQE): mlx5's
     /// `out_of_buffer` hw counter (DPDK's `imissed`), the software device's `rx_no_buffer`.

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod adapters;
 mod backend;
 /// The C-oracle helpers the integration tests use too (rawq-testkit, a dev-dependency: the unit
 /// tests link it with its own copy of rawq, which `cc` does not touch).

@@ -11,6 +11,7 @@ use crossbeam_utils::CachePadded;
 
 /// A snapshot of one queue's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QueueStats {
     /// Packets received.
     pub rx_packets: u64,
@@ -46,6 +47,7 @@ pub struct QueueStats {
 /// Where the packets a queue's `tx_burst` took are (see [`QueueStats::tx_ledger`]): each in
 /// exactly one of `sent`, `dropped`, `failed` or `in_flight`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TxLedger {
     /// Packets `tx_burst` took from the caller ([`QueueStats::tx_taken`]).
     pub taken: u64,
@@ -77,6 +79,7 @@ impl TxLedger {
 
 /// Packet and layer-1 bit rates over an interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Rates {
     /// Packets per second.
     pub pps: f64,

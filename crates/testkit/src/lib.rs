@@ -17,6 +17,7 @@ pub mod emu;
 pub mod emu_dv;
 pub mod procs;
 pub mod run;
+pub mod tcp_peer;
 pub mod xdp;
 
 use std::process::{Command, Output};

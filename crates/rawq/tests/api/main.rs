@@ -1,6 +1,7 @@
 //! The library's API on the loopback backend and the software device: pools under random
 //! bursts, jumbo frames and the port MTU, event-driven receive, the namespace helper itself,
-//! and the traffic generator's frame templates (checked by pnet_packet and by tshark).
+//! the traffic generator's frame templates (checked by pnet_packet and by tshark), and the
+//! stats, info and counter types as JSON (feature `serde`).
 
 mod gen_template;
 mod gen_tshark;
@@ -8,3 +9,4 @@ mod jumbo;
 mod mempool_props;
 mod netns_support;
 mod rx_wait;
+mod serde;

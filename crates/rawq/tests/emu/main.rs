@@ -1,6 +1,6 @@
 //! End to end on the emulated ConnectX (`scripts/emu.sh`): rawq's DV and verbs backends,
 //! offloads, rules and their hit counters, link events, the vendor's tools and DPDK's mlx5 PMD,
-//! and the launcher itself.
+//! smoltcp's TCP against the kernel behind the port's TAP, the tokio adapter, and the launcher itself.
 //!
 //! The `inner_*` tests (ignored in a plain run) are the application half of an outer test,
 //! which re-runs this executable under `scripts/emu.sh` with `--exact MODULE::inner_...` (the
@@ -17,3 +17,5 @@ mod link_events;
 mod offloads;
 mod rule_hits;
 mod rules_runtime;
+mod smoltcp_tap;
+mod tokio_dv;

@@ -252,7 +252,29 @@ fn the_text_summary_has_what_the_json_has() {
         "polls",
         "idle",
         "of work",
+        "offloads: ",
     ] {
         assert!(t.contains(label), "no {label:?} in:\n{t}");
     }
+}
+
+/// The JSON's port fields are rawq's `PortInfo` through its serde derive: the keys pktgen
+/// always printed (backend, device, mode, queues) and where each offload is done.
+#[test]
+fn the_json_has_the_port_info_and_its_offloads() {
+    let v = json(&["-b", "model", "-n", "10"], 20);
+    assert_eq!(v["backend"], "model", "{v}");
+    assert_eq!(v["queues"], 1, "{v}");
+    assert!(v["device"].is_string() && v["mode"].is_string(), "{v}");
+    for k in ["ipv4_csum", "l4_csum", "tso", "rss"] {
+        let w = v["offloads"][k].as_str().unwrap_or_default();
+        assert!(
+            ["hardware", "software", "absent"].contains(&w),
+            "offloads.{k}: {v}"
+        );
+    }
+    assert_eq!(
+        v["offloads"]["rss"], "hardware",
+        "the software device hashes: {v}"
+    );
 }

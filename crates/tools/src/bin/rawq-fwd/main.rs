@@ -129,6 +129,7 @@ fn run(a: &Args) -> Result<(), Failure> {
         .map(|(d, p)| PortFacts {
             name: d.clone(),
             backend: p.info().backend,
+            offloads: p.info().offloads,
             tx_dropped0: (p.info().backend == "xdp")
                 .then(|| rawq::gen::netdev_state(d).and_then(|s| s.tx_dropped))
                 .flatten(),

@@ -95,6 +95,8 @@ pub struct PortSnap {
 pub struct PortFacts {
     pub name: String,
     pub backend: &'static str,
+    /// Where each offload is done on this port.
+    pub offloads: rawq::Offloads,
     /// The interface's `tx_dropped` at the start (xdp).
     pub tx_dropped0: Option<u64>,
 }
@@ -172,20 +174,68 @@ impl PortSnap {
         format!(", device: {}", parts.join(", "))
     }
 
-    fn drops_json(&self) -> Value {
-        json!({
-            "rx_ring_or_fill": self.total.rx_drops,
-            "rx_no_buffer_events": self.total.rx_no_buffer,
-            "rx_errors": self.total.rx_errors,
-            "tx_ring_full": self.fwd.tx_ring_full,
-            "tx_drops": self.total.tx_drops,
-            "tx_errors": self.total.tx_errors,
-            "tx_not_sent": self.not_sent(),
-            "device": self.device.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-            "rxonly": self.fwd.rxonly,
-            "held_by_delay": self.fwd.held,
-        })
+    fn drops_json(&self) -> Drops<'_> {
+        Drops {
+            rx_ring_or_fill: self.total.rx_drops,
+            rx_no_buffer_events: self.total.rx_no_buffer,
+            rx_errors: self.total.rx_errors,
+            tx_ring_full: self.fwd.tx_ring_full,
+            tx_drops: self.total.tx_drops,
+            tx_errors: self.total.tx_errors,
+            tx_not_sent: self.not_sent(),
+            device: self.device.iter().map(|&(k, v)| (k, v)).collect(),
+            rxonly: self.fwd.rxonly,
+            held_by_delay: self.fwd.held,
+        }
     }
+}
+
+/// A port's `drops` object, in the live records and the summary.
+#[derive(serde::Serialize)]
+struct Drops<'a> {
+    rx_ring_or_fill: u64,
+    rx_no_buffer_events: u64,
+    rx_errors: u64,
+    tx_ring_full: u64,
+    tx_drops: u64,
+    tx_errors: u64,
+    tx_not_sent: u64,
+    /// The device's loss counters by name.
+    device: std::collections::BTreeMap<&'a str, u64>,
+    rxonly: u64,
+    held_by_delay: u64,
+}
+
+/// One direction of a port in the `--json` summary.
+#[derive(serde::Serialize)]
+struct Direction {
+    packets: u64,
+    bytes: u64,
+    pps: f64,
+    gbps: f64,
+    /// tx only: frames forwarded (sent less the tx-first ones), tx-first frames, copies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarded: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tx_first: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copies: Option<u64>,
+    per_queue: Vec<u64>,
+}
+
+/// One port in the `--json` summary.
+#[derive(serde::Serialize)]
+struct PortSummary<'a> {
+    port: usize,
+    dev: &'a str,
+    backend: &'static str,
+    /// Where each offload is done (rawq's `Offloads`, by its serde derive).
+    offloads: rawq::Offloads,
+    rx: Direction,
+    tx: Direction,
+    drops: Drops<'a>,
+    /// The port's queue counters summed (rawq's `QueueStats`, by its serde derive).
+    stats: QueueStats,
 }
 
 /// Device counters that count frames on their way out of a port (already in `tx_packets`).
@@ -366,29 +416,35 @@ pub fn summary_json(
             let t = &s.total;
             let (rx_pps, rx_g) = rate(t.rx_packets, t.rx_bytes, secs);
             let (tx_pps, tx_g) = rate(t.tx_packets, t.tx_bytes, secs);
-            json!({
-                "port": p,
-                "dev": f.name,
-                "backend": f.backend,
-                "rx": {
-                    "packets": t.rx_packets,
-                    "bytes": t.rx_bytes,
-                    "pps": rx_pps,
-                    "gbps": rx_g,
-                    "per_queue": s.queues.iter().map(|q| q.rx_packets).collect::<Vec<_>>(),
+            serde_json::to_value(PortSummary {
+                port: p,
+                dev: &f.name,
+                backend: f.backend,
+                offloads: f.offloads,
+                rx: Direction {
+                    packets: t.rx_packets,
+                    bytes: t.rx_bytes,
+                    pps: rx_pps,
+                    gbps: rx_g,
+                    forwarded: None,
+                    tx_first: None,
+                    copies: None,
+                    per_queue: s.queues.iter().map(|q| q.rx_packets).collect(),
                 },
-                "tx": {
-                    "packets": t.tx_packets,
-                    "bytes": t.tx_bytes,
-                    "pps": tx_pps,
-                    "gbps": tx_g,
-                    "forwarded": s.forwarded(),
-                    "tx_first": s.fwd.tx_first,
-                    "copies": t.tx_copies,
-                    "per_queue": s.queues.iter().map(|q| q.tx_packets).collect::<Vec<_>>(),
+                tx: Direction {
+                    packets: t.tx_packets,
+                    bytes: t.tx_bytes,
+                    pps: tx_pps,
+                    gbps: tx_g,
+                    forwarded: Some(s.forwarded()),
+                    tx_first: Some(s.fwd.tx_first),
+                    copies: Some(t.tx_copies),
+                    per_queue: s.queues.iter().map(|q| q.tx_packets).collect(),
                 },
-                "drops": s.drops_json(),
+                drops: s.drops_json(),
+                stats: *t,
             })
+            .unwrap_or_default()
         })
         .collect();
     json!({

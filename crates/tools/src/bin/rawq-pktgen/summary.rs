@@ -9,12 +9,12 @@ use crate::{measure, window, Outcome};
 
 /// The final report (`--json`).
 #[derive(serde::Serialize)]
-struct Summary {
-    backend: &'static str,
-    device: String,
-    mode: String,
+struct Summary<'a> {
+    /// `backend`, `device`, `mode`, `queues` and `offloads` (where each offload is done):
+    /// rawq's own `PortInfo`, serialized by its serde derive.
+    #[serde(flatten)]
+    port: &'a rawq::PortInfo,
     direction: &'static str,
-    queues: u16,
     /// The active window: first to last packet (sent, or received with --rx).
     duration_s: f64,
     /// The whole run, start-up and linger included.
@@ -64,6 +64,18 @@ struct Summary {
     model_polls: u64,
     model_idle_polls: u64,
     model_work_ns: u64,
+}
+
+/// Where each offload is done, as the JSON's `offloads` says it: `ipv4_csum software, ...`.
+fn offloads_text(o: &rawq::Offloads) -> String {
+    match serde_json::to_value(o) {
+        Ok(serde_json::Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => String::new(),
+    }
 }
 
 /// A device-side bucket of the ledger: (key, words, frames).
@@ -296,11 +308,8 @@ pub(crate) fn report(
     };
     let r = w.rate(packets, bytes);
     let sum = Summary {
-        backend: info.backend,
-        device: info.device.clone(),
-        mode: info.mode.clone(),
+        port: info,
         direction: if a.rx { "rx" } else { "tx" },
-        queues: info.queues,
         duration_s: secs,
         elapsed_s: elapsed,
         packets,
@@ -399,13 +408,14 @@ pub(crate) fn report(
     // The rest of the JSON's fields, so that the text says everything the JSON has.
     outln!(
         "run: {} in all (start-up and drain included), active window {}; {} on {} ({}), {} \
-         queue(s)",
+         queue(s); offloads: {}",
         window::fmt_secs(sum.elapsed_s),
         window::fmt_secs(sum.duration_s),
-        sum.backend,
-        sum.device,
-        sum.mode,
-        sum.queues
+        sum.port.backend,
+        sum.port.device,
+        sum.port.mode,
+        sum.port.queues,
+        offloads_text(&sum.port.offloads)
     );
     if !a.rx {
         outln!(
