@@ -55,6 +55,7 @@ macro_rules! port_counters {
         /// received (the traffic of the host, every queue's), the `phy` counters what crossed
         /// the physical port.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         pub struct PortCounters {
             $($(#[$doc])* pub $name: Option<u64>,)*
         }
