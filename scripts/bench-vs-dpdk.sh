@@ -52,6 +52,11 @@
 #   subtraction gets exact. The sleeps (rx_wait_any) are left out; "nothing subtracted" is
 #   printed beside it as the upper bound.
 # * each tool's packet counts are checked against the emulated device's (RAWQ_EMU_STATS).
+# * data-cache misses beside the instructions (callgrind --cache-sim=yes, its geometry pinned
+#   to this VM's caches: CACHE below): D1 and LL read and write misses a packet of the driver
+#   and the whole thread, rawq's and testpmd's side by side. tx: the same two-run fit as the
+#   instructions, for both tools; rx and io: every call's misses over the packets, nothing
+#   subtracted, for both (an empty poll reads lines already in the cache).
 # DPDK's settings are pinned and printed: txq_mpw_en=1 (eMPW, as rawq on this part),
 # txq_inline_min=0, txq_inline_max=0, txq_inline_mpw=0 (no inline data: the emulated part
 # needs none, rawq inlines none), rxq_cqe_comp_en=1 (CQE compression, as rawq by default).
@@ -83,46 +88,68 @@ DEVARGS=txq_mpw_en=1,txq_inline_min=0,txq_inline_max=0,txq_inline_mpw=0,rxq_cqe_
 echo "bench: building pktgen, fwd and the emulator (release)…" >&2
 [[ ,$SIDES, != *,rawq,* ]] || cargo build --release --quiet --all-features --bin rawq-pktgen --bin rawq-fwd
 cargo build --release --quiet -p rawq-emu
-export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
-export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
-PKTGEN=$ROOT/target/release/rawq-pktgen FWD=$ROOT/target/release/rawq-fwd
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+export RAWQ_EMU_LIB=$TARGET/release/librawq_emu.so
+export RAWQ_EMU_SYSFS=$TARGET/release/rawq-emu-sysfs
+PKTGEN=$TARGET/release/rawq-pktgen FWD=$TARGET/release/rawq-fwd
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rawq-vs-dpdk.XXXXXX")
 [[ $KEEP == 1 ]] && echo "bench: files in $OUT" >&2
 trap '[[ $KEEP == 1 ]] || rm -rf "$OUT"' EXIT
-VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes)
+# The cache simulation (D1 and LL misses beside the instructions), its geometry pinned to this
+# VM's caches as lscpu gives them (a core's L1d of 48 KiB, 12-way; the L3 of 32 MiB as the last
+# level, 16-way; 64-byte lines) rather than valgrind's own reading of CPUID (an LL of 512 MiB
+# here). One simulated cache serves every thread (valgrind runs one at a time): a line the
+# device thread wrote is in it when the driver reads it, where a real NIC's DMA would have
+# taken it out of the CPU's caches, so the misses are the working set's, not the NIC's.
+CACHE=(--cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 --LL=33554432,16,64)
+VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes "${CACHE[@]}")
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPU(s), $(uname -r);" \
   "load average $(cut -d' ' -f1-3 /proc/loadavg); DPDK $(dpkg-query -W -f '${Version}' librte-net-mlx5-23 2>/dev/null || echo '?')"
+echo "cache simulation: ${CACHE[*]} (D1 = the L1 data cache, LL = the last level; r / w = read / write misses)"
 
 # The Python half: reads one run's callgrind files (one per thread), finds the worker thread
 # and the driver's functions, prints one JSON object.
 cat >"$OUT/parse.py" <<'EOF'
 import glob, json, re, subprocess, sys
 tool, prefix = sys.argv[1], sys.argv[2]
-LINE = re.compile(r'^\s*([\d,]+) \([^)]*\)\s+([*>])\s+(.*?)(?: \(([\d,]+)x\))?(?: \[(.*)\])?$')
+# The events shown: instructions first (what every figure is), then the data-cache misses
+# (D1 read, D1 write, LL read, LL write) beside them.
+EVENTS = ['Ir', 'D1mr', 'D1mw', 'DLmr', 'DLmw']
+LINE = re.compile(r'^\s*([\d,]+ \(.*?)\s+([*>])\s+(.*?)(?: \(([\d,]+)x\))?(?: \[(.*)\])?$')
 def tree(path):
     out = subprocess.run(['callgrind_annotate', '--tree=calling', '--inclusive=yes',
-                          '--threshold=100', path], capture_output=True, text=True).stdout
+                          '--threshold=100', '--show=' + ','.join(EVENTS), path],
+                         capture_output=True, text=True).stdout
     incl, calls, cur = {}, {}, None
     for l in out.splitlines():
         m = LINE.match(l)
         if not m:
             continue
-        ir, kind, name, n, obj = int(m[1].replace(',', '')), m[2], m[3], m[4], m[5] or ''
+        # "1,234 (5.6%)" per event, "0" or "." for none
+        cols = re.sub(r'\([^)]*\)', ' ', m[1]).split()
+        if len(cols) != len(EVENTS) or not all(re.fullmatch(r'[\d,]+|\.', c) for c in cols):
+            continue
+        ev = [0 if c == '.' else int(c.replace(',', '')) for c in cols]
+        kind, name, n, obj = m[2], m[3], m[4], m[5] or ''
         name = name.split(':', 1)[-1] if not name.startswith('???') else name[4:] + '@' + obj.rsplit('/', 1)[-1]
         if kind == '*':
             cur = name
-            incl[name] = max(incl.get(name, 0), ir)
+            if ev[0] >= incl.get(name, [0])[0]:
+                incl[name] = ev
         elif cur is not None:
-            calls.setdefault(cur, []).append((name, ir, int(n.replace(',', '')) if n else 0))
-    return incl, calls
+            calls.setdefault(cur, []).append((name, ev, int(n.replace(',', '')) if n else 0))
+    # instructions as before (ints); the misses in MISS[name] and the call tuples' 4th field
+    miss = {k: v[1:] for k, v in incl.items()}
+    return ({k: v[0] for k, v in incl.items()},
+            {k: [(c, v[0], n, v[1:]) for (c, v, n) in cl] for k, cl in calls.items()}, miss)
 def total(path):
     for l in open(path):
         if l.startswith('summary:') or l.startswith('totals:'):
             return int(l.split()[1])
 best = None
 for f in sorted(glob.glob(prefix + '-*')):
-    incl, calls = tree(f)
+    incl, calls, miss = tree(f)
     if tool == 'rawq':
         # The caller of the queue's bursts: pktgen's tx_loop, or the thread function fwd's
         # `forward` is inlined into.
@@ -140,34 +167,42 @@ for f in sorted(glob.glob(prefix + '-*')):
         # cost on this thread (the main thread calls the PMD only in set-up).
         loop = max(keys, key=lambda k: sum(c[1] for c in calls[k]))
     if best is None or incl[loop] > best[1]:
-        best = (f, incl[loop], incl, calls, loop)
+        best = (f, incl[loop], incl, calls, loop, miss)
 if best is None:
     sys.exit('no worker thread found in ' + prefix)
-f, whole, incl, calls, loop = best
-r = {'thread_file': f, 'loop': loop, 'whole': whole, 'driver': {}, 'app': {}}
+f, whole, incl, calls, loop, miss = best
+sub = lambda a, b: [x - y for x, y in zip(a, b)]
+add = lambda a, b: [x + y for x, y in zip(a, b)]
+# 'misses': the data-cache misses [D1 read, D1 write, LL read, LL write] of the same parts
+r = {'thread_file': f, 'loop': loop, 'whole': whole, 'driver': {}, 'app': {},
+     'misses': {'whole': miss[loop], 'driver': {}}}
 if tool == 'rawq':
     for k, v in incl.items():
         m = re.search(r'DvQueue as rawq::queue::QueueOps>::(tx_burst|rx_burst|alloc_burst|reclaim)$', k)
         if m:
             r['driver'][m[1]] = {'ir': v, 'calls': 0}
-    for (name, ir, n) in calls.get(loop, []):
+            r['misses']['driver'][m[1]] = miss[k]
+    for (name, ir, n, ms) in calls.get(loop, []):
         # pktgen's settle (after the loop: waiting for the last completions) is left out.
         if name.endswith('pktgen::loops::settle'):
             r['whole'] -= ir
+            r['misses']['whole'] = sub(r['misses']['whole'], ms)
         # pktgen --rx naps after 10000 empty polls (before the first frame, after the last):
         # time off the data path, not its instructions.
         if name.endswith('std::thread::functions::sleep'):
             r['whole'] -= ir
-    for (name, ir, n) in sum(calls.values(), []):
+            r['misses']['whole'] = sub(r['misses']['whole'], ms)
+    for (name, ir, n, ms) in sum(calls.values(), []):
         m = re.search(r'DvQueue as rawq::queue::QueueOps>::(tx_burst|rx_burst|alloc_burst|reclaim)$', name)
         if m:
             r['driver'][m[1]]['calls'] += n
         if re.search(r'write_udp$|measure::fill$', name):
             r['app']['frame writing (' + name.rsplit('::', 1)[-1] + ')'] = ir
 else:
-    for (name, ir, n) in calls[loop]:
+    for (name, ir, n, ms) in calls[loop]:
         if name.endswith('librte_net_mlx5.so.23.0'):
-            r['driver'][name] = {'ir': ir, 'calls': n, 'callees': calls.get(name, [])}
+            r['driver'][name] = {'ir': ir, 'calls': n, 'callees': [c[:3] for c in calls.get(name, [])]}
+            r['misses']['driver'][name] = ms
         else:
             r['app'][name] = {'ir': ir, 'calls': n}
 print(json.dumps(r))
@@ -191,9 +226,41 @@ def show(name, pts):
     else:
         fit = 'no fit (the two runs have the same share of empty calls)'
     print('  %-34s %s\n  %-34s raw: %s' % (name, fit, '', raw))
+def fitted(pts):
+    (i1, p1, c1), (i2, p2, c2) = pts
+    det = p1 * c2 - p2 * c1
+    if not (det and p1 and p2):
+        return None
+    return (i1 * c2 - i2 * c1) / det + (p1 * i2 - p2 * i1) / det / burst
 print(label)
+res = {}
 for key in runs[0]['series']:
-    show(key, [tuple(r['series'][key]) for r in runs])
+    pts = [tuple(r['series'][key]) for r in runs]
+    if isinstance(pts[0][0], list):
+        # data-cache misses [D1 r, D1 w, LL r, LL w]: the same fit, one event at a time
+        per = [fitted([(i[k], p, c) for i, p, c in pts]) for k in range(4)]
+        res[key] = per
+        raw = ' / '.join('D1 %.2f r %.2f w, LL %.2f r %.2f w' % tuple(x / p for x in i) for i, p, c in pts if p)
+        print('  %-34s %s\n  %-34s raw: %s' % (key, 'no fit' if None in per else
+              'D1 %.2f r + %.2f w, LL %.2f r + %.2f w a packet in full bursts' % tuple(per), '', raw))
+    else:
+        res[key] = fitted(pts)
+        show(key, pts)
+if len(sys.argv) > 4:  # the fitted figures, for the side-by-side table
+    json.dump(res, open(sys.argv[4], 'w'))
+EOF
+
+# Prints the data-cache misses a packet of rawq ($1) and testpmd ($2) side by side: JSON files
+# {part: [D1 r, D1 w, LL r, LL w]}, the same method for both ($3 says which).
+cat >"$OUT/misses.py" <<'EOF'
+import json, sys
+a, b, how = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+f = lambda v: '-' if v is None or None in v else '%5.2f %5.2f | %5.2f %5.2f' % tuple(v)
+print('  data-cache misses a packet (%s):' % how)
+print('  %-30s %-27s %s' % ('', 'rawq: D1 r   w | LL r   w', 'testpmd: D1 r   w | LL r   w'))
+for k in a:
+    if k in b:
+        print('  %-30s %-27s %s' % (k, f(a[k]), f(b[k])))
 EOF
 
 # DPDK's receive figure from per-instruction counts (docs/performance.md: "How DPDK's receive figure was
@@ -278,6 +345,27 @@ if len(sys.argv) > 4:  # the io mode's iocost.py takes the counts from here
               open(sys.argv[4], 'w'))
 EOF
 
+# The data-cache misses a packet of one run with nothing subtracted (rx and io: testpmd's
+# empty calls defeat a fit, and its receive figure is exact instead; the misses of every call
+# are divided by the packets, for both tools alike): parse JSON $1, packets $2, out JSON $3.
+cat >"$OUT/rawmiss.py" <<'EOF'
+import json, sys
+p, n = json.load(open(sys.argv[1])), int(sys.argv[2])
+d = p['misses']['driver']
+tot = lambda vs: [sum(v[k] for v in vs) for k in range(4)]
+if any(k.endswith('.so.23.0') for k in d):
+    # testpmd: its rx burst is the PMD function called most, the tx burst the other(s)
+    rx = max(p['driver'], key=lambda k: p['driver'][k]['calls'])
+    parts = {'rx burst': d[rx], 'tx burst': tot([v for k, v in d.items() if k != rx])}
+else:
+    z = [0] * 4
+    parts = {'rx burst': d.get('rx_burst', z), 'tx burst': tot([d.get('tx_burst', z), d.get('reclaim', z)])}
+out = {k: [x / n for x in v] for k, v in parts.items() if any(v)}
+out['driver'] = [x / n for x in tot(list(parts.values()))]
+out['whole thread'] = [x / n for x in p['misses']['whole']]
+json.dump(out, open(sys.argv[3], 'w'))
+EOF
+
 # Waits (bounded) until file $1 contains $2.
 wait_for() {
   local i
@@ -304,7 +392,10 @@ print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': calls, 'series':
     'driver: tx_burst (+ completions, free)': [d['tx_burst']['ir'], pk, calls],
     'driver: buffer allocation (alloc_burst)': [d.get('alloc_burst', {'ir': 0})['ir'], pk, calls],
     'whole sender thread (tx_loop)': [p['whole'], pk, calls],
-    'application (whole - driver)': [p['whole'] - drv, pk, calls]},
+    'application (whole - driver)': [p['whole'] - drv, pk, calls],
+    'misses: driver': [[x + y for x, y in zip(p['misses']['driver']['tx_burst'],
+                        p['misses']['driver'].get('alloc_burst', [0] * 4))], pk, calls],
+    'misses: whole thread': [p['misses']['whole'], pk, calls]},
     'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'app': p['app']}}))
 EOF
 }
@@ -369,7 +460,9 @@ dsum = sum(v['ir'] for _, v in drv)
 print(json.dumps({'pkts': pk, 'device_frames': frames, 'calls': burst, **extra, 'series': {
     'driver: PMD burst functions': [dsum, pk, burst],
     'whole forwarding lcore': [p['whole'], pk, burst],
-    'application (whole - driver)': [p['whole'] - dsum, pk, burst]},
+    'application (whole - driver)': [p['whole'] - dsum, pk, burst],
+    'misses: driver': [[sum(v[k] for v in p['misses']['driver'].values()) for k in range(4)], pk, burst],
+    'misses: whole thread': [p['misses']['whole'], pk, burst]},
     'notes': {'thread': p['thread_file'].rsplit('-', 1)[-1], 'forwarding function': p['loop'],
               'PMD functions': {k: v for k, v in drv},
               'app callees': p['app']}}))
@@ -429,15 +522,22 @@ if [[ ,$MODES, == *,tx,* ]]; then
   echo
   echo "== transmit only: 60-byte UDP frames (64 on the wire with FCS), burst 32 =="
   A=$(rawq_tx rawq-tx-a 8192) B=$(rawq_tx rawq-tx-b 256)
-  python3 "$OUT/fit.py" "rawq pktgen -b dv (eMPW; rings of 8192 and 256):" "$A" "$B"
+  python3 "$OUT/fit.py" "rawq pktgen -b dv (eMPW; rings of 8192 and 256):" "$A" "$B" "$OUT/rawq-tx.fit"
   report_notes "$A"; report_notes "$B"
   dpdk_run dpdk-tx-a txonly 4096 start
   dpdk_run dpdk-tx-b txonly 512 start
   A=$(dpdk_series dpdk-tx-a TX) B=$(dpdk_series dpdk-tx-b TX)
-  python3 "$OUT/fit.py" "dpdk-testpmd txonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B"
+  python3 "$OUT/fit.py" "dpdk-testpmd txonly, mlx5 PMD ($DEVARGS; rings of 4096 and 512):" "$A" "$B" "$OUT/dpdk-tx.fit"
   report_notes "$A"; report_notes "$B"
   echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-tx-a.log" | tr -s '\t\n' '  ')"
   echo "  its settings: $(grep -h -o '"txq_[a-z_]*" is [-0-9]*\|"rxq_cqe_comp_en" is [0-9]*' "$OUT/dpdk-tx-a.log" | tr '\n' ' ')"
+  if [[ -f $OUT/rawq-tx.fit && -f $OUT/dpdk-tx.fit ]]; then
+    for t in rawq dpdk; do
+      python3 -c 'import json, sys; a = json.load(open(sys.argv[1])); json.dump({"driver": a["misses: driver"], "whole thread": a["misses: whole thread"]}, open(sys.argv[2], "w"))' \
+        "$OUT/$t-tx.fit" "$OUT/$t-tx.misses"
+    done
+    python3 "$OUT/misses.py" "$OUT/rawq-tx.misses" "$OUT/dpdk-tx.misses" "each tool's two-run fit, as its instructions"
+  fi
 fi
 
 # rawq rx run $1 (tag) with ring $2, fed $RXGEN_COUNT generated frames; prints the run's JSON.
@@ -479,6 +579,8 @@ if [[ ,$MODES, == *,rx,* ]]; then
   python3 "$OUT/fit.py" "rawq pktgen -b dv --rx (cyclic RQ, CQE compression; rings of 8192 and 1024):" "$A" "$B"
   report_notes "$A"; report_notes "$B"
   check_counts "$A"; check_counts "$B"
+  python3 "$OUT/rawmiss.py" "$OUT/rawq-rx-a.parse" \
+    "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["pkts"])' "$A")" "$OUT/rawq-rx.misses"
   fi
   if [[ ,$SIDES, == *,dpdk,* ]]; then
   # --no-flush-rx: testpmd's start otherwise drains and discards what its RQs hold (frames
@@ -500,6 +602,12 @@ if [[ ,$MODES, == *,rx,* ]]; then
   # testpmd's lcore never naps (pktgen --rx does after 10000 empty polls): under valgrind it
   # keeps the CPU from the device and the source, and polls an empty RQ most of its turns.
   echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-rx-a.log" "$OUT/dpdk-rx-z.log" | tr -s ' \n' '  ')"
+  python3 "$OUT/rawmiss.py" "$OUT/dpdk-rx-a.parse" \
+    "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["pkts"])' "$A")" "$OUT/dpdk-rx.misses"
+  fi
+  if [[ -f $OUT/rawq-rx.misses && -f $OUT/dpdk-rx.misses ]]; then
+    python3 "$OUT/misses.py" "$OUT/rawq-rx.misses" "$OUT/dpdk-rx.misses" \
+      "every call's misses over the packets, nothing subtracted, for both; rawq's ring of 8192"
   fi
   unset RXGEN_COUNT
 fi
@@ -695,6 +803,7 @@ if [[ ,$MODES, == *,io,* ]]; then
   python3 "$OUT/iocost.py" rawq "$OUT/rawq-io-a.parse" "$OUT/rawq-io-z.parse" "$TX" "$OUT/rawq-io.fig"
   io_counts "$OUT/rawq-io-a.emu" "$RX" "$TX"
   echo "  fwd's drops: $(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["ports"][0]["drops"]))' "$OUT/rawq-io-a.json")"
+  python3 "$OUT/rawmiss.py" "$OUT/rawq-io-a.parse" "$TX" "$OUT/rawq-io.misses"
   fi
   if [[ ,$SIDES, == *,dpdk,* ]]; then
   # The same for testpmd: mlx5_0 alone given to the PMD (one port: io forwards it to itself).
@@ -720,5 +829,10 @@ print(re.search(r"RX-packets: *(\d+)", acc)[1], re.search(r"TX-packets: *(\d+)",
   echo "  testpmd's drops: $(grep -h -o 'TX-dropped: *[0-9]*' "$OUT/dpdk-io-a.log" | tail -1)"
   echo "  the PMD's choice: $(grep -h -A1 'selected Tx function' "$OUT/dpdk-io-a.log" | tr -s '\t\n' '  ')$(grep -h 'selected.*Rx function' "$OUT/dpdk-io-a.log" | sort -u | tr -s '\t\n' '  ')"
   echo "  testpmd's own burst statistics: $(grep -h 'RX-bursts' "$OUT/dpdk-io-a.log" "$OUT/dpdk-io-z.log" | tr -s ' \n' '  ')"
+  python3 "$OUT/rawmiss.py" "$OUT/dpdk-io-a.parse" "$TX" "$OUT/dpdk-io.misses"
+  fi
+  if [[ -f $OUT/rawq-io.misses && -f $OUT/dpdk-io.misses ]]; then
+    python3 "$OUT/misses.py" "$OUT/rawq-io.misses" "$OUT/dpdk-io.misses" \
+      "every round's misses over the forwarded packets, nothing subtracted, for both"
   fi
 fi

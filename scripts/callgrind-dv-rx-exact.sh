@@ -21,8 +21,9 @@ for t in valgrind callgrind_annotate python3; do
 done
 cargo build --release --quiet --all-features --bin rawq-pktgen
 cargo build --release --quiet -p rawq-emu
-export RAWQ_EMU_LIB=$ROOT/target/release/librawq_emu.so
-export RAWQ_EMU_SYSFS=$ROOT/target/release/rawq-emu-sysfs
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+export RAWQ_EMU_LIB=$TARGET/release/librawq_emu.so
+export RAWQ_EMU_SYSFS=$TARGET/release/rawq-emu-sysfs
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rawq-rx-exact.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes)
@@ -32,7 +33,7 @@ VG=(valgrind --tool=callgrind --separate-threads=yes --fair-sched=yes)
 run() {
   local tag=$1 n=${2:-}
   env RAWQ_EMU_PAUSE=1 ${n:+RAWQ_EMU_RXGEN=$n} RAWQ_EMU_STATS="$OUT/$tag.emu" bash scripts/emu.sh -- \
-    "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" "$ROOT/target/release/rawq-pktgen" \
+    "${VG[@]}" --callgrind-out-file="$OUT/$tag.out" "$TARGET/release/rawq-pktgen" \
     -b dv -d mlx5_0 --rx --burst 32 --ring "$RING" --json >"$OUT/$tag.json" 2>"$OUT/$tag.log" &
   local pid=$! i
   if [[ -n $n ]]; then

@@ -8,8 +8,13 @@
 # the sender (what pktgen sees on the emulated NIC), not a batch of 16 that one bulk free returns.
 # "rxzip" is "rx" with CQE compression (hash-format mini-CQEs, rawq's default and what the
 # emulated ConnectX-5 sends): the packets come from compressed sessions of up to 64.
+# "alloc" is `Queue::alloc_burst` of 32 from the queue's own cache (the one its send completions
+# refill, as pktgen's send loop takes its buffers), the burst sent outside the counted function.
+# Beside the instructions: the data-cache misses a packet from callgrind's cache simulation (D1
+# and LL read / write misses; its geometry pinned to this VM's caches, as bench-vs-dpdk.sh).
 #
-# Usage: scripts/callgrind-dv.sh [rounds]     (default 200 rounds = 102400 packets each way)
+# Usage: [LINES="tx alloc ..."] scripts/callgrind-dv.sh [rounds]   (default 200 rounds = 102400
+#        packets each way; LINES: which lines, default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-200}
@@ -22,9 +27,16 @@ cargo build --release --bench dv --message-format=json 2>/dev/null >"$OUT/build.
 BIN=$(grep -o '"executable":"[^"]*deps/dv-[^"]*"' "$OUT/build.json" | tail -1 | cut -d'"' -f4)
 [ -x "$BIN" ] || { echo "bench binary not found" >&2; exit 1; }
 PKTS=$((ROUNDS * 512))
-for dir in tx tx18 txdev txempw rx rxzip; do
-  RAWQ_DV_CALLGRIND=$ROUNDS valgrind --tool=callgrind --callgrind-out-file="$OUT/$dir.out" \
+CACHE=(--cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 --LL=33554432,16,64)
+for dir in ${LINES:-tx tx18 txdev txempw alloc rx rxzip}; do
+  RAWQ_DV_CALLGRIND=$ROUNDS valgrind --tool=callgrind "${CACHE[@]}" --callgrind-out-file="$OUT/$dir.out" \
     --toggle-collect="*::callgrind_${dir}" "$BIN" >/dev/null 2>"$OUT/$dir.log"
-  IR=$(callgrind_annotate "$OUT/$dir.out" 2>/dev/null | awk '/PROGRAM TOTALS/ && !d {gsub(",","",$1); print $1; d=1}')
-  echo "$dir: $IR instructions / $PKTS packets = $(awk -v a="$IR" -v b="$PKTS" 'BEGIN{printf "%.1f", a/b}') per packet"
+  # The file's own totals (what was collected): "events:" names the columns of "summary:".
+  awk -v dir="$dir" -v n="$PKTS" '
+    /^events:/ { for (i = 2; i <= NF; i++) col[$i] = i }
+    /^summary:/ { for (i = 2; i <= NF; i++) v[i] = $i }
+    END {
+      printf "%s: %d instructions / %d packets = %.1f per packet; data-cache misses a packet: D1 %.3f r %.3f w, LL %.3f r %.3f w\n",
+        dir, v[col["Ir"]], n, v[col["Ir"]] / n, v[col["D1mr"]] / n, v[col["D1mw"]] / n, v[col["DLmr"]] / n, v[col["DLmw"]] / n
+    }' "$OUT/$dir.out"
 done

@@ -2,11 +2,12 @@
 //! caches that a dropped [`Packet`] returns its buffer to.
 
 use std::cell::RefCell;
+use std::mem::{ManuallyDrop, MaybeUninit};
 
 use super::pool::Mempool;
 use super::Shared;
 use crate::error::{Error, Result};
-use crate::packet::Packet;
+use crate::packet::{layout, Packet};
 
 /// A private stack of free buffer indices in front of a pool's shared stack.
 ///
@@ -19,17 +20,26 @@ pub struct PoolCache {
     // Keeps the pool alive while the cache holds indices; `None` only inside the thread-local
     // cache, which must not keep pools alive (see `LocalCaches`).
     _pool: Option<Mempool>,
+    // A fresh packet's 64 bytes (`fresh_template`), which `alloc_bulk` copies.
+    tmpl: Template,
 }
 
 impl PoolCache {
     pub(super) fn new(pool: Mempool) -> PoolCache {
-        let shared = pool.shared();
+        let mut c = PoolCache::local(pool.shared());
+        c._pool = Some(pool);
+        c
+    }
+
+    /// A cache holding no pool handle (the thread-local one: see `LocalCaches`).
+    pub(super) fn local(shared: &'static Shared) -> PoolCache {
         let size = shared.cache_size as usize;
         PoolCache {
             shared,
             stack: Vec::with_capacity(2 * size + 64),
             size,
-            _pool: Some(pool),
+            _pool: None,
+            tmpl: fresh_template(shared),
         }
     }
 
@@ -111,24 +121,30 @@ impl PoolCache {
     ///
     /// # Errors
     /// [`Error::PoolExhausted`] when fewer than `n` buffers are free; nothing is appended then.
+    #[inline]
     pub fn alloc_bulk(&mut self, out: &mut Vec<Packet>, n: usize) -> Result<()> {
-        if !self.ensure(n) {
-            return Err(Error::PoolExhausted {
-                capacity: self.shared.count,
-            });
+        // The common case, a cache holding a burst, passes one comparison; `ensure`'s refill
+        // (and the error) stays out of line.
+        if self.stack.len() < n {
+            self.refill_for(n)?;
         }
         let from = self.stack.len() - n;
-        let s = self.shared;
-        // A slice iterator (exact length: one reserve, no per-element capacity check) and a
-        // truncate, rather than a `Drain` (whose drop moves the tail back).
-        out.extend(
-            self.stack[from..]
-                .iter()
-                .rev()
-                .map(|&idx| Packet::from_free_index(s, idx)),
-        );
+        push_fresh(out, &self.stack[from..], &self.tmpl);
         self.stack.truncate(from);
         Ok(())
+    }
+
+    /// `alloc_bulk`'s slow path: the cache holds fewer than `n`.
+    #[cold]
+    #[inline(never)]
+    fn refill_for(&mut self, n: usize) -> Result<()> {
+        if self.ensure(n) {
+            Ok(())
+        } else {
+            Err(Error::PoolExhausted {
+                capacity: self.shared.count,
+            })
+        }
     }
 
     /// Frees a packet into this cache (rather than the thread-local cache a plain drop uses).
@@ -171,6 +187,82 @@ impl Drop for PoolCache {
     }
 }
 
+// `push_fresh` copies a template packet as 64 bytes and then writes the buffer index.
+const _: () = assert!(std::mem::size_of::<Packet>() == 64 && layout::IDX + 4 <= 64);
+
+/// The bytes of a packet handle (`MaybeUninit`: they may hold padding).
+type Template = MaybeUninit<[u64; 8]>;
+
+/// The 64 bytes of a fresh packet of pool `s` (its headroom, no data, one segment, no offload
+/// request, no metadata) with a placeholder buffer index, for `push_fresh`. Kept in the cache,
+/// not rebuilt a burst: a copy from memory the compiler cannot see through is stored as four
+/// 16-byte words, where the handle's narrow fields (and `TxOffload`'s `None`s, which leave
+/// gaps no store may cover) took ten stores a packet.
+#[allow(unsafe_code)]
+fn fresh_template(s: &'static Shared) -> Template {
+    // Never dropped: its buffer index is a placeholder.
+    let tmpl = ManuallyDrop::new(Packet::from_raw_parts(s, 0, s.headroom(), 0));
+    // SAFETY: `tmpl` is a live `Packet`: 64 readable bytes, read as `MaybeUninit`.
+    unsafe { std::ptr::read(&*tmpl as *const Packet as *const Template) }
+}
+
+/// Appends a fresh packet for each of `idx`, last first, to `out`: a copy of `tmpl` (from
+/// `fresh_template` of the pool the indices belong to) with the buffer index written.
+#[allow(unsafe_code)]
+#[inline(always)]
+fn push_fresh(out: &mut Vec<Packet>, idx: &[u32], tmpl: &Template) {
+    out.reserve(idx.len());
+    let len = out.len();
+    // The template in four 16-byte registers, loaded once: a plain copy of `*tmpl` is read
+    // again from memory for every packet (the stores into `out` might, for all the compiler
+    // knows, change it).
+    #[cfg(target_arch = "x86_64")]
+    let t = {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+        let p = tmpl.as_ptr() as *const __m128i;
+        // SAFETY: `tmpl` is 64 readable bytes; SSE2 is part of x86_64.
+        unsafe {
+            [
+                _mm_loadu_si128(p),
+                _mm_loadu_si128(p.add(1)),
+                _mm_loadu_si128(p.add(2)),
+                _mm_loadu_si128(p.add(3)),
+            ]
+        }
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let t = *tmpl;
+    // SAFETY: `reserve` made room for `idx.len()` packets after `len`: `dst..end` are spare
+    // slots of `out` (in or one past its allocation), and `src` walks `idx` from its end.
+    unsafe {
+        let mut dst = out.as_mut_ptr().add(len) as *mut u8;
+        let end = dst.add(idx.len() * std::mem::size_of::<Packet>());
+        let mut src = idx.as_ptr().add(idx.len());
+        while dst != end {
+            src = src.sub(1);
+            // The template's bytes (a valid `Packet` of the indices' pool) go in whole, then
+            // buffer `*src` over its placeholder at the `repr(C)` handle's index field
+            // (`layout::IDX`, a `u32`): the packet owns that buffer, which the caller took off
+            // its free stack and hands over here.
+            #[cfg(target_arch = "x86_64")]
+            {
+                use std::arch::x86_64::{__m128i, _mm_storeu_si128};
+                let d = dst as *mut __m128i;
+                _mm_storeu_si128(d, t[0]);
+                _mm_storeu_si128(d.add(1), t[1]);
+                _mm_storeu_si128(d.add(2), t[2]);
+                _mm_storeu_si128(d.add(3), t[3]);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            std::ptr::write_unaligned(dst as *mut Template, t);
+            std::ptr::write_unaligned(dst.add(layout::IDX) as *mut u32, *src);
+            dst = dst.add(std::mem::size_of::<Packet>());
+        }
+        // The first `idx.len()` spare slots now hold valid packets.
+        out.set_len(len + idx.len());
+    }
+}
+
 /// The calling thread's caches, one per pool it has freed into.
 pub(super) struct LocalCaches {
     pub(super) caches: Vec<PoolCache>,
@@ -182,13 +274,7 @@ impl LocalCaches {
         let pos = match self.caches.iter().position(|c| std::ptr::eq(c.shared, s)) {
             Some(p) => p,
             None => {
-                let size = s.cache_size as usize;
-                self.caches.push(PoolCache {
-                    shared: s,
-                    stack: Vec::with_capacity(2 * size + 64),
-                    size,
-                    _pool: None,
-                });
+                self.caches.push(PoolCache::local(s));
                 self.caches.len() - 1
             }
         };
@@ -242,6 +328,47 @@ mod tests {
             "a cache never holds more than 2 * cache_size"
         );
         assert_eq!(pool.available() as usize + c.len(), 64);
+        drop(c);
+        assert_eq!(pool.available(), 64);
+    }
+
+    #[test]
+    fn alloc_bulk_hands_out_fresh_packets_of_the_cached_buffers() {
+        let pool = small(64);
+        let mut c = pool.cache();
+        let mut out = vec![pool.alloc().unwrap()];
+        out[0].set_len(20).unwrap();
+        c.alloc_bulk(&mut out, 12).unwrap();
+        assert_eq!(out.len(), 13, "appended after the packet already there");
+        assert_eq!(out[0].len(), 20, "which is left as it was");
+        // A packet allocated one at a time, field by field, to compare with.
+        let fresh = pool.alloc().unwrap();
+        let off = fresh.data_addr() - c.buf_ptr(fresh.buffer_index()) as u64;
+        for (k, p) in out[1..].iter().enumerate() {
+            // The thread-local cache's refill (for `out[0]`) took buffers 0..8; this cache's
+            // took the next lowest, handed out in order.
+            let i = 8 + k as u32;
+            assert_eq!(p.buffer_index(), i);
+            assert_eq!(p.len(), 0);
+            assert_eq!(p.segment_count(), 1);
+            assert_eq!(p.headroom(), fresh.headroom());
+            assert_eq!(p.tailroom(), fresh.tailroom());
+            assert_eq!(p.data_addr(), c.buf_ptr(i) as u64 + off);
+            assert_eq!(p.offload, crate::packet::TxOffload::default());
+            assert_eq!(p.meta.rss_hash(), 0);
+            assert_eq!(p.meta.flow_tag(), 0);
+            assert_eq!(p.meta.vlan_tci(), None);
+            assert_eq!(p.meta.hw_timestamp(), None);
+            assert_eq!(p.meta.kernel_rx_ns(), None);
+        }
+        drop(fresh);
+        // Too many: nothing appended, an error that says so.
+        let e = c.alloc_bulk(&mut out, 64).unwrap_err();
+        assert!(matches!(e, Error::PoolExhausted { capacity: 64 }), "{e}");
+        assert_eq!(out.len(), 13);
+        // Every packet owns its buffer: dropped, they all come home.
+        drop(out);
+        pool.flush_local_cache();
         drop(c);
         assert_eq!(pool.available(), 64);
     }

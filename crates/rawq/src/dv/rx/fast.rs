@@ -17,6 +17,76 @@ const _: () = assert!(
         && std::mem::size_of::<RxMeta>() == 32
 );
 
+/// 64 bytes (a template packet's) in four 16-byte registers on x86_64, loaded once and stored
+/// whole into each packet: a copy of a `MaybeUninit<[u64; 8]>` was read again from memory for
+/// every packet (4 loads more a packet), the stores into `out` being, for all the compiler
+/// knows, able to change it.
+#[derive(Clone, Copy)]
+pub(super) struct Bytes64 {
+    #[cfg(target_arch = "x86_64")]
+    v: [std::arch::x86_64::__m128i; 4],
+    #[cfg(not(target_arch = "x86_64"))]
+    v: MaybeUninit<[u64; 8]>,
+}
+
+impl Bytes64 {
+    /// Reads 64 bytes at `p`.
+    ///
+    /// # Safety
+    /// `p` must be valid for reading 64 bytes (any alignment; padding bytes are fine).
+    #[inline(always)]
+    pub(super) unsafe fn load(p: *const u8) -> Bytes64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+            let p = p as *const __m128i;
+            // SAFETY: the caller's 64 readable bytes; SSE2 is part of x86_64.
+            unsafe {
+                Bytes64 {
+                    v: [
+                        _mm_loadu_si128(p),
+                        _mm_loadu_si128(p.add(1)),
+                        _mm_loadu_si128(p.add(2)),
+                        _mm_loadu_si128(p.add(3)),
+                    ],
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: the caller's 64 readable bytes, read as `MaybeUninit`.
+        unsafe {
+            Bytes64 {
+                v: std::ptr::read_unaligned(p as *const MaybeUninit<[u64; 8]>),
+            }
+        }
+    }
+
+    /// Writes the 64 bytes at `d`.
+    ///
+    /// # Safety
+    /// `d` must be valid for writing 64 bytes (any alignment).
+    #[inline(always)]
+    pub(super) unsafe fn store(self, d: *mut u8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_storeu_si128};
+            let d = d as *mut __m128i;
+            // SAFETY: the caller's 64 writable bytes; SSE2 is part of x86_64.
+            unsafe {
+                _mm_storeu_si128(d, self.v[0]);
+                _mm_storeu_si128(d.add(1), self.v[1]);
+                _mm_storeu_si128(d.add(2), self.v[2]);
+                _mm_storeu_si128(d.add(3), self.v[3]);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: the caller's 64 writable bytes.
+        unsafe {
+            std::ptr::write_unaligned(d as *mut MaybeUninit<[u64; 8]>, self.v)
+        }
+    }
+}
+
 /// The packet metadata of CQE `b`, raw (decoded on access: see [`RxMeta`]), with RSS hash
 /// `hash` (host order; a mini-CQE's, or the CQE's own). A compressed session's packets take
 /// their title's timestamp, as the kernel's decompression does (mlx5e en_rx.c
@@ -224,10 +294,10 @@ impl FastRx {
         let size = self.geo.buf_size() as u64;
         let (mask, seg_room, ring, data0) = (self.mask, self.seg_room, self.ring, self.data0);
         let ctr0 = Cqe::new_unchecked(title).wqe_counter() as u32;
-        // The template's 64 bytes, copied as they are (`MaybeUninit`: a `Packet` may hold
-        // padding) into each packet.
+        // The template's 64 bytes, copied as they are (a `Packet` may hold padding) into each
+        // packet, from registers loaded once (`Bytes64`).
         // SAFETY: `tmpl` is a live `Packet`, 64 readable bytes.
-        let t = unsafe { std::ptr::read(tmpl as *const Packet as *const MaybeUninit<[u64; 8]>) };
+        let t = unsafe { Bytes64::load(tmpl as *const Packet as *const u8) };
         let base = out.as_mut_ptr();
         let end = base.wrapping_add(want);
         let (mut dst, mut bytes, mut e) = (base, 0u64, i);
@@ -286,8 +356,8 @@ impl FastRx {
                 // the types of those fields; the packet owns buffer `idx`, which the device
                 // just gave back.
                 unsafe {
-                    std::ptr::write(dst as *mut MaybeUninit<[u64; 8]>, t);
                     let d = dst as *mut u8;
+                    t.store(d);
                     std::ptr::write_unaligned(d.add(layout::SEG_LEN) as *mut u16, len as u16);
                     std::ptr::write_unaligned(d.add(layout::IDX) as *mut u32, idx);
                     std::ptr::write_unaligned(d.add(layout::PKT_LEN) as *mut u32, len);
