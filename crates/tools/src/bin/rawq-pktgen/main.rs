@@ -350,8 +350,11 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 if i == 0 {
                     injected_fault();
                 }
-                ready.arrive();
-                let mut deadline = duration.map(|d| Instant::now() + d);
+                // -t from when the line opened, the same instant for every queue (not from when
+                // this thread got back on a core: on a loaded machine that was tens of ms later
+                // for one queue than another, and the run sent for longer than -t).
+                let opened = ready.arrive();
+                let mut deadline = duration.map(|d| opened + d);
                 let fails = injected_queue_fault(i);
                 if let Some(QueueFault::Panic) = fails {
                     stop.store(true, Relaxed);
@@ -727,22 +730,25 @@ const STOP_BOUND: Duration = Duration::from_secs(15);
 /// waiting for ever.
 #[derive(Default)]
 struct StartLine {
-    /// (threads arrived, open)
-    state: Mutex<(usize, bool)>,
+    /// (threads arrived, when it opened)
+    state: Mutex<(usize, Option<Instant>)>,
     changed: Condvar,
 }
 
 impl StartLine {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Option<Instant>)> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A queue thread is ready: waits until the line opens.
-    fn arrive(&self) {
+    /// A queue thread is ready: waits until the line opens; when it opened.
+    fn arrive(&self) -> Instant {
         let mut g = self.lock();
         g.0 += 1;
         self.changed.notify_all();
-        while !g.1 {
+        loop {
+            if let Some(t) = g.1 {
+                return t;
+            }
             g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
         }
     }
@@ -760,7 +766,7 @@ impl StartLine {
                 .wait_timeout(g, Duration::from_millis(50))
                 .map_or_else(|p| p.into_inner().0, |r| r.0);
         }
-        g.1 = true;
+        g.1 = Some(Instant::now());
         self.changed.notify_all();
         g.0 >= n
     }
