@@ -186,7 +186,6 @@ impl DvQueue {
         if self.tx_down && e.syndrome == cqe::SYND_WR_FLUSH_ERR {
             return;
         }
-        self.stats.add(Counter::TxErrors, 1);
         // A device that wants the L2 header inline (ConnectX-4, some VF / e-switch modes; rawq
         // can only guess: see `control::min_inline_for`) refuses every send WQE without it as
         // a local QP operation error. When the very first sends fail that way and rawq gave no
@@ -207,12 +206,15 @@ impl DvQueue {
             self.recover.recover_sq()
         };
         let dropped = self.tx.reset(&self.stats, &mut self.cache);
+        // tx_errors counts the packets that failed: none when the CQE named no WQE still
+        // outstanding (counting the completion itself then counted a packet twice: the library
+        // runs of seeds 5034, 5053, 5205, 5218, 5300 in the 30-minute campaign).
         let failed = failed.min(dropped);
         if failed > 0 {
             // The counters wrap: adding the two's complement subtracts.
             self.stats
                 .add(Counter::TxDrops, (failed as u64).wrapping_neg());
-            self.stats.add(Counter::TxErrors, failed as u64 - 1);
+            self.stats.add(Counter::TxErrors, failed as u64);
         }
         let dropped = dropped - failed;
         let outcome = match &r {
