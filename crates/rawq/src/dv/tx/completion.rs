@@ -134,7 +134,7 @@ impl Tx {
         self.ci = wqe;
     }
 
-    /// The packets of the WQE at the consumer counter (after [`Tx::complete_before`] the one
+    /// The packets of the WQE at the consumer counter (after `complete_before`, the one
     /// an error CQE named); 0 when nothing is outstanding.
     pub(crate) fn packets_at_head(&self) -> u32 {
         if self.outstanding() == 0 {
