@@ -29,7 +29,8 @@ pub struct QueueStats {
     pub tx_bytes: u64,
     /// Packets dropped on transmit (e.g. flushed by a queue error).
     pub tx_drops: u64,
-    /// Transmit errors (error completions).
+    /// Transmit errors: packets an error completion failed (on DV every packet of the failed
+    /// WQE, several for an eMPW session; the WQEs behind it are flushed into `tx_drops`).
     pub tx_errors: u64,
     /// Times the device found no buffer to receive into (AF_XDP: the fill ring was empty); the
     /// frames lost then are in `rx_drops`.

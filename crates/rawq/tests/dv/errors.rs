@@ -150,12 +150,14 @@ fn tx_error_case(o: ModelOptions) {
     assert!(matches!(e, Error::Queue { queue: 0, .. }), "{e}");
     assert!(e.to_string().contains("syndrome 0x04"), "{e}");
     let s = r.tx.stats();
-    assert_eq!(s.tx_errors, 1);
+    // The failed WQE's packets (one, or an eMPW session's several).
+    assert!(s.tx_errors >= 1, "{s:?}");
     assert!(
         s.tx_drops > 0,
         "the failed WQE and those after it were dropped"
     );
-    assert_eq!(s.tx_packets + s.tx_drops, taken, "{s:?}");
+    // Each packet taken in one bucket: the failed WQE's failed, those behind it dropped.
+    assert_eq!(s.tx_packets + s.tx_drops + s.tx_errors, taken, "{s:?}");
     assert_eq!(received.len() as u64, s.tx_packets, "sent = received");
     // Traffic resumed after the error: packets sent after it arrived.
     assert!(*received.last().unwrap() as u64 > 40 + s.tx_drops);

@@ -105,12 +105,14 @@ fn inner_tx_error_recovers() {
     let got = r.got.clone();
     let s = r.finish();
     eprintln!("RESULT taken {taken} {s:?}");
-    assert_eq!(s.tx_errors, 1, "{s:?}");
+    // The failed WQE's packets (one, or an eMPW session's several).
+    assert!(s.tx_errors >= 1, "{s:?}");
     assert!(
         s.tx_drops > 0,
         "the failed WQE's frames were dropped: {s:?}"
     );
-    assert_eq!(s.tx_packets + s.tx_drops, taken, "{s:?}");
+    // Each packet taken in one bucket: the failed WQE's failed, those behind it dropped.
+    assert_eq!(s.tx_packets + s.tx_drops + s.tx_errors, taken, "{s:?}");
     assert_eq!(got.len() as u64, s.tx_packets, "sent = received: {s:?}");
     assert!(
         got.windows(2).all(|w| w[0] < w[1]),

@@ -100,6 +100,12 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
     if out.skipped.is_some() {
         return Vec::new();
     }
+    if let Some(l) = &out.lib {
+        for w in &l.violations {
+            bad(w.clone());
+        }
+        return v;
+    }
     let tool = sc.tool.name();
     for h in &out.harness {
         bad(format!("harness: {h}"));
@@ -108,14 +114,21 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
     if let Some(h) = &out.hung {
         bad(format!("hang: {h}"));
     }
-    // Never a Rust panic.
-    if out.stderr.contains("panicked at") || out.stderr.contains("RUST_BACKTRACE") {
-        let line = out
-            .stderr
-            .lines()
-            .find(|l| l.contains("panicked"))
-            .unwrap_or("");
-        bad(format!("Rust panic: {line}"));
+    // Never a Rust panic, but the one the test hook injects (its message names the hook).
+    let injected = |l: &str| l.contains("RAWQ_PKTGEN_FAULT=") || l.contains("RAWQ_FWD_FAULT=");
+    let panic_at = |l: &str| l.contains("panicked at");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        // The panic's message is on the line after "thread '...' panicked at FILE:LINE:".
+        if panic_at(l) && !lines.get(i + 1).is_some_and(|m| injected(m)) && !injected(l) {
+            bad(format!(
+                "Rust panic: {l} {}",
+                lines.get(i + 1).unwrap_or(&"")
+            ));
+        }
+    }
+    if !lines.iter().any(|l| panic_at(l)) && out.stderr.contains("RUST_BACKTRACE") {
+        bad("Rust panic (a backtrace note without its line)".into());
     }
     for l in &out.leftovers {
         bad(format!("left behind: {l}"));
@@ -127,6 +140,7 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
         bad("exit status 101 (a Rust panic's)".into());
     }
     let summary = has_summary(sc, out);
+    fault_laws(sc, out, status, summary, &mut bad);
     let sig = sc.fault.signal();
     let started = out.started_at_signal.unwrap_or(true);
     let stderr_said = out
@@ -220,7 +234,7 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
                 let end = match sc.tool {
                     Tool::Fwd => "forwarded",
                     Tool::Pktgen if receives => "received",
-                    Tool::Pktgen => "sent",
+                    Tool::Pktgen | Tool::Lib => "sent",
                 };
                 for need in [end, "unattributed"] {
                     if !buckets.iter().any(|(k, _)| k == need) {
@@ -233,6 +247,61 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
     }
     let _ = tool;
     v
+}
+
+/// The laws of the faults that are not signals or pipes.
+fn fault_laws(
+    sc: &Scenario,
+    out: &Outcome,
+    status: std::process::ExitStatus,
+    summary: bool,
+    bad: &mut impl FnMut(String),
+) {
+    let code = status.code();
+    match sc.fault {
+        Fault::QueueThread { q, panic } => {
+            // The hook fires once the queue runs, and, for an error, 200 ms later: a short
+            // run may end first (0 with its summary). Else a failure status, an error that
+            // names the queue and, for an error, the summary of what every queue did.
+            let named = match sc.tool {
+                Tool::Fwd => format!("thread {q} (queue {q})"),
+                _ => format!("queue {q}'s thread failed"),
+            };
+            if code == Some(0) {
+                if panic {
+                    bad(format!("queue thread {q} panicked and the run exited 0"));
+                }
+            } else if !out.stderr.contains(&named) {
+                bad(format!(
+                    "queue thread {q} failed and the error does not name it (`{named}`)"
+                ));
+            } else if !panic && !summary {
+                bad(format!(
+                    "queue thread {q} failed with an error and no summary was printed"
+                ));
+            }
+        }
+        Fault::DeviceFatal { .. } => {
+            // A device that failed while the run had more than a second left must end it
+            // non-zero, naming the fatal error.
+            let late = out
+                .fault_at
+                .is_some_and(|at| out.elapsed > at + std::time::Duration::from_secs(1));
+            if code == Some(0) && late {
+                bad("the device failed (fatal event) and the run exited 0".into());
+            }
+            let said = out.stderr.to_lowercase();
+            // (A device that failed before the port opened answers its first command EIO:
+            // the verb that failed is named with "Input/output error", seed 5123.)
+            let names_it = ["fatal", "eio", "input/output error"]
+                .iter()
+                .any(|w| said.contains(w));
+            if code.is_some_and(|c| c != 0) && !names_it {
+                bad("the run failed after a device-fatal event without saying so".into());
+            }
+        }
+        _ => {}
+    }
 }
 
 /// What the summary says today without a ledger: its counts must not contradict each other.
@@ -282,6 +351,7 @@ fn today(sc: &Scenario, j: &Value, bad: &mut impl FnMut(String)) {
                 }
             }
         }
+        Tool::Lib => {}
         Tool::Fwd => {
             let Some(ports) = j.get("ports").and_then(Value::as_array) else {
                 bad(format!("fwd's JSON has no ports: {j}"));

@@ -12,7 +12,8 @@ use rawq_testkit as support;
 use support::run::Run;
 use support::NetnsPair;
 
-use crate::scenario::{Backend, Fault, Scenario};
+use crate::churn::LibOutcome;
+use crate::scenario::{Backend, Fault, Scenario, Tool};
 
 /// How long a run may take to end after one signal (or its fault's moment) before it counts as
 /// hung and is killed.
@@ -39,12 +40,23 @@ pub struct Outcome {
     pub skipped: Option<String>,
     /// What went wrong around the tool (a peer, the fault's own command).
     pub harness: Vec<String>,
+    /// When the fault's moment came (its signal went, the device failed), after the start.
+    pub fault_at: Option<Duration>,
+    /// A library run's (`Tool::Lib`) summary and broken laws.
+    pub lib: Option<LibOutcome>,
 }
 
 impl Outcome {
     pub fn short(&self) -> String {
         if let Some(s) = &self.skipped {
             return format!("skipped: {s}");
+        }
+        if let Some(l) = &self.lib {
+            return format!(
+                "library run of {:.1} s: {}",
+                l.elapsed.as_secs_f64(),
+                l.summary
+            );
         }
         let status = match (&self.hung, self.status) {
             (Some(h), _) => format!("HUNG ({h})"),
@@ -191,6 +203,10 @@ static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0)
 /// Runs `sc` once.
 pub fn execute(sc: &Scenario) -> Outcome {
     let mut out = Outcome::default();
+    if sc.tool == Tool::Lib {
+        out.lib = Some(crate::churn::run(sc));
+        return out;
+    }
     let ns = if sc.backend == Backend::Xdp {
         match NetnsPair::new("cmp") {
             Some(p) => Some(p),
@@ -283,7 +299,29 @@ fn command(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path) -> Command {
     c.env("TMPDIR", dir.join("tmp"))
         .stdin(Stdio::null())
         .process_group(0);
+    match sc.fault {
+        Fault::TxError { nth } => {
+            c.env("RAWQ_EMU_TX_ERROR", nth.to_string());
+        }
+        Fault::DeviceFatal { .. } => {
+            c.env("RAWQ_EMU_FATAL_FILE", fatal_file(dir));
+        }
+        Fault::QueueThread { q, panic } => {
+            let var = match sc.tool {
+                Tool::Fwd => "RAWQ_FWD_FAULT",
+                _ => "RAWQ_PKTGEN_FAULT",
+            };
+            let what = if panic { "panic" } else { "error" };
+            c.env(var, format!("queue-thread-{what}:{q}"));
+        }
+        _ => {}
+    }
     c
+}
+
+/// The file whose existence fails the emulated device (`RAWQ_EMU_FATAL_FILE`).
+fn fatal_file(dir: &Path) -> PathBuf {
+    dir.join("device-fatal")
 }
 
 /// The release emulator, built once per test process by a first `scripts/emu.sh -- true` (so
@@ -418,6 +456,7 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
         Fault::Timeout { secs } => (Some(secs * 1000), None),
         Fault::LinkFlap { ms, down_ms } => (Some(ms), Some(ms + down_ms)),
         Fault::LinkDelete { ms } => (Some(ms), None),
+        Fault::DeviceFatal { ms } => (Some(ms), None),
         _ => (None, None),
     };
     let mut fault_done = false;
@@ -431,6 +470,7 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
         if let (Some(at), false) = (fault_at, fault_done) {
             if el >= Duration::from_millis(at) {
                 fault_done = true;
+                out.fault_at = Some(el);
                 out.started_at_signal = Some(stderr_now().contains(&banner));
                 match sc.fault {
                     Fault::Signal { sig, .. } => {
@@ -438,6 +478,11 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
                         unsafe { libc::kill(pgid as libc::pid_t, sig) };
                     }
                     Fault::GroupSignal { sig, .. } => kill_group(pgid, sig),
+                    Fault::DeviceFatal { .. } => {
+                        if let Err(e) = std::fs::write(fatal_file(dir), b"") {
+                            out.harness.push(format!("cannot fail the device: {e}"));
+                        }
+                    }
                     Fault::LinkFlap { .. } | Fault::LinkDelete { .. } => {
                         let p = ns.expect("link faults are drawn for xdp runs");
                         let r = if matches!(sc.fault, Fault::LinkDelete { .. }) {

@@ -1,17 +1,20 @@
-//! A seeded fault campaign for rawq-pktgen and rawq-fwd (issue 32, item 3), after TigerBeetle's
-//! VOPR and Jepsen: one seed draws a valid configuration (backend model, xdp on a veth pair in
-//! namespaces made here, dv/verbs on the emulated NIC; sizes with jumbo; queues and cores;
-//! rates; --txrx/--rx/--seq; rx modes; streams; a short RFC 2544 search) crossed with one fault
-//! (a signal at a random moment, start-up included; a process-group signal; `timeout`; a closed
-//! stdout or stderr pipe; link down/up or delete), prints it, runs it, and checks the
-//! invariants (`check.rs`) after every run: it ends within a bound, prints its summary or a
-//! clear error with a status that says which, its ledger closes, and it leaves nothing behind.
+//! A seeded fault campaign for rawq-pktgen, rawq-fwd and the library (issue 32, item 3), after
+//! TigerBeetle's VOPR and Jepsen: one seed draws a valid configuration (backend model, xdp on a
+//! veth pair in namespaces made here, dv/verbs on the emulated NIC; sizes with jumbo; queues
+//! and cores; rates; --txrx/--rx/--seq; rx modes; streams; a short RFC 2544 search) crossed
+//! with one fault (a signal at a random moment, start-up included; a process-group signal;
+//! `timeout`; a closed stdout or stderr pipe; link down/up or delete; an error completion; a
+//! device-fatal event; receive-queue starvation; a queue thread that fails; rule churn through
+//! the library, `churn.rs`), prints it, runs it, and checks the invariants (`check.rs`) after
+//! every run: it ends within a bound, prints its summary or a clear error with a status that
+//! says which, its ledger closes, and it leaves nothing behind.
 //!
 //! `fixed_seeds` (CI) runs [`FIXED`]; `campaign` (ignored) runs seeds from
 //! `RAWQ_CAMPAIGN_SEED` for `RAWQ_CAMPAIGN_MINUTES` (one seed when unset) and writes a Markdown
 //! report to `RAWQ_CAMPAIGN_REPORT` (scripts/campaign.sh runs it).
 
 mod check;
+mod churn;
 mod exec;
 mod scenario;
 
@@ -25,8 +28,8 @@ use scenario::{draw, Scenario};
 
 /// The CI seeds: together they draw every fault kind and every backend (see
 /// `fixed_seeds_cover_every_fault_kind_and_backend`), and run in under two minutes here.
-const FIXED: [u64; 17] = [
-    16, 1, 11, 49, 17, 68, 28, 37, 102, 48, 29, 67, 3, 14, 83, 12, 6,
+const FIXED: [u64; 23] = [
+    112, 65, 72, 15, 48, 67, 3, 14, 45, 6, 20, 30, 53, 24, 16, 96, 50, 1, 52, 8, 37, 10, 78,
 ];
 
 /// One seed's run and its verdict.
@@ -163,6 +166,21 @@ fn fixed_seeds_cover_every_fault_kind_and_backend() {
         assert!(
             drawn.iter().any(|d| d.backend.name() == b),
             "no fixed seed draws -b {b}"
+        );
+    }
+    for t in ["pktgen", "fwd", "lib"] {
+        assert!(
+            drawn.iter().any(|d| d.tool.name() == t),
+            "no fixed seed runs {t}"
+        );
+    }
+    // The error completion on both the emulated NIC and the model.
+    for emulated in [true, false] {
+        assert!(
+            drawn
+                .iter()
+                .any(|d| d.fault.kind() == "tx-error" && d.backend.emulated() == emulated),
+            "no fixed seed draws an error completion with emulated = {emulated}"
         );
     }
     assert!(

@@ -38,6 +38,9 @@ impl Backend {
 pub enum Tool {
     Pktgen,
     Fwd,
+    /// The library itself, driven by the campaign (`churn.rs`): what neither tool does, such
+    /// as changing rules while traffic runs, or an error completion on the model.
+    Lib,
 }
 
 impl Tool {
@@ -45,6 +48,7 @@ impl Tool {
         match self {
             Tool::Pktgen => "pktgen",
             Tool::Fwd => "fwd",
+            Tool::Lib => "lib",
         }
     }
 }
@@ -69,10 +73,24 @@ pub enum Fault {
     LinkFlap { ms: u64, down_ms: u64 },
     /// The veth under an xdp run is deleted `ms` after the start.
     LinkDelete { ms: u64 },
+    /// An error completion: on the emulated NIC its `nth` send WQE of every send queue fails
+    /// (`RAWQ_EMU_TX_ERROR`); on the model (a library run) queue 0's.
+    TxError { nth: u64 },
+    /// The emulated NIC hits a fatal error `ms` after the start (`RAWQ_EMU_FATAL_FILE`):
+    /// `IBV_EVENT_DEVICE_FATAL`, the port down, every later command EIO.
+    DeviceFatal { ms: u64 },
+    /// Receive-queue starvation: rings of `ring` descriptors under a blast (the options say it).
+    RxStarvation { ring: u32 },
+    /// Queue thread `q` of the tool panics (`panic`) or fails with an error once running
+    /// (`RAWQ_PKTGEN_FAULT` / `RAWQ_FWD_FAULT`, the tools' test hook).
+    QueueThread { q: u64, panic: bool },
+    /// Flow rules added and removed every `every` frames on a live model port while a
+    /// sequenced flow runs (a library run).
+    RuleChurn { every: u64 },
 }
 
 /// The kinds of fault, in the order the fixed seeds cover them.
-pub const FAULT_KINDS: [&str; 9] = [
+pub const FAULT_KINDS: [&str; 15] = [
     "none",
     "SIGINT",
     "SIGTERM",
@@ -82,6 +100,12 @@ pub const FAULT_KINDS: [&str; 9] = [
     "closed-stderr",
     "link-flap",
     "link-delete",
+    "tx-error",
+    "device-fatal",
+    "rx-starvation",
+    "queue-thread-panic",
+    "queue-thread-error",
+    "rule-churn",
 ];
 
 impl Fault {
@@ -96,6 +120,12 @@ impl Fault {
             Fault::ClosedStderr { .. } => "closed-stderr",
             Fault::LinkFlap { .. } => "link-flap",
             Fault::LinkDelete { .. } => "link-delete",
+            Fault::TxError { .. } => "tx-error",
+            Fault::DeviceFatal { .. } => "device-fatal",
+            Fault::RxStarvation { .. } => "rx-starvation",
+            Fault::QueueThread { panic: true, .. } => "queue-thread-panic",
+            Fault::QueueThread { panic: false, .. } => "queue-thread-error",
+            Fault::RuleChurn { .. } => "rule-churn",
         }
     }
 
@@ -136,6 +166,23 @@ impl fmt::Display for Fault {
                 write!(f, "link down at {ms} ms, up {down_ms} ms later")
             }
             Fault::LinkDelete { ms } => write!(f, "link deleted at {ms} ms"),
+            Fault::TxError { nth } => write!(f, "send WQE {nth} of each send queue fails"),
+            Fault::DeviceFatal { ms } => write!(f, "device fatal error at {ms} ms"),
+            Fault::RxStarvation { ring } => {
+                write!(f, "receive starvation: rings of {ring} under a blast")
+            }
+            Fault::QueueThread { q, panic } => write!(
+                f,
+                "queue thread {q} {} once running",
+                if panic {
+                    "panics"
+                } else {
+                    "fails with an error"
+                }
+            ),
+            Fault::RuleChurn { every } => {
+                write!(f, "a flow rule added or removed every {every} frames")
+            }
         }
     }
 }
@@ -216,6 +263,13 @@ pub fn draw(seed: u64) -> Scenario {
         Tool::Pktgen
     };
     let fault = draw_fault(&mut r, backend);
+    // The later kinds come from a stream of their own, so that the seeds drawn before them
+    // (and the defects they found) still draw what they drew, unless one of these replaces it.
+    let fault = later_fault(seed, backend).unwrap_or(fault);
+    let tool = match fault {
+        Fault::RuleChurn { .. } | Fault::TxError { .. } if backend == Backend::Model => Tool::Lib,
+        _ => tool,
+    };
     let json = r.chance(75);
     let mut sc = Scenario {
         seed,
@@ -231,6 +285,24 @@ pub fn draw(seed: u64) -> Scenario {
     match tool {
         Tool::Pktgen => draw_pktgen(&mut r, &mut sc),
         Tool::Fwd => draw_fwd(&mut r, &mut sc),
+        Tool::Lib => {
+            draw_lib(&mut r, &mut sc);
+            return sc;
+        }
+    }
+    // A queue thread that fails is one the run has.
+    if let Fault::QueueThread { q, panic } = sc.fault {
+        sc.fault = Fault::QueueThread {
+            q: q.min(queues_of(&sc.args).saturating_sub(1)),
+            panic,
+        };
+    }
+    if let Fault::RxStarvation { ring } = sc.fault {
+        sc.args.extend(s(&["--ring", &ring.to_string()]));
+        // pktgen's burst (32) must fit the ring; fwd's shrinks to it by itself.
+        if tool == Tool::Pktgen && ring < 32 {
+            sc.args.extend(s(&["--burst", &ring.to_string()]));
+        }
     }
     if json {
         sc.args.push("--json".into());
@@ -239,6 +311,66 @@ pub fn draw(seed: u64) -> Scenario {
         sc.args.push("--quiet".into());
     }
     sc
+}
+
+/// The queues a run's options give it (`-q`, or one per `--stream`).
+pub fn queues_of(args: &[String]) -> u64 {
+    let streams = args.iter().filter(|a| *a == "--stream").count() as u64;
+    if streams > 0 {
+        return streams;
+    }
+    args.iter()
+        .position(|a| a == "-q")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|q| q.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The kinds added after the first campaign (error completions, a device-fatal event,
+/// receive starvation, a failing queue thread, rule churn), drawn for two seeds in five.
+fn later_fault(seed: u64, backend: Backend) -> Option<Fault> {
+    let mut f = Rng((seed ^ 0x5851_f42d_4c95_7f2d).wrapping_mul(0xd1b5_4a32_d192_ed03) | 1);
+    for _ in 0..4 {
+        f.next();
+    }
+    if !f.chance(40) {
+        return None;
+    }
+    let ring = f.pick(&[8u32, 16, 64]);
+    let thread = Fault::QueueThread {
+        q: f.below(2),
+        panic: f.chance(50),
+    };
+    Some(match backend {
+        Backend::Model => match f.below(4) {
+            0 => Fault::RxStarvation { ring },
+            1 => thread,
+            2 => Fault::RuleChurn {
+                every: 50 + f.below(450),
+            },
+            _ => Fault::TxError {
+                nth: 10 + f.below(2000),
+            },
+        },
+        Backend::Xdp => {
+            if f.chance(50) {
+                // 64 descriptors: far fewer than a 100 kpps peer fills between two polls.
+                Fault::RxStarvation { ring: 64 }
+            } else {
+                thread
+            }
+        }
+        Backend::Dv | Backend::Verbs => match f.below(4) {
+            0 => Fault::TxError {
+                nth: 10 + f.below(2000),
+            },
+            1 => Fault::DeviceFatal {
+                ms: 100 + f.below(2000),
+            },
+            2 => Fault::RxStarvation { ring },
+            _ => thread,
+        },
+    })
 }
 
 fn draw_fault(r: &mut Rng, backend: Backend) -> Fault {
@@ -309,6 +441,12 @@ fn draw_pktgen(r: &mut Rng, sc: &mut Scenario) {
     // Modes: tx only, --txrx (looped back on model/emu; through fwd on xdp), --rx (xdp: from
     // a peer pktgen), a short RFC 2544 search, two streams.
     let mode = r.below(10);
+    // Starvation: a receiver (--txrx looped back, or --rx fed by a peer on xdp) under a blast.
+    let mode = match sc.fault {
+        Fault::RxStarvation { .. } if b == Backend::Xdp => 7,
+        Fault::RxStarvation { .. } => 5,
+        _ => mode,
+    };
     let rfc = mode == 9 && b != Backend::Xdp;
     let streams = mode == 8 && b == Backend::Model;
     let rx = mode == 7 && b == Backend::Xdp;
@@ -393,12 +531,20 @@ fn draw_pktgen(r: &mut Rng, sc: &mut Scenario) {
     };
     a.extend(s(&["-s", &size]));
     let rate = r.pick(&["20kpps", "100kpps", "200kpps", "max"]);
+    let rate = if matches!(sc.fault, Fault::RxStarvation { .. }) {
+        "max"
+    } else {
+        rate
+    };
     a.extend(s(&["-r", rate]));
     // A count or a duration; a run that a signal or `timeout` must end is given a long one.
     let long = matches!(
         sc.fault,
         Fault::Signal { .. } | Fault::GroupSignal { .. } | Fault::Timeout { .. }
-    ) || matches!(sc.fault, Fault::LinkFlap { .. } | Fault::LinkDelete { .. });
+    ) || matches!(
+        sc.fault,
+        Fault::LinkFlap { .. } | Fault::LinkDelete { .. } | Fault::DeviceFatal { .. }
+    );
     if long {
         let t = 4 + r.below(3);
         a.extend(s(&["-t", &t.to_string()]));
@@ -406,6 +552,12 @@ fn draw_pktgen(r: &mut Rng, sc: &mut Scenario) {
         if r.chance(30) && b == Backend::Xdp {
             a.extend(s(&["--on-link-down", "wait"]));
         }
+    } else if matches!(sc.fault, Fault::RxStarvation { .. }) {
+        // A duration: what a starved ring lets through is not the rate asked, so a count's
+        // worth at that rate is no bound (seed 5226: 20000 frames through rings of 8 took
+        // 9.8 s, and more than the 18 s allowed on the loaded machine).
+        a.extend(s(&["-t", "2"]));
+        sc.expect_secs = 2;
     } else if r.chance(70) || (b == Backend::Model && sc.fault == Fault::None) {
         let n = r.pick(&[1000u64, 20_000, 100_000]);
         a.extend(s(&["-n", &n.to_string()]));
@@ -459,7 +611,12 @@ fn draw_fwd(r: &mut Rng, sc: &mut Scenario) {
         r.pick(&["poll", "interrupt", "adaptive"]),
     ]));
     let t = match sc.fault {
-        Fault::None | Fault::ClosedStdout { .. } | Fault::ClosedStderr { .. } => 2,
+        Fault::None
+        | Fault::ClosedStdout { .. }
+        | Fault::ClosedStderr { .. }
+        | Fault::TxError { .. }
+        | Fault::RxStarvation { .. }
+        | Fault::QueueThread { .. } => 2,
         _ => 4 + r.below(3),
     };
     a.extend(s(&["-t", &t.to_string()]));
@@ -491,4 +648,33 @@ fn draw_fwd(r: &mut Rng, sc: &mut Scenario) {
         a.extend(s(&["--tx-first", r.pick(&["32", "256"])]));
     }
     sc.args = a;
+}
+
+/// A library run (`churn.rs`): frames of a sequenced flow, rule churn or not, a send error or
+/// not, each from the seed.
+fn draw_lib(r: &mut Rng, sc: &mut Scenario) {
+    let frames = r.pick(&[5000u64, 20_000, 50_000]);
+    let mut a = s(&["--frames", &frames.to_string()]);
+    match sc.fault {
+        Fault::RuleChurn { every } => {
+            a.extend(s(&["--churn-every", &every.to_string()]));
+            if r.chance(30) {
+                a.extend(s(&["--tx-error", &r.below(frames).to_string()]));
+            }
+        }
+        Fault::TxError { nth } => a.extend(s(&["--tx-error", &nth.to_string()])),
+        _ => {}
+    }
+    if r.chance(50) {
+        a.push("--drop-rules".into());
+    }
+    sc.args = a;
+    sc.json = false;
+    sc.expect_secs = 10;
+}
+
+/// The value of option `name` in `args`, parsed.
+pub fn opt<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1)?.parse().ok()
 }

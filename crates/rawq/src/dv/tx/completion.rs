@@ -134,6 +134,15 @@ impl Tx {
         self.ci = wqe;
     }
 
+    /// The packets of the WQE at the consumer counter (after `complete_before`, the one
+    /// an error CQE named); 0 when nothing is outstanding.
+    pub(crate) fn packets_at_head(&self) -> u32 {
+        if self.outstanding() == 0 {
+            return 0;
+        }
+        self.summary(self.ci).1
+    }
+
     /// Resets the SQ after the device side was recovered: drains the CQ, returns every
     /// outstanding buffer to `cache` moving its packets from `tx_packets` / `tx_bytes` (where
     /// they were counted when posted) to `tx_drops`, and restarts the counters at 0 (as the

@@ -211,9 +211,13 @@ fn run(a: &Args) -> Result<(), Failure> {
     }
     watch.finish();
     let elapsed = t0.elapsed().as_secs_f64();
-    for t in threads {
-        t.join()
-            .map_err(|_| rawq::Error::Config("a forwarding thread panicked".into()))?;
+    for (i, t) in threads.into_iter().enumerate() {
+        t.join().map_err(|_| {
+            rawq::Error::Config(format!(
+                "forwarding thread {i} (queue {i}) panicked (its message is above): the run \
+                 ends without a summary, its counts are lost"
+            ))
+        })?;
     }
     // The threads dropped their queues: the queues' last kernel counters are in the stats.
     let snaps: Vec<PortSnap> = ports
@@ -335,6 +339,35 @@ struct Loop {
     rx_mode: rxmode::RxMode,
 }
 
+/// How long a thread given `queue-thread-error` forwards before it fails.
+const QUEUE_FAULT_AFTER: Duration = Duration::from_millis(200);
+
+/// How a forwarding thread fails (`RAWQ_FWD_FAULT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QueueFault {
+    /// It panics before it forwards: the run ends with an error naming it, no summary.
+    Panic,
+    /// It forwards for [`QUEUE_FAULT_AFTER`], then fails the run: the summary, then the error
+    /// naming it.
+    Error,
+}
+
+/// The fault `RAWQ_FWD_FAULT=queue-thread-panic:Q|queue-thread-error:Q` injects into
+/// forwarding thread `i` (a test hook for the seeded fault campaign of issue 32, read once by
+/// each thread at its start; not an option).
+fn injected_fault(i: usize) -> Option<QueueFault> {
+    let v = std::env::var("RAWQ_FWD_FAULT").ok()?;
+    let (what, q) = v.split_once(':')?;
+    if q.parse::<usize>().ok()? != i {
+        return None;
+    }
+    match what {
+        "queue-thread-panic" => Some(QueueFault::Panic),
+        "queue-thread-error" => Some(QueueFault::Error),
+        _ => None,
+    }
+}
+
 /// Sends this thread's --tx-first frames (retrying while a ring is full), then forwards until
 /// the run stops: for each port, rx burst → mode → tx burst on the other port (the same port
 /// when there is one).
@@ -345,6 +378,15 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
             return;
         }
     }
+    let fails = injected_fault(w.index);
+    if fails == Some(QueueFault::Panic) {
+        run.stop.store(true, Relaxed);
+        panic!(
+            "RAWQ_FWD_FAULT=queue-thread-panic:{0}: forwarding thread {0} fails",
+            w.index
+        );
+    }
+    let fail_at = (fails == Some(QueueFault::Error)).then(|| Instant::now() + QUEUE_FAULT_AFTER);
     let np = w.qs.len();
     let cells = &run.shared.cells[w.index];
     let mut burst: Vec<Packet> = Vec::with_capacity(cfg.burst.max(64));
@@ -364,6 +406,15 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
         round = round.wrapping_add(1);
         if round.is_multiple_of(64) {
             if run.stop.load(Relaxed) || cfg.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if fail_at.is_some_and(|t| Instant::now() >= t) {
+                run.fail(rawq::Error::Config(format!(
+                    "forwarding thread {0} (queue {0}) failed: RAWQ_FWD_FAULT=\
+                     queue-thread-error:{0} (an injected test fault); the summary counts what \
+                     every thread did until then",
+                    w.index
+                )));
                 break;
             }
             check_errors(&mut w.qs, run);

@@ -208,7 +208,8 @@ pub(crate) fn tx_loop(
 
 /// After the send loop: lets the device finish what it has (backends that count at completion
 /// count then), and receives for `linger` (--drain with --txrx) so that the last frames come
-/// back; bounded at `linger` + one second without a completion, and `linger` + 10 s in all (a
+/// back, and until every queue's sends are completed (another queue's last frames may come to
+/// this one); bounded at `linger` + one second without a completion, and `linger` + 10 s in all (a
 /// device still completing a full ring, slowly as under valgrind on a loaded machine, is
 /// waited for: its frames were sent, not dropped). The linger starts when every queue has left
 /// its send loop (until then this queue receives: RSS may steer other queues' frames to it,
@@ -233,16 +234,31 @@ fn settle(
         s.tx_packets + s.tx_errors + s.tx_drops >= sent
     };
     let mut quiet_since = t;
+    // Once this queue's sends are all completed it says so, and receives on until every
+    // queue's are (or one gave up): the others' last frames may come to it.
+    let mut mine = false;
     while t.elapsed() < linger + Duration::from_secs(10) {
         let busy = q.reclaim() > 0;
         receive(q, qm);
         let now = Instant::now();
         if busy {
             quiet_since = now;
-        } else if now - t >= linger && (settled(q) || now - quiet_since >= Duration::from_secs(1)) {
-            break;
+        } else if now - t >= linger {
+            if !mine && settled(q) {
+                mine = true;
+                end.unsettled.fetch_sub(1, Relaxed);
+            }
+            let all = end.unsettled.load(Relaxed) == 0;
+            if (mine && all) || (!mine && now - quiet_since >= Duration::from_secs(1)) {
+                break;
+            }
         }
     }
+    if !mine {
+        end.unsettled.fetch_sub(1, Relaxed);
+    }
+    // What came in since the last pass (the last completions were seen before it).
+    receive(q, qm);
 }
 
 /// After a signal a receiver keeps polling until its queue has given nothing for this long:

@@ -322,6 +322,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let nthreads = queues.len();
     let ready = Arc::new(StartLine::default());
     let sending = Arc::new(AtomicUsize::new(queues.len()));
+    let unsettled = Arc::new(AtomicUsize::new(queues.len()));
     let workers: Vec<_> = queues
         .into_iter()
         .map(|q| {
@@ -341,6 +342,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let m = m.clone();
             let ready = ready.clone();
             let sending = sending.clone();
+            let unsettled = unsettled.clone();
             std::thread::spawn(move || {
                 if let Err(e) = rawq::gen::pin_to_core(core) {
                     say!("pktgen: queue {i}: not pinned: {e}");
@@ -348,12 +350,29 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 if i == 0 {
                     injected_fault();
                 }
-                ready.arrive();
-                let deadline = duration.map(|d| Instant::now() + d);
+                // -t from when the line opened, the same instant for every queue (not from when
+                // this thread got back on a core: on a loaded machine that was tens of ms later
+                // for one queue than another, and the run sent for longer than -t).
+                let opened = ready.arrive();
+                let mut deadline = duration.map(|d| opened + d);
+                let fails = injected_queue_fault(i);
+                if let Some(QueueFault::Panic) = fails {
+                    stop.store(true, Relaxed);
+                    // It leaves the run: no queue waits for its sends.
+                    sending.fetch_sub(1, Relaxed);
+                    unsettled.fetch_sub(1, Relaxed);
+                    panic!("RAWQ_PKTGEN_FAULT=queue-thread-panic:{i}: queue {i}'s thread fails");
+                }
+                if let Some(QueueFault::Error) = fails {
+                    // It runs a little first, so that it fails with frames sent.
+                    let at = Instant::now() + QUEUE_FAULT_AFTER;
+                    deadline = Some(deadline.map_or(at, |d| d.min(at)));
+                }
                 let end = Until {
                     stop: &stop,
                     deadline,
                     sending: &sending,
+                    unsettled: &unsettled,
                 };
                 let mut qm = m.queue(q.index());
                 let out = if rx {
@@ -364,6 +383,15 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                     )
                 };
                 m.deposit(qm);
+                let mut out = out;
+                if let Some(QueueFault::Error) = fails {
+                    stop.store(true, Relaxed);
+                    out.failure = out.failure.or(Some(rawq::Error::Config(format!(
+                        "queue {i}'s thread failed: RAWQ_PKTGEN_FAULT=queue-thread-error:{i} \
+                         (an injected test fault); the summary counts what every queue did \
+                         until then"
+                    ))));
+                }
                 out
             })
         })
@@ -680,6 +708,10 @@ struct Until<'a> {
     /// Queue threads still in their send loop: with --txrx a queue keeps receiving until every
     /// queue has sent (RSS may bring it another queue's frames), then for --drain.
     sending: &'a AtomicUsize,
+    /// Queue threads whose sends the device has not all completed yet: with --txrx a queue
+    /// keeps receiving until every queue's have (RSS may bring it another queue's last
+    /// frames, which would be lost, unattributed, in a queue that went away).
+    unsettled: &'a AtomicUsize,
 }
 
 impl Until<'_> {
@@ -698,22 +730,25 @@ const STOP_BOUND: Duration = Duration::from_secs(15);
 /// waiting for ever.
 #[derive(Default)]
 struct StartLine {
-    /// (threads arrived, open)
-    state: Mutex<(usize, bool)>,
+    /// (threads arrived, when it opened)
+    state: Mutex<(usize, Option<Instant>)>,
     changed: Condvar,
 }
 
 impl StartLine {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Option<Instant>)> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A queue thread is ready: waits until the line opens.
-    fn arrive(&self) {
+    /// A queue thread is ready: waits until the line opens; when it opened.
+    fn arrive(&self) -> Instant {
         let mut g = self.lock();
         g.0 += 1;
         self.changed.notify_all();
-        while !g.1 {
+        loop {
+            if let Some(t) = g.1 {
+                return t;
+            }
             g = self.changed.wait(g).unwrap_or_else(|p| p.into_inner());
         }
     }
@@ -731,15 +766,46 @@ impl StartLine {
                 .wait_timeout(g, Duration::from_millis(50))
                 .map_or_else(|p| p.into_inner().0, |r| r.0);
         }
-        g.1 = true;
+        g.1 = Some(Instant::now());
         self.changed.notify_all();
         g.0 >= n
     }
 }
 
+/// How long a queue given `queue-thread-error` runs before it fails.
+const QUEUE_FAULT_AFTER: Duration = Duration::from_millis(200);
+
+/// How a running queue thread fails (`RAWQ_PKTGEN_FAULT=queue-thread-panic:Q|-error:Q`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QueueFault {
+    /// It panics once past the start line, before it sends: its counts are lost, and the run
+    /// ends with an error naming the queue and no summary (a summary without them would lie).
+    Panic,
+    /// It sends for [`QUEUE_FAULT_AFTER`], then ends with an error, which stops the run: the
+    /// summary (every queue's counts) and then the error naming the queue.
+    Error,
+}
+
+/// The fault `RAWQ_PKTGEN_FAULT` injects into queue `i`'s running thread, if any (a test hook
+/// for the seeded fault campaign of issue 32, read by each queue thread once at its start; not
+/// an option): `queue-thread-panic:Q` or `queue-thread-error:Q`.
+fn injected_queue_fault(i: usize) -> Option<QueueFault> {
+    let v = std::env::var("RAWQ_PKTGEN_FAULT").ok()?;
+    let (what, q) = v.split_once(':')?;
+    if q.parse::<usize>().ok()? != i {
+        return None;
+    }
+    match what {
+        "queue-thread-panic" => Some(QueueFault::Panic),
+        "queue-thread-error" => Some(QueueFault::Error),
+        _ => None,
+    }
+}
+
 /// Faults a test can inject through `RAWQ_PKTGEN_FAULT` (the seeded campaigns of issue 32; not
 /// an option): `queue-panic`, queue 0's thread panics before it starts; `queue-stall`, it never
-/// starts nor ends. Anything else is no fault.
+/// starts nor ends; `queue-thread-panic:Q` / `queue-thread-error:Q`, queue Q's thread fails
+/// once running ([`injected_queue_fault`]). Anything else is no fault.
 fn injected_fault() {
     match std::env::var("RAWQ_PKTGEN_FAULT").as_deref() {
         Ok("queue-panic") => panic!("RAWQ_PKTGEN_FAULT=queue-panic: queue 0's thread fails"),
