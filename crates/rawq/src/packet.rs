@@ -13,6 +13,7 @@
 use crate::error::{Error, Result};
 use crate::mempool::{Shared, BUF_HEADER};
 
+pub mod checksum;
 mod meta;
 mod offload;
 

@@ -7,24 +7,34 @@
 //!   per-frame writers that stamp the varying bytes.
 //! * [`stamp`]: sequence and latency stamps read back ([`Stamp`], [`StampInfo`]) and counted
 //!   ([`SeqTracker`]).
-//! * [`checksum`]: the one's-complement sums (RFC 1071, RFC 1624).
+//! * the one's-complement sums (RFC 1071, RFC 1624) are rawq's ([`crate::packet::checksum`]).
 
-mod checksum;
 mod range;
 mod sizes;
 mod spec;
 mod stamp;
 mod stamper;
 
-pub use checksum::{checksum, csum_fold, csum_update16};
+pub use crate::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
 pub use sizes::SizeSpec;
 pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
 pub use stamp::{SeqTracker, Stamp, StampInfo, LAT_MAGIC, SEQ_MAGIC};
 pub use stamper::Stamper;
 
-/// Bytes a frame costs on the wire beyond its length: FCS 4 + preamble 8 + inter-frame gap 12.
-pub const WIRE_OVERHEAD: u64 = 24;
+pub use crate::stats::WIRE_OVERHEAD;
+
+/// The sum of a 32-bit value's two 16-bit words, not folded.
+#[inline]
+fn words32(v: u32) -> u32 {
+    (v >> 16) + (v & 0xffff)
+}
+
+/// The sum of a 64-bit value's four 16-bit words, not folded.
+#[inline]
+fn words64(v: u64) -> u32 {
+    words32((v >> 32) as u32) + words32(v as u32)
+}
 
 // Header and stamp lengths, shared by the spec checks, the stamper and the stamp reader.
 const ETH: usize = 14;

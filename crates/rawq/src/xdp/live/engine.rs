@@ -169,7 +169,7 @@ impl LiveEngine {
         // runs on from the probe.
         std::thread::scope(|s| {
             s.spawn(|| {
-                let _ = crate::gen::pin_to_core(self.cfg.cores[0]);
+                let _ = crate::sys::affinity::pin_to_core(self.cfg.cores[0]);
                 self.prog
                     .run_live(&self.frame, self.ifindex, probe_n as u32, self.cfg.batch)
                     .map_err(live_error)
@@ -238,7 +238,7 @@ impl LiveEngine {
     /// One sending thread: calls until its quota, the deadline or the stop flag.
     fn worker(&self, core: usize, quota: Option<u64>, deadline: Option<Instant>) -> Result<()> {
         // Pinned: one stream of sequence numbers and flows per thread (the CPU's counter).
-        if let Err(e) = crate::gen::pin_to_core(core) {
+        if let Err(e) = crate::sys::affinity::pin_to_core(core) {
             self.stop.store(true, Relaxed);
             return Err(e);
         }

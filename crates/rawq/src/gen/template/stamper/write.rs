@@ -2,8 +2,8 @@
 //! checksums from the constant sums.
 
 use super::Stamper;
-use crate::gen::template::checksum::{csum_fold, words32, words64};
 use crate::gen::template::stamp::{LAT_MAGIC, SEQ_MAGIC};
+use crate::gen::template::{csum_fold, words32, words64};
 use crate::gen::template::{IP4, IP6, LAT_STAMP, STAMP_LEN, UDP};
 
 /// Which writer [`Stamper::write_at`] runs, decided once per [`Stamper`]: the plain shapes
