@@ -52,7 +52,6 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod flow;
-pub mod gen;
 pub mod link;
 mod loopback;
 pub mod mempool;
@@ -97,3 +96,5 @@ pub use port::{
 };
 pub use queue::{Queue, QueueOps};
 pub use stats::{QueueStats, Rates, StatsReader, StatsWriter, TxLedger};
+/// Pins the calling thread to one CPU core (`sched_setaffinity(2)`).
+pub use sys::affinity::pin_to_core;

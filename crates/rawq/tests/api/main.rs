@@ -1,9 +1,7 @@
 //! The library's API on the loopback backend and the software device: pools under random
-//! bursts, jumbo frames and the port MTU, event-driven receive, the namespace helper itself,
-//! and the traffic generator's frame templates (checked by pnet_packet and by tshark).
+//! bursts, jumbo frames and the port MTU, event-driven receive, the namespace helper itself
+//! (the traffic generator's frame templates are rawq-gen's: crates/gen/tests/template).
 
-mod gen_template;
-mod gen_tshark;
 mod jumbo;
 mod mempool_props;
 mod netns_support;

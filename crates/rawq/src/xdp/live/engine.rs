@@ -71,7 +71,7 @@ impl std::fmt::Debug for LiveEngine {
 }
 
 impl LiveEngine {
-    /// Builds the frame and the program and loads it, then checks that the kernel has live
+    /// Builds the program for the configuration's frame and plan and loads it, then checks that the kernel has live
     /// frames (a one-frame run of a program that drops it: nothing is sent).
     ///
     /// # Errors
@@ -102,7 +102,8 @@ impl LiveEngine {
             }
         }
         let ifindex = crate::xdp::ifindex(&cfg.ifname)?;
-        let (frame, plan) = LivePlan::new(&cfg.spec)?;
+        cfg.plan.check(&cfg.frame)?;
+        let (frame, plan) = (cfg.frame.clone(), cfg.plan.clone());
         let counters = PerCpuCounters::create(1, "rawq_live_cnt").map_err(load_error)?;
         // Does the kernel have live frames? A program that drops its frame, run once.
         let probe = Program::load(

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use rawq::flow::Rule;
-use rawq::gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 use rawq::{Backend, Error};
+use rawq_gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 
 /// The destination MAC when --dst-mac is left out and not resolved.
 pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -68,7 +68,7 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {
-    rawq::gen::parse_duration(s).map(|d| d.as_secs_f64())
+    rawq_gen::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 /// The largest burst: more than any ring takes in one go, and small enough to preallocate.
@@ -113,10 +113,10 @@ fn parse_rx_mode(s: &str) -> Result<rawq::queue::RxMode, String> {
 }
 
 fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
-    rawq::gen::parse_duration(s)
+    rawq_gen::parse_duration(s)
 }
 
-fn parse_pattern(s: &str) -> Result<rawq::gen::Pattern, String> {
+fn parse_pattern(s: &str) -> Result<rawq_gen::Pattern, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 
@@ -231,11 +231,11 @@ pub struct Args {
     /// poisson:SEED for another schedule; each queue draws its own) or, with --burst-gap,
     /// bursts.
     #[arg(long, default_value = "constant", value_parser = parse_pattern, conflicts_with = "burst_gap")]
-    pub pattern: rawq::gen::Pattern,
+    pub pattern: rawq_gen::Pattern,
     /// Bursts of N frames, each followed by GAP of silence (e.g. 32,1ms; 8,50us), per queue:
     /// within a burst frames go at --rate (back to back with max).
-    #[arg(long, value_name = "N,GAP", value_parser = rawq::gen::Pattern::burst_gap)]
-    pub burst_gap: Option<rawq::gen::Pattern>,
+    #[arg(long, value_name = "N,GAP", value_parser = rawq_gen::Pattern::burst_gap)]
+    pub burst_gap: Option<rawq_gen::Pattern>,
     /// Packets to send (over all queues); 0 = no limit.
     #[arg(short = 'n', long, default_value_t = 0)]
     pub count: u64,
@@ -320,8 +320,8 @@ pub struct Args {
 impl Args {
     /// The inter-arrival pattern of queue `q` (each queue its own Poisson seed: the sum of
     /// independent Poisson processes is one).
-    pub fn pattern(&self, q: u16) -> rawq::gen::Pattern {
-        use rawq::gen::Pattern;
+    pub fn pattern(&self, q: u16) -> rawq_gen::Pattern {
+        use rawq_gen::Pattern;
         match (self.burst_gap, self.pattern) {
             (Some(b), _) => b,
             (None, Pattern::Poisson { seed }) => Pattern::Poisson {
@@ -373,7 +373,7 @@ impl Args {
     /// The source MAC: --src-mac, the interface's, or 02:00:00:00:00:01.
     pub fn src_mac_or_default(&self) -> [u8; 6] {
         self.src_mac
-            .or_else(|| rawq::gen::netdev_mac(&self.dev))
+            .or_else(|| rawq_gen::netdev_mac(&self.dev))
             .unwrap_or([2, 0, 0, 0, 0, 1])
     }
 

@@ -25,9 +25,10 @@ pub enum Engine {
 pub fn run(a: &Args) -> rawq::Result<()> {
     use std::time::{Duration, Instant};
 
-    use rawq::gen::FrameSource;
     use rawq::xdp::live::{LiveConfig, LiveEngine};
     use rawq::Error;
+    use rawq_gen::live_config;
+    use rawq_gen::FrameSource;
 
     if a.backend != crate::cli::BackendKind::Xdp {
         return Err(Error::Config(
@@ -55,7 +56,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
         count: a.count,
         duration: a.duration.map(Duration::from_secs_f64),
         pps: a.rate.pps(mean_len),
-        ..LiveConfig::new(&a.dev, st.spec().clone())
+        ..live_config(&a.dev, st.spec())?
     };
     let engine = LiveEngine::new(cfg)?;
     say!(

@@ -37,8 +37,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches};
-use rawq::gen::{FrameSource, Pattern, SeqTracker};
 use rawq::{MempoolConfig, Port, Queue};
+use rawq_gen::{FrameSource, Pattern, SeqTracker};
 
 use cli::Args;
 use loops::{rx_loop, tx_loop};
@@ -201,7 +201,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     };
     // The interface under an xdp port: its MTU against the frames, and watched while running.
     let link = (a.backend == cli::BackendKind::Xdp)
-        .then(|| rawq::gen::netdev_state(&a.dev))
+        .then(|| rawq_gen::netdev_state(&a.dev))
         .flatten();
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -342,7 +342,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let ready = ready.clone();
             let sending = sending.clone();
             std::thread::spawn(move || {
-                if let Err(e) = rawq::gen::pin_to_core(core) {
+                if let Err(e) = rawq_gen::pin_to_core(core) {
                     say!("pktgen: queue {i}: not pinned: {e}");
                 }
                 if i == 0 {
@@ -417,7 +417,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             }
         }
         // A receiver sees no error when its interface vanishes: look for it.
-        if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+        if link.is_some() && gone.is_none() && rawq_gen::netdev_state(&a.dev).is_none() {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
@@ -466,12 +466,12 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         all.tx_ring_full_stretches += o.tx_ring_full_stretches;
         all.tx_pool_empty += o.tx_pool_empty;
     }
-    if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+    if link.is_some() && gone.is_none() && rawq_gen::netdev_state(&a.dev).is_none() {
         gone = Some(gone_error(&a.dev));
     }
     let link_drops = match (
         link.and_then(|l| l.tx_dropped),
-        rawq::gen::netdev_state(&a.dev),
+        rawq_gen::netdev_state(&a.dev),
     ) {
         (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
         _ => None,

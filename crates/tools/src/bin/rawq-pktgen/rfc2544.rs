@@ -2,7 +2,7 @@
 //! under test that sends the frames back (--txrx: a reflector, a forwarder such as `fwd
 //! --mode macswap`, or the model's loopback).
 //!
-//! For each frame size a binary search ([`rawq::gen::RateSearch`]) runs trials of `--trial`
+//! For each frame size a binary search ([`rawq_gen::RateSearch`]) runs trials of `--trial`
 //! seconds, each a whole pktgen run (port opened, frames sent at the trial's rate, what came back
 //! counted, port closed), and keeps two answers as FD.io CSIT reports them: the NDR (loss at
 //! most `--loss-tolerance`, 0 by default, RFC 2544's throughput) and the PDR (at most
@@ -16,7 +16,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use rawq::gen::{Rate, RateSearch, SizeSpec, TrialCount};
+use rawq_gen::{Rate, RateSearch, SizeSpec, TrialCount};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -83,7 +83,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 fn parse_trial(s: &str) -> Result<f64, String> {
-    rawq::gen::parse_duration(s).map(|d| d.as_secs_f64())
+    rawq_gen::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 fn parse_frame_size(s: &str) -> Result<u16, String> {

@@ -3,7 +3,7 @@
 //!
 //! A stream is sent by a queue of its own (stream i on queue i, one thread each): its frames
 //! carry the stream id next to their sequence number (the stamp's `stream` field, see
-//! `rawq::gen::Stamp`), so that whatever queue a frame comes back on, it is counted under its
+//! `rawq_gen::Stamp`), so that whatever queue a frame comes back on, it is counted under its
 //! stream. The report gives each stream's counts, loss (with --txrx: sent less received) and
 //! latency; every stream's frames are stamped (--seq is implied).
 
@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use rawq::gen::{fmt_ns, FieldRange, FrameSource, LatencyHistogram, SeqTracker, PERCENTILES};
 use rawq::Error;
+use rawq_gen::{fmt_ns, FieldRange, FrameSource, LatencyHistogram, SeqTracker, PERCENTILES};
 use serde_json::{json, Value};
 
 use crate::cli::Args;

@@ -8,7 +8,7 @@ use super::sizes::SizeSpec;
 use super::spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape};
 use super::{checksum, csum_fold, words32};
 use super::{stamp_len, ETH, IP4, IP6, TCP, UDP};
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 mod burst;
 mod write;

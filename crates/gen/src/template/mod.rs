@@ -7,7 +7,7 @@
 //!   per-frame writers that stamp the varying bytes.
 //! * [`stamp`]: sequence and latency stamps read back ([`Stamp`], [`StampInfo`]) and counted
 //!   ([`SeqTracker`]).
-//! * the one's-complement sums (RFC 1071, RFC 1624) are rawq's ([`crate::packet::checksum`]).
+//! * the one's-complement sums (RFC 1071, RFC 1624) are rawq's ([`rawq::packet::checksum`]).
 
 mod range;
 mod sizes;
@@ -15,14 +15,14 @@ mod spec;
 mod stamp;
 mod stamper;
 
-pub use crate::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
+pub use rawq::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use sizes::SizeSpec;
 pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
 pub use stamp::{SeqTracker, Stamp, StampInfo, LAT_MAGIC, SEQ_MAGIC};
 pub use stamper::Stamper;
 
-pub use crate::stats::WIRE_OVERHEAD;
+pub use rawq::stats::WIRE_OVERHEAD;
 
 /// The sum of a 32-bit value's two 16-bit words, not folded.
 #[inline]
