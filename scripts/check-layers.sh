@@ -13,7 +13,7 @@
 # sibling modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ENFORCE=${ENFORCE:-rawq-model,rawq-emu}
+ENFORCE=${ENFORCE:-rawq-model,rawq-emu,rawq-gen}
 REPORT=${REPORT:-rawq,rawq-tools,rawq-testkit}
 
 if ! out=$(python3 scripts/check-layers-test.py 2>&1); then

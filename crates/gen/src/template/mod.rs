@@ -6,7 +6,8 @@
 //! * [`stamper`]: the template built from a spec ([`Stamper`]); its `write` module holds the
 //!   per-frame writers that stamp the varying bytes.
 //! * [`stamp`]: sequence and latency stamps read back ([`Stamp`], [`StampInfo`]) and counted
-//!   ([`SeqTracker`]).
+//!   ([`SeqTracker`]); their magic numbers are here, below the stamper that writes them and
+//!   the reader.
 //! * the one's-complement sums (RFC 1071, RFC 1624) are rawq's ([`rawq::packet::checksum`]).
 
 mod range;
@@ -19,10 +20,16 @@ pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
 pub use rawq::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use sizes::SizeSpec;
 pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
-pub use stamp::{SeqTracker, Stamp, StampInfo, LAT_MAGIC, SEQ_MAGIC};
+pub use stamp::{SeqTracker, Stamp, StampInfo};
 pub use stamper::Stamper;
 
 pub use rawq::stats::WIRE_OVERHEAD;
+
+/// Marks a sequence stamp at the start of the UDP payload: "RQSQ".
+pub const SEQ_MAGIC: u32 = 0x5251_5351;
+
+/// Marks a latency stamp (a sequence stamp followed by the 8-byte send time): "RQLT".
+pub const LAT_MAGIC: u32 = 0x5251_4c54;
 
 /// The sum of a 32-bit value's two 16-bit words, not folded.
 #[inline]

@@ -2,9 +2,8 @@
 //! checksums from the constant sums.
 
 use super::Stamper;
-use crate::template::stamp::{LAT_MAGIC, SEQ_MAGIC};
 use crate::template::{csum_fold, words32, words64};
-use crate::template::{IP4, IP6, LAT_STAMP, STAMP_LEN, UDP};
+use crate::template::{IP4, IP6, LAT_MAGIC, LAT_STAMP, SEQ_MAGIC, STAMP_LEN, UDP};
 
 /// Which writer [`Stamper::write_at`] runs, decided once per [`Stamper`]: the plain shapes
 /// (UDP, no ranges, no latency room; any VLAN tags) each get a writer that stores only the
