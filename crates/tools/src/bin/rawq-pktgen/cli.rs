@@ -81,22 +81,6 @@ fn parse_burst(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Frame sizes, with the limit named when a number is out of range (the template's own message
-/// only says what shape is expected).
-pub(crate) fn parse_size(s: &str) -> Result<SizeSpec, String> {
-    for part in s.split('-') {
-        if let Ok(n) = part.trim().parse::<u64>() {
-            if n > u16::MAX as u64 {
-                return Err(format!(
-                    "{s:?}: {n} bytes is above the largest frame size, 65535 (and above what \
-                     any link's MTU allows)"
-                ));
-            }
-        }
-    }
-    s.parse::<SizeSpec>().map_err(|e| e.to_string())
-}
-
 /// Ring sizes a port takes (`PortBuilder::rx_ring` / `tx_ring`), said in the option's words.
 fn parse_ring(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
@@ -154,7 +138,7 @@ pub struct Args {
     /// Send engine of -b xdp: afxdp (a socket per queue) or live (the kernel's live-frames
     /// generator: send only, one fixed size, coarse --rate).
     #[arg(long, value_enum, default_value = "afxdp")]
-    pub engine: crate::live::Engine,
+    pub engine: crate::opts::Engine,
     /// Receive and count instead of sending. On Ctrl-C or SIGTERM the receiver first counts
     /// what its queues already hold and what the device is still delivering (until a queue
     /// gives nothing for 100 ms, 2 s at most), then prints the summary; a second signal ends
@@ -204,7 +188,7 @@ pub struct Args {
     /// are raised to 74 bytes, 78 with FCS as RFC 5180 asks, or more to fit the headers and
     /// stamp). Default: the smallest frame that fits the template, 60 bytes at least (60 for
     /// IPv4 and UDP; 62 over IPv6; more with --latency, --seq, VLAN tags or TCP).
-    #[arg(short, long, value_parser = parse_size)]
+    #[arg(short, long, value_parser = crate::opts::parse_size)]
     pub size: Option<SizeSpec>,
     /// Number of flows.
     #[arg(short, long, default_value_t = 1)]
@@ -296,11 +280,11 @@ pub struct Args {
 
     /// RFC 2544 benchmark options.
     #[command(flatten)]
-    pub bench: crate::rfc2544::BenchArgs,
+    pub bench: crate::opts::BenchArgs,
 
     /// Several streams in one run (--stream, --profile).
     #[command(flatten)]
-    pub streams: crate::streams::StreamArgs,
+    pub streams: crate::opts::StreamArgs,
 
     /// Draw the results into this SVG file: a run's latency histogram (with --latency) and
     /// packets sent per second; an RFC 2544 test's frame loss and latency over the rate.

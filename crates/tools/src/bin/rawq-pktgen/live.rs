@@ -7,18 +7,7 @@
 //! `--size`; no `--pcap`. The sent count is what the interface took (see the engine's docs);
 //! sequence stamps carry the sending CPU as their stream.
 
-use clap::ValueEnum;
-
 use crate::cli::Args;
-
-/// The send engine of `-b xdp`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Engine {
-    /// An AF_XDP socket per queue (sends and receives).
-    Afxdp,
-    /// The kernel's live-frames generator (send only; kernel ≥ 5.18).
-    Live,
-}
 
 /// Runs the live engine as the options say.
 #[cfg(feature = "xdp")]

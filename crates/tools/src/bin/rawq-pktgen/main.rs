@@ -25,6 +25,7 @@ mod loops;
 mod measure;
 mod monitor;
 mod neigh;
+mod opts;
 mod plot;
 mod rfc2544;
 mod streams;
@@ -179,7 +180,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let a = with_streams.as_ref().unwrap_or(a);
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
-    if a.engine == live::Engine::Live {
+    if a.engine == opts::Engine::Live {
         if a.burst_gap.is_some() || a.pattern != Pattern::Constant {
             return Err(rawq::Error::Config(
                 "--pattern / --burst-gap: the live engine paces in the kernel, at a constant \
@@ -389,7 +390,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
 
     // Live stats and the stop conditions.
     let mut gone = None;
-    let mut mon = monitor::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
+    let mut mon =
+        monitor::Monitor::new(a.measure.json_lines, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
