@@ -155,11 +155,7 @@ pub struct PortConfig {
 /// Ethernet header and one VLAN tag).
 pub const MAX_MTU: u32 = 9216 - MTU_L2_OVERHEAD;
 
-/// Bytes a frame carries beyond its MTU: the Ethernet header and one 802.1Q tag (no FCS), as
-/// the Linux kernel forwards it (net/core/dev.c `is_skb_forwardable`: `dev->mtu +
-/// dev->hard_header_len + VLAN_HLEN`) and as mlx5e sizes the port's hardware MTU
-/// (drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, which adds the FCS too).
-pub const MTU_L2_OVERHEAD: u32 = 18;
+pub use crate::eth::MTU_L2_OVERHEAD;
 
 /// Pool buffers a frame of `max_frame` bytes needs when each holds `room` bytes of data.
 pub fn scatter_segments(max_frame: u32, room: u32) -> u32 {

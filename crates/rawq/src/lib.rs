@@ -51,6 +51,7 @@ pub(crate) use rawq_testkit::cc as cc_oracle;
 pub mod config;
 pub mod counters;
 pub mod error;
+mod eth;
 pub mod flow;
 pub mod link;
 mod loopback;
