@@ -85,6 +85,20 @@ struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/backends.md")]
 struct BackendsDoctests;
 
+/// A report of every RDMA device, its ports and the capabilities rawq uses, DV's included with
+/// feature `mlx5` (what `rawq-devinfo` prints).
+///
+/// # Errors
+/// [`Error::NoDevice`] (with the cause) when there is no device; a device that cannot be opened
+/// or queried is reported inline rather than failing the whole listing.
+#[cfg(feature = "verbs")]
+pub fn describe_devices() -> Result<String> {
+    ibverbs::device::describe_all(&|_ctx, _out| {
+        #[cfg(feature = "mlx5")]
+        dv::control::describe_dv(_ctx, _out);
+    })
+}
+
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use config::{Offload, Offloads};
 pub use error::{Error, Result, TxRefusal, CAPS};

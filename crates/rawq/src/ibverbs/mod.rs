@@ -54,7 +54,7 @@ use crate::mempool::Mempool;
 use crate::queue::Queue;
 
 pub use context::Context;
-pub use device::{describe_all, DeviceList};
+pub use device::DeviceList;
 
 use crate::config::RssConfig;
 use crate::flow::toeplitz::DEFAULT_KEY as DEFAULT_TOEPLITZ_KEY;
