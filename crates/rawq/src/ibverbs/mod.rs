@@ -33,6 +33,7 @@ pub mod cq;
 pub mod device;
 pub mod flow;
 mod inline;
+mod link;
 pub mod mr;
 pub mod pd;
 pub mod qp;
@@ -55,6 +56,9 @@ use crate::queue::Queue;
 
 pub use context::Context;
 pub use device::DeviceList;
+// The DV backend's ports are RDMA ports too.
+#[cfg_attr(not(feature = "mlx5"), allow(unused_imports))]
+pub(crate) use link::source as link_source;
 
 use crate::config::RssConfig;
 use crate::flow::toeplitz::DEFAULT_KEY as DEFAULT_TOEPLITZ_KEY;
@@ -281,10 +285,7 @@ impl Rules {
 
 impl crate::backend::Control for Rules {
     fn link_source(&self) -> crate::link::Source {
-        crate::link::Source::Rdma {
-            device: self.pd.context().name().to_owned(),
-            port: self.port,
-        }
+        link::source(self.pd.context().name(), self.port)
     }
 
     fn device_counters(&self) -> crate::counters::DeviceCounters {
