@@ -7,10 +7,10 @@
 //! (the mlx5 receive options in [`crate::dv::options`], the software device's in
 //! `crate::dv::model`): [`Backend`] and [`PortConfig`] only carry them.
 
-use crate::dv::options::DvRxOptions;
 use crate::error::{Error, Result};
 pub use crate::flow::rss::{IpVersions, RssConfig, RssFields};
 use crate::flow::Rule;
+use crate::options::dv::DvRxOptions;
 
 /// Which backend drives a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub enum Backend {
     /// The software mlx5 device ([`crate::dv::model`], crate `rawq-model`) driven by the DV data path, running in a
     /// thread of its own; needs nothing.
     #[cfg(feature = "mlx5")]
-    Model(crate::dv::model::options::ModelOptions),
+    Model(crate::options::model::ModelOptions),
 }
 
 impl Backend {

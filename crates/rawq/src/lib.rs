@@ -57,6 +57,7 @@ pub mod link;
 mod loopback;
 pub mod mempool;
 mod mtu;
+mod options;
 pub mod packet;
 pub mod port;
 pub mod queue;

@@ -31,7 +31,11 @@
 //! requirement, write-combining) is listed in docs/backends.md.
 
 // Built in every feature set: the receive options a `PortConfig` carries.
-pub mod options;
+pub mod options {
+    //! The mlx5 receive options (defined below the configuration, in `crate::options`, so
+    //! that [`PortConfig`](crate::PortConfig) carries them without importing a backend).
+    pub use crate::options::dv::*;
+}
 pub use options::{CqeComp, DvRxOptions, MiniCqeFormat, RqType, Striding};
 
 #[cfg(feature = "mlx5")]

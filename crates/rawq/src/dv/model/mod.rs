@@ -49,8 +49,8 @@ use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
 
+pub use crate::options::model::{ModelOptions, ModelWire, NetdevPath, RxKind};
 use options::{mini_cqe_of, netdev_of, striding_of, wire_of};
-pub use options::{ModelOptions, ModelWire, NetdevPath, RxKind};
 pub use port::ModelPort;
 pub use rawq_model::{hw, net, HwTuning, ModelCounters, ModelThread};
 
