@@ -26,7 +26,7 @@
 //! pool, then the QP is reset and brought back to RTS and the RQ refilled. No buffer is lost:
 //! each is either with the device, in a queue's rings, or back in the pool.
 
-pub mod channel;
+pub(crate) mod channel;
 pub mod context;
 mod counters;
 pub mod cq;
@@ -35,10 +35,10 @@ pub mod flow;
 mod inline;
 mod link;
 pub mod mr;
-pub mod pd;
+pub(crate) mod pd;
 pub mod qp;
 pub mod rss;
-pub mod wq;
+pub(crate) mod wq;
 
 mod queue;
 mod rx;
