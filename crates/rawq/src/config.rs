@@ -186,8 +186,9 @@ pub enum RxTimestamps {
     Hardware,
 }
 
-/// What a port is and how it was opened, for reports.
+/// What a port is and how it was opened, for reports (it will grow: built by the backends).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortInfo {
     /// Backend name.
     pub backend: &'static str,

@@ -141,8 +141,9 @@ impl LiveConfig {
     }
 }
 
-/// The outcome of [`LiveEngine::run`].
+/// The outcome of [`LiveEngine::run`] (it will grow: built by the engine).
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LiveReport {
     /// Frames the interface took: `redirected - dropped`.
     pub sent: u64,
