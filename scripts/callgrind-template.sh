@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per frame of Stamper::write_at (the frame writer behind pktgen's send loop):
-# runs benches/template.rs under valgrind once per case and counts only inside that case's
+# runs crates/gen/benches/template.rs under valgrind once per case and counts only inside that case's
 # callgrind_* function (loop and one black_box included; the stamper's construction is a few
 # thousand instructions, under 0.01 per frame at the default count).
 #
@@ -11,7 +11,7 @@ N=${1:-1000000}
 shift || true
 CASES=${*:-v4_port v4_port_seq v4_ip v4_ip_seq v6_port v6_port_seq v6_ip_seq v4_lat}
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release --bench template --message-format=json 2>/dev/null >/tmp/rawq-tmpl-build.json || cargo build --release --bench template
+cargo build --release -p rawq-gen --bench template --message-format=json 2>/dev/null >/tmp/rawq-tmpl-build.json || cargo build --release -p rawq-gen --bench template
 BIN=$(grep -o '"executable":"[^"]*deps/template-[^"]*"' /tmp/rawq-tmpl-build.json | tail -1 | cut -d'"' -f4)
 [ -x "$BIN" ] || { echo "bench binary not found" >&2; exit 1; }
 OUT=$(mktemp -d)

@@ -7,10 +7,10 @@
 //! (the mlx5 receive options in [`crate::dv::options`], the software device's in
 //! `crate::dv::model`): [`Backend`] and [`PortConfig`] only carry them.
 
-use crate::dv::options::DvRxOptions;
 use crate::error::{Error, Result};
 pub use crate::flow::rss::{IpVersions, RssConfig, RssFields};
 use crate::flow::Rule;
+use crate::options::dv::DvRxOptions;
 
 /// Which backend drives a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub enum Backend {
     /// The software mlx5 device ([`crate::dv::model`], crate `rawq-model`) driven by the DV data path, running in a
     /// thread of its own; needs nothing.
     #[cfg(feature = "mlx5")]
-    Model(crate::dv::model::options::ModelOptions),
+    Model(crate::options::model::ModelOptions),
 }
 
 impl Backend {
@@ -155,11 +155,7 @@ pub struct PortConfig {
 /// Ethernet header and one VLAN tag).
 pub const MAX_MTU: u32 = 9216 - MTU_L2_OVERHEAD;
 
-/// Bytes a frame carries beyond its MTU: the Ethernet header and one 802.1Q tag (no FCS), as
-/// the Linux kernel forwards it (net/core/dev.c `is_skb_forwardable`: `dev->mtu +
-/// dev->hard_header_len + VLAN_HLEN`) and as mlx5e sizes the port's hardware MTU
-/// (drivers/net/ethernet/mellanox/mlx5/core/en.h `MLX5E_SW2HW_MTU`, which adds the FCS too).
-pub const MTU_L2_OVERHEAD: u32 = 18;
+pub use crate::eth::MTU_L2_OVERHEAD;
 
 /// Pool buffers a frame of `max_frame` bytes needs when each holds `room` bytes of data.
 pub fn scatter_segments(max_frame: u32, room: u32) -> u32 {
@@ -192,9 +188,10 @@ pub enum RxTimestamps {
     Hardware,
 }
 
-/// What a port is and how it was opened, for reports.
+/// What a port is and how it was opened, for reports (it will grow: built by the backends).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PortInfo {
     /// Backend name.
     pub backend: &'static str,

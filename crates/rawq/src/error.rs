@@ -11,6 +11,41 @@ use std::io;
 /// included), in `setcap` / `setpriv` spelling. The [`Error::Permission`] message names these.
 pub const CAPS: &str = "cap_net_raw,cap_net_admin,cap_bpf,cap_perfmon,cap_ipc_lock";
 
+/// A rule that is contradictory, refers to something that does not exist, or does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// A field is contradictory or out of range.
+    #[error("`{field}`: {reason}")]
+    Invalid {
+        /// The field at fault.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Two rules of a set would be one flow table entry on an mlx5 port
+    /// ([`crate::flow::order`]).
+    #[error("rules {first} and {second}: {reason}")]
+    Collision {
+        /// Index of the earlier rule.
+        first: usize,
+        /// Index of the later rule.
+        second: usize,
+        /// Both rules and why.
+        reason: String,
+    },
+    /// The text form does not parse.
+    #[error("at token {index} (`{token}`): {reason}")]
+    Parse {
+        /// 0-based index of the bad token.
+        index: usize,
+        /// The token (empty at end of input).
+        token: String,
+        /// What was expected.
+        reason: String,
+    },
+}
+
 /// Result alias used throughout rawq.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -126,7 +161,7 @@ pub enum Error {
 
     /// A flow rule is invalid.
     #[error("bad flow rule: {0}")]
-    Rule(#[from] crate::flow::RuleError),
+    Rule(#[from] RuleError),
 
     /// A rule handle that names no rule of the port it was given to: one of another port, or
     /// of a rule already removed.
@@ -268,7 +303,7 @@ pub enum TxRefusal {
          port's largest frame of {max_frame} bytes (MTU {} + 18 bytes of Ethernet header and \
          VLAN tag): send with an MSS of at most {} or open the port with a larger \
          PortBuilder::mtu",
-        max_frame.saturating_sub(crate::config::MTU_L2_OVERHEAD),
+        max_frame.saturating_sub(crate::eth::MTU_L2_OVERHEAD),
         (*max_frame as usize).saturating_sub(*header)
     )]
     TsoSegmentTooLong {
@@ -320,7 +355,7 @@ pub enum TxRefusal {
         "a frame of {len} bytes is above the port's largest frame of {max_frame} bytes (MTU {} \
          + 18 bytes of Ethernet header and VLAN tag): send smaller frames or open the port with \
          a larger PortBuilder::mtu",
-        max_frame.saturating_sub(crate::config::MTU_L2_OVERHEAD as usize)
+        max_frame.saturating_sub(crate::eth::MTU_L2_OVERHEAD as usize)
     )]
     FrameTooLong {
         /// The frame's length.

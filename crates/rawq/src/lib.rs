@@ -52,12 +52,13 @@ pub(crate) use rawq_testkit::cc as cc_oracle;
 pub mod config;
 pub mod counters;
 pub mod error;
+mod eth;
 pub mod flow;
-pub mod gen;
 pub mod link;
 mod loopback;
 pub mod mempool;
 mod mtu;
+mod options;
 pub mod packet;
 pub mod port;
 pub mod queue;
@@ -86,6 +87,20 @@ struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/backends.md")]
 struct BackendsDoctests;
 
+/// A report of every RDMA device, its ports and the capabilities rawq uses, DV's included with
+/// feature `mlx5` (what `rawq-devinfo` prints).
+///
+/// # Errors
+/// [`Error::NoDevice`] (with the cause) when there is no device; a device that cannot be opened
+/// or queried is reported inline rather than failing the whole listing.
+#[cfg(feature = "verbs")]
+pub fn describe_devices() -> Result<String> {
+    ibverbs::device::describe_all(&|_ctx, _out| {
+        #[cfg(feature = "mlx5")]
+        dv::control::describe_dv(_ctx, _out);
+    })
+}
+
 pub use config::{IpVersions, RssConfig, RssFields};
 pub use config::{Offload, Offloads};
 pub use error::{Error, Result, TxRefusal, CAPS};
@@ -98,3 +113,5 @@ pub use port::{
 };
 pub use queue::{Queue, QueueOps};
 pub use stats::{QueueStats, Rates, StatsReader, StatsWriter, TxLedger};
+/// Pins the calling thread to one CPU core (`sched_setaffinity(2)`).
+pub use sys::affinity::pin_to_core;

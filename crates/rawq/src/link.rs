@@ -119,9 +119,28 @@ pub(crate) enum Source {
     /// A Linux interface.
     #[cfg_attr(not(any(feature = "xdp", feature = "mlx5")), allow(dead_code))]
     Netdev { ifname: String },
-    /// An RDMA device's port.
+    /// A link the backend reads and watches itself (an RDMA device's port: the verbs backend's
+    /// `ibverbs::link`).
     #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-    Rdma { device: String, port: u8 },
+    Port(std::sync::Arc<dyn PortLink>),
+}
+
+/// A port's link as its backend reads and watches it (an RDMA device's port), for the links
+/// that are not an interface: the backend implements it below the port, so that this module
+/// names no backend.
+pub(crate) trait PortLink: Send + Sync + std::fmt::Debug {
+    /// The link's state now.
+    fn link(&self) -> Result<Link>;
+    /// Its events, on a source of their own.
+    fn events(&self) -> Result<LinkEvents>;
+}
+
+/// A source of link events a backend owns (an RDMA device's asynchronous event queue).
+pub(crate) trait PortEvents: Send {
+    /// The descriptor that becomes readable when an event may be waiting.
+    fn fd(&self) -> RawFd;
+    /// Reads what the source has (it was readable); this port's link events go to `out`.
+    fn read(&mut self, out: &mut VecDeque<LinkEvent>) -> Result<()>;
 }
 
 impl Source {
@@ -134,13 +153,7 @@ impl Source {
                 ..Default::default()
             }),
             Source::Netdev { ifname } => netdev(ifname),
-            #[cfg(feature = "verbs")]
-            Source::Rdma { device, port } => rdma_link(device, *port),
-            #[cfg(not(feature = "verbs"))]
-            Source::Rdma { .. } => Err(Error::BackendUnavailable {
-                backend: "verbs",
-                feature: "verbs",
-            }),
+            Source::Port(p) => p.link(),
         }
     }
 
@@ -148,13 +161,7 @@ impl Source {
         match self {
             Source::Always { .. } => LinkEvents::never(),
             Source::Netdev { ifname } => LinkEvents::netdev(ifname),
-            #[cfg(feature = "verbs")]
-            Source::Rdma { device, port } => LinkEvents::rdma(device, *port),
-            #[cfg(not(feature = "verbs"))]
-            Source::Rdma { .. } => Err(Error::BackendUnavailable {
-                backend: "verbs",
-                feature: "verbs",
-            }),
+            Source::Port(p) => p.events(),
         }
     }
 }
@@ -254,27 +261,6 @@ pub(crate) fn ib_rate_mbps(speed: u8, width: u8) -> Option<u32> {
     Some(lane * lanes)
 }
 
-#[cfg(feature = "verbs")]
-fn rdma_link(device: &str, port: u8) -> Result<Link> {
-    let ctx = crate::ibverbs::device::open(device)?;
-    let a = ctx.query_port(port)?;
-    let nd = crate::ibverbs::context::port_netdev(device, port);
-    let net = nd.as_deref().and_then(|n| netdev(n).ok());
-    Ok(Link {
-        ifname: nd,
-        carrier: a.is_active(),
-        oper_state: a.state_name().to_owned(),
-        admin_up: net.as_ref().and_then(|n| n.admin_up),
-        speed_mbps: ib_rate_mbps(a.active_speed, a.active_width)
-            .or_else(|| net.as_ref().and_then(|n| n.speed_mbps)),
-        mtu: net
-            .as_ref()
-            .and_then(|n| n.mtu)
-            .or_else(|| Some(a.active_mtu_bytes()).filter(|&m| m > 0)),
-        mac: ctx.port_mac(port),
-    })
-}
-
 /// A port's link events, read one at a time with [`LinkEvents::next_event`]; its file
 /// descriptor ([`AsRawFd`]) becomes readable when an event may be waiting, for use in an
 /// event loop (`poll`, `epoll`, tokio's `AsyncFd`). Each `LinkEvents` sees every event that
@@ -303,11 +289,9 @@ enum EventSource {
     /// Never readable (an eventfd nobody writes).
     Never(EventFd),
     Netlink(Netlink),
-    #[cfg(feature = "verbs")]
-    Rdma {
-        ctx: crate::ibverbs::Context,
-        port: u8,
-    },
+    /// A source the backend owns ([`PortEvents`]).
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    Port(Box<dyn PortEvents>),
 }
 
 impl AsRawFd for LinkEvents {
@@ -315,8 +299,7 @@ impl AsRawFd for LinkEvents {
         match &self.src {
             EventSource::Never(fd) => fd.raw(),
             EventSource::Netlink(n) => n.fd.as_raw_fd(),
-            #[cfg(feature = "verbs")]
-            EventSource::Rdma { ctx, .. } => ctx.async_fd(),
+            EventSource::Port(p) => p.fd(),
         }
     }
 }
@@ -339,6 +322,12 @@ impl LinkEvents {
         }
     }
 
+    /// Events a backend reads itself ([`PortEvents`]), named `name` in errors.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn from_port(name: &str, src: Box<dyn PortEvents>) -> LinkEvents {
+        LinkEvents::with(name, EventSource::Port(src))
+    }
+
     fn never() -> Result<LinkEvents> {
         let fd = EventFd::new()?;
         Ok(LinkEvents::with("link", EventSource::Never(fd)))
@@ -358,19 +347,6 @@ impl LinkEvents {
         Ok(LinkEvents::with(
             ifname,
             EventSource::Netlink(Netlink { ifindex, up, ..nl }),
-        ))
-    }
-
-    /// Watches port `port` of RDMA device `device` (on a context of its own).
-    ///
-    /// # Errors
-    /// What opening the device reports.
-    #[cfg(feature = "verbs")]
-    pub fn rdma(device: &str, port: u8) -> Result<LinkEvents> {
-        let ctx = crate::ibverbs::device::open(device)?;
-        Ok(LinkEvents::with(
-            &format!("{device} port {port}"),
-            EventSource::Rdma { ctx, port },
         ))
     }
 
@@ -409,20 +385,7 @@ impl LinkEvents {
         match &mut self.src {
             EventSource::Never(_) => Ok(()),
             EventSource::Netlink(n) => n.read(&self.name, &mut self.pending),
-            #[cfg(feature = "verbs")]
-            EventSource::Rdma { ctx, port } => {
-                let e = ctx.get_async_event()?;
-                use crate::ibverbs::ffi::ibv_event_type as t;
-                let mine = e.port.is_none_or(|p| p == *port);
-                let ev = match e.event_type {
-                    x if x == t::IBV_EVENT_PORT_ERR as u32 && mine => Some(LinkEvent::LinkDown),
-                    x if x == t::IBV_EVENT_PORT_ACTIVE as u32 && mine => Some(LinkEvent::LinkUp),
-                    x if x == t::IBV_EVENT_DEVICE_FATAL as u32 => Some(LinkEvent::DeviceFatal),
-                    _ => None,
-                };
-                self.pending.extend(ev);
-                Ok(())
-            }
+            EventSource::Port(p) => p.read(&mut self.pending),
         }
     }
 }

@@ -13,6 +13,7 @@
 use crate::error::{Error, Result};
 use crate::mempool::{Shared, BUF_HEADER};
 
+pub mod checksum;
 mod meta;
 mod offload;
 
@@ -411,8 +412,11 @@ impl Packet {
     }
 
     /// A fresh single-buffer packet of this packet's pool (from the calling thread's cache), to
-    /// [`Packet::chain`] onto it.
-    pub(crate) fn alloc_segment(&self) -> Result<Packet> {
+    /// [`Packet::chain`] onto it (a frame longer than one buffer).
+    ///
+    /// # Errors
+    /// [`Error::PoolExhausted`] when the pool has no free buffer.
+    pub fn alloc_segment(&self) -> Result<Packet> {
         crate::mempool::Mempool::alloc_in(self.pool)
     }
 

@@ -9,6 +9,10 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
+/// Bytes a frame costs on the wire beyond its length: FCS 4 + preamble 8 + inter-frame gap 12
+/// (what turns a frame rate into the layer-1 bit rate of [`Rates::bps_l1`]).
+pub const WIRE_OVERHEAD: u64 = 24;
+
 /// A snapshot of one queue's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -95,7 +99,7 @@ impl Rates {
         }
         Rates {
             pps: packets as f64 / secs,
-            bps_l1: (bytes + packets * crate::gen::WIRE_OVERHEAD) as f64 * 8.0 / secs,
+            bps_l1: (bytes + packets * WIRE_OVERHEAD) as f64 * 8.0 / secs,
         }
     }
 }

@@ -8,10 +8,10 @@
 //! * [`wire`]: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
 //!   `tests/dv/oracle.rs`).
 //! * [`rings`]: the ring memory of one queue pair: the contract with the control path.
-//! * [`queue::DvQueue`]: the data path over one [`rings::QueueRings`]: [`tx`] (SEND and enhanced
-//!   multi-packet WQEs, completions every N WQEs, one doorbell per burst), [`rx`] (cyclic and
+//! * `queue::DvQueue` (crate-internal): the data path over one [`rings::QueueRings`]: `tx` (SEND and enhanced
+//!   multi-packet WQEs, completions every N WQEs, one doorbell per burst), `rx` (cyclic and
 //!   striding RQs, compressed CQEs), [`cq`] (ownership test, consumer index). Error completions go
-//!   through a [`queue::Recover`] hook, so the data path depends on neither the verbs control
+//!   through a `queue::Recover` hook, so the data path depends on neither the verbs control
 //!   path nor the model.
 //! * [`model`]: a software mlx5 NIC that plays the device's side of the rings (strict WQE checks,
 //!   error CQEs, RX metadata, compression, a wire that can be bridged to a veth), for tests and
@@ -31,7 +31,11 @@
 //! requirement, write-combining) is listed in docs/backends.md.
 
 // Built in every feature set: the receive options a `PortConfig` carries.
-pub mod options;
+pub mod options {
+    //! The mlx5 receive options (defined below the configuration, in `crate::options`, so
+    //! that [`PortConfig`](crate::PortConfig) carries them without importing a backend).
+    pub use crate::options::dv::*;
+}
 pub use options::{CqeComp, DvRxOptions, MiniCqeFormat, RqType, Striding};
 
 #[cfg(feature = "mlx5")]
@@ -43,17 +47,17 @@ mod mmio;
 #[cfg(feature = "mlx5")]
 pub mod model;
 #[cfg(feature = "mlx5")]
-pub mod notify;
+pub(crate) mod notify;
 #[cfg(feature = "mlx5")]
-pub mod queue;
+pub(crate) mod queue;
 #[cfg(feature = "mlx5")]
 pub mod rings;
 #[cfg(feature = "mlx5")]
-pub mod rx;
+pub(crate) mod rx;
 #[cfg(feature = "mlx5")]
 pub(crate) mod sys;
 #[cfg(feature = "mlx5")]
-pub mod tx;
+pub(crate) mod tx;
 #[cfg(feature = "mlx5")]
 pub mod wire;
 

@@ -50,9 +50,11 @@ pub trait Recover: Send {
 }
 
 /// A recovery hook that cannot recover (the queue stays in error after an error completion).
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct NoRecover;
 
+#[cfg(test)]
 impl Recover for NoRecover {
     fn recover_sq(&mut self) -> Result<()> {
         Err(Error::Unsupported("no recovery hook for this queue".into()))

@@ -231,39 +231,8 @@ pub struct Rule {
     pub action: Action,
 }
 
-/// A rule that is contradictory, refers to something that does not exist, or does not parse.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RuleError {
-    /// A field is contradictory or out of range.
-    #[error("`{field}`: {reason}")]
-    Invalid {
-        /// The field at fault.
-        field: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// Two rules of a set would be one flow table entry on an mlx5 port ([`order`]).
-    #[error("rules {first} and {second}: {reason}")]
-    Collision {
-        /// Index of the earlier rule.
-        first: usize,
-        /// Index of the later rule.
-        second: usize,
-        /// Both rules and why.
-        reason: String,
-    },
-    /// The text form does not parse.
-    #[error("at token {index} (`{token}`): {reason}")]
-    Parse {
-        /// 0-based index of the bad token.
-        index: usize,
-        /// The token (empty at end of input).
-        token: String,
-        /// What was expected.
-        reason: String,
-    },
-}
+/// Defined with the other error types (the error module sits below the rules).
+pub use crate::error::RuleError;
 
 impl Rule {
     /// A rule with `pattern` sending to one queue at priority 0.

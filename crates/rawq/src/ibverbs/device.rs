@@ -138,18 +138,19 @@ pub fn open(name: &str) -> Result<Context> {
     DeviceList::get()?.open(name)
 }
 
-/// A report of every device, its ports and the capabilities rawq uses (what `devinfo` prints).
+/// A report of every device, its ports and the capabilities rawq uses: `extra` adds a
+/// backend's own lines after each device's (`crate::describe_devices` passes the DV ones).
 ///
 /// # Errors
 /// [`Error::NoDevice`] (with the cause) when there is no device; a device that cannot be opened
 /// or queried is reported inline rather than failing the whole listing.
-pub fn describe_all() -> Result<String> {
+pub(crate) fn describe_all(extra: &dyn Fn(&Context, &mut String)) -> Result<String> {
     let list = DeviceList::get()?;
     let mut out = String::new();
     for name in list.names() {
         let _ = writeln!(out, "{name}");
         match list.open(&name) {
-            Ok(ctx) => describe(&ctx, &mut out),
+            Ok(ctx) => describe(&ctx, &mut out, extra),
             Err(e) => {
                 let _ = writeln!(out, "  cannot open: {e}");
             }
@@ -166,7 +167,7 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
-fn describe(ctx: &Context, out: &mut String) {
+fn describe(ctx: &Context, out: &mut String, extra: &dyn Fn(&Context, &mut String)) {
     let attr = match ctx.query_device() {
         Ok(a) => a,
         Err(e) => {
@@ -195,8 +196,7 @@ fn describe(ctx: &Context, out: &mut String) {
         attr.rx_hash_fields_mask,
         attr.max_tso
     );
-    #[cfg(feature = "mlx5")]
-    crate::dv::control::describe_dv(ctx, out);
+    extra(ctx, out);
     for port in 1..=attr.phys_port_cnt {
         match ctx.query_port(port) {
             Ok(p) => {

@@ -26,18 +26,19 @@
 //! pool, then the QP is reset and brought back to RTS and the RQ refilled. No buffer is lost:
 //! each is either with the device, in a queue's rings, or back in the pool.
 
-pub mod channel;
+pub(crate) mod channel;
 pub mod context;
 mod counters;
 pub mod cq;
 pub mod device;
 pub mod ffi;
 pub mod flow;
+mod link;
 pub mod mr;
-pub mod pd;
+pub(crate) mod pd;
 pub mod qp;
 pub mod rss;
-pub mod wq;
+pub(crate) mod wq;
 
 mod queue;
 mod rx;
@@ -54,7 +55,10 @@ use crate::mempool::Mempool;
 use crate::queue::Queue;
 
 pub use context::Context;
-pub use device::{describe_all, DeviceList};
+pub use device::DeviceList;
+// The DV backend's ports are RDMA ports too.
+#[cfg_attr(not(feature = "mlx5"), allow(unused_imports))]
+pub(crate) use link::source as link_source;
 
 use crate::config::RssConfig;
 use crate::flow::toeplitz::DEFAULT_KEY as DEFAULT_TOEPLITZ_KEY;
@@ -281,10 +285,7 @@ impl Rules {
 
 impl crate::backend::Control for Rules {
     fn link_source(&self) -> crate::link::Source {
-        crate::link::Source::Rdma {
-            device: self.pd.context().name().to_owned(),
-            port: self.port,
-        }
+        link::source(self.pd.context().name(), self.port)
     }
 
     fn device_counters(&self) -> crate::counters::DeviceCounters {

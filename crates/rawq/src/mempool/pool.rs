@@ -184,7 +184,7 @@ impl Mempool {
     }
 
     /// One packet from the calling thread's cache of the pool behind `s` (for building a
-    /// chain onto a packet of that pool, e.g. `gen::FrameSource::fill` of a jumbo frame).
+    /// chain onto a packet of that pool, e.g. rawq-gen's `FrameSource::fill` of a jumbo frame).
     pub(crate) fn alloc_in(s: &'static Shared) -> Result<Packet> {
         let idx = LOCAL.with(|l| l.borrow_mut().cache_for(s).get());
         match idx {

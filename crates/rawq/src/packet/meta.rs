@@ -176,7 +176,7 @@ impl RxMeta {
     }
 
     /// When the kernel's XDP hook ran the steering program for this frame: CLOCK_MONOTONIC
-    /// in ns (`bpf_ktime_get_ns`, the clock of [`crate::gen::monotonic_ns`]), written into the
+    /// in ns (`bpf_ktime_get_ns`, the clock of rawq-gen's `monotonic_ns`), written into the
     /// frame's XDP metadata by an AF_XDP port opened with
     /// [`RxTimestamps::Kernel`](crate::config::RxTimestamps::Kernel) or `Hardware`. `None` on
     /// other ports and for frames the kernel gave no metadata room. The time is taken in the

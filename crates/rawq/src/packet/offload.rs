@@ -89,7 +89,7 @@ struct CsumLayout {
 /// first buffer). `None` when there is nothing to fill: not IP, truncated headers, lengths past
 /// the frame.
 fn csum_layout(f: &[u8], total: usize) -> Option<CsumLayout> {
-    use crate::gen::checksum;
+    use super::checksum::checksum;
     let be16 = |o: usize| Some(u16::from_be_bytes([*f.get(o)?, *f.get(o + 1)?]));
     let (mut et, mut s) = (be16(12)?, 14);
     if et == 0x8100 {
@@ -141,8 +141,9 @@ fn csum_layout(f: &[u8], total: usize) -> Option<CsumLayout> {
 /// The L4 checksum from the sum of the datagram's bytes `sum` (checksum field zero).
 fn l4_csum(lo: &CsumLayout, sum: u32) -> u16 {
     let len = (lo.end - lo.l4) as u32;
-    let mut c =
-        crate::gen::csum_fold(sum + lo.pseudo + lo.proto as u32 + (len & 0xffff) + (len >> 16));
+    let mut c = super::checksum::csum_fold(
+        sum + lo.pseudo + lo.proto as u32 + (len & 0xffff) + (len >> 16),
+    );
     if lo.proto == 17 && c == 0 {
         c = 0xffff;
     }
@@ -162,7 +163,7 @@ pub(crate) fn fill_checksums(f: &mut [u8], l3: bool, l4: bool) {
     fill_l3(f, &lo, l3);
     if let (true, Some(at)) = (l4, lo.at) {
         f[at..at + 2].fill(0);
-        let c = l4_csum(&lo, crate::gen::checksum(&f[lo.l4..lo.end], 0));
+        let c = l4_csum(&lo, super::checksum::checksum(&f[lo.l4..lo.end], 0));
         f[at..at + 2].copy_from_slice(&c.to_be_bytes());
     }
 }
@@ -171,7 +172,7 @@ fn fill_l3(f: &mut [u8], lo: &CsumLayout, l3: bool) {
     if l3 && lo.v4 {
         let s = lo.l3;
         f[s + 10..s + 12].fill(0);
-        let c = crate::gen::csum_fold(crate::gen::checksum(&f[s..s + lo.ihl], 0));
+        let c = super::checksum::csum_fold(super::checksum::checksum(&f[s..s + lo.ihl], 0));
         f[s + 10..s + 12].copy_from_slice(&c.to_be_bytes());
     }
 }

@@ -11,7 +11,7 @@
 //! * [`affinity`]: CPU affinity.
 //!
 //! Crate-private: the public API re-exports what an embedder uses (`xdp::link_info`,
-//! `xdp::genl`, `gen::pin_to_core`).
+//! `xdp::genl`, `pin_to_core`).
 
 pub(crate) mod affinity;
 #[cfg_attr(not(feature = "xdp"), allow(dead_code))]

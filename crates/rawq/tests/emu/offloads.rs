@@ -16,8 +16,8 @@ use rawq_testkit as support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rawq::gen::{CaptureLimits, PcapWriter};
 use rawq::{Backend, MempoolConfig, Packet, Port};
+use rawq_gen::{CaptureLimits, PcapWriter};
 use support::emu::serial;
 use support::emu::{emu_sh, tempdir};
 use support::emu_dv::{inner_only, run_inner, INNER};

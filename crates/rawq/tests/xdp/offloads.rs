@@ -8,8 +8,8 @@ use rawq_testkit as support;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use rawq::gen::{FlowVary, FrameSpec, SizeSpec, Stamper};
 use rawq::{Backend, Packet, Port};
+use rawq_gen::{FlowVary, FrameSpec, SizeSpec, Stamper};
 use support::NetnsPair;
 
 #[test]

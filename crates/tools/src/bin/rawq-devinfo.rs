@@ -21,7 +21,7 @@ fn main() -> std::process::ExitCode {
     if let Err(code) = rawq_tools::generate::matches_of(<Args as clap::CommandFactory>::command()) {
         return code;
     }
-    match rawq::ibverbs::describe_all() {
+    match rawq::describe_devices() {
         Ok(listing) => {
             out!("{listing}");
             rawq_tools::out::status()

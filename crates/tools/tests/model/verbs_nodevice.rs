@@ -2,7 +2,7 @@
 //! With `RAWQ_TEST_DEVICE=<name>` set, the same tests assert that the device is listed instead.
 #![cfg(feature = "verbs")]
 
-use rawq::ibverbs::describe_all;
+use rawq::describe_devices as describe_all;
 use rawq::{Backend, Error, Port};
 
 fn test_device() -> Option<String> {

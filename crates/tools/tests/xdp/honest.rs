@@ -7,8 +7,8 @@ use rawq_testkit as support;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use rawq::gen::{FlowVary, FrameSpec, SizeSpec, Stamper};
 use rawq::{Backend, Mempool, MempoolConfig, Packet, Port};
+use rawq_gen::{FlowVary, FrameSpec, SizeSpec, Stamper};
 use support::NetnsPair;
 
 /// UDP frames from B to a kernel socket on A's port 7000.

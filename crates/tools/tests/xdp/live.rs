@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use rawq::gen::{FlowVary, FrameSpec, SizeSpec, SEQ_MAGIC};
 use rawq::xdp::live::{LiveConfig, LiveEngine, LiveReport};
 use rawq::Error;
+use rawq_gen::live_config;
+use rawq_gen::{FlowVary, FrameSpec, SizeSpec, SEQ_MAGIC};
 use support::{enter_netns, NetnsPair};
 
 fn spec(p: &NetnsPair, src: IpAddr, dst: IpAddr, flows: u32, vary: FlowVary) -> FrameSpec {
@@ -47,8 +48,8 @@ fn ethtool(p: &NetnsPair, ns: &str, args: &[&str]) {
 }
 
 /// A received datagram: its source port and its sequence stamp, read by hand from the layout
-/// of src/gen/template/stamp.rs (magic 4, stream 2, flow index 2, flows - 1 2, 48-bit seq 6, all
-/// big-endian).
+/// of crates/gen/src/template/stamp.rs (magic 4, stream 2, flow index 2, flows - 1 2, 48-bit
+/// seq 6, all big-endian).
 #[derive(Clone, Copy, Debug)]
 struct Dgram {
     port: u16,
@@ -155,10 +156,11 @@ fn exact_count_reaches_a_kernel_udp_socket_over_the_flows() {
     ethtool(&p, &p.b, &["-K", &p.veth_b, "gro", "on"]);
     let ip_b: IpAddr = p.ip_b.parse().unwrap();
     let rx = udp_receiver(&p, ip_b);
-    let mut cfg = LiveConfig::new(
+    let mut cfg = live_config(
         &p.veth_a,
-        spec(&p, p.ip_a.parse().unwrap(), ip_b, 5, FlowVary::SrcPort),
-    );
+        &spec(&p, p.ip_a.parse().unwrap(), ip_b, 5, FlowVary::SrcPort),
+    )
+    .unwrap();
     let n = 5000;
     cfg.count = n;
     // Paced so that the receiving socket keeps up: 200 frames per call.
@@ -202,7 +204,7 @@ fn ipv6_count_is_exact_over_two_threads() {
     }
     ethtool(&p, &p.b, &["-K", &p.veth_b, "gro", "on"]);
     let rx = udp_receiver(&p, b6);
-    let mut cfg = LiveConfig::new(&p.veth_a, spec(&p, a6, b6, 3, FlowVary::SrcPort));
+    let mut cfg = live_config(&p.veth_a, &spec(&p, a6, b6, 3, FlowVary::SrcPort)).unwrap();
     let n = 3001;
     cfg.count = n;
     cfg.cores = vec![0, 1];
@@ -242,16 +244,17 @@ fn tshark_finds_good_checksums_when_the_source_address_varies() {
         .spawn()
         .expect("tcpdump");
     std::thread::sleep(Duration::from_millis(1500));
-    let mut cfg = LiveConfig::new(
+    let mut cfg = live_config(
         &p.veth_a,
-        spec(
+        &spec(
             &p,
             p.ip_a.parse().unwrap(),
             p.ip_b.parse().unwrap(),
             4,
             FlowVary::SrcIp,
         ),
-    );
+    )
+    .unwrap();
     cfg.count = n;
     cfg.pps = Some(10_000.0);
     let rep = send(&p, cfg).expect("live send");
@@ -321,16 +324,17 @@ fn veth_peer_without_xdp_or_gro_is_refused_with_the_fix() {
         return;
     };
     ethtool(&p, &p.b, &["-K", &p.veth_b, "gro", "off"]);
-    let mut cfg = LiveConfig::new(
+    let mut cfg = live_config(
         &p.veth_a,
-        spec(
+        &spec(
             &p,
             p.ip_a.parse().unwrap(),
             p.ip_b.parse().unwrap(),
             1,
             FlowVary::SrcPort,
         ),
-    );
+    )
+    .unwrap();
     cfg.count = 1000;
     match send(&p, cfg) {
         Err(e @ Error::Unsupported(_)) => {
@@ -352,16 +356,17 @@ fn duration_stops_an_unlimited_run() {
         return;
     };
     ethtool(&p, &p.b, &["-K", &p.veth_b, "gro", "on"]);
-    let mut cfg = LiveConfig::new(
+    let mut cfg = live_config(
         &p.veth_a,
-        spec(
+        &spec(
             &p,
             p.ip_a.parse().unwrap(),
             p.ip_b.parse().unwrap(),
             1,
             FlowVary::SrcPort,
         ),
-    );
+    )
+    .unwrap();
     cfg.duration = Some(Duration::from_millis(300));
     let t = Instant::now();
     let rep = send(&p, cfg).expect("live send");
@@ -386,14 +391,14 @@ fn bad_configurations_are_refused() {
         1,
         FlowVary::SrcPort,
     );
-    let mut cfg = LiveConfig::new(&p.veth_a, s.clone());
+    let mut cfg = live_config(&p.veth_a, &s.clone()).unwrap();
     cfg.batch = 300;
     let e = p.run_in(&p.a, move || LiveEngine::new(cfg).unwrap_err());
     assert!(
         matches!(e, Error::Config(_)) && e.to_string().contains("256"),
         "{e}"
     );
-    let cfg = LiveConfig::new("rawq-nope0", s);
+    let cfg = live_config("rawq-nope0", &s).unwrap();
     let e = p.run_in(&p.a, move || LiveEngine::new(cfg).unwrap_err());
     assert!(matches!(e, Error::NotFound { .. }), "{e}");
 }
@@ -545,16 +550,17 @@ fn set_counter0(map_fd: i32, v: u64) {
 /// per-CPU counter counts each run.
 #[test]
 fn kernel_runs_of_the_program_match_the_stamper() {
-    use rawq::gen::Stamper;
     use rawq::xdp::bpf::sys::{action, PerCpuCounters, Program};
-    use rawq::xdp::live::{live_program, LivePlan};
+    use rawq::xdp::live::live_program;
+    use rawq_gen::live_plan;
+    use rawq_gen::Stamper;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         support::skip_or_fail::<()>("needs root for BPF");
         return;
     }
     // On one CPU: the frame number is that CPU's counter, the stream its number.
-    rawq::gen::pin_to_core(0).unwrap();
+    rawq_gen::pin_to_core(0).unwrap();
     let v4: (IpAddr, IpAddr) = ("10.1.2.3".parse().unwrap(), "10.1.255.250".parse().unwrap());
     let v6: (IpAddr, IpAddr) = ("fd00::fff0".parse().unwrap(), "fd00::2".parse().unwrap());
     for (src, dst) in [v4, v6] {
@@ -574,7 +580,7 @@ fn kernel_runs_of_the_program_match_the_stamper() {
                         stamp,
                     };
                     let what = format!("{src} {vary:?} stamp {stamp} flows {flows}");
-                    let (frame, plan) = LivePlan::new(&spec).unwrap();
+                    let (frame, plan) = live_plan(&spec).unwrap();
                     let counters = PerCpuCounters::create(1, "rawq_test_cnt").unwrap();
                     let insns = live_program(&plan, counters.as_raw_fd(), 1).unwrap();
                     let prog = Program::load(&insns, "rawq_live_test")

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use rawq::config::RxTimestamps;
 use rawq::flow::Rule;
-use rawq::gen::monotonic_ns;
 use rawq::xdp::bpf::{self, action, meta, Program, Stamp, Variant, XskMap};
 use rawq::{Backend, Port, Queue, RxMeta};
+use rawq_gen::monotonic_ns;
 use support::NetnsPair;
 
 fn root_or_skip() -> Option<()> {

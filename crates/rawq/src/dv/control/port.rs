@@ -217,10 +217,7 @@ impl ControlPort {
 /// `crate::ibverbs::Rules`).
 impl crate::backend::Control for ControlPort {
     fn link_source(&self) -> crate::link::Source {
-        crate::link::Source::Rdma {
-            device: self.pd.context().name().to_owned(),
-            port: self.port,
-        }
+        crate::ibverbs::link_source(self.pd.context().name(), self.port)
     }
 
     fn device_counters(&self) -> crate::counters::DeviceCounters {

@@ -2,7 +2,7 @@
 //!
 //! A [`ModelPort`] is one NIC port with `queues` queue pairs. It owns ring memory laid out as
 //! libmlx5 hands it out (SQ of 64-byte WQEBBs, CQs initialized to `op_own = 0xF0`, a cyclic or
-//! striding RQ, doorbell records, a fake UAR page) and gives out [`DvQueue`](crate::dv::queue::DvQueue)s over it. Then, on
+//! striding RQ, doorbell records, a fake UAR page) and gives out `DvQueue`s over it. Then, on
 //! each [`ModelPort::process`] (or in a thread, [`ModelPort::spawn`]), it does what the hardware
 //! does:
 //!
@@ -13,7 +13,7 @@
 //!   error CQE the hardware would (LOCAL_PROT_ERR for a bad key or address, LOCAL_LENGTH_ERR for
 //!   a bad length, LOCAL_QP_OP_ERR for a bad opcode / DS / index); every later WQE is flushed
 //!   (WR_FLUSH_ERR) until the queue is reset through the
-//!   [`crate::dv::queue::Recover`] hook.
+//!   `dv::queue::Recover` hook.
 //!   In stepped mode it also checks that the UAR register holds the last WQE's first 8 bytes.
 //! * **Receive**: takes frames from the wire, drops runts and oversize frames (counted), steers
 //!   them by the flow rules (each rule becomes a device flow with its priority and a Tag spec
@@ -38,7 +38,7 @@
 //! RQ, TIR and flow objects over rings anywhere in memory (the port's own here, an
 //! application's under the emulated NIC). One engine serves both. It is the crate
 //! `rawq-model` (model/ in rawq's workspace), which imports nothing from rawq; this module is
-//! rawq's glue over it: [`ModelPort`] hands out rawq's [`DvQueue`](crate::dv::queue::DvQueue)s
+//! rawq's glue over it: [`ModelPort`] hands out rawq's `DvQueue`s
 //! over the device, converting rawq's options into the device's and its errors into
 //! [`Error`].
 
@@ -49,8 +49,8 @@ use crate::dv::rings::{CqRing, DvCaps, MiniCqeFormat, QueueRings, RqRing, SqRing
 use crate::error::{Error, Result};
 use crate::mempool::Mempool;
 
+pub use crate::options::model::{ModelOptions, ModelWire, NetdevPath, RxKind};
 use options::{mini_cqe_of, netdev_of, striding_of, wire_of};
-pub use options::{ModelOptions, ModelWire, NetdevPath, RxKind};
 pub use port::ModelPort;
 pub use rawq_model::{hw, net, HwTuning, ModelCounters, ModelThread};
 

@@ -71,7 +71,7 @@ impl std::fmt::Debug for LiveEngine {
 }
 
 impl LiveEngine {
-    /// Builds the frame and the program and loads it, then checks that the kernel has live
+    /// Builds the program for the configuration's frame and plan and loads it, then checks that the kernel has live
     /// frames (a one-frame run of a program that drops it: nothing is sent).
     ///
     /// # Errors
@@ -102,7 +102,8 @@ impl LiveEngine {
             }
         }
         let ifindex = crate::xdp::ifindex(&cfg.ifname)?;
-        let (frame, plan) = LivePlan::new(&cfg.spec)?;
+        cfg.plan.check(&cfg.frame)?;
+        let (frame, plan) = (cfg.frame.clone(), cfg.plan.clone());
         let counters = PerCpuCounters::create(1, "rawq_live_cnt").map_err(load_error)?;
         // Does the kernel have live frames? A program that drops its frame, run once.
         let probe = Program::load(
@@ -169,7 +170,7 @@ impl LiveEngine {
         // runs on from the probe.
         std::thread::scope(|s| {
             s.spawn(|| {
-                let _ = crate::gen::pin_to_core(self.cfg.cores[0]);
+                let _ = crate::sys::affinity::pin_to_core(self.cfg.cores[0]);
                 self.prog
                     .run_live(&self.frame, self.ifindex, probe_n as u32, self.cfg.batch)
                     .map_err(live_error)
@@ -238,7 +239,7 @@ impl LiveEngine {
     /// One sending thread: calls until its quota, the deadline or the stop flag.
     fn worker(&self, core: usize, quota: Option<u64>, deadline: Option<Instant>) -> Result<()> {
         // Pinned: one stream of sequence numbers and flows per thread (the CPU's counter).
-        if let Err(e) = crate::gen::pin_to_core(core) {
+        if let Err(e) = crate::sys::affinity::pin_to_core(core) {
             self.stop.store(true, Relaxed);
             return Err(e);
         }

@@ -30,14 +30,14 @@
 //!   transmit counters without atomics from every sending CPU, so with several sender threads
 //!   on one veth a concurrent update can be lost and a drop go uncounted.
 //! * Flows: frame `n` of a CPU (its counter) is flow `n % flows`, as pktgen's other engines
-//!   send it. With [`FlowVary::SrcIp`] the source address's last 16 bits are the source's plus
-//!   the flow index, stepping over the destination's (as the [`Stamper`] does: nothing is sent
-//!   from the address it is sent to).
-//! * Sequence stamps ([`FrameSpec::stamp`]) are the [`Stamper`]'s (src/gen/template/stamp.rs, all
-//!   big-endian at the start of the UDP payload): magic (4, from the template), the CPU number
+//!   send it. With [`LivePlan::src_ip`] the source address's last 16 bits are the source's
+//!   plus the flow index, stepping over the destination's (as rawq-gen's `Stamper` does:
+//!   nothing is sent from the address it is sent to).
+//! * Sequence stamps ([`LivePlan::stamp`]) are rawq-gen's `Stamper`'s
+//!   (crates/gen/src/template/stamp.rs, all big-endian at the start of the UDP payload): magic (4, from the template), the CPU number
 //!   as the stream (2), the flow index `n % flows` (2), flows − 1 (2, from the template) and
 //!   the low 48 bits of the CPU's frame counter `n` as the sequence number (6) — with one
-//!   thread per core, one stream per thread. The receive side ([`crate::gen::FlowTracker`])
+//!   thread per core, one stream per thread. The receive side (rawq-gen's `FlowTracker`)
 //!   numbers a flow's frames `seq / flows`. A counter past 2^48 wraps the sequence number to
 //!   0 and leaves the other fields intact (as the Stamper masks it); at 100 Mpps that takes
 //!   about 33 days.
@@ -49,7 +49,7 @@
 //!
 //! # Limits
 //! One frame size per run (no ranges or IMIX: the kernel copies one frame), at most a page less
-//! the kernel's headroom; IPv4 or IPv6 UDP frames of a [`FrameSpec`].
+//! the kernel's headroom; IPv4 or IPv6 UDP frames of a rawq-gen `FrameSpec`.
 //!
 //! # A veth needs a receiver
 //! A veth takes redirected frames only if its peer runs NAPI: the peer must have an XDP program
@@ -59,7 +59,11 @@
 //! silently but for a tracepoint. The engine sends one probe batch first and fails with the fix
 //! if the interface took none of it.
 //!
-//! The files: `plan` (the frame and where its varying fields sit), `program` (the XDP program
+//! The engine is the AF_XDP backend's transmit mode: it is made of that backend's BPF loader
+//! and assembler (crate-internal), so it stays here; the generator (`rawq-gen`'s
+//! `live_plan`/`live_config`) turns a frame spec into the frame and the [`LivePlan`] it takes.
+//!
+//! The files: `plan` (where the varying fields sit), `program` (the XDP program
 //! that writes them), `engine` (loading, the sending threads, pacing, what went wrong),
 //! `counters` (what the interface says it took or dropped; the `SIOCETHTOOL` ioctl behind them is
 //! in `crate::sys::ethtool`).
@@ -67,10 +71,6 @@
 #![deny(unsafe_code)]
 
 use std::time::Duration;
-
-use crate::gen::FrameSpec;
-#[cfg(doc)]
-use crate::gen::{FlowVary, SizeSpec, Stamper};
 
 mod counters;
 mod engine;
@@ -85,8 +85,6 @@ pub use plan::LivePlan;
 pub use program::live_program;
 
 const ETH: usize = 14;
-const IP4: usize = 20;
-const IP6: usize = 40;
 const UDP: usize = 8;
 /// Default runs per `BPF_PROG_TEST_RUN` call.
 pub const DEFAULT_REPEAT: u32 = 1 << 20;
@@ -97,14 +95,20 @@ pub const CALL_TARGET: Duration = Duration::from_millis(200);
 const CALIBRATION_RUNS: u64 = 4096;
 /// Default batch: the NAPI budget, as the kernel's own default.
 pub const DEFAULT_BATCH: u32 = 64;
+/// Largest frame: a page less the kernel's headroom (`XDP_PACKET_HEADROOM`, 256),
+/// `skb_shared_info` (320 on x86-64) and the live mode's page head, with room to spare.
+pub const MAX_FRAME: usize = 3072;
 
 /// What the engine sends, where, and for how long.
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
     /// Interface to send on (in the calling thread's network namespace).
     pub ifname: String,
-    /// The frames: one fixed size ([`SizeSpec::Fixed`]).
-    pub spec: FrameSpec,
+    /// The frame the kernel copies (flow 0, stamp 0): one fixed size.
+    pub frame: Vec<u8>,
+    /// Where the program writes the varying fields of `frame` (`rawq-gen`'s `live_plan` builds
+    /// both from a frame spec).
+    pub plan: LivePlan,
     /// One sending thread per entry, pinned to that core.
     pub cores: Vec<usize>,
     /// Frames to send over all threads; 0 = no limit.
@@ -122,10 +126,11 @@ pub struct LiveConfig {
 
 impl LiveConfig {
     /// One thread on core 0, unlimited, batch 64, 2^20 runs per call.
-    pub fn new(ifname: &str, spec: FrameSpec) -> LiveConfig {
+    pub fn new(ifname: &str, frame: Vec<u8>, plan: LivePlan) -> LiveConfig {
         LiveConfig {
             ifname: ifname.to_string(),
-            spec,
+            frame,
+            plan,
             cores: vec![0],
             count: 0,
             duration: None,
@@ -136,8 +141,9 @@ impl LiveConfig {
     }
 }
 
-/// The outcome of [`LiveEngine::run`].
+/// The outcome of [`LiveEngine::run`] (it will grow: built by the engine).
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LiveReport {
     /// Frames the interface took: `redirected - dropped`.
     pub sent: u64,

@@ -3,7 +3,6 @@
 use super::plan::LivePlan;
 use super::{ETH, UDP};
 use crate::error::{Error, Result};
-use crate::gen::FlowVary;
 use crate::xdp::bpf::insn::{AluOp, Asm, Insn, JmpOp, Reg};
 use crate::xdp::bpf::sys::{
     action, HELPER_GET_SMP_PROCESSOR_ID, HELPER_MAP_LOOKUP_ELEM, HELPER_REDIRECT,
@@ -72,7 +71,7 @@ pub fn live_program(plan: &LivePlan, counters_fd: i32, ifindex: u32) -> Result<V
             a.emit(Insn::alu64_imm(AluOp::Add, Reg::R1, plan.flow_base as i32));
             a.emit(Insn::alu64_imm(AluOp::And, Reg::R1, 0xffff));
             a.emit(Insn::alu64_reg(AluOp::Add, Reg::R5, Reg::R1));
-            if plan.vary == FlowVary::SrcIp && plan.v4 {
+            if plan.src_ip && plan.v4 {
                 a.emit(Insn::mov64_imm(Reg::R4, plan.ip_sum as i32));
                 a.emit(Insn::alu64_reg(AluOp::Add, Reg::R4, Reg::R1));
                 fold_invert(&mut a, Reg::R4, Reg::R3);

@@ -82,7 +82,7 @@ pub struct Args {
     #[arg(long = "rule", required = true)]
     pub rules: Vec<String>,
     /// Run time: 5, 5s, 500ms, 2m, 1h (default: until Ctrl-C or SIGTERM).
-    #[arg(short = 't', long, value_parser = rawq::gen::parse_duration, allow_hyphen_values = true)]
+    #[arg(short = 't', long, value_parser = rawq_gen::parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Ring size (rx and tx descriptors per queue), a power of two from 8 to 32768: a larger
     /// ring rides out longer stalls of the forwarding thread without rx drops.
@@ -304,7 +304,7 @@ fn parse_eth_peer(s: &str) -> Result<(Option<usize>, Mac), String> {
 }
 
 fn parse_period(s: &str) -> Result<Duration, String> {
-    match rawq::gen::parse_duration(s) {
+    match rawq_gen::parse_duration(s) {
         Ok(d) if d >= Duration::from_millis(100) => Ok(d),
         _ => Err(format!(
             "{s:?}: a stats period is at least 100ms, e.g. 1, 0.5, 2s, 500ms"

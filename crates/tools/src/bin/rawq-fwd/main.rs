@@ -131,7 +131,7 @@ fn run(a: &Args) -> Result<(), Failure> {
             backend: p.info().backend,
             offloads: p.info().offloads,
             tx_dropped0: (p.info().backend == "xdp")
-                .then(|| rawq::gen::netdev_state(d).and_then(|s| s.tx_dropped))
+                .then(|| rawq_gen::netdev_state(d).and_then(|s| s.tx_dropped))
                 .flatten(),
         })
         .collect();
@@ -373,7 +373,7 @@ fn injected_fault(i: usize) -> Option<QueueFault> {
 /// when there is one).
 fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
     if let Some(c) = cfg.core {
-        if let Err(e) = rawq::gen::pin_to_core(c) {
+        if let Err(e) = rawq_gen::pin_to_core(c) {
             run.fail(rawq::Error::Config(format!("--cores {c}: {e}")));
             return;
         }
@@ -556,7 +556,7 @@ fn check_errors(qs: &mut [Queue], run: &Run) {
 
 /// Why interface `dev` cannot forward any more, if it cannot: gone, or administratively down.
 fn link_failure(dev: &str) -> Option<rawq::Error> {
-    match rawq::gen::netdev_state(dev) {
+    match rawq_gen::netdev_state(dev) {
         None => Some(rawq::Error::Link {
             ifname: dev.to_string(),
             detail: "the interface is gone: it was deleted or moved to another namespace while \
@@ -588,7 +588,7 @@ fn port_mac(a: &Args, p: usize) -> rawq::flow::Mac {
         _ => None,
     };
     netdev
-        .and_then(|n| rawq::gen::netdev_mac(&n))
+        .and_then(|n| rawq_gen::netdev_mac(&n))
         .unwrap_or([0x02, 0, 0, 0, 0x01, p as u8])
 }
 
@@ -628,7 +628,7 @@ fn buf_size(a: &Args) -> u32 {
     let mtu = a
         .devs
         .iter()
-        .filter_map(|d| rawq::gen::netdev_state(d).and_then(|s| s.mtu))
+        .filter_map(|d| rawq_gen::netdev_state(d).and_then(|s| s.mtu))
         .max()
         .unwrap_or(1500) as usize;
     let limit = if a.backend == "xdp" { 4096 } else { 65536 };

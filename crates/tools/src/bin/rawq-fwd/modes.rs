@@ -107,9 +107,9 @@ fn five_tuple_swap(d: &mut [u8]) {
 /// The `i`-th frame of `--tx-first` from a port with MAC `src` to `dst`: a 60-byte UDP/IPv4
 /// frame 198.18.0.1 → 198.18.0.2 (RFC 2544's benchmarking range), destination port 9000,
 /// source port 1024 + i % 256 (distinct flows, so that RSS spreads them over the queues), with
-/// correct checksums (built by rawq::gen's template).
+/// correct checksums (built by rawq_gen's template).
 pub fn tx_first_frame(i: u32, src: Mac, dst: Mac) -> rawq::Result<Vec<u8>> {
-    let spec = rawq::gen::FrameSpec {
+    let spec = rawq_gen::FrameSpec {
         dst_mac: dst,
         src_mac: src,
         src_ip: "198.18.0.1".parse().expect("literal address"),
@@ -117,11 +117,11 @@ pub fn tx_first_frame(i: u32, src: Mac, dst: Mac) -> rawq::Result<Vec<u8>> {
         src_port: 1024,
         dst_port: TX_FIRST_DST_PORT,
         flows: TX_FIRST_FLOWS,
-        vary: rawq::gen::FlowVary::SrcPort,
-        sizes: rawq::gen::SizeSpec::Fixed(60),
+        vary: rawq_gen::FlowVary::SrcPort,
+        sizes: rawq_gen::SizeSpec::Fixed(60),
         stamp: false,
     };
-    let st = rawq::gen::Stamper::new(spec)?;
+    let st = rawq_gen::Stamper::new(spec)?;
     let mut f = vec![0u8; 60];
     st.write(&mut f, 60, i % TX_FIRST_FLOWS, 0, 0);
     Ok(f)
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(&g[24..26], &f[24..26], "IPv4 checksum unchanged");
         assert_eq!(&g[40..42], &f[40..42], "UDP checksum unchanged");
         assert_eq!(
-            rawq::gen::csum_fold(rawq::gen::checksum(&g[14..34], 0)),
+            rawq_gen::csum_fold(rawq_gen::checksum(&g[14..34], 0)),
             0,
             "IPv4 header still sums to 0xffff"
         );

@@ -108,7 +108,7 @@ impl PortSnap {
         queues.iter().for_each(|q| total.accumulate(q));
         let mut device = Vec::new();
         if let Some(d0) = facts.tx_dropped0 {
-            if let Some(d) = rawq::gen::netdev_state(&facts.name).and_then(|s| s.tx_dropped) {
+            if let Some(d) = rawq_gen::netdev_state(&facts.name).and_then(|s| s.tx_dropped) {
                 device.push(("netdev_tx_dropped", d.saturating_sub(d0)));
             }
         }
@@ -334,7 +334,7 @@ fn rate(packets: u64, bytes: u64, secs: f64) -> (f64, f64) {
     if secs <= 0.0 {
         return (0.0, 0.0);
     }
-    let bits = (bytes + packets * rawq::gen::WIRE_OVERHEAD) as f64 * 8.0;
+    let bits = (bytes + packets * rawq_gen::WIRE_OVERHEAD) as f64 * 8.0;
     (packets as f64 / secs, bits / secs / 1e9)
 }
 

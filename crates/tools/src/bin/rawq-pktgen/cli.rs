@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use rawq::flow::Rule;
-use rawq::gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 use rawq::{Backend, Error};
+use rawq_gen::{FlowVary, FrameSource, FrameSpec, Rate, SizeSpec, Stamper};
 
 /// The destination MAC when --dst-mac is left out and not resolved.
 pub const DEFAULT_DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -68,7 +68,7 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {
-    rawq::gen::parse_duration(s).map(|d| d.as_secs_f64())
+    rawq_gen::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 /// The largest burst: more than any ring takes in one go, and small enough to preallocate.
@@ -79,22 +79,6 @@ fn parse_burst(s: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_BURST).contains(&n) => Ok(n),
         _ => Err(format!("{s:?}: a burst is 1 to {MAX_BURST} packets")),
     }
-}
-
-/// Frame sizes, with the limit named when a number is out of range (the template's own message
-/// only says what shape is expected).
-pub(crate) fn parse_size(s: &str) -> Result<SizeSpec, String> {
-    for part in s.split('-') {
-        if let Ok(n) = part.trim().parse::<u64>() {
-            if n > u16::MAX as u64 {
-                return Err(format!(
-                    "{s:?}: {n} bytes is above the largest frame size, 65535 (and above what \
-                     any link's MTU allows)"
-                ));
-            }
-        }
-    }
-    s.parse::<SizeSpec>().map_err(|e| e.to_string())
 }
 
 /// Ring sizes a port takes (`PortBuilder::rx_ring` / `tx_ring`), said in the option's words.
@@ -113,10 +97,10 @@ fn parse_rx_mode(s: &str) -> Result<rawq::queue::RxMode, String> {
 }
 
 fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
-    rawq::gen::parse_duration(s)
+    rawq_gen::parse_duration(s)
 }
 
-fn parse_pattern(s: &str) -> Result<rawq::gen::Pattern, String> {
+fn parse_pattern(s: &str) -> Result<rawq_gen::Pattern, String> {
     s.parse().map_err(|e: Error| e.to_string())
 }
 
@@ -154,7 +138,7 @@ pub struct Args {
     /// Send engine of -b xdp: afxdp (a socket per queue) or live (the kernel's live-frames
     /// generator: send only, one fixed size, coarse --rate).
     #[arg(long, value_enum, default_value = "afxdp")]
-    pub engine: crate::live::Engine,
+    pub engine: crate::opts::Engine,
     /// Receive and count instead of sending. On Ctrl-C or SIGTERM the receiver first counts
     /// what its queues already hold and what the device is still delivering (until a queue
     /// gives nothing for 100 ms, 2 s at most), then prints the summary; a second signal ends
@@ -204,7 +188,7 @@ pub struct Args {
     /// are raised to 74 bytes, 78 with FCS as RFC 5180 asks, or more to fit the headers and
     /// stamp). Default: the smallest frame that fits the template, 60 bytes at least (60 for
     /// IPv4 and UDP; 62 over IPv6; more with --latency, --seq, VLAN tags or TCP).
-    #[arg(short, long, value_parser = parse_size)]
+    #[arg(short, long, value_parser = crate::opts::parse_size)]
     pub size: Option<SizeSpec>,
     /// Number of flows.
     #[arg(short, long, default_value_t = 1)]
@@ -231,11 +215,11 @@ pub struct Args {
     /// poisson:SEED for another schedule; each queue draws its own) or, with --burst-gap,
     /// bursts.
     #[arg(long, default_value = "constant", value_parser = parse_pattern, conflicts_with = "burst_gap")]
-    pub pattern: rawq::gen::Pattern,
+    pub pattern: rawq_gen::Pattern,
     /// Bursts of N frames, each followed by GAP of silence (e.g. 32,1ms; 8,50us), per queue:
     /// within a burst frames go at --rate (back to back with max).
-    #[arg(long, value_name = "N,GAP", value_parser = rawq::gen::Pattern::burst_gap)]
-    pub burst_gap: Option<rawq::gen::Pattern>,
+    #[arg(long, value_name = "N,GAP", value_parser = rawq_gen::Pattern::burst_gap)]
+    pub burst_gap: Option<rawq_gen::Pattern>,
     /// Packets to send (over all queues); 0 = no limit.
     #[arg(short = 'n', long, default_value_t = 0)]
     pub count: u64,
@@ -296,11 +280,11 @@ pub struct Args {
 
     /// RFC 2544 benchmark options.
     #[command(flatten)]
-    pub bench: crate::rfc2544::BenchArgs,
+    pub bench: crate::opts::BenchArgs,
 
     /// Several streams in one run (--stream, --profile).
     #[command(flatten)]
-    pub streams: crate::streams::StreamArgs,
+    pub streams: crate::opts::StreamArgs,
 
     /// Draw the results into this SVG file: a run's latency histogram (with --latency) and
     /// packets sent per second; an RFC 2544 test's frame loss and latency over the rate.
@@ -320,8 +304,8 @@ pub struct Args {
 impl Args {
     /// The inter-arrival pattern of queue `q` (each queue its own Poisson seed: the sum of
     /// independent Poisson processes is one).
-    pub fn pattern(&self, q: u16) -> rawq::gen::Pattern {
-        use rawq::gen::Pattern;
+    pub fn pattern(&self, q: u16) -> rawq_gen::Pattern {
+        use rawq_gen::Pattern;
         match (self.burst_gap, self.pattern) {
             (Some(b), _) => b,
             (None, Pattern::Poisson { seed }) => Pattern::Poisson {
@@ -373,7 +357,7 @@ impl Args {
     /// The source MAC: --src-mac, the interface's, or 02:00:00:00:00:01.
     pub fn src_mac_or_default(&self) -> [u8; 6] {
         self.src_mac
-            .or_else(|| rawq::gen::netdev_mac(&self.dev))
+            .or_else(|| rawq_gen::netdev_mac(&self.dev))
             .unwrap_or([2, 0, 0, 0, 0, 1])
     }
 

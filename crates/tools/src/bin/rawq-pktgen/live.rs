@@ -7,27 +7,17 @@
 //! `--size`; no `--pcap`. The sent count is what the interface took (see the engine's docs);
 //! sequence stamps carry the sending CPU as their stream.
 
-use clap::ValueEnum;
-
 use crate::cli::Args;
-
-/// The send engine of `-b xdp`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Engine {
-    /// An AF_XDP socket per queue (sends and receives).
-    Afxdp,
-    /// The kernel's live-frames generator (send only; kernel ≥ 5.18).
-    Live,
-}
 
 /// Runs the live engine as the options say.
 #[cfg(feature = "xdp")]
 pub fn run(a: &Args) -> rawq::Result<()> {
     use std::time::{Duration, Instant};
 
-    use rawq::gen::FrameSource;
     use rawq::xdp::live::{LiveConfig, LiveEngine};
     use rawq::Error;
+    use rawq_gen::live_config;
+    use rawq_gen::FrameSource;
 
     if a.backend != crate::cli::BackendKind::Xdp {
         return Err(Error::Config(
@@ -55,7 +45,7 @@ pub fn run(a: &Args) -> rawq::Result<()> {
         count: a.count,
         duration: a.duration.map(Duration::from_secs_f64),
         pps: a.rate.pps(mean_len),
-        ..LiveConfig::new(&a.dev, st.spec().clone())
+        ..live_config(&a.dev, st.spec())?
     };
     let engine = LiveEngine::new(cfg)?;
     say!(

@@ -3,8 +3,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use rawq::gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
 use rawq::Queue;
+use rawq_gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
 
 use crate::{measure, Outcome, Until};
 

@@ -25,6 +25,7 @@ mod loops;
 mod measure;
 mod monitor;
 mod neigh;
+mod opts;
 mod plot;
 mod rfc2544;
 mod streams;
@@ -37,8 +38,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches};
-use rawq::gen::{FrameSource, Pattern, SeqTracker};
 use rawq::{MempoolConfig, Port, Queue};
+use rawq_gen::{FrameSource, Pattern, SeqTracker};
 
 use cli::Args;
 use loops::{rx_loop, tx_loop};
@@ -179,7 +180,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     let a = with_streams.as_ref().unwrap_or(a);
     // Rules are checked in every mode, so that a typo never passes unnoticed.
     let rules = a.rules()?;
-    if a.engine == live::Engine::Live {
+    if a.engine == opts::Engine::Live {
         if a.burst_gap.is_some() || a.pattern != Pattern::Constant {
             return Err(rawq::Error::Config(
                 "--pattern / --burst-gap: the live engine paces in the kernel, at a constant \
@@ -201,7 +202,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
     };
     // The interface under an xdp port: its MTU against the frames, and watched while running.
     let link = (a.backend == cli::BackendKind::Xdp)
-        .then(|| rawq::gen::netdev_state(&a.dev))
+        .then(|| rawq_gen::netdev_state(&a.dev))
         .flatten();
     let buf_size = buffer_size(a, &src, link.and_then(|l| l.mtu))?;
     let ncores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -344,7 +345,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             let sending = sending.clone();
             let unsettled = unsettled.clone();
             std::thread::spawn(move || {
-                if let Err(e) = rawq::gen::pin_to_core(core) {
+                if let Err(e) = rawq_gen::pin_to_core(core) {
                     say!("pktgen: queue {i}: not pinned: {e}");
                 }
                 if i == 0 {
@@ -417,7 +418,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
 
     // Live stats and the stop conditions.
     let mut gone = None;
-    let mut mon = monitor::Monitor::new(&a.measure, a.queues as usize, a.quiet, a.verbose);
+    let mut mon =
+        monitor::Monitor::new(a.measure.json_lines, a.queues as usize, a.quiet, a.verbose);
     while !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(Duration::from_millis(100));
         let now = Instant::now();
@@ -445,7 +447,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
             }
         }
         // A receiver sees no error when its interface vanishes: look for it.
-        if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+        if link.is_some() && gone.is_none() && rawq_gen::netdev_state(&a.dev).is_none() {
             stop.store(true, Relaxed);
             gone = Some(gone_error(&a.dev));
         }
@@ -494,12 +496,12 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         all.tx_ring_full_stretches += o.tx_ring_full_stretches;
         all.tx_pool_empty += o.tx_pool_empty;
     }
-    if link.is_some() && gone.is_none() && rawq::gen::netdev_state(&a.dev).is_none() {
+    if link.is_some() && gone.is_none() && rawq_gen::netdev_state(&a.dev).is_none() {
         gone = Some(gone_error(&a.dev));
     }
     let link_drops = match (
         link.and_then(|l| l.tx_dropped),
-        rawq::gen::netdev_state(&a.dev),
+        rawq_gen::netdev_state(&a.dev),
     ) {
         (Some(before), Some(now)) => now.tx_dropped.map(|d| d.saturating_sub(before)),
         _ => None,

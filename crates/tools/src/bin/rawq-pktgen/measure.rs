@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use clap::{Args as ClapArgs, ValueEnum};
-use rawq::gen::{
+use rawq::{Packet, Port};
+use rawq_gen::{
     monotonic_ns, realtime_ns, CaptureLimits, FieldRange, FlowTracker, FrameSource, L4Kind,
     LatencyHistogram, Payload, PcapWriter, Shape, Stamper, Vlan,
 };
-use rawq::{Packet, Port};
 
 mod extras;
 pub use extras::Extras;

@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 use rawq::QueueStats;
 use serde_json::{json, Value};
 
-use crate::measure::MeasureArgs;
-
 fn side(packets: u64, bytes: u64, errors: u64, drops: u64, pps: f64, bps: f64) -> Value {
     json!({"packets": packets, "bytes": bytes, "errors": errors, "drops": drops,
            "pps": pps, "bps_l1": bps})
@@ -56,8 +54,8 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Starts the clock.
-    pub fn new(args: &MeasureArgs, queues: usize, quiet: bool, verbose: bool) -> Monitor {
+    /// Starts the clock; `json_lines` is `--json-lines`.
+    pub fn new(json_lines: bool, queues: usize, quiet: bool, verbose: bool) -> Monitor {
         let t0 = Instant::now();
         Monitor {
             t0,
@@ -65,7 +63,7 @@ impl Monitor {
             last: (t0, vec![QueueStats::default(); queues]),
             quiet,
             verbose,
-            json_lines: args.json_lines,
+            json_lines,
             samples: Vec::new(),
         }
     }

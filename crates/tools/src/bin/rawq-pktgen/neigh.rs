@@ -1,13 +1,13 @@
 //! The destination MAC: resolved by ARP or IPv6 neighbour discovery when `--dst-mac` is left
 //! out and `--dst-ip` names a host on the link, and pktgen's own `--src-ip` answered while it
-//! runs (see `rawq::gen::neigh`). Both go through the Linux interface under the port: the
+//! runs (see `rawq_gen::neigh`). Both go through the Linux interface under the port: the
 //! AF_XDP interface, or the netdev of an mlx5 RDMA device (a bifurcated port: ARP and ICMPv6
 //! reach the kernel, the test traffic the queues).
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use rawq::gen::neigh::{self, Resolved, Responder};
+use rawq_gen::neigh::{self, Resolved, Responder};
 
 use crate::cli::{Args, BackendKind, DEFAULT_DST_MAC};
 
@@ -30,7 +30,7 @@ fn interface(a: &Args) -> Option<String> {
         }
         BackendKind::Model => return None,
     };
-    rawq::gen::netdev_state(&name).map(|_| name)
+    rawq_gen::netdev_state(&name).map(|_| name)
 }
 
 fn mac_text(m: [u8; 6]) -> String {

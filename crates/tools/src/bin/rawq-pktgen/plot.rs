@@ -129,7 +129,7 @@ fn latency_histogram(area: &Area, hist: &[(f64, f64, f64)], lat: &Value) -> Draw
     c.configure_mesh()
         .x_desc("latency (ns, logarithmic)")
         .y_desc("frames")
-        .x_label_formatter(&|x| rawq::gen::fmt_ns(*x as u64))
+        .x_label_formatter(&|x| rawq_gen::fmt_ns(*x as u64))
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()?;
     c.draw_series(hist.iter().map(|&(l, h, n)| {
@@ -158,7 +158,7 @@ fn latency_histogram(area: &Area, hist: &[(f64, f64, f64)], lat: &Value) -> Draw
             [(x, 0.0), (x, top)],
             colour.stroke_width(2),
         ))?
-        .label(format!("{name} {}", rawq::gen::fmt_ns(x as u64)))
+        .label(format!("{name} {}", rawq_gen::fmt_ns(x as u64)))
         .legend(move |(lx, ly)| {
             PathElement::new([(lx, ly), (lx + 18, ly)], colour.stroke_width(2))
         });
@@ -400,7 +400,7 @@ fn rfc2544_latency(area: &Area, sizes: &[(u64, Points)]) -> DrawResult {
         .x_desc("offered rate (packets per second)")
         .y_desc("round-trip latency")
         .x_label_formatter(&|x| crate::window::fmt_pps(*x))
-        .y_label_formatter(&|y| rawq::gen::fmt_ns(*y as u64))
+        .y_label_formatter(&|y| rawq_gen::fmt_ns(*y as u64))
         .draw()?;
     for (i, (size, pts)) in sizes.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];

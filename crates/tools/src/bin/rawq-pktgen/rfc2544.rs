@@ -2,7 +2,7 @@
 //! under test that sends the frames back (--txrx: a reflector, a forwarder such as `fwd
 //! --mode macswap`, or the model's loopback).
 //!
-//! For each frame size a binary search ([`rawq::gen::RateSearch`]) runs trials of `--trial`
+//! For each frame size a binary search ([`rawq_gen::RateSearch`]) runs trials of `--trial`
 //! seconds, each a whole pktgen run (port opened, frames sent at the trial's rate, what came back
 //! counted, port closed), and keeps two answers as FD.io CSIT reports them: the NDR (loss at
 //! most `--loss-tolerance`, 0 by default, RFC 2544's throughput) and the PDR (at most
@@ -15,12 +15,12 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use clap::{Args as ClapArgs, ValueEnum};
-use rawq::gen::{Rate, RateSearch, SizeSpec, TrialCount};
+use rawq_gen::{Rate, RateSearch, SizeSpec, TrialCount};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::Args;
+use crate::opts::{Resolution, Test};
 
 mod print;
 use print::print;
@@ -30,109 +30,6 @@ const FCS: u16 = 4;
 /// Preamble, start delimiter and inter-frame gap: with the FCS-counted frame, a frame's place
 /// on the wire.
 const L1_GAP: f64 = 20.0;
-
-/// Which RFC 2544 test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Test {
-    /// The highest rate with no loss (section 26.1), by binary search; with the NDR and PDR.
-    Throughput,
-    /// The throughput search, then one trial at the NDR with every frame stamped (section
-    /// 26.2): its latency percentiles.
-    Latency,
-    /// The frame-loss-rate curve (section 26.3): trials from --rate-hi down in steps of 10% of
-    /// it, until two in a row lose nothing.
-    Loss,
-    /// The longest burst at the port's full rate that comes back whole (section 26.4), by
-    /// binary search on the burst length up to --trial's worth of frames.
-    BackToBack,
-}
-
-/// A search resolution: a share of the upper rate or a rate.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Resolution {
-    /// A fraction (0 to 1) of --rate-hi.
-    Share(f64),
-    /// A rate.
-    Rate(Rate),
-}
-
-fn parse_resolution(s: &str) -> Result<Resolution, String> {
-    if let Some(p) = s.trim().strip_suffix('%') {
-        return match p.trim().parse::<f64>() {
-            Ok(v) if v > 0.0 && v < 100.0 => Ok(Resolution::Share(v / 100.0)),
-            _ => Err(format!("{s:?}: a share is above 0% and below 100%")),
-        };
-    }
-    match s.parse::<Rate>().map_err(|e| e.to_string())? {
-        Rate::Unlimited => Err(format!(
-            "{s:?}: a resolution is a rate (1kpps, 10Mbps) or a share of --rate-hi (1%)"
-        )),
-        r => Ok(Resolution::Rate(r)),
-    }
-}
-
-fn parse_percent(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    match t.strip_suffix('%').unwrap_or(t).trim().parse::<f64>() {
-        Ok(v) if (0.0..100.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{s:?}: a loss tolerance in percent, from 0 to below 100"
-        )),
-    }
-}
-
-fn parse_trial(s: &str) -> Result<f64, String> {
-    rawq::gen::parse_duration(s).map(|d| d.as_secs_f64())
-}
-
-fn parse_frame_size(s: &str) -> Result<u16, String> {
-    match s.trim().parse::<u16>() {
-        Ok(n) if n >= 64 => Ok(n),
-        _ => Err(format!(
-            "{s:?}: an RFC 2544 frame size counts the FCS: 64 (the Ethernet minimum) to 65535"
-        )),
-    }
-}
-
-/// The options of `--rfc2544`.
-#[derive(Clone, Debug, ClapArgs)]
-pub struct BenchArgs {
-    /// Run an RFC 2544 test through the device under test (needs --txrx).
-    #[arg(long, value_enum, requires = "txrx", conflicts_with_all = [
-        "rx", "size", "rate", "count", "duration", "pcap", "json_lines",
-    ])]
-    pub rfc2544: Option<Test>,
-    /// RFC 2544 frame sizes, FCS included (64 is sent as -s 60); the default is RFC 2544's
-    /// list for Ethernet (section 9.1).
-    #[arg(long, value_delimiter = ',', value_parser = parse_frame_size,
-          default_value = "64,128,256,512,1024,1280,1518", requires = "rfc2544")]
-    pub sizes: Vec<u16>,
-    /// Length of each trial (RFC 2544 asks for at least 60 s).
-    #[arg(long, default_value = "60s", value_parser = parse_trial, requires = "rfc2544")]
-    pub trial: f64,
-    /// Lowest rate the search tries (default: 1% of --rate-hi).
-    #[arg(long, requires = "rfc2544")]
-    pub rate_lo: Option<Rate>,
-    /// Highest rate the search tries (default: what the port sends unpaced, measured by a first
-    /// trial at each size).
-    #[arg(long, requires = "rfc2544")]
-    pub rate_hi: Option<Rate>,
-    /// The search ends when the highest passing and lowest failing rates are this close: a
-    /// share of --rate-hi (1%) or a rate (10kpps, 100Mbps).
-    #[arg(long, default_value = "1%", value_parser = parse_resolution, requires = "rfc2544")]
-    pub resolution: Resolution,
-    /// Loss allowed at the NDR (RFC 2544's throughput), in percent of the frames sent.
-    #[arg(long, default_value = "0", value_parser = parse_percent, requires = "rfc2544")]
-    pub loss_tolerance: f64,
-    /// Loss allowed at the PDR (FD.io CSIT's partial-drop rate), in percent.
-    #[arg(long, default_value = "0.5", value_parser = parse_percent, requires = "rfc2544")]
-    pub pdr_tolerance: f64,
-    /// --rfc2544 latency: trials at the NDR; the latency reported is their average (RFC 2544
-    /// section 26.2 asks for at least 20).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000), requires = "rfc2544")]
-    pub latency_trials: u32,
-}
 
 /// Latency percentiles of a trial's stamped frames (round trip, ns).
 #[derive(Clone, Debug, Serialize)]

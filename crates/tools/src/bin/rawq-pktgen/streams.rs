@@ -3,67 +3,22 @@
 //!
 //! A stream is sent by a queue of its own (stream i on queue i, one thread each): its frames
 //! carry the stream id next to their sequence number (the stamp's `stream` field, see
-//! `rawq::gen::Stamp`), so that whatever queue a frame comes back on, it is counted under its
+//! `rawq_gen::Stamp`), so that whatever queue a frame comes back on, it is counted under its
 //! stream. The report gives each stream's counts, loss (with --txrx: sent less received) and
 //! latency; every stream's frames are stamped (--seq is implied).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use rawq::gen::{fmt_ns, FieldRange, FrameSource, LatencyHistogram, SeqTracker, PERCENTILES};
 use rawq::Error;
+use rawq_gen::{fmt_ns, FieldRange, FrameSource, LatencyHistogram, SeqTracker, PERCENTILES};
 use serde_json::{json, Value};
 
 use crate::cli::Args;
+use crate::opts::{StreamDef, KEYS};
 use crate::window::{fmt_pps, Window};
-
-/// The options (flattened into pktgen's command line).
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct StreamArgs {
-    /// A stream of its own: KEY=VALUE pairs separated by spaces, e.g. 'name=voice size=64
-    /// rate=10kpps count=1000 vlan=100'. Keys: name, size, rate, count, l4, vlan (repeatable),
-    /// range (repeatable), src-port, dst-port, flows, payload; what a stream leaves out comes
-    /// from the other options (-n is then each such stream's count). Repeatable: each stream
-    /// is sent by a queue of its own (-q is then the number of streams), and the report counts
-    /// each one (--seq is implied).
-    #[arg(long = "stream", value_name = "KEY=VALUE ...", value_parser = parse_stream, conflicts_with_all = ["profile", "rx", "pcap", "rfc2544"])]
-    pub streams: Vec<StreamDef>,
-    /// Streams from a TOML file: one [[stream]] table per stream with the keys of --stream
-    /// (vlan and range are arrays of strings; numbers may be numbers or strings).
-    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["rx", "pcap", "rfc2544"])]
-    pub profile: Option<PathBuf>,
-}
-
-/// One stream as given: its keys and values, in order.
-#[derive(Clone, Debug, Default)]
-pub struct StreamDef(pub Vec<(String, String)>);
-
-/// The keys a stream takes.
-const KEYS: [&str; 11] = [
-    "name", "size", "rate", "count", "l4", "vlan", "range", "src-port", "dst-port", "flows",
-    "payload",
-];
-
-fn parse_stream(s: &str) -> Result<StreamDef, String> {
-    let mut d = Vec::new();
-    for tok in s.split_whitespace() {
-        let (k, v) = tok.split_once('=').ok_or_else(|| {
-            format!(
-                "{tok:?} in --stream {s:?}: expected KEY=VALUE (keys: {})",
-                KEYS.join(", ")
-            )
-        })?;
-        d.push((k.to_string(), v.to_string()));
-    }
-    if d.is_empty() {
-        return Err(
-            "an empty --stream: give its KEY=VALUE pairs, e.g. 'size=64 rate=1kpps'".into(),
-        );
-    }
-    Ok(StreamDef(d))
-}
 
 /// The streams of a TOML profile.
 fn read_profile(path: &Path) -> Result<Vec<StreamDef>, String> {
@@ -134,7 +89,7 @@ pub fn resolve(a: &Args) -> rawq::Result<(Vec<Stream>, Option<Args>)> {
     if defs.is_empty() {
         return Ok((Vec::new(), None));
     }
-    if a.engine == crate::live::Engine::Live {
+    if a.engine == crate::opts::Engine::Live {
         return Err(Error::Config(
             "--stream / --profile: the live engine sends one template; use --engine afxdp".into(),
         ));
@@ -212,7 +167,7 @@ fn stream_args(a: &Args, i: usize, d: &StreamDef) -> rawq::Result<Args> {
         let num = |v: &str| v.trim().parse::<u64>().map_err(|e| bad(e.to_string()));
         match k.as_str() {
             "name" => {}
-            "size" => s.size = Some(crate::cli::parse_size(v).map_err(bad)?),
+            "size" => s.size = Some(crate::opts::parse_size(v).map_err(bad)?),
             "rate" => s.rate = v.parse().map_err(|e: Error| bad(e.to_string()))?,
             "count" => s.count = num(v)?,
             "l4" => s.measure.l4 = crate::measure::L4Arg::from_str(v, true).map_err(bad)?,

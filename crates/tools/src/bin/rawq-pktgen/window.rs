@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use rawq::gen::WIRE_OVERHEAD;
+use rawq_gen::WIRE_OVERHEAD;
 
 /// The shortest window a rate is given for.
 pub const MIN_WINDOW_S: f64 = 1e-3;

@@ -1,7 +1,7 @@
 //! The final report's measurements: what the queues measured, collected into text and JSON.
 
-use rawq::gen::{fmt_ns, FlowCount, FlowTracker, LatencyHistogram, PERCENTILES};
 use rawq::QueueStats;
+use rawq_gen::{fmt_ns, FlowCount, FlowTracker, LatencyHistogram, PERCENTILES};
 use serde_json::{json, Value};
 
 use super::{

@@ -1,11 +1,11 @@
 //! Interface facts a generator needs.
 
-use crate::flow::Mac;
+use rawq::flow::Mac;
 
 /// The MAC address of a network interface (in the caller's network namespace; see
-/// [`crate::link::netdev`]).
+/// [`rawq::link::netdev`]).
 pub fn netdev_mac(ifname: &str) -> Option<Mac> {
-    crate::link::netdev(ifname).ok()?.mac
+    rawq::link::netdev(ifname).ok()?.mac
 }
 
 /// Facts about a network interface a generator watches (in the caller's network namespace).
@@ -20,10 +20,10 @@ pub struct NetdevState {
 }
 
 /// The state of interface `ifname`, or `None` when there is no such interface (any more): the
-/// link's MTU and administrative state as [`crate::link::netdev`] reads them, and the
+/// link's MTU and administrative state as [`rawq::link::netdev`] reads them, and the
 /// interface's `tx_dropped` counter (sysfs).
 pub fn netdev_state(ifname: &str) -> Option<NetdevState> {
-    let l = crate::link::netdev(ifname).ok()?;
+    let l = rawq::link::netdev(ifname).ok()?;
     Some(NetdevState {
         mtu: l.mtu,
         up: l.admin_up.unwrap_or(true),

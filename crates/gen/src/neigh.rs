@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 /// An Ethernet MAC address.
 pub type Mac = [u8; 6];

@@ -1,6 +1,6 @@
 //! Frame sizes: fixed, a range, or the simple IMIX.
 
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 /// Frame sizes to generate.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,13 +2,7 @@
 //! counting them on the receive side.
 
 use super::stamper::Stamper;
-use super::{IP4, IP6, LAT_STAMP, STAMP, TCP, UDP};
-
-/// Marks a sequence stamp at the start of the UDP payload: "RQSQ".
-pub const SEQ_MAGIC: u32 = 0x5251_5351;
-
-/// Marks a latency stamp (a sequence stamp followed by the 8-byte send time): "RQLT".
-pub const LAT_MAGIC: u32 = 0x5251_4c54;
+use super::{IP4, IP6, LAT_MAGIC, LAT_STAMP, SEQ_MAGIC, STAMP, TCP, UDP};
 
 /// A sequence stamp read back from a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

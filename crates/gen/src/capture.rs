@@ -8,7 +8,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 /// pcap magic for nanosecond timestamps, written in native byte order.
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
@@ -112,7 +112,7 @@ impl<W: Write> PcapWriter<W> {
     ///
     /// # Errors
     /// As [`PcapWriter::write`].
-    pub fn write_packet(&mut self, ts_ns: u64, p: &crate::Packet) -> Result<bool> {
+    pub fn write_packet(&mut self, ts_ns: u64, p: &rawq::Packet) -> Result<bool> {
         if p.segment_count() == 1 {
             return self.write(ts_ns, p.data());
         }
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_chained_packet_is_captured_whole() {
-        let pool = crate::mempool::test_pool(16);
+        let pool = crate::test_pool(16);
         let frame: Vec<u8> = (0..5000u32).map(|k| (k * 3) as u8).collect();
         let room = (pool.buf_size() - pool.headroom() as u32) as usize;
         let mut chunks = frame.chunks(room);

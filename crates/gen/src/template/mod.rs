@@ -6,25 +6,42 @@
 //! * [`stamper`]: the template built from a spec ([`Stamper`]); its `write` module holds the
 //!   per-frame writers that stamp the varying bytes.
 //! * [`stamp`]: sequence and latency stamps read back ([`Stamp`], [`StampInfo`]) and counted
-//!   ([`SeqTracker`]).
-//! * [`checksum`]: the one's-complement sums (RFC 1071, RFC 1624).
+//!   ([`SeqTracker`]); their magic numbers are here, below the stamper that writes them and
+//!   the reader.
+//! * the one's-complement sums (RFC 1071, RFC 1624) are rawq's ([`rawq::packet::checksum`]).
 
-mod checksum;
 mod range;
 mod sizes;
 mod spec;
 mod stamp;
 mod stamper;
 
-pub use checksum::{checksum, csum_fold, csum_update16};
 pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
+pub use rawq::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use sizes::SizeSpec;
 pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
-pub use stamp::{SeqTracker, Stamp, StampInfo, LAT_MAGIC, SEQ_MAGIC};
+pub use stamp::{SeqTracker, Stamp, StampInfo};
 pub use stamper::Stamper;
 
-/// Bytes a frame costs on the wire beyond its length: FCS 4 + preamble 8 + inter-frame gap 12.
-pub const WIRE_OVERHEAD: u64 = 24;
+pub use rawq::stats::WIRE_OVERHEAD;
+
+/// Marks a sequence stamp at the start of the UDP payload: "RQSQ".
+pub const SEQ_MAGIC: u32 = 0x5251_5351;
+
+/// Marks a latency stamp (a sequence stamp followed by the 8-byte send time): "RQLT".
+pub const LAT_MAGIC: u32 = 0x5251_4c54;
+
+/// The sum of a 32-bit value's two 16-bit words, not folded.
+#[inline]
+fn words32(v: u32) -> u32 {
+    (v >> 16) + (v & 0xffff)
+}
+
+/// The sum of a 64-bit value's four 16-bit words, not folded.
+#[inline]
+fn words64(v: u64) -> u32 {
+    words32((v >> 32) as u32) + words32(v as u32)
+}
 
 // Header and stamp lengths, shared by the spec checks, the stamper and the stamp reader.
 const ETH: usize = 14;

@@ -3,12 +3,12 @@
 
 use std::net::IpAddr;
 
-use super::checksum::{checksum, csum_fold, words32};
 use super::range::{FieldRange, RangeField, RangeMode, RangeValue};
 use super::sizes::SizeSpec;
 use super::spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape};
+use super::{checksum, csum_fold, words32};
 use super::{stamp_len, ETH, IP4, IP6, TCP, UDP};
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 mod burst;
 mod write;

@@ -7,8 +7,8 @@ use super::range::FieldRange;
 use super::range::RangeValue;
 use super::sizes::SizeSpec;
 use super::{stamp_len, ETH, IP4, IP6, LAT_STAMP, STAMP, TCP, UDP};
-use crate::error::{Error, Result};
-use crate::flow::Mac;
+use rawq::error::{Error, Result};
+use rawq::flow::Mac;
 
 /// What varies between flows (without a [`FieldRange`] for the field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -7,7 +7,7 @@ use rawq_testkit as support;
 use std::net::IpAddr;
 use std::process::Command;
 
-use rawq::gen::{
+use rawq_gen::{
     CaptureLimits, FlowVary, FrameSpec, L4Kind, Payload, PcapWriter, Shape, SizeSpec, Stamper, Vlan,
 };
 

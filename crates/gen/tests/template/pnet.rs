@@ -7,7 +7,7 @@ use pnet_packet::ipv4::{self, Ipv4Packet};
 use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::udp::{self, UdpPacket};
 use pnet_packet::Packet as _;
-use rawq::gen::{FieldRange, FlowVary, FrameSpec, L4Kind, Shape, SizeSpec, StampInfo, Stamper};
+use rawq_gen::{FieldRange, FlowVary, FrameSpec, L4Kind, Shape, SizeSpec, StampInfo, Stamper};
 use std::collections::HashSet;
 use std::net::IpAddr;
 

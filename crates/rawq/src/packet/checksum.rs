@@ -1,4 +1,7 @@
-//! One's-complement checksums: full sums, folding, RFC 1624 incremental updates.
+//! One's-complement checksums (RFC 1071): full sums, folding, RFC 1624 incremental updates.
+//!
+//! The checksum offloads' software fallback uses them, and so does the traffic generator
+//! (`rawq-gen`) for its templates.
 
 /// One's-complement sum of `data` (big-endian 16-bit words) added to `sum`, not folded or
 /// inverted. Carries accumulate in the upper bits ([`csum_fold`] folds them); a `u32` holds the
@@ -31,16 +34,6 @@ pub fn csum_update16(csum: u16, old: u16, new: u16) -> u16 {
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
     !(sum as u16)
-}
-
-#[inline]
-pub(super) fn words32(v: u32) -> u32 {
-    (v >> 16) + (v & 0xffff)
-}
-
-#[inline]
-pub(super) fn words64(v: u64) -> u32 {
-    words32((v >> 32) as u32) + words32(v as u32)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 /// A transmit rate.
 #[derive(Clone, Copy, Debug, PartialEq)]

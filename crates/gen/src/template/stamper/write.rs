@@ -2,9 +2,8 @@
 //! checksums from the constant sums.
 
 use super::Stamper;
-use crate::gen::template::checksum::{csum_fold, words32, words64};
-use crate::gen::template::stamp::{LAT_MAGIC, SEQ_MAGIC};
-use crate::gen::template::{IP4, IP6, LAT_STAMP, STAMP_LEN, UDP};
+use crate::template::{csum_fold, words32, words64};
+use crate::template::{IP4, IP6, LAT_MAGIC, LAT_STAMP, SEQ_MAGIC, STAMP_LEN, UDP};
 
 /// Which writer [`Stamper::write_at`] runs, decided once per [`Stamper`]: the plain shapes
 /// (UDP, no ranges, no latency room; any VLAN tags) each get a writer that stores only the
@@ -237,7 +236,7 @@ impl Stamper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::template::{FlowVary, FrameSpec, Shape, SizeSpec, Vlan};
+    use crate::template::{FlowVary, FrameSpec, Shape, SizeSpec, Vlan};
 
     /// Every plain shape's fast writer writes exactly the general writer's bytes: v4 and v6,
     /// source port or address varying (with the destination inside the source's /16, so the

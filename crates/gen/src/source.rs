@@ -1,7 +1,7 @@
 //! Where a generator's frames come from: a template, or a list of captured frames.
 
-use crate::error::Result;
-use crate::packet::Packet;
+use rawq::error::Result;
+use rawq::Packet;
 
 use super::template::Stamper;
 
@@ -42,7 +42,7 @@ impl FrameSource {
     /// count, its sequence number `i`).
     ///
     /// # Errors
-    /// [`Error::Config`](crate::Error::Config) if the frame does not fit the packet's buffer.
+    /// [`Error::Config`](rawq::Error::Config) if the frame does not fit the packet's buffer.
     #[inline]
     pub fn fill(&self, p: &mut Packet, i: u64, stream: u16) -> Result<()> {
         match self {
@@ -102,7 +102,7 @@ thread_local! {
 #[cold]
 fn fill_chained(p: &mut Packet, len: usize, write: impl FnOnce(&mut [u8])) -> Result<()> {
     if p.segment_count() != 1 {
-        return Err(crate::Error::Config(
+        return Err(rawq::Error::Config(
             "a generator fills a fresh single-buffer packet, not a chain".into(),
         ));
     }
@@ -129,12 +129,12 @@ fn fill_chained(p: &mut Packet, len: usize, write: impl FnOnce(&mut [u8])) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{FlowVary, FrameSpec, SizeSpec};
-    use crate::Packet;
+    use crate::{FlowVary, FrameSpec, SizeSpec};
+    use rawq::Packet;
 
     #[test]
     fn fills_templates_and_cycles_frames() {
-        let pool = crate::mempool::test_pool(32);
+        let pool = crate::test_pool(32);
         let mut p = pool.alloc().unwrap();
         let frames = FrameSource::Frames(vec![vec![1; 60], vec![2; 100]]);
         assert_eq!((frames.max_len(), frames.mean_len()), (100, 80.0));
@@ -221,7 +221,7 @@ mod tests {
     /// buffer.
     #[test]
     fn fill_burst_writes_what_fill_writes() {
-        let pool = crate::mempool::test_pool(512);
+        let pool = crate::test_pool(512);
         let mut sources = vec![FrameSource::Frames(vec![
             vec![1; 60],
             vec![2; 100],
@@ -257,8 +257,8 @@ mod tests {
                         FrameSource::Frames(_) => unreachable!(),
                     }
                 },
-                crate::gen::Shape {
-                    vlans: vec![crate::gen::Vlan { id: 7, pcp: 1 }],
+                crate::Shape {
+                    vlans: vec![crate::Vlan { id: 7, pcp: 1 }],
                     ..Default::default()
                 },
             )

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use crate::error::{Error, Result};
+use rawq::error::{Error, Result};
 
 /// A header field a [`FieldRange`] varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use rawq::gen::{
+use rawq_gen::{
     FlowTracker, FlowVary, FrameSpec, L4Kind, LatencyHistogram, Payload, Shape, SizeSpec, Stamper,
     Vlan,
 };
@@ -97,8 +97,8 @@ fn per_frame_work_allocates_nothing() {
 /// on the one-size path and the frame-by-frame one.
 #[test]
 fn burst_fill_allocates_nothing() {
-    use rawq::gen::FrameSource;
     use rawq::{HugePages, Mempool, MempoolConfig};
+    use rawq_gen::FrameSource;
     let pool = Mempool::new(&MempoolConfig {
         buffers: 64,
         huge_pages: HugePages::Never,

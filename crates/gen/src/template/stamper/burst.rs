@@ -4,9 +4,9 @@
 
 use super::write::Fast;
 use super::Stamper;
-use crate::error::Result;
-use crate::gen::template::sizes::SizeSpec;
-use crate::packet::Packet;
+use crate::template::sizes::SizeSpec;
+use rawq::error::Result;
+use rawq::Packet;
 
 impl Stamper {
     /// Writes frames `first`, `first + 1`, … of stream `stream` into `pkts`, byte for byte what

@@ -35,7 +35,7 @@
 
 use std::hint::black_box;
 
-use rawq::gen::{FlowVary, FrameSpec, Shape, SizeSpec, Stamper};
+use rawq_gen::{FlowVary, FrameSpec, Shape, SizeSpec, Stamper};
 
 fn stamper(v6: bool, vary: FlowVary, stamp: bool, latency: bool) -> (Stamper, usize) {
     let (src, dst, len) = if v6 {
