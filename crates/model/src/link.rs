@@ -220,6 +220,36 @@ impl AfPacket {
         n == frame.len() as isize
     }
 
+    /// Frames the kernel dropped at this socket since the last call because its receive
+    /// queue was full (the device did not read them in time): `PACKET_STATISTICS`'
+    /// `tp_drops`, which the kernel clears on each read (net/packet/af_packet.c
+    /// `packet_getsockopt`). 0 for a cable, and when the kernel does not answer.
+    pub(crate) fn take_drops(&self) -> u64 {
+        if !self.packet {
+            return 0;
+        }
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` is a writable tpacket_stats and `len` its size, both live for the call.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            u64::from(st.tp_drops)
+        } else {
+            0
+        }
+    }
+
     /// Receives one frame the interface received (frames it sent are skipped), with the
     /// 802.1Q tag the kernel took out put back after the MAC addresses; `None` when nothing
     /// is waiting.

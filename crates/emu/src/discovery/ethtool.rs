@@ -21,6 +21,10 @@
 //! - A frame steered to a receive queue with no posted WQE is the RDMA queue counter
 //!   `out_of_buffer` (`hw_counters`), not an ethtool counter; `rx_out_of_buffer` counts the
 //!   kernel netdev's own queues, and the emulated netdev (a TAP write) drops none: it is 0.
+//! - On an outside wire (`--wire`), a frame the kernel dropped at the port's `AF_PACKET`
+//!   socket because the device had not read the ones before it (the socket's receive queue
+//!   full; the kernel's `PACKET_STATISTICS`, the model's `wire_rx_drops`) is
+//!   **`rx_discards_phy`** too: it reached the port and found no room.
 //! - A frame the outside wire refuses on the way out (`--wire`: the `AF_PACKET` socket full;
 //!   `--cable`: the other process's socket full or gone) is **`tx_discards_phy`**: a frame the
 //!   port discarded on transmit with no error in it (the link down, congestion). The receiving
@@ -51,7 +55,9 @@ pub fn values(
 ) -> Vec<(&'static str, u64)> {
     let (rx_discards, tx_discards) = match wiring {
         Wiring::InProcess => (feeder.map_or(0, |f| f.wire_drops), 0),
-        Wiring::Outside => (0, own.wire_drops),
+        // What the outside wire's socket dropped before the device read it: frames that
+        // reached the port and found no room (`wire_rx_drops`, the kernel's count).
+        Wiring::Outside => (own.wire_rx_drops, own.wire_drops),
     };
     vec![
         ("rx_out_of_buffer", 0),
@@ -122,6 +128,13 @@ mod tests {
         let own = counters(5, 100);
         let v = values(&own, None, Wiring::Outside);
         assert_eq!(get(&v, "rx_discards_phy"), 0);
+        // What the kernel dropped at the wire's socket before the device read it.
+        let late = ModelCounters {
+            wire_rx_drops: 3,
+            ..counters(5, 100)
+        };
+        let v = values(&late, None, Wiring::Outside);
+        assert_eq!(get(&v, "rx_discards_phy"), 3);
         assert_eq!(get(&v, "tx_discards_phy"), 5);
         assert_eq!(get(&v, "tx_packets_phy"), 95);
     }

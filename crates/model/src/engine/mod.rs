@@ -44,6 +44,10 @@ pub struct ModelCounters {
     pub tx_zero_length_segs: u64,
     /// Frames the wire could not take (no flow control, peer full; or the bridge refused).
     pub wire_drops: u64,
+    /// Frames the outside wire's socket (`Link::Bridge`: an `AF_PACKET` socket on a Linux
+    /// interface) dropped before the device read them, its receive queue full (the kernel's
+    /// `PACKET_STATISTICS`): frames that reached the port and found no room in it.
+    pub wire_rx_drops: u64,
     /// Frames delivered into an RQ.
     pub rx_frames: u64,
     /// Bytes delivered into an RQ.
@@ -276,6 +280,8 @@ pub(crate) struct HwState {
     rxf: Vec<u8>,
     /// Bridge / TAP read buffer.
     netbuf: Vec<u8>,
+    /// Calls of `pull_bridge`, for how often it reads its socket's drops.
+    bridge_rounds: u32,
     /// A frame taken from the wire that waits for an RQ buffer (flow control).
     held: Option<Vec<u8>>,
     pub(crate) events: Vec<HwEvent>,
@@ -348,6 +354,7 @@ impl HwState {
             tx,
             rxf: Vec::with_capacity(65536),
             netbuf: Vec::with_capacity(65536),
+            bridge_rounds: 0,
             held: None,
             events: Vec::with_capacity(256),
             epoch: std::time::Instant::now(),
@@ -697,6 +704,12 @@ impl HwState {
         while self.inbox.room() > 0 && s.recv(&mut self.netbuf).is_some() {
             self.inbox.push(&self.netbuf);
             n += 1;
+        }
+        // The socket's own drops, read when it is empty (so the count is current whenever the
+        // device is idle, as at the end of a run) and every 256 busy rounds.
+        self.bridge_rounds = self.bridge_rounds.wrapping_add(1);
+        if n == 0 || self.bridge_rounds.is_multiple_of(256) {
+            self.counters.wire_rx_drops += s.take_drops();
         }
         n
     }

@@ -302,7 +302,11 @@ fn rates_over_the_active_window_and_duration_kept() {
         "-t 1 at 100 kpps sent {packets}: {v}"
     );
     assert!(active > 0.5 && active <= elapsed, "{v}");
-    assert!(elapsed <= 1.0 + 1.0 + 0.5, "-t 1 ran {elapsed} s: {v}");
+    // The wall time is bounded by the send loop's -t and the settle's own bound (loops.rs:
+    // a device still completing what it took is waited for, 10 s in all; beside two busy
+    // loops the model once took 1.9 s to complete a second's frames at half the rate), plus
+    // start-up and teardown.
+    assert!(elapsed <= 1.0 + 10.0 + 1.0, "-t 1 ran {elapsed} s: {v}");
 }
 
 /// Issue 12 items 4 and 6: what the software device drops is surfaced, and with --txrx --seq the

@@ -115,6 +115,7 @@ impl PortSnap {
         #[cfg(feature = "mlx5")]
         if let Some(c) = port.model_counters() {
             device.push(("wire_drops", c.wire_drops));
+            device.push(("wire_rx_drops", c.wire_rx_drops));
             device.push(("rx_no_buffer", c.rx_no_buffer));
             device.push(("rx_unmatched", c.rx_to_kernel));
         }

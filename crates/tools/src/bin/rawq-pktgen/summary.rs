@@ -102,6 +102,11 @@ fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
                 "dropped for want of a receive buffer",
                 c.rx_no_buffer,
             ),
+            (
+                "wire_rx_drops",
+                "dropped at the port's wire socket, full (read too late)",
+                c.wire_rx_drops,
+            ),
             ("rx_runt", "runts dropped by the device", c.rx_runt),
             (
                 "rx_oversize",
