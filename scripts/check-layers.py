@@ -187,6 +187,7 @@ class Module:
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 MOD_DECL = re.compile(r"\bmod\s+(r#)?(" + IDENT + r")\s*([;{])")
+INTERNAL_MOD = re.compile(r"\binternal_mod!\s*\(((?:\s*#\[[^\]]*\])*)\s*(" + IDENT + r")\s*,?\s*\)\s*;")
 VIS = re.compile(r"\bpub\s*\(\s*(crate|super|self|in\b[^)]*)\)")
 
 
@@ -201,7 +202,11 @@ class Crate:
         if file not in self.files:
             with open(file, encoding="utf-8") as f:
                 raw = f.read()
-            self.files[file] = VIS.sub(lambda m: " " * len(m.group(0)), drop_test_items(blank(raw)))
+            code = VIS.sub(lambda m: " " * len(m.group(0)), drop_test_items(blank(raw)))
+            # rawq's `internal_mod!(#[attrs] name)` declares module `name` (crate-private, or
+            # public with the `internals` feature): read it as `#[attrs] mod name;`, same length.
+            self.files[file] = INTERNAL_MOD.sub(
+                lambda m: (m.group(1) + " mod " + m.group(2) + ";").ljust(len(m.group(0))), code)
         return self.files[file]
 
     def load(self, file, path, parent, mod_rs, test=False):

@@ -43,6 +43,24 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+/// Declares a module of the backends' internals (ring and wire formats, the BPF assembler,
+/// the verbs objects, the flow-rule compilers): crate-private, and public only with the
+/// feature `internals`, which rawq's own integration tests and the tools' tests turn on (a
+/// dev-dependency) to check those formats against oracles. It is not part of the API: not
+/// documented, not covered by semver; an embedder does not turn it on.
+macro_rules! internal_mod {
+    ($(#[$a:meta])* $name:ident) => {
+        $(#[$a])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$a])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code, unused_imports, unreachable_pub)]
+        pub(crate) mod $name;
+    };
+}
+
 pub mod adapters;
 mod backend;
 /// The C-oracle helpers the integration tests use too (rawq-testkit, a dev-dependency: the unit

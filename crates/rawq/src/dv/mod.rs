@@ -5,10 +5,10 @@
 //! * [`options`]: the mlx5 receive vocabulary of the DV backend and the model alike (RQ type,
 //!   CQE compression, striding geometry, mini-CQE format).
 //!
-//! * [`wire`]: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
+//! * `wire`: typed views of every ring format (checked byte for byte against `mlx5dv.h` by
 //!   `tests/dv/oracle.rs`).
-//! * [`rings`]: the ring memory of one queue pair: the contract with the control path.
-//! * `queue::DvQueue` (crate-internal): the data path over one [`rings::QueueRings`]: `tx` (SEND and enhanced
+//! * `rings`: the ring memory of one queue pair: the contract with the control path.
+//! * `queue::DvQueue` (crate-internal): the data path over one `rings::QueueRings`: `tx` (SEND and enhanced
 //!   multi-packet WQEs, completions every N WQEs, one doorbell per burst), `rx` (cyclic and
 //!   striding RQs, compressed CQEs), [`cq`] (ownership test, consumer index). Error completions go
 //!   through a `queue::Recover` hook, so the data path depends on neither the verbs control
@@ -38,8 +38,10 @@ pub mod options {
 }
 pub use options::{CqeComp, DvRxOptions, MiniCqeFormat, RqType, Striding};
 
-#[cfg(feature = "mlx5")]
-pub mod control;
+internal_mod!(
+    #[cfg(feature = "mlx5")]
+    control
+);
 #[cfg(feature = "mlx5")]
 pub mod cq;
 #[cfg(feature = "mlx5")]
@@ -50,16 +52,20 @@ pub mod model;
 pub(crate) mod notify;
 #[cfg(feature = "mlx5")]
 pub(crate) mod queue;
-#[cfg(feature = "mlx5")]
-pub mod rings;
+internal_mod!(
+    #[cfg(feature = "mlx5")]
+    rings
+);
 #[cfg(feature = "mlx5")]
 pub(crate) mod rx;
 #[cfg(feature = "mlx5")]
 pub(crate) mod sys;
 #[cfg(feature = "mlx5")]
 pub(crate) mod tx;
-#[cfg(feature = "mlx5")]
-pub mod wire;
+internal_mod!(
+    #[cfg(feature = "mlx5")]
+    wire
+);
 
 #[cfg(feature = "mlx5")]
 use crate::config::{PortConfig, PortInfo};

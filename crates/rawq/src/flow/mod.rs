@@ -40,7 +40,7 @@ pub mod order;
 pub mod rss;
 pub mod text;
 pub mod toeplitz;
-pub mod verbs;
+internal_mod!(verbs);
 
 /// The highest rule priority: Linux drivers/infiniband/hw/mlx5/fs.c `mlx5_ib_create_flow`
 /// refuses `priority > MLX5_IB_FLOW_LAST_PRIO` (mlx5_ib.h: `MLX5_BY_PASS_NUM_REGULAR_PRIOS - 1`,

@@ -29,15 +29,15 @@
 pub(crate) mod channel;
 pub mod context;
 mod counters;
-pub mod cq;
+internal_mod!(cq);
 pub mod device;
 pub mod ffi;
-pub mod flow;
+internal_mod!(flow);
 mod link;
-pub mod mr;
+internal_mod!(mr);
 pub(crate) mod pd;
-pub mod qp;
-pub mod rss;
+internal_mod!(qp);
+internal_mod!(rss);
 pub(crate) mod wq;
 
 mod queue;

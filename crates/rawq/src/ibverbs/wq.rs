@@ -52,6 +52,7 @@ impl Wq {
     ///
     /// # Errors
     /// [`Error::Os`]: EOPNOTSUPP when the device has no WQs, EINVAL for sizes past its limits.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // the internals' tests
     pub fn create(pd: &Pd, cq: Arc<Cq>, max_wr: u32) -> Result<Wq> {
         Wq::create_sg(pd, cq, max_wr, 1)
     }
@@ -162,6 +163,7 @@ impl Wq {
     }
 
     /// Work requests the WQ holds.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // the internals' tests
     pub fn max_wr(&self) -> u32 {
         self.max_wr
     }

@@ -3,11 +3,11 @@
 //! kernel.
 //!
 //! # How a port is put together
-//! 1. The pool region becomes the UMEM ([`umem`]); queue 0's socket registers it, the other
+//! 1. The pool region becomes the UMEM (`umem`); queue 0's socket registers it, the other
 //!    queues share it (`XDP_SHARED_UMEM`), each with its own fill and completion rings
 //!    (`socket.rs`).
 //! 2. rawq queue *i* is bound to netdev rx queue *i*, and sits at key *i* of an XSKMAP.
-//! 3. The rules are compiled to eBPF ([`bpf::compile()`]), loaded, and attached to the interface
+//! 3. The rules are compiled to eBPF (`bpf::compile()`), loaded, and attached to the interface
 //!    with a BPF link. The link is a file descriptor: the program goes away when the port is
 //!    dropped **and** when the process dies, however it dies. With no rules, no program is
 //!    attached (the queues can still transmit).
@@ -27,7 +27,7 @@
 //! `Queue(q)` rule takes a matching frame only when it arrives on netdev queue *q*; elsewhere it
 //! goes to the kernel. On a single-queue interface such as a veth, use queue 0. `Rss(qs)` keeps
 //! a frame on the netdev queue the NIC's RSS chose, if that queue is in `qs`. See
-//! [`bpf::compile()`] for the exact semantics.
+//! `bpf::compile()` for the exact semantics.
 //! The NIC's RSS is its own (key, fields, indirection table: `ethtool -X`, `ethtool -N
 //! rx-flow-hash`); a port opened with an [`RssConfig`](crate::RssConfig) other than the default
 //! is refused rather than have it ignored.
@@ -50,13 +50,13 @@
 //! (see `sg.rs`). A failed tx kick (ENETDOWN, ENXIO) is kept for
 //! [`Queue::take_error`](crate::Queue::take_error) as [`Error::Link`].
 //!
-//! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see [`umem`].
+//! Received frames start 256 bytes (`XDP_PACKET_HEADROOM`) into their buffer: see `umem`.
 //!
 //! # Receive timestamps
 //! With [`PortBuilder::rx_timestamps`](crate::PortBuilder::rx_timestamps)
 //! ([`RxTimestamps::Kernel`]) the steering program stamps every frame it redirects with
 //! `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) in the frame's XDP metadata, a 32-byte record just
-//! in front of the frame's data ([`bpf::meta`]; copy mode copies it into the UMEM chunk with the
+//! in front of the frame's data (`bpf::meta`; copy mode copies it into the UMEM chunk with the
 //! frame). The receive path reads it into [`RxMeta::kernel_rx_ns`](crate::RxMeta::kernel_rx_ns)
 //! and clears the record's magic. Every driver runs the hook (veth: in its NAPI poll; generic
 //! XDP: in the stack's receive path), so the stamp is when the frame left the driver's ring
@@ -66,7 +66,7 @@
 //!
 //! [`RxTimestamps::Hardware`] adds the driver's hardware receive timestamp: the program calls
 //! the kfunc `bpf_xdp_metadata_rx_timestamp` (Linux 6.3+; its BTF id is looked up by name in
-//! `/sys/kernel/btf/vmlinux`, [`bpf::btf`]) and is therefore loaded device-bound to the
+//! `/sys/kernel/btf/vmlinux`, `bpf::btf`) and is therefore loaded device-bound to the
 //! interface (`BPF_F_XDP_DEV_BOUND_ONLY`), which needs the driver's native XDP. A valid stamp
 //! reaches [`RxMeta::hw_timestamp`](crate::RxMeta::hw_timestamp) in ns of the interface's PTP
 //! hardware clock ([`phc`]; ticks of a 1 GHz clock, so `hw_timestamp_ns(1_000_000)`); a frame
@@ -77,9 +77,9 @@
 //! # VLAN stripping
 //! With [`PortBuilder::vlan_strip`](crate::PortBuilder::vlan_strip), and where the interface's
 //! driver implements the `xmo_rx_vlan_tag` metadata op (the kernel's `netdev` generic-netlink
-//! family reports it: [`genl`]; veth, mlx5e and ice implement it), the steering program is loaded
+//! family reports it: `genl`; veth, mlx5e and ice implement it), the steering program is loaded
 //! device-bound and calls the kfunc `bpf_xdp_metadata_rx_vlan_tag` (Linux 6.8, net/core/xdp.c)
-//! for every frame it redirects; the metadata record ([`bpf::meta`], now 32 bytes) carries its
+//! for every frame it redirects; the metadata record (`bpf::meta`, now 32 bytes) carries its
 //! answer, and the receive path puts a tag the driver took off the frame into
 //! [`RxMeta::vlan_tci`](crate::RxMeta::vlan_tci). On a veth that is a tag that came in the
 //! skb (drivers/net/veth.c `veth_xdp_rx_vlan_tag` reads `skb->vlan_tci`): the XDP program sees
@@ -100,8 +100,8 @@ use crate::mempool::{Mempool, PoolCache, Shared};
 use crate::queue::{Queue, QueueOps};
 use crate::stats::StatsWriter;
 
-pub mod bpf;
-pub mod genl;
+internal_mod!(bpf);
+internal_mod!(genl);
 pub mod live;
 pub mod phc;
 mod ring;
@@ -110,7 +110,7 @@ mod sg;
 mod socket;
 mod steer;
 mod tx;
-pub mod umem;
+internal_mod!(umem);
 
 pub use crate::sys::rtnetlink::{link_info, LinkInfo};
 pub use socket::Mode;
@@ -386,7 +386,7 @@ const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
 pub const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
 
 /// The BTF id of [`RX_VLAN_TAG_KFUNC`] when a port asks for VLAN stripping and the driver of
-/// `ifindex` answers it (its `xmo_rx_vlan_tag` op, reported by the `netdev` family: [`genl`]);
+/// `ifindex` answers it (its `xmo_rx_vlan_tag` op, reported by the `netdev` family: `genl`);
 /// `None` otherwise (no stripping asked, a kernel before 6.8 or without BTF, a driver without
 /// the op): the program then does not call it, and frames keep whatever tag their data has.
 fn vlan_kfunc(cfg: &PortConfig, ifindex: u32) -> Option<u32> {
