@@ -45,6 +45,7 @@
 
 pub mod adapters;
 mod backend;
+mod buf;
 /// The C-oracle helpers the integration tests use too (rawq-testkit, a dev-dependency: the unit
 /// tests link it with its own copy of rawq, which `cc` does not touch).
 #[cfg(test)]
