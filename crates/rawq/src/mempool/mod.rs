@@ -33,6 +33,8 @@ mod pool;
 mod region;
 
 pub use crate::buf::BUF_HEADER;
+// `BufGeometry` is the mlx5 backend's (as its methods say).
+#[cfg_attr(not(feature = "mlx5"), allow(unused_imports))]
 pub(crate) use crate::buf::{BufGeometry, Shared};
 pub use cache::PoolCache;
 pub use config::{HugePages, MemoryKind, MempoolConfig};
