@@ -13,8 +13,8 @@
 # sibling modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ENFORCE=${ENFORCE:-rawq-model,rawq-emu,rawq-gen,rawq-tools,rawq-testkit}
-REPORT=${REPORT:-rawq}
+ENFORCE=${ENFORCE:-rawq,rawq-model,rawq-emu,rawq-gen,rawq-tools,rawq-testkit}
+REPORT=${REPORT:-}
 
 if ! out=$(python3 scripts/check-layers-test.py 2>&1); then
     echo "$out"

@@ -63,6 +63,7 @@ macro_rules! internal_mod {
 
 pub mod adapters;
 mod backend;
+mod buf;
 /// The C-oracle helpers the integration tests use too (rawq-testkit, a dev-dependency: the unit
 /// tests link it with its own copy of rawq, which `cc` does not touch).
 #[cfg(test)]

@@ -10,12 +10,16 @@
 //! offset and length in the handle, and its header bytes are left as they are (a receive path
 //! does not have to write them).
 
+use crate::buf::{Shared, BUF_HEADER};
 use crate::error::{Error, Result};
-use crate::mempool::{Shared, BUF_HEADER};
 
 pub mod checksum;
+mod fresh;
+pub(crate) mod local;
 mod meta;
 mod offload;
+
+pub(crate) use fresh::fresh_template;
 
 #[cfg(feature = "mlx5")]
 pub(crate) use meta::ticks_to_ns;
@@ -417,7 +421,7 @@ impl Packet {
     /// # Errors
     /// [`Error::PoolExhausted`] when the pool has no free buffer.
     pub fn alloc_segment(&self) -> Result<Packet> {
-        crate::mempool::Mempool::alloc_in(self.pool)
+        local::alloc_in(self.pool)
     }
 
     /// Appends `seg` (a single-buffer packet of the same pool) as the next segment.
@@ -531,7 +535,7 @@ impl Drop for Packet {
     #[inline]
     fn drop(&mut self) {
         if self.nb_segs == 1 {
-            self.pool.put_local(self.idx);
+            local::put_local(self.pool, self.idx);
         } else {
             self.drop_chain();
         }
@@ -544,7 +548,7 @@ impl Packet {
         let mut idx = self.idx;
         for _ in 0..self.nb_segs {
             let next = raw::read_header(self.pool, idx).next;
-            self.pool.put_local(idx);
+            local::put_local(self.pool, idx);
             if next == NO_NEXT {
                 break;
             }

@@ -1,56 +1,41 @@
-//! The stacks in front of the shared one: a queue's own [`PoolCache`], and the calling thread's
-//! caches that a dropped [`Packet`] returns its buffer to.
-
-use std::cell::RefCell;
-use std::mem::{ManuallyDrop, MaybeUninit};
+//! A queue's own cache in front of a pool's shared stack: [`PoolCache`], a buffer-index cache
+//! (`buf::BufCache`) holding a handle that keeps the pool alive, and [`Mempool::cache`], which
+//! makes one.
 
 use super::pool::Mempool;
-use super::Shared;
-use crate::error::{Error, Result};
-use crate::packet::{layout, Packet};
+use crate::buf::BufCache;
+use crate::error::Result;
+use crate::packet::{fresh_template, Packet};
 
 /// A private stack of free buffer indices in front of a pool's shared stack.
 ///
 /// Holds at most `2 * cache_size` indices; refills and flushes move `cache_size` indices under
 /// one lock of the shared stack. Dropping the cache returns everything it holds.
 pub struct PoolCache {
-    pub(super) shared: &'static Shared,
-    pub(super) stack: Vec<u32>,
-    size: usize,
-    // Keeps the pool alive while the cache holds indices; `None` only inside the thread-local
-    // cache, which must not keep pools alive (see `LocalCaches`).
-    _pool: Option<Mempool>,
-    // A fresh packet's 64 bytes (`fresh_template`), which `alloc_bulk` copies.
-    tmpl: Template,
+    // Dropped first (fields drop in order): its indices go home while `_pool` still keeps the
+    // pool alive.
+    buf: BufCache,
+    // Keeps the pool alive while the cache holds indices (the thread-local caches, plain
+    // `BufCache`s, must not: see `packet::local`).
+    _pool: Mempool,
+}
+
+impl Mempool {
+    /// A new private cache in front of this pool, for one queue's hot path.
+    pub fn cache(&self) -> PoolCache {
+        let s = self.shared();
+        PoolCache {
+            buf: BufCache::new(s, fresh_template(s)),
+            _pool: self.clone(),
+        }
+    }
 }
 
 impl PoolCache {
-    pub(super) fn new(pool: Mempool) -> PoolCache {
-        let mut c = PoolCache::local(pool.shared());
-        c._pool = Some(pool);
-        c
-    }
-
-    /// A cache holding no pool handle (the thread-local one: see `LocalCaches`).
-    pub(super) fn local(shared: &'static Shared) -> PoolCache {
-        let size = shared.cache_size as usize;
-        PoolCache {
-            shared,
-            stack: Vec::with_capacity(2 * size + 64),
-            size,
-            _pool: None,
-            tmpl: fresh_template(shared),
-        }
-    }
-
     /// Takes one free buffer index, refilling from the shared stack when empty.
     #[inline]
     pub fn get(&mut self) -> Option<u32> {
-        if let Some(i) = self.stack.pop() {
-            return Some(i);
-        }
-        self.shared.take_bulk(&mut self.stack, self.size);
-        self.stack.pop()
+        self.buf.get()
     }
 
     /// Lends the cache's top indices to `take`, which uses some of them **from the end** of the
@@ -60,37 +45,19 @@ impl PoolCache {
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline]
     pub(crate) fn get_bulk(&mut self, n: usize, take: impl FnOnce(&[u32]) -> usize) {
-        let n = n.min(self.size);
-        if self.stack.len() < n {
-            // Fill up to the cache's limit: half as many trips to the shared stack as `get`.
-            let want = 2 * self.size - self.stack.len();
-            self.shared.take_bulk(&mut self.stack, want);
-        }
-        let used = take(&self.stack);
-        let keep = self.stack.len() - used.min(self.stack.len());
-        self.stack.truncate(keep);
+        self.buf.get_bulk(n, take)
     }
 
     /// Makes sure at least `n` indices are cached (taking more from the shared stack if needed).
     /// Returns false if the pool does not have that many free.
     pub fn ensure(&mut self, n: usize) -> bool {
-        if self.stack.len() >= n {
-            return true;
-        }
-        let want = (n - self.stack.len()).max(self.size);
-        self.shared.take_bulk(&mut self.stack, want);
-        self.stack.len() >= n
+        self.buf.ensure(n)
     }
 
     /// Returns one index; flushes `cache_size` indices to the shared stack when full.
     #[inline]
     pub fn put(&mut self, idx: u32) {
-        debug_assert!(idx < self.shared.count);
-        if self.stack.len() >= 2 * self.size {
-            let keep = self.stack.len() - self.size;
-            self.shared.give_bulk(&mut self.stack, keep);
-        }
-        self.stack.push(idx);
+        self.buf.put(idx)
     }
 
     /// Returns several indices at once (a driver's completion batch): one copy instead of a
@@ -99,200 +66,66 @@ impl PoolCache {
     #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
     #[inline]
     pub(crate) fn put_slice(&mut self, idx: &[u32]) {
-        if self.stack.len() + idx.len() <= 2 * self.size {
-            self.stack.extend_from_slice(idx);
-            return;
-        }
-        let fill = self.size.saturating_sub(self.stack.len()).min(idx.len());
-        self.stack.extend_from_slice(&idx[..fill]);
-        let keep = self.stack.len().min(self.size);
-        self.shared
-            .give_bulk_and(&mut self.stack, keep, &idx[fill..]);
+        self.buf.put_slice(idx)
     }
 
     /// Allocates a packet.
     #[inline]
     pub fn alloc(&mut self) -> Option<Packet> {
-        self.get().map(|i| Packet::from_free_index(self.shared, i))
+        self.buf
+            .get()
+            .map(|i| Packet::from_free_index(self.buf.shared, i))
     }
 
     /// Appends `n` fresh packets to `out`, all or none (refilling from the shared stack only
     /// when the cache holds fewer than `n`).
     ///
     /// # Errors
-    /// [`Error::PoolExhausted`] when fewer than `n` buffers are free; nothing is appended then.
+    /// [`Error::PoolExhausted`](crate::Error::PoolExhausted) when fewer than `n` buffers are
+    /// free; nothing is appended then.
     #[inline]
     pub fn alloc_bulk(&mut self, out: &mut Vec<Packet>, n: usize) -> Result<()> {
-        // The common case, a cache holding a burst, passes one comparison; `ensure`'s refill
-        // (and the error) stays out of line.
-        if self.stack.len() < n {
-            self.refill_for(n)?;
-        }
-        let from = self.stack.len() - n;
-        push_fresh(out, &self.stack[from..], &self.tmpl);
-        self.stack.truncate(from);
-        Ok(())
-    }
-
-    /// `alloc_bulk`'s slow path: the cache holds fewer than `n`.
-    #[cold]
-    #[inline(never)]
-    fn refill_for(&mut self, n: usize) -> Result<()> {
-        if self.ensure(n) {
-            Ok(())
-        } else {
-            Err(Error::PoolExhausted {
-                capacity: self.shared.count,
-            })
-        }
+        self.buf.alloc_bulk(out, n)
     }
 
     /// Frees a packet into this cache (rather than the thread-local cache a plain drop uses).
     #[inline]
     pub fn free(&mut self, pkt: Packet) {
         if pkt.is_single() {
-            self.put(pkt.into_raw());
+            self.buf.put(pkt.into_raw());
         } else {
             for idx in pkt.into_buffer_indices() {
-                self.put(idx);
+                self.buf.put(idx);
             }
         }
     }
 
     /// Number of indices held.
     pub fn len(&self) -> usize {
-        self.stack.len()
+        self.buf.stack.len()
     }
 
     /// True if the cache holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.stack.is_empty()
+        self.buf.stack.is_empty()
     }
 
     /// Returns everything to the shared stack.
     pub fn flush(&mut self) {
-        self.shared.give_bulk(&mut self.stack, 0);
+        self.buf.flush();
     }
 
     /// Start address of buffer `idx` (for backends posting it to a device).
     #[inline]
     pub fn buf_ptr(&self, idx: u32) -> *mut u8 {
-        self.shared.buf_ptr(idx)
+        self.buf.shared.buf_ptr(idx)
     }
-}
-
-impl Drop for PoolCache {
-    fn drop(&mut self) {
-        self.flush();
-    }
-}
-
-// `push_fresh` copies a template packet as 64 bytes and then writes the buffer index.
-const _: () = assert!(std::mem::size_of::<Packet>() == 64 && layout::IDX + 4 <= 64);
-
-/// The bytes of a packet handle (`MaybeUninit`: they may hold padding).
-type Template = MaybeUninit<[u64; 8]>;
-
-/// The 64 bytes of a fresh packet of pool `s` (its headroom, no data, one segment, no offload
-/// request, no metadata) with a placeholder buffer index, for `push_fresh`. Kept in the cache,
-/// not rebuilt a burst: a copy from memory the compiler cannot see through is stored as four
-/// 16-byte words, where the handle's narrow fields (and `TxOffload`'s `None`s, which leave
-/// gaps no store may cover) took ten stores a packet.
-#[allow(unsafe_code)]
-fn fresh_template(s: &'static Shared) -> Template {
-    // Never dropped: its buffer index is a placeholder.
-    let tmpl = ManuallyDrop::new(Packet::from_raw_parts(s, 0, s.headroom(), 0));
-    // SAFETY: `tmpl` is a live `Packet`: 64 readable bytes, read as `MaybeUninit`.
-    unsafe { std::ptr::read(&*tmpl as *const Packet as *const Template) }
-}
-
-/// Appends a fresh packet for each of `idx`, last first, to `out`: a copy of `tmpl` (from
-/// `fresh_template` of the pool the indices belong to) with the buffer index written.
-#[allow(unsafe_code)]
-#[inline(always)]
-fn push_fresh(out: &mut Vec<Packet>, idx: &[u32], tmpl: &Template) {
-    out.reserve(idx.len());
-    let len = out.len();
-    // The template in four 16-byte registers, loaded once: a plain copy of `*tmpl` is read
-    // again from memory for every packet (the stores into `out` might, for all the compiler
-    // knows, change it).
-    #[cfg(target_arch = "x86_64")]
-    let t = {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128};
-        let p = tmpl.as_ptr() as *const __m128i;
-        // SAFETY: `tmpl` is 64 readable bytes; SSE2 is part of x86_64.
-        unsafe {
-            [
-                _mm_loadu_si128(p),
-                _mm_loadu_si128(p.add(1)),
-                _mm_loadu_si128(p.add(2)),
-                _mm_loadu_si128(p.add(3)),
-            ]
-        }
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let t = *tmpl;
-    // SAFETY: `reserve` made room for `idx.len()` packets after `len`: `dst..end` are spare
-    // slots of `out` (in or one past its allocation), and `src` walks `idx` from its end.
-    unsafe {
-        let mut dst = out.as_mut_ptr().add(len) as *mut u8;
-        let end = dst.add(idx.len() * std::mem::size_of::<Packet>());
-        let mut src = idx.as_ptr().add(idx.len());
-        while dst != end {
-            src = src.sub(1);
-            // The template's bytes (a valid `Packet` of the indices' pool) go in whole, then
-            // buffer `*src` over its placeholder at the `repr(C)` handle's index field
-            // (`layout::IDX`, a `u32`): the packet owns that buffer, which the caller took off
-            // its free stack and hands over here.
-            #[cfg(target_arch = "x86_64")]
-            {
-                use std::arch::x86_64::{__m128i, _mm_storeu_si128};
-                let d = dst as *mut __m128i;
-                _mm_storeu_si128(d, t[0]);
-                _mm_storeu_si128(d.add(1), t[1]);
-                _mm_storeu_si128(d.add(2), t[2]);
-                _mm_storeu_si128(d.add(3), t[3]);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            std::ptr::write_unaligned(dst as *mut Template, t);
-            std::ptr::write_unaligned(dst.add(layout::IDX) as *mut u32, *src);
-            dst = dst.add(std::mem::size_of::<Packet>());
-        }
-        // The first `idx.len()` spare slots now hold valid packets.
-        out.set_len(len + idx.len());
-    }
-}
-
-/// The calling thread's caches, one per pool it has freed into.
-pub(super) struct LocalCaches {
-    pub(super) caches: Vec<PoolCache>,
-}
-
-impl LocalCaches {
-    #[inline]
-    pub(super) fn cache_for(&mut self, s: &'static Shared) -> &mut PoolCache {
-        let pos = match self.caches.iter().position(|c| std::ptr::eq(c.shared, s)) {
-            Some(p) => p,
-            None => {
-                self.caches.push(PoolCache::local(s));
-                self.caches.len() - 1
-            }
-        };
-        &mut self.caches[pos]
-    }
-}
-
-// The thread-local caches hold no `Mempool` handle (that would keep every pool alive until the
-// thread exits). That is sound because a pool is only freed when all its buffers are in the shared
-// stack, i.e. none is parked here, and `Shared` itself is only freed then; a stale, empty entry is
-// removed before a new pool could reuse its address (see `Drop for Owner` → `forget_pool`).
-thread_local! {
-    pub(super) static LOCAL: RefCell<LocalCaches> = const { RefCell::new(LocalCaches { caches: Vec::new() }) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::mempool::{HugePages, MempoolConfig};
 
     fn small(n: u32) -> Mempool {

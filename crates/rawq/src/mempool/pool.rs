@@ -5,17 +5,19 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::cache::{PoolCache, LOCAL};
 use super::config::{MemoryKind, MempoolConfig};
 use super::region::{map_region, mem_available};
-use super::Shared;
+use crate::buf::Shared;
 use crate::error::{Error, Result};
+use crate::packet::local::LOCAL;
 use crate::packet::Packet;
 
 /// Owner of the `Shared` block: frees it when the last `Mempool` handle goes, unless buffers are
 /// still out.
 struct Owner {
     shared: &'static Shared,
+    /// What the region is mapped on.
+    kind: MemoryKind,
 }
 
 impl Drop for Owner {
@@ -31,6 +33,15 @@ impl Drop for Owner {
         });
         let all_home = self.shared.lock_free().len() == self.shared.count as usize;
         if all_home {
+            // Remove this thread's (empty) cache entry so that a later pool allocated at the
+            // same address does not find it. Entries in other threads are empty as well (all
+            // buffers are home), and only compared by address; a new pool at the same address
+            // would merely reuse an empty cache with the same geometry.
+            let _ = LOCAL.try_with(|l| {
+                if let Ok(mut l) = l.try_borrow_mut() {
+                    l.caches.retain(|c| !std::ptr::eq(c.shared, me));
+                }
+            });
             #[allow(unsafe_code)]
             // SAFETY: `shared` came from `Box::leak` in `Mempool::new`; every buffer is back in
             // the free stack and every cache holds a `Mempool` handle (so none exists any more),
@@ -64,7 +75,7 @@ impl std::fmt::Debug for Mempool {
             .field("buffers", &s.count)
             .field("buf_size", &s.buf_size)
             .field("headroom", &s.headroom)
-            .field("memory", &s.kind)
+            .field("memory", &self.owner.kind)
             .finish()
     }
 }
@@ -107,14 +118,13 @@ impl Mempool {
             count: cfg.buffers,
             headroom: cfg.headroom,
             cache_size: cfg.cache_size,
-            kind,
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
             free: Mutex::new(free),
             map: Mutex::new(Some(map)),
         };
         let shared: &'static Shared = Box::leak(Box::new(shared));
         Ok(Mempool {
-            owner: Arc::new(Owner { shared }),
+            owner: Arc::new(Owner { shared, kind }),
         })
     }
 
@@ -145,7 +155,7 @@ impl Mempool {
 
     /// What the region is mapped on.
     pub fn memory_kind(&self) -> MemoryKind {
-        self.shared().kind
+        self.owner.kind
     }
 
     /// A process-unique id of this pool.
@@ -183,16 +193,6 @@ impl Mempool {
         }
     }
 
-    /// One packet from the calling thread's cache of the pool behind `s` (for building a
-    /// chain onto a packet of that pool, e.g. rawq-gen's `FrameSource::fill` of a jumbo frame).
-    pub(crate) fn alloc_in(s: &'static Shared) -> Result<Packet> {
-        let idx = LOCAL.with(|l| l.borrow_mut().cache_for(s).get());
-        match idx {
-            Some(idx) => Ok(Packet::from_free_index(s, idx)),
-            None => Err(Error::PoolExhausted { capacity: s.count }),
-        }
-    }
-
     /// Appends `n` fresh packets to `out`, all or none.
     ///
     /// # Errors
@@ -212,11 +212,6 @@ impl Mempool {
                 s.give_bulk(&mut c.stack, 0);
             }
         });
-    }
-
-    /// A new private cache in front of this pool, for one queue's hot path.
-    pub fn cache(&self) -> PoolCache {
-        PoolCache::new(self.clone())
     }
 }
 
