@@ -122,7 +122,10 @@ for f in "$LIB" "$SYSFS_GEN"; do
   [[ -e $f ]] || { echo "emu: $f is missing (cargo build -p rawq-emu)" >&2; exit 1; }
 done
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rawq-emu.XXXXXX")
+# The temporary tree's name is chosen here, in this shell, and the directory made only once
+# the traps below are set: a signal at start-up (the campaign's seed 5371, a group SIGTERM
+# 56 ms in) could otherwise come between `mktemp` making it and the trap that removes it.
+TMP=${TMPDIR:-/tmp}/rawq-emu.$$.$RANDOM$RANDOM
 MADE_TAP=()
 CHILD=''
 REAPER=''
@@ -186,6 +189,10 @@ trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
+until mkdir -m 700 -- "$TMP" 2>/dev/null; do
+  [[ -d ${TMP%/*} ]] || { echo "emu: cannot make a directory in ${TMP%/*} (TMPDIR)" >&2; exit 1; }
+  TMP=${TMPDIR:-/tmp}/rawq-emu.$$.$RANDOM$RANDOM
+done
 
 IFS=, read -r -a TAPS <<<"$NETDEV"
 for t in "${TAPS[@]}"; do
