@@ -126,7 +126,8 @@ struct Trial {
     /// 99% of it, or it dropped more than 1% of the trial's frames from its schedule for
     /// being late (its core was too slow or shared). The trial proves nothing about the device
     /// under test at that rate: the throughput search does not count it (`counted` false) and
-    /// runs it again; the loss curve counts it as failed, the frames the rate asks for over
+    /// runs it again (the last of ATTEMPTS counts as failed, and the size's `shortfall` says
+    /// so); the loss curve counts it as failed, the frames the rate asks for over
     /// the trial and the sender did not offer as lost.
     short_of_rate: bool,
     /// The frames the rate asks for over the trial (paced trials).
@@ -137,7 +138,7 @@ struct Trial {
     late_skipped: u64,
     max_lag_ns: u64,
     /// The search went by this trial's result (false: interrupted, or the sender short of
-    /// its rate).
+    /// its rate in a trial that was run again).
     counted: bool,
 }
 
@@ -179,8 +180,8 @@ struct SizeResult {
     back_to_back_frames: Option<u64>,
     /// The test ran to its end.
     complete: bool,
-    /// Why the answer is missing or partial when the sender, not the device, was the limit:
-    /// a rate its trials never offered (null: none).
+    /// When the sender, not the device, was the limit: a rate its trials never offered, so the
+    /// NDR is a lower bound of the device's (null: none).
     shortfall: Option<String>,
     trials: Vec<Trial>,
 }
@@ -443,38 +444,35 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
         search.record(&t.count(hi));
     }
     // A trial whose sender did not offer its rate is not a pass or a fail at that rate: it is
-    // run again, ATTEMPTS times at most, and then the search stops saying so.
-    let mut never_offered = None;
+    // run again, ATTEMPTS times at most. A rate never offered is the sender's limit, not the
+    // device's: the search goes on below it (the last trial counts as failed) and says so.
+    let mut never_offered: Option<f64> = None;
     'search: while let Some(rate) = search.next_rate() {
-        for _ in 0..ATTEMPTS {
+        for attempt in 1..=ATTEMPTS {
             let mut t = trial(a, size, Rate::Pps(rate), None, stamped, tol)?;
             progress(a, size, &t);
-            t.counted &= !t.short_of_rate;
+            t.counted &= !t.short_of_rate || attempt == ATTEMPTS;
             r.trials.push(t.clone());
             if t.interrupted {
                 break 'search;
             }
             if t.counted {
+                if t.short_of_rate {
+                    never_offered = Some(never_offered.map_or(rate, |n| n.min(rate)));
+                }
                 search.record(&t.count(rate));
                 continue 'search;
             }
         }
-        never_offered = Some(rate);
-        break;
     }
     if let Some(rate) = never_offered {
-        let passed = search.ndr();
         r.shortfall = Some(format!(
             "the sender did not offer {rate:.0} pps in {ATTEMPTS} trials (short of the rate, or \
              frames dropped from its schedule for being late: its core is shared or too slow): \
-             no NDR is claimed{}; free the sender's core or lower --rate-hi",
-            passed.map_or(String::new(), |p| format!(
-                " (the highest rate that passed before was {p:.0} pps)"
-            ))
+             the search counted it as failed, so the NDR is what the sender offered and the \
+             device took, a lower bound of the device's; free the sender's core or lower \
+             --rate-hi"
         ));
-        r.complete = false;
-        r.latency_at_ndr = None;
-        return Ok(());
     }
     // Complete only when the answers are within the resolution: a search that ran out of
     // trials first reports the range it has, as incomplete.
@@ -578,14 +576,24 @@ fn loss_curve(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
             break;
         }
         let pct = step as f64 * 10.0;
-        let mut t = trial(a, size, Rate::Pps(hi * pct / 100.0), None, stamped, tol)?;
-        t.kind = "loss";
-        t.percent_of_hi = Some(pct);
-        progress(a, size, &t);
-        let (lost, cut) = (t.count(0.0).lost(), t.interrupted);
-        r.trials.push(t);
-        if cut {
-            return Ok(());
+        // A step whose sender did not offer its rate is run again (ATTEMPTS times at most; the
+        // last counts, short or not).
+        let mut lost = 0;
+        for attempt in 1..=ATTEMPTS {
+            let mut t = trial(a, size, Rate::Pps(hi * pct / 100.0), None, stamped, tol)?;
+            t.kind = "loss";
+            t.percent_of_hi = Some(pct);
+            t.counted &= !t.short_of_rate || attempt == ATTEMPTS;
+            progress(a, size, &t);
+            let (cut, counted) = (t.interrupted, t.counted);
+            lost = t.count(0.0).lost();
+            r.trials.push(t);
+            if cut {
+                return Ok(());
+            }
+            if counted {
+                break;
+            }
         }
         clean = if lost == 0 { clean + 1 } else { 0 };
     }
