@@ -47,7 +47,9 @@ pub use rawq::pin_to_core;
 pub use capture::{realtime_ns, CaptureLimits, PcapWriter};
 pub use flowstats::{FlowCount, FlowTracker};
 pub use latency::{bucket_bounds, bucket_of, fmt_ns, monotonic_ns, LatencyHistogram, PERCENTILES};
-pub use pace::{parse_duration, Pacer, Pattern, Rate, MAX_DURATION_S};
+pub use pace::{
+    parse_duration, raise_sender_priority, Pacer, Pattern, Rate, MAX_DURATION_S, SENDER_NICE,
+};
 pub use search::{RateSearch, TrialCount};
 pub use source::FrameSource;
 pub use template::{

@@ -201,6 +201,41 @@ impl Pattern {
     }
 }
 
+/// The nice value [`raise_sender_priority`] gives a paced send thread.
+pub const SENDER_NICE: i32 = -10;
+
+/// Raises the calling thread's scheduling priority to nice [`SENDER_NICE`] (unless it is higher
+/// already), so that a paced sender sleeping between its frames is run when they are due even
+/// on a machine whose CPUs are busy: on a shared CPU the scheduler otherwise keeps it waiting
+/// for whole time slices (tens of ms under load), and its frames go late.
+///
+/// # Errors
+/// What failed, when the thread may not raise its priority (EPERM: not root and no
+/// CAP_SYS_NICE); the thread then runs at the priority it had.
+#[allow(unsafe_code)]
+pub fn raise_sender_priority() -> std::result::Result<(), String> {
+    // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: getpriority reads only its integer arguments (a -1 that is an error is taken as
+    // nice -1: the priority is then set, which is harmless).
+    let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    if now <= SENDER_NICE {
+        return Ok(());
+    }
+    // SAFETY: setpriority reads only its integer arguments; on Linux PRIO_PROCESS with a thread
+    // id sets that thread's nice value alone.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, SENDER_NICE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "could not raise the send thread's priority to nice {SENDER_NICE} ({}): run as \
+             root or with CAP_SYS_NICE for a schedule kept on a busy machine",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
 /// A SplitMix64 step: a small, well-mixed generator for the Poisson schedule (Steele, Lea and
 /// Flood, "Fast splittable pseudorandom number generators", 2014).
 #[inline]
@@ -233,7 +268,12 @@ fn whole_ns(secs: f64) -> Duration {
 /// time *t* after it at most `1 + ⌊rate × t⌋` packets may have gone (as pktgen-dpdk and
 /// testpmd's txonly send: a run of *d* seconds at *r* packets per second sends `r × d`, the
 /// last one interval before the end). Falling behind is made up at once (bounded by the burst
-/// size per call), so the long-run rate does not drift with scheduling noise.
+/// size per call), so the long-run rate does not drift with scheduling noise; with
+/// [`Pacer::with_catch_up`] only within a window: a sender kept off its CPU for longer does not
+/// turn the stall into a line-rate burst (which a device under test would see as a rate the
+/// sender claims not to be offering), it drops the packets due before the window from the
+/// schedule and counts them ([`Pacer::skipped`]), with the largest lateness seen
+/// ([`Pacer::max_lag`]).
 ///
 /// Other [`Pattern`]s keep the same rule (at most the packets due by time *t*), with their own
 /// due times.
@@ -246,6 +286,11 @@ pub struct Pacer {
     /// Poisson: the generator's state, and when packet `sent` is due (seconds after `start`).
     rng: u64,
     next_due: f64,
+    /// The catch-up window (seconds; None: unbounded), the packets dropped from the schedule
+    /// for being due before it, and the largest lateness seen (seconds).
+    catch_up: Option<f64>,
+    skipped: u64,
+    max_lag: f64,
 }
 
 impl Pacer {
@@ -263,7 +308,83 @@ impl Pacer {
             pattern: Pattern::Constant,
             rng: 0,
             next_due: 0.0,
+            catch_up: None,
+            skipped: 0,
+            max_lag: 0.0,
         }
+    }
+
+    /// The same pacer making up at most `window` of lateness: packets due longer than `window`
+    /// ago are dropped from the schedule by [`Pacer::skip_late`] instead of sent late in a
+    /// burst.
+    pub fn with_catch_up(mut self, window: Duration) -> Pacer {
+        self.catch_up = Some(window.as_secs_f64());
+        self
+    }
+
+    /// When the next packet is due (seconds after the start).
+    fn next_due_s(&self) -> f64 {
+        match self.pattern {
+            Pattern::Poisson { .. } => self.next_due,
+            _ => self.due_at(self.sent),
+        }
+    }
+
+    /// Records how late the next packet is at `now` and, with a catch-up window, drops from
+    /// the schedule the packets due before the window (they count in [`Pacer::skipped`]).
+    /// Returns how many it dropped. Call it before [`Pacer::allowance`].
+    pub fn skip_late(&mut self, now: Instant) -> u64 {
+        if !self.is_paced() {
+            return 0;
+        }
+        let t = now.saturating_duration_since(self.start).as_secs_f64();
+        let lag = t - self.next_due_s();
+        if lag > self.max_lag {
+            self.max_lag = lag;
+        }
+        let Some(window) = self.catch_up else {
+            return 0;
+        };
+        if lag <= window {
+            return 0;
+        }
+        let cutoff = t - window;
+        let skip = match (self.pattern, self.pps) {
+            // Packets k < cutoff × rate are due before the window.
+            (Pattern::Constant, Some(pps)) => {
+                // (Rounded to a millionth of a packet first: the product is not exact.)
+                let before = ((cutoff * pps * 1e6).round() / 1e6).ceil();
+                if before.is_finite() && before > 0.0 {
+                    (before.min(u64::MAX as f64) as u64).saturating_sub(self.sent)
+                } else {
+                    0
+                }
+            }
+            _ => {
+                // Walk the schedule (as many steps as packets dropped: fewer than sending them).
+                let mut n = 0;
+                while self.next_due_s() < cutoff {
+                    self.sent(1);
+                    n += 1;
+                }
+                self.skipped += n;
+                return n;
+            }
+        };
+        self.sent = self.sent.saturating_add(skip);
+        self.skipped += skip;
+        skip
+    }
+
+    /// The packets [`Pacer::skip_late`] dropped from the schedule.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// The largest lateness [`Pacer::skip_late`] saw: how long after its due time the next
+    /// packet still waited.
+    pub fn max_lag(&self) -> Duration {
+        Duration::try_from_secs_f64(self.max_lag.max(0.0)).unwrap_or(Duration::MAX)
     }
 
     /// The same pacer with `pattern`'s due times.
@@ -457,6 +578,50 @@ mod tests {
         assert_eq!(fast.allowance(t0 + Duration::from_secs(1), 32), 32);
         let un = Pacer::new(None);
         assert_eq!(un.allowance(Instant::now(), 7), 7);
+    }
+
+    /// Issue 32: a stall is not made up as a burst beyond the catch-up window; the packets due
+    /// before it are dropped from the schedule and counted, with the lateness seen.
+    #[test]
+    fn catch_up_is_bounded_and_the_stall_measured() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut p = Pacer::starting_at(Some(1000.0), t0).with_catch_up(ms(5));
+        assert_eq!(p.skip_late(t0), 0);
+        p.sent(p.allowance(t0, 32));
+        // 100 ms late: packets 1..=100 are due; those before 95 ms (1..=94) are dropped, the
+        // six of the last 5 ms go.
+        let late = t0 + ms(100);
+        assert_eq!(p.skip_late(late), 94);
+        assert_eq!(p.allowance(late, 32), 6);
+        assert_eq!(p.skipped(), 94);
+        assert_eq!(p.max_lag(), ms(99));
+        p.sent(6);
+        // On time from there: nothing more dropped, the lag seen stays the largest.
+        assert_eq!(p.skip_late(late + ms(1)), 0);
+        assert_eq!(p.allowance(late + ms(1), 32), 1);
+        assert_eq!(p.max_lag(), ms(99));
+        // Without a window, everything due is made up (a burst at a time), as before.
+        let mut q = Pacer::starting_at(Some(1000.0), t0);
+        assert_eq!(q.skip_late(late), 0);
+        assert_eq!(q.allowance(late, 1000), 101);
+        assert_eq!(q.max_lag(), ms(100));
+        // The other patterns walk their schedule.
+        let mut b = Pacer::starting_at(None, t0)
+            .with_pattern(Pattern::BurstGap { n: 4, gap: ms(10) })
+            .with_catch_up(ms(5));
+        // Bursts at 0, 10, ..., 100 ms: the ten before 95 ms are dropped, the one at 100 goes.
+        assert_eq!(b.skip_late(late), 40);
+        assert_eq!(b.allowance(late, 32), 4);
+        let mut r = Pacer::starting_at(Some(1000.0), t0)
+            .with_pattern(Pattern::Poisson { seed: 3 })
+            .with_catch_up(ms(5));
+        let n = r.skip_late(t0 + Duration::from_secs(1));
+        assert!((900..1100).contains(&n), "{n}");
+        assert!(r.allowance(t0 + Duration::from_secs(1), 1000) < 20);
+        // Unpaced: nothing is ever late.
+        let mut u = Pacer::starting_at(None, t0).with_catch_up(ms(5));
+        assert_eq!(u.skip_late(late), 0);
     }
 
     /// The due times of the first `n` packets of `p` (offsets from `t0`, seconds), read from

@@ -13,6 +13,14 @@ use crate::{measure, Outcome, Until};
 /// about 2000 packets: well under a millisecond at the rates a queue reaches.
 const CLOCK_EVERY: u32 = 64;
 
+/// A paced send loop sleeps until its next frame when that is more than this away (and spins
+/// otherwise).
+const NAP: Duration = Duration::from_micros(20);
+
+/// The least lateness a paced send loop makes up (see [`rawq_gen::Pacer::with_catch_up`]): at
+/// least one burst's time at the rate, and at least this.
+const CATCH_UP: Duration = Duration::from_millis(5);
+
 /// Sends until stopped, `limit` packets (None = unlimited) have gone, at `pps` (None = max). With
 /// `txrx`, also counts what arrives on the queue (and keeps receiving for `drain` after the
 /// last send, for stragglers).
@@ -35,7 +43,23 @@ pub(crate) fn tx_loop(
 ) -> Outcome {
     // The window opens where the schedule starts and closes at the last packet taken.
     let begin = Instant::now();
-    let mut pacer = Pacer::starting_at(pps, begin).with_pattern(pattern);
+    // A stall (the sender off its CPU) is made up within one burst's time or CATCH_UP, not
+    // as a line-rate burst: the frames due before that are dropped from the schedule and
+    // counted (`tx_late_skipped`), with the largest lateness (`tx_max_lag_ns`).
+    let window = pps
+        .filter(|p| *p > 0.0)
+        .and_then(|p| Duration::try_from_secs_f64(burst as f64 / p).ok())
+        .map_or(CATCH_UP, |b| b.max(CATCH_UP));
+    let mut pacer = Pacer::starting_at(pps, begin)
+        .with_pattern(pattern)
+        .with_catch_up(window);
+    if pacer.is_paced() {
+        // Not fatal: the run goes on at the priority it had, its lateness measured.
+        if let Err(e) = rawq_gen::raise_sender_priority() {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| say!("pktgen: {e}"));
+        }
+    }
     let (mut pkts, mut back) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
     let mut out = Outcome {
         first: Some(begin),
@@ -93,6 +117,9 @@ pub(crate) fn tx_loop(
         }
         receive(&mut q, qm);
         let room = limit.map_or(burst as u64, |l| (l - sent - not_sent).min(burst as u64));
+        if paced {
+            out.tx_late_skipped += pacer.skip_late(now);
+        }
         let want = pacer.allowance(now, room as usize);
         // --on-link-down wait, the link down: a paced run keeps its schedule and counts the
         // frames due as not sent (they count against --count); an unpaced one naps.
@@ -111,8 +138,14 @@ pub(crate) fn tx_loop(
             if out.check(&mut q, end) {
                 break;
             }
-            if pacer.wait_hint(Instant::now()) > Duration::from_micros(200) {
-                std::thread::sleep(Duration::from_micros(100));
+            // Sleep rather than spin when the next frame is more than NAP away: a sender that
+            // sleeps between its frames is woken when they are due even beside busy threads,
+            // where one that spins is preempted for whole time slices and its frames go late
+            // (the timer's slack makes some go a few tens of µs late, well within the
+            // pacer's catch-up window).
+            let wait = pacer.wait_hint(Instant::now());
+            if wait > NAP {
+                std::thread::sleep(wait.min(Duration::from_micros(100)));
             }
             continue;
         }
@@ -201,6 +234,7 @@ pub(crate) fn tx_loop(
     if stamps {
         out.stamped_sent = sent;
     }
+    out.tx_max_lag_ns = pacer.max_lag().as_nanos().min(u64::MAX as u128) as u64;
     out.sent = sent;
     out.seq = seq;
     out

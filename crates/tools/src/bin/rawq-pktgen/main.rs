@@ -65,6 +65,10 @@ struct Outcome {
     tx_ring_full_ns: u64,
     tx_ring_full_stretches: u64,
     tx_pool_empty: u64,
+    /// Paced: frames dropped from the schedule for being due before the pacer's catch-up
+    /// window (the sender was kept from sending them in time), and the largest lateness (ns).
+    tx_late_skipped: u64,
+    tx_max_lag_ns: u64,
 }
 
 impl Outcome {
@@ -495,6 +499,8 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
         all.tx_ring_full_ns += o.tx_ring_full_ns;
         all.tx_ring_full_stretches += o.tx_ring_full_stretches;
         all.tx_pool_empty += o.tx_pool_empty;
+        all.tx_late_skipped += o.tx_late_skipped;
+        all.tx_max_lag_ns = all.tx_max_lag_ns.max(o.tx_max_lag_ns);
     }
     if link.is_some() && gone.is_none() && rawq_gen::netdev_state(&a.dev).is_none() {
         gone = Some(gone_error(&a.dev));

@@ -31,6 +31,16 @@ const FCS: u16 = 4;
 /// on the wire.
 const L1_GAP: f64 = 20.0;
 
+/// The share of a paced trial's frames its sender may drop from the schedule for being late
+/// (see `tx_late_skipped`) and the trial still count: 1%, as the achieved rate may be 1%
+/// under the rate asked for. A trial that passes so offered at least 99% of its rate (late
+/// frames made up within the pacer's catch-up window only): the NDR it gives is at most 1% above
+/// the one a sender that never fell behind would find.
+const SCHEDULE_TOLERANCE: f64 = 0.01;
+/// How many times a search trial whose sender did not offer its rate is run at that rate
+/// before the search gives up saying so.
+const ATTEMPTS: u32 = 5;
+
 /// Latency percentiles of a trial's stamped frames (round trip, ns).
 #[derive(Clone, Debug, Serialize)]
 struct Latency {
@@ -112,13 +122,24 @@ struct Trial {
     latency: Option<Latency>,
     /// Cut short by Ctrl-C: not used by the search.
     interrupted: bool,
-    /// The sender's rate over its active window was under 99% of the rate asked for (its core
-    /// was too slow or shared): the trial proves nothing about the device under test at that
-    /// rate, and counts as failed, the frames the rate asks for over the trial and the sender
-    /// did not offer as lost.
+    /// The sender did not offer the rate asked for: its rate over its active window was under
+    /// 99% of it, or it dropped more than 1% of the trial's frames from its schedule for
+    /// being late (its core was too slow or shared). The trial proves nothing about the device
+    /// under test at that rate: the throughput search does not count it (`counted` false) and
+    /// runs it again (the last of ATTEMPTS counts as failed, and the size's `shortfall` says
+    /// so); the loss curve counts it as failed, the frames the rate asks for over
+    /// the trial and the sender did not offer as lost.
     short_of_rate: bool,
     /// The frames the rate asks for over the trial (paced trials).
     expected: Option<u64>,
+    /// Paced trials: the frames the sender dropped from its schedule because they were due
+    /// longer ago than it makes up (instead of sending them late in a burst), and how late its
+    /// latest frame was (ns).
+    late_skipped: u64,
+    max_lag_ns: u64,
+    /// The search went by this trial's result (false: interrupted, or the sender short of
+    /// its rate in a trial that was run again).
+    counted: bool,
 }
 
 impl Trial {
@@ -159,6 +180,9 @@ struct SizeResult {
     back_to_back_frames: Option<u64>,
     /// The test ran to its end.
     complete: bool,
+    /// When the sender, not the device, was the limit: a rate its trials never offered, so the
+    /// NDR is a lower bound of the device's (null: none).
+    shortfall: Option<String>,
     trials: Vec<Trial>,
 }
 
@@ -239,6 +263,7 @@ pub fn run(a: &Args, test: Test) -> rawq::Result<()> {
             latency_trials: None,
             back_to_back_frames: None,
             complete: false,
+            shortfall: None,
             trials: Vec::new(),
         };
         let stamped = size >= stamped_min;
@@ -342,13 +367,20 @@ fn trial(
     } else {
         rate.pps(len_of(size))
     };
-    let short = !interrupted && asked.is_some_and(|r| achieved.is_none_or(|p| p < 0.99 * r));
+    let late_skipped = n("tx_late_skipped");
+    let max_lag_ns = n("tx_max_lag_ns");
+    let late = late_skipped as f64 > SCHEDULE_TOLERANCE * expected.unwrap_or(0) as f64;
+    let short =
+        !interrupted && asked.is_some_and(|r| late || achieved.is_none_or(|p| p < 0.99 * r));
     if short && !a.quiet {
         say!(
-            "rfc2544: {size} B: the sender kept {} pps of the {} asked for: counted as a \
-             failed trial (free the sender's core, or lower --rate-hi)",
+            "rfc2544: {size} B: the sender kept {} pps of the {} asked for and dropped {} \
+             late frames from its schedule (up to {:.1} ms late): not a measurement of the \
+             device (free the sender's core, or lower --rate-hi)",
             achieved.map_or("no rate".into(), |p| format!("{p:.0}")),
-            asked.unwrap_or(0.0)
+            asked.unwrap_or(0.0),
+            late_skipped,
+            max_lag_ns as f64 / 1e6
         );
     }
     Ok(Trial {
@@ -367,6 +399,9 @@ fn trial(
         pdr_pass: !short && loss <= tol.1,
         latency: Latency::from_summary(&v),
         interrupted,
+        late_skipped,
+        max_lag_ns,
+        counted: !interrupted,
     })
 }
 
@@ -408,14 +443,36 @@ fn throughput(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
     if let Some(t) = first {
         search.record(&t.count(hi));
     }
-    while let Some(rate) = search.next_rate() {
-        let t = trial(a, size, Rate::Pps(rate), None, stamped, tol)?;
-        progress(a, size, &t);
-        r.trials.push(t.clone());
-        if t.interrupted {
-            break;
+    // A trial whose sender did not offer its rate is not a pass or a fail at that rate: it is
+    // run again, ATTEMPTS times at most. A rate never offered is the sender's limit, not the
+    // device's: the search goes on below it (the last trial counts as failed) and says so.
+    let mut never_offered: Option<f64> = None;
+    'search: while let Some(rate) = search.next_rate() {
+        for attempt in 1..=ATTEMPTS {
+            let mut t = trial(a, size, Rate::Pps(rate), None, stamped, tol)?;
+            progress(a, size, &t);
+            t.counted &= !t.short_of_rate || attempt == ATTEMPTS;
+            r.trials.push(t.clone());
+            if t.interrupted {
+                break 'search;
+            }
+            if t.counted {
+                if t.short_of_rate {
+                    never_offered = Some(never_offered.map_or(rate, |n| n.min(rate)));
+                }
+                search.record(&t.count(rate));
+                continue 'search;
+            }
         }
-        search.record(&t.count(rate));
+    }
+    if let Some(rate) = never_offered {
+        r.shortfall = Some(format!(
+            "the sender did not offer {rate:.0} pps in {ATTEMPTS} trials (short of the rate, or \
+             frames dropped from its schedule for being late: its core is shared or too slow): \
+             the search counted it as failed, so the NDR is what the sender offered and the \
+             device took, a lower bound of the device's; free the sender's core or lower \
+             --rate-hi"
+        ));
     }
     // Complete only when the answers are within the resolution: a search that ran out of
     // trials first reports the range it has, as incomplete.
@@ -519,14 +576,24 @@ fn loss_curve(a: &Args, size: u16, stamped: bool, r: &mut SizeResult) -> rawq::R
             break;
         }
         let pct = step as f64 * 10.0;
-        let mut t = trial(a, size, Rate::Pps(hi * pct / 100.0), None, stamped, tol)?;
-        t.kind = "loss";
-        t.percent_of_hi = Some(pct);
-        progress(a, size, &t);
-        let (lost, cut) = (t.count(0.0).lost(), t.interrupted);
-        r.trials.push(t);
-        if cut {
-            return Ok(());
+        // A step whose sender did not offer its rate is run again (ATTEMPTS times at most; the
+        // last counts, short or not).
+        let mut lost = 0;
+        for attempt in 1..=ATTEMPTS {
+            let mut t = trial(a, size, Rate::Pps(hi * pct / 100.0), None, stamped, tol)?;
+            t.kind = "loss";
+            t.percent_of_hi = Some(pct);
+            t.counted &= !t.short_of_rate || attempt == ATTEMPTS;
+            progress(a, size, &t);
+            let (cut, counted) = (t.interrupted, t.counted);
+            lost = t.count(0.0).lost();
+            r.trials.push(t);
+            if cut {
+                return Ok(());
+            }
+            if counted {
+                break;
+            }
         }
         clean = if lost == 0 { clean + 1 } else { 0 };
     }

@@ -58,6 +58,12 @@ struct Summary<'a> {
     /// Times a send loop found the pool without a burst's worth of free buffers (the pool is
     /// too small for what the rings hold).
     tx_pool_empty: u64,
+    /// Paced runs: frames the schedule asked for that the send loops did not send because
+    /// they were due longer ago than the pacer makes up (the sender was off its CPU), and the
+    /// largest lateness of a due frame (ns). Nonzero: the rate offered was not the constant
+    /// one asked for.
+    tx_late_skipped: u64,
+    tx_max_lag_ns: u64,
     /// The software device's thread (-b model; 0 otherwise): its polls, those that found
     /// nothing to do, and the time it spent in polls that found work (ns). Idle polls and
     /// little work time say the device kept up with the sender.
@@ -240,6 +246,14 @@ fn build_ledger(
             ));
         }
     }
+    if o.tx_late_skipped > 0 {
+        l.shortfall(format!(
+            "the sender fell behind its schedule (off its CPU up to {:.1} ms): {} frames due \
+             then were not sent (not made up as a burst), so the rate offered was not constant",
+            o.tx_max_lag_ns as f64 / 1e6,
+            o.tx_late_skipped
+        ));
+    }
     if let Some((target, achieved)) = extras.rate_short {
         l.shortfall(format!(
             "asked for {} pps, achieved {} pps over the active window",
@@ -336,6 +350,8 @@ pub(crate) fn report(
         tx_ring_full_ns: o.tx_ring_full_ns,
         tx_ring_full_stretches: o.tx_ring_full_stretches,
         tx_pool_empty: o.tx_pool_empty,
+        tx_late_skipped: o.tx_late_skipped,
+        tx_max_lag_ns: o.tx_max_lag_ns,
         model_polls,
         model_idle_polls,
         model_work_ns,

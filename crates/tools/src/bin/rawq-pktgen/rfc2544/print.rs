@@ -67,7 +67,13 @@ pub(super) fn print(a: &Args, r: &Report) {
                 t.loss_ratio * 100.0,
                 us(l.and_then(|l| l.p50_ns)),
                 us(l.and_then(|l| l.p99_ns)),
-                if t.interrupted { " interrupted" } else { "" }
+                if t.interrupted {
+                    " interrupted"
+                } else if !t.counted {
+                    " sender short of the rate: not counted"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -162,6 +168,9 @@ fn print_rates(r: &Report) {
             us(l.and_then(|l| l.max_ns)),
             incomplete(s)
         );
+        if let Some(why) = &s.shortfall {
+            outln!("{:>6} {why}", s.frame_size);
+        }
     }
     // --rfc2544 latency: the figures are an average (RFC 2544 section 26.2).
     if let Some(n) = r.sizes.iter().find_map(|s| s.latency_trials) {
