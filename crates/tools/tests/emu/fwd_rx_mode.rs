@@ -2,7 +2,8 @@
 //! `-b verbs`: fwd runs under `scripts/emu.sh --wire` on one end of a veth pair, pktgen
 //! (AF_XDP) on the other. Idle for 5 s, fwd's own threads use under 2% of a core (their CPU
 //! time from /proc; the emulated NIC's threads, which stand in for the hardware, are left
-//! out), then it reflects every frame of a 10^5-frame burst sent at 100 kpps.
+//! out), then it reflects every frame of a 4×10^4-frame burst sent at 20 kpps (at 100 kpps, beside two busy loops,
+//! the emulated device thread fell behind and its wire socket dropped 30%).
 #![cfg(feature = "mlx5")]
 
 use rawq_testkit as support;
@@ -137,13 +138,13 @@ fn idle_then_reflect(backend: &str, mode: &str) {
     let share = (fwd_ticks(pid).0 - t0) as f64 / clk_tck() as f64 / w0.elapsed().as_secs_f64();
 
     let mac_b = p.mac_text(&p.b, &p.veth_b);
-    let n = 100_000u64;
+    let n = 40_000u64;
     let tx = std::process::Command::new("ip")
         .args(["netns", "exec", &p.a])
         .arg(support::example("pktgen"))
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
         .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b])
-        .args(["-n", &n.to_string(), "-r", "100kpps", "--seq", "--txrx"])
+        .args(["-n", &n.to_string(), "-r", "20kpps", "--seq", "--txrx"])
         .args(["--ring", "8192", "--drain", "5s"])
         .args([
             "--rule",
@@ -199,13 +200,15 @@ fn idle_then_reflect(backend: &str, mode: &str) {
         + bucket("rx_discards_phy")
         + bucket("wire_drops");
     let device_rx = last_counter(&stats, "rx_frames");
-    assert_eq!(
-        v["rx_packets"].as_u64().unwrap() + dropped,
-        n,
+    // (The port's counters also count what else came on its wire, the kernel's own IPv6
+    // frames on a new veth: one seen. So at least the frames lost, and a handful more.)
+    let lost = n - v["rx_packets"].as_u64().unwrap();
+    assert!(
+        (lost..=lost + 16).contains(&dropped),
         "reflected, plus the drops before fwd's queue: {v}; the emulated port received \
          {device_rx:?} of {n} from its wire; {f}"
     );
-    assert_eq!(v["seq_lost"].as_u64(), Some(dropped), "{v}");
+    assert_eq!(v["seq_lost"].as_u64(), Some(lost), "{v}");
     eprintln!(
         "fwd -b {backend} --rx-mode {mode}: idle {:.2}% of a core",
         share * 100.0
