@@ -356,10 +356,22 @@ fn rate_runs_report_the_achieved_rate_and_the_worst_second() {
     let r = &v["rate"];
     assert_eq!(r["target_pps"].as_f64(), Some(20_000.0), "{r}");
     let achieved = r["achieved_pps"].as_f64().unwrap();
-    // The cumulative schedule holds the rate over the active window (not the idle linger).
-    assert!((achieved - 20_000.0).abs() < 200.0, "{r}");
     let window = r["active_window_s"].as_f64().unwrap();
     assert!((3.0..3.6).contains(&window), "{r}");
+    // The cumulative schedule holds the rate over the active window (not the idle linger),
+    // but for the frames a stall made due before the catch-up window: those are not sent as
+    // a burst but counted (`tx_late_skipped`; beside two busy loops, 9 % of them), and the
+    // ledger says the rate fell short.
+    let skipped = v["tx_late_skipped"].as_u64().expect("tx_late_skipped") as f64;
+    let scheduled = achieved + skipped / window;
+    assert!(
+        (scheduled - 20_000.0).abs() < 200.0,
+        "{r} skipped {skipped}"
+    );
+    if skipped > 0.0 {
+        let short = v["ledger"]["shortfalls"].as_array().map_or(0, Vec::len);
+        assert!(short > 0, "frames skipped and no shortfall said: {v}");
+    }
     // At least two whole seconds lie inside the window; their worst deviation is reported.
     let dev = r["worst_second_deviation"].as_f64().expect("a full second");
     assert!(dev.abs() < 0.5, "{r}");
