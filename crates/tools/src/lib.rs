@@ -8,6 +8,7 @@
 #[macro_use]
 pub mod out;
 pub mod cpus;
+pub mod fault;
 pub mod generate;
 pub mod ledger;
 pub mod linkwatch;

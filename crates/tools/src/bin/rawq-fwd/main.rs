@@ -20,6 +20,7 @@
 extern crate rawq_tools;
 
 mod cli;
+use rawq_tools::fault::{self, QueueFault, QUEUE_FAULT_AFTER};
 use rawq_tools::linkwatch;
 mod modes;
 mod rxmode;
@@ -339,35 +340,6 @@ struct Loop {
     rx_mode: rxmode::RxMode,
 }
 
-/// How long a thread given `queue-thread-error` forwards before it fails.
-const QUEUE_FAULT_AFTER: Duration = Duration::from_millis(200);
-
-/// How a forwarding thread fails (`RAWQ_FWD_FAULT`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum QueueFault {
-    /// It panics before it forwards: the run ends with an error naming it, no summary.
-    Panic,
-    /// It forwards for [`QUEUE_FAULT_AFTER`], then fails the run: the summary, then the error
-    /// naming it.
-    Error,
-}
-
-/// The fault `RAWQ_FWD_FAULT=queue-thread-panic:Q|queue-thread-error:Q` injects into
-/// forwarding thread `i` (a test hook for the seeded fault campaign of issue 32, read once by
-/// each thread at its start; not an option).
-fn injected_fault(i: usize) -> Option<QueueFault> {
-    let v = std::env::var("RAWQ_FWD_FAULT").ok()?;
-    let (what, q) = v.split_once(':')?;
-    if q.parse::<usize>().ok()? != i {
-        return None;
-    }
-    match what {
-        "queue-thread-panic" => Some(QueueFault::Panic),
-        "queue-thread-error" => Some(QueueFault::Error),
-        _ => None,
-    }
-}
-
 /// Sends this thread's --tx-first frames (retrying while a ring is full), then forwards until
 /// the run stops: for each port, rx burst → mode → tx burst on the other port (the same port
 /// when there is one).
@@ -378,7 +350,7 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
             return;
         }
     }
-    let fails = injected_fault(w.index);
+    let fails = fault::injected("RAWQ_FWD_FAULT", w.index);
     if fails == Some(QueueFault::Panic) {
         run.stop.store(true, Relaxed);
         panic!(

@@ -19,6 +19,7 @@
 extern crate rawq_tools;
 
 mod cli;
+use rawq_tools::fault::{self, QueueFault, QUEUE_FAULT_AFTER};
 use rawq_tools::linkwatch;
 mod live;
 mod loops;
@@ -360,7 +361,7 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                 // for one queue than another, and the run sent for longer than -t).
                 let opened = ready.arrive();
                 let mut deadline = duration.map(|d| opened + d);
-                let fails = injected_queue_fault(i);
+                let fails = fault::injected("RAWQ_PKTGEN_FAULT", i);
                 if let Some(QueueFault::Panic) = fails {
                     stop.store(true, Relaxed);
                     // It leaves the run: no queue waits for its sends.
@@ -777,36 +778,6 @@ impl StartLine {
         g.1 = Some(Instant::now());
         self.changed.notify_all();
         g.0 >= n
-    }
-}
-
-/// How long a queue given `queue-thread-error` runs before it fails.
-const QUEUE_FAULT_AFTER: Duration = Duration::from_millis(200);
-
-/// How a running queue thread fails (`RAWQ_PKTGEN_FAULT=queue-thread-panic:Q|-error:Q`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum QueueFault {
-    /// It panics once past the start line, before it sends: its counts are lost, and the run
-    /// ends with an error naming the queue and no summary (a summary without them would lie).
-    Panic,
-    /// It sends for [`QUEUE_FAULT_AFTER`], then ends with an error, which stops the run: the
-    /// summary (every queue's counts) and then the error naming the queue.
-    Error,
-}
-
-/// The fault `RAWQ_PKTGEN_FAULT` injects into queue `i`'s running thread, if any (a test hook
-/// for the seeded fault campaign of issue 32, read by each queue thread once at its start; not
-/// an option): `queue-thread-panic:Q` or `queue-thread-error:Q`.
-fn injected_queue_fault(i: usize) -> Option<QueueFault> {
-    let v = std::env::var("RAWQ_PKTGEN_FAULT").ok()?;
-    let (what, q) = v.split_once(':')?;
-    if q.parse::<usize>().ok()? != i {
-        return None;
-    }
-    match what {
-        "queue-thread-panic" => Some(QueueFault::Panic),
-        "queue-thread-error" => Some(QueueFault::Error),
-        _ => None,
     }
 }
 
