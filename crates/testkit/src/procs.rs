@@ -113,3 +113,30 @@ impl Drop for Held {
         }
     }
 }
+
+/// Makes `cmd`'s process start with the stop signals (INT, QUIT, TERM, HUP) at their default
+/// action and unblocked, whatever the test process inherited. A test that signals a shell
+/// script needs it: a suite started in the background of a non-interactive shell (`nohup
+/// scripts/test.sh &`) runs with SIGINT and SIGQUIT ignored, and a shell started with a signal
+/// ignored can neither trap nor reset it, so `emu.sh` would never see the test's SIGINT.
+pub fn default_signals(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (signal, sigemptyset, sigaddset, sigprocmask) on local data.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::sigaddset(&mut set, sig);
+            }
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}

@@ -133,7 +133,8 @@ fn launcher_cleans_up_on(sig: i32) {
     };
     let tap = format!("rqtap{}", std::process::id() % 100_000);
     let root = support::repo_root();
-    let mut child = Command::new("ip")
+    let mut child = Command::new("ip");
+    child
         .args(["netns", "exec", &ns.a, "bash"])
         .arg(root.join("scripts/emu.sh"))
         .args([
@@ -147,7 +148,8 @@ fn launcher_cleans_up_on(sig: i32) {
         .current_dir(root)
         .env_remove("LD_PRELOAD")
         .env_remove("RAWQ_EMU_LIB")
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = support::procs::default_signals(&mut child)
         .spawn()
         .expect("start the launcher");
     let mut line = String::new();

@@ -103,7 +103,9 @@ impl Run {
             .stdout(Stdio::null())
             // A file, not a pipe: a workload left running would hold a pipe open for ever.
             .stderr(std::fs::File::create(self.tmp.join("stderr")).expect("stderr file"));
-        c.spawn().expect("start emu.sh")
+        support::procs::default_signals(&mut c)
+            .spawn()
+            .expect("start emu.sh")
     }
 
     fn tap_exists(&self) -> bool {
