@@ -375,3 +375,70 @@ impl std::str::FromStr for RxMode {
         }
     }
 }
+
+/// How long a queue being dropped waits, in all, for its device to complete the sends it
+/// posted before it flushes the rest (counted in `tx_drops`): long enough for a device that a
+/// loaded machine keeps off its CPU for a while (the emulated NIC's thread beside two busy
+/// loops took over 50 ms), short enough that a dead device does not hold the drop for long.
+pub(crate) const DRAIN_ON_DROP: Duration = Duration::from_secs(2);
+/// How long without one send completing the drop waits before it gives up on the rest.
+pub(crate) const DRAIN_STALL: Duration = Duration::from_millis(250);
+
+/// Calls `poll` (it polls the send completions and returns how many sends are still
+/// outstanding) until none is, until `stall` passes without one completing, or `limit` in
+/// all; sleeps between polls (the device may need this CPU). Returns how many are left.
+pub(crate) fn drain_sends(limit: Duration, stall: Duration, mut poll: impl FnMut() -> u32) -> u32 {
+    let start = Instant::now();
+    let mut progress = start;
+    let mut left = poll();
+    while left > 0 {
+        let now = Instant::now();
+        if now - start >= limit || now - progress >= stall {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+        let now_left = poll();
+        if now_left < left {
+            progress = Instant::now();
+        }
+        left = now_left;
+    }
+    left
+}
+
+#[cfg(test)]
+mod drain_tests {
+    use super::*;
+
+    #[test]
+    fn a_device_that_completes_slowly_is_waited_for() {
+        // One send completes every third poll: far slower than polling, never stalled.
+        let (mut left, mut polls) = (20u32, 0u32);
+        let rest = drain_sends(Duration::from_secs(60), Duration::from_secs(60), || {
+            polls += 1;
+            if polls % 3 == 0 {
+                left = left.saturating_sub(1);
+            }
+            left
+        });
+        assert_eq!((rest, left), (0, 0));
+    }
+
+    #[test]
+    fn a_stalled_device_is_given_up_on_and_what_is_left_said() {
+        let t = Instant::now();
+        let rest = drain_sends(Duration::from_secs(60), Duration::from_millis(20), || 7);
+        assert_eq!(rest, 7);
+        assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn nothing_outstanding_returns_at_once() {
+        let mut polls = 0;
+        let rest = drain_sends(Duration::from_secs(60), Duration::from_secs(60), || {
+            polls += 1;
+            0
+        });
+        assert_eq!((rest, polls), (0, 1));
+    }
+}

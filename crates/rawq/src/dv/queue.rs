@@ -370,22 +370,27 @@ impl QueueOps for DvQueue {
     }
 }
 
-/// How long a dropped queue waits for the device to complete what it posted.
-const DRAIN_ON_DROP: std::time::Duration = std::time::Duration::from_millis(50);
-
 impl Drop for DvQueue {
-    /// Sends were counted when posted: the queue first gives the device up to
-    /// `DRAIN_ON_DROP` to complete them (asking for a completion on the tail), then counts
-    /// whatever it did not complete as `tx_drops`, out of `tx_packets`, so that nothing the
-    /// device never sent stays counted as sent.
+    /// Sends were counted when posted: the queue first gives the device time to complete them
+    /// (asking for a completion on the tail; up to `queue::DRAIN_ON_DROP`, or
+    /// `queue::DRAIN_STALL` without progress), then counts whatever it did not complete as
+    /// `tx_drops`, out of `tx_packets`, so that nothing the device never sent stays counted as
+    /// sent.
     fn drop(&mut self) {
         if !self.tx_down && self.tx.outstanding() > 0 {
             self.tx.flush_request();
-            let end = std::time::Instant::now() + DRAIN_ON_DROP;
-            while self.tx.outstanding() > 0 && !self.tx_down && std::time::Instant::now() < end {
-                self.tx_poll();
-                std::hint::spin_loop();
-            }
+            crate::queue::drain_sends(
+                crate::queue::DRAIN_ON_DROP,
+                crate::queue::DRAIN_STALL,
+                || {
+                    self.tx_poll();
+                    if self.tx_down {
+                        0
+                    } else {
+                        self.tx.outstanding()
+                    }
+                },
+            );
         }
         self.recover.quiesce();
         self.tx.uncount_outstanding(&self.stats);

@@ -305,6 +305,17 @@ impl QueueOps for VerbsQueue {
 
 impl Drop for VerbsQueue {
     fn drop(&mut self) {
+        // Sends were counted when posted: the device is first given time to complete them
+        // (every burst's last WR asks for a completion), as dv's queue does; what it did not
+        // is flushed below and counted in tx_drops.
+        crate::queue::drain_sends(
+            crate::queue::DRAIN_ON_DROP,
+            crate::queue::DRAIN_STALL,
+            || match self.tx.complete(&mut self.cache, &self.stats).error {
+                Some(_) => 0,
+                None => self.tx.outstanding(),
+            },
+        );
         // Flush everything the device holds so the buffers go home before the QP goes.
         let _ = self.ctl.to_error(Side::Both);
         let start = Instant::now();
