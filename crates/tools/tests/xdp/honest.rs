@@ -471,7 +471,10 @@ fn blast_into_a_small_ring(p: &NetnsPair, n: u64, extra: &[&str]) -> (String, se
         .args([
             "-b", "xdp", "-d", &p.veth_b, "--rx", "--ring", "64", "--quiet",
         ])
-        .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "6"])
+        // Ended by SIGTERM once every frame sent has reached the veth (below); the bound is
+        // for a test that failed half-way. (With `-t 6`, a blast that the loaded CI machine
+        // took longer than 6 s to send left frames on the way unattributed at the end.)
+        .args(["--rule", "udp dst-port 9000 -> queue 0", "-t", "120"])
         .args(extra)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -521,6 +524,22 @@ fn blast_into_a_small_ring(p: &NetnsPair, n: u64, extra: &[&str]) -> (String, se
         String::from_utf8_lossy(&tx.stderr)
     );
     let sent: serde_json::Value = serde_json::from_slice(&tx.stdout).unwrap();
+    // Every frame sent has been through the receiving veth's XDP hook (its rx_packets counts
+    // what the hook saw) before the receiver is stopped: a frame not in the socket's rings then
+    // was dropped on the way, in a named place, not still travelling.
+    let n_sent = sent["packets"].as_u64().expect("the sender's packets");
+    let veth_rx = || -> u64 {
+        let o = p.exec(&p.b, &["ip", "-s", "-j", "link", "show", "dev", &p.veth_b]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    while veth_rx() < n_sent && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs pktgen in place), not yet
+    // reaped. pktgen --rx ends on SIGTERM after counting what its rings hold.
+    unsafe { libc::kill(rx.id() as i32, libc::SIGTERM) };
     let out = rx.wait_with_output().unwrap();
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut err, &mut rest);
