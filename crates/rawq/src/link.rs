@@ -33,6 +33,7 @@ use crate::sys::{ifindex, netlink};
 /// The state of a port's link, read when asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Link {
     /// The network interface the state was read from (the xdp interface, the netdev under an
     /// RDMA port, a model's bridged wire); `None` when there is none.

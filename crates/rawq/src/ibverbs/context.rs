@@ -60,6 +60,7 @@ impl std::fmt::Debug for Context {
 
 /// The device attributes rawq cares about (from `ibv_query_device_ex`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceAttr {
     /// Firmware version text.
     pub fw_ver: String,
@@ -131,6 +132,7 @@ impl DeviceAttr {
 
 /// The port attributes rawq cares about (from `ibv_query_port`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortAttr {
     /// `IBV_PORT_*` state (4 = active).
     pub state: u32,
