@@ -313,13 +313,8 @@ pub fn interface_rx_drops(ifname: &str, rx_dropped: u64, socket_drops: u64) -> u
     }
 }
 
-#[cfg(feature = "xdp")]
 fn driver(ifname: &str) -> Option<String> {
-    rawq::xdp::live::driver(ifname).ok()
-}
-#[cfg(not(feature = "xdp"))]
-fn driver(_: &str) -> Option<String> {
-    None
+    rawq::link::driver(ifname).ok()
 }
 
 #[cfg(test)]
