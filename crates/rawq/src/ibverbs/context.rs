@@ -223,7 +223,9 @@ impl Context {
         &self.inner.name
     }
 
-    /// The raw `ibv_context`, valid while this handle lives.
+    /// The raw `ibv_context`, valid while this handle lives. rawq's bindings of rdma-core's C
+    /// interface are internal: cast the pointer to your own bindings' `struct ibv_context`
+    /// (verbs.h) for calls rawq does not make.
     pub fn as_raw(&self) -> *mut ibv_context {
         self.inner.ctx.as_ptr()
     }
