@@ -54,20 +54,26 @@ TABLE_ABC = """\
 3. `a`
 """
 
+# Modules a -> b -> c, and c -> a closes the circle a -> b -> c -> a.
+CIRCLE_ABC = {
+    "a.rs": "use crate::b::B;\npub struct A;\n",
+    "b.rs": "pub struct B;\npub fn f() -> crate::c::C { crate::c::C }\n",
+    "c.rs": "use super::a::A;\npub struct C;\npub fn g(_: A) {}\n",
+}
+
+
+def assert_circle_abc(test, root):
+    rc, out = run(root)
+    test.assertEqual(rc, 1, out)
+    test.assertIn("circle in crate root: a, b, c", out)
+    test.assertIn("c -> a  (crates/fix/src/c.rs:1)", out)
+    return out
+
 
 class Circles(unittest.TestCase):
     def test_finds_a_planted_circle(self):
-        root = workspace({
-            "lib.rs": "mod a;\nmod b;\nmod c;\n",
-            "a.rs": "use crate::b::B;\npub struct A;\n",
-            "b.rs": "pub struct B;\npub fn f() -> crate::c::C { crate::c::C }\n",
-            # c -> a closes the circle a -> b -> c -> a
-            "c.rs": "use super::a::A;\npub struct C;\npub fn g(_: A) {}\n",
-        }, TABLE_ABC)
-        rc, out = run(root)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("circle in crate root: a, b, c", out)
-        self.assertIn("c -> a  (crates/fix/src/c.rs:1)", out)
+        root = workspace({"lib.rs": "mod a;\nmod b;\nmod c;\n", **CIRCLE_ABC}, TABLE_ABC)
+        out = assert_circle_abc(self, root)
         self.assertIn("upward: c (layer 1) imports a (layer 3)", out)
 
     def test_no_circle_without_the_planted_import(self):
@@ -222,14 +228,9 @@ class InternalMod(unittest.TestCase):
                     c
                 );
                 """),
-            "a.rs": "use crate::b::B;\npub struct A;\n",
-            "b.rs": "pub struct B;\npub fn f() -> crate::c::C { crate::c::C }\n",
-            "c.rs": "use super::a::A;\npub struct C;\npub fn g(_: A) {}\n",
+            **CIRCLE_ABC,
         }, TABLE_ABC)
-        rc, out = run(root)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("circle in crate root: a, b, c", out)
-        self.assertIn("c -> a  (crates/fix/src/c.rs:1)", out)
+        out = assert_circle_abc(self, root)
         self.assertNotIn("$name", out)
 
     def test_an_internal_module_inside_a_directory_module_is_in_its_order(self):
