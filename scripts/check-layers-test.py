@@ -54,20 +54,26 @@ TABLE_ABC = """\
 3. `a`
 """
 
+# Modules a -> b -> c, and c -> a closes the circle a -> b -> c -> a.
+CIRCLE_ABC = {
+    "a.rs": "use crate::b::B;\npub struct A;\n",
+    "b.rs": "pub struct B;\npub fn f() -> crate::c::C { crate::c::C }\n",
+    "c.rs": "use super::a::A;\npub struct C;\npub fn g(_: A) {}\n",
+}
+
+
+def assert_circle_abc(test, root):
+    rc, out = run(root)
+    test.assertEqual(rc, 1, out)
+    test.assertIn("circle in crate root: a, b, c", out)
+    test.assertIn("c -> a  (crates/fix/src/c.rs:1)", out)
+    return out
+
 
 class Circles(unittest.TestCase):
     def test_finds_a_planted_circle(self):
-        root = workspace({
-            "lib.rs": "mod a;\nmod b;\nmod c;\n",
-            "a.rs": "use crate::b::B;\npub struct A;\n",
-            "b.rs": "pub struct B;\npub fn f() -> crate::c::C { crate::c::C }\n",
-            # c -> a closes the circle a -> b -> c -> a
-            "c.rs": "use super::a::A;\npub struct C;\npub fn g(_: A) {}\n",
-        }, TABLE_ABC)
-        rc, out = run(root)
-        self.assertEqual(rc, 1, out)
-        self.assertIn("circle in crate root: a, b, c", out)
-        self.assertIn("c -> a  (crates/fix/src/c.rs:1)", out)
+        root = workspace({"lib.rs": "mod a;\nmod b;\nmod c;\n", **CIRCLE_ABC}, TABLE_ABC)
+        out = assert_circle_abc(self, root)
         self.assertIn("upward: c (layer 1) imports a (layer 3)", out)
 
     def test_no_circle_without_the_planted_import(self):
@@ -187,6 +193,66 @@ class LeftOut(unittest.TestCase):
         }, "### fix\n\n1. `m`\n")
         rc, out = run(root)
         self.assertEqual(rc, 0, out)
+
+
+class InternalMod(unittest.TestCase):
+    """rawq declares its backends' internals with `internal_mod!(name)` (crates/rawq/src/lib.rs:
+    `pub mod` with the feature `internals`, `pub(crate) mod` without): the checker reads it as
+    `mod name;`, attributes and all, so those modules are checked like any other. Each test
+    fails if the checker stops reading it (the modules it declares would vanish)."""
+
+    # The macro as rawq defines it (its own `mod $name;` must not be read as a module).
+    MACRO = """\
+        macro_rules! internal_mod {
+            ($(#[$a:meta])* $name:ident) => {
+                $(#[$a])*
+                #[cfg(feature = "internals")]
+                #[doc(hidden)]
+                pub mod $name;
+                $(#[$a])*
+                #[cfg(not(feature = "internals"))]
+                pub(crate) mod $name;
+            };
+        }
+        """
+
+    def test_a_circle_through_internal_modules_is_found(self):
+        root = workspace({
+            "lib.rs": self.MACRO + textwrap.dedent("""\
+                mod a;
+                internal_mod!(b);
+                internal_mod!(
+                    /// The third, with attributes, as dv declares its rings.
+                    #[cfg(feature = "x")]
+                    #[allow(unsafe_code)]
+                    c
+                );
+                """),
+            **CIRCLE_ABC,
+        }, TABLE_ABC)
+        out = assert_circle_abc(self, root)
+        self.assertNotIn("$name", out)
+
+    def test_an_internal_module_inside_a_directory_module_is_in_its_order(self):
+        files = {
+            "lib.rs": self.MACRO + "mod m;\n",
+            "m/mod.rs": "internal_mod!(p);\ninternal_mod!(#[cfg(feature = \"x\")] q);\n",
+            "m/p.rs": "pub fn f() { super::q::g() }\n",
+            "m/q.rs": "pub fn g() {}\n",
+        }
+        rc, out = run(workspace(files, "### fix\n\n1. `m`\n\n- in `m`: `p` < `q`\n"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("upward: m::p (layer 0) imports m::q (layer 1)", out)
+
+    def test_an_internal_module_missing_from_the_table_fails(self):
+        files = {
+            "lib.rs": self.MACRO + "mod high;\ninternal_mod!(low);\n",
+            "low.rs": "pub fn f() {}\n",
+            "high.rs": "pub fn g() { crate::low::f() }\n",
+        }
+        rc, out = run(workspace(files, "### fix\n\n1. `high`\n"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("not in its layer table: low", out)
 
 
 class Table(unittest.TestCase):

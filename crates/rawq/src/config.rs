@@ -224,6 +224,7 @@ pub enum Offload {
 /// out (hardware or software) or the packet is refused with an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Offloads {
     /// IPv4 header checksum on send ([`TxOffload::l3_csum`](crate::TxOffload::l3_csum)).
     pub ipv4_csum: Offload,

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 /// `None` where the backend has no such counter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct DeviceCounters {
     /// Frames dropped because the receive queue had no posted buffer (WQE): mlx5's
     /// `out_of_buffer` hw counter (DPDK's `imissed`), the software device's `rx_no_buffer`.
@@ -56,6 +57,7 @@ macro_rules! port_counters {
         /// the physical port.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[non_exhaustive]
         pub struct PortCounters {
             $($(#[$doc])* pub $name: Option<u64>,)*
         }

@@ -44,7 +44,8 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 /// Declares a module of the backends' internals (ring and wire formats, the BPF assembler,
-/// the verbs objects, the flow-rule compilers): crate-private, and public only with the
+/// the verbs objects and rdma-core's C interface, the flow-rule compilers, the AF_XDP
+/// interface lookups): crate-private, and public only with the
 /// feature `internals`, which rawq's own integration tests and the tools' tests turn on (a
 /// dev-dependency) to check those formats against oracles. It is not part of the API: not
 /// documented, not covered by semver; an embedder does not turn it on.

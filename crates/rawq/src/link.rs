@@ -33,6 +33,7 @@ use crate::sys::{ifindex, netlink};
 /// The state of a port's link, read when asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Link {
     /// The network interface the state was read from (the xdp interface, the netdev under an
     /// RDMA port, a model's bridged wire); `None` when there is none.
@@ -213,6 +214,28 @@ pub fn netdev(ifname: &str) -> Result<Link> {
         speed_mbps,
         mtu: i.mtu,
         mac: i.mac,
+    })
+}
+
+/// The driver of network interface `ifname` in the calling thread's network namespace, as
+/// `ethtool -i` names it ("veth", "mlx5_core", "ice", ...): from the `SIOCETHTOOL` ioctl
+/// (`ETHTOOL_GDRVINFO`), whatever the backends built.
+///
+/// # Errors
+/// [`Error::Link`] when there is no such interface; [`Error::Os`] (or [`Error::Permission`])
+/// when the interface does not answer the ioctl (a device without ethtool support).
+pub fn driver(ifname: &str) -> Result<String> {
+    if ifindex(ifname).is_none() {
+        return Err(Error::Link {
+            ifname: ifname.to_owned(),
+            detail: "no such interface in this network namespace (`ip link` lists them)".into(),
+        });
+    }
+    crate::sys::ethtool::driver(ifname).map_err(|e| {
+        Error::os(
+            "the SIOCETHTOOL ioctl (ETHTOOL_GDRVINFO: the driver's name)",
+            e,
+        )
     })
 }
 
@@ -456,6 +479,26 @@ impl Netlink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_driver_is_asked_of_an_interface_that_exists() {
+        match driver("rawq-no-such-if") {
+            Err(Error::Link { ifname, detail }) => {
+                assert_eq!(ifname, "rawq-no-such-if");
+                assert!(detail.contains("ip link"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The loopback device exists everywhere; it has no ethtool driver info on most kernels
+        // (EOPNOTSUPP), which is an OS error, not a missing interface.
+        match driver("lo") {
+            Ok(name) => assert!(!name.is_empty()),
+            Err(e) => assert!(
+                matches!(e, Error::Os { .. } | Error::Permission { .. }),
+                "{e}"
+            ),
+        }
+    }
 
     #[test]
     fn only_changes_become_events() {

@@ -16,6 +16,7 @@ pub const WIRE_OVERHEAD: u64 = 24;
 /// A snapshot of one queue's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct QueueStats {
     /// Packets received.
     pub rx_packets: u64,
@@ -53,6 +54,7 @@ pub struct QueueStats {
 /// exactly one of `sent`, `dropped`, `failed` or `in_flight`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct TxLedger {
     /// Packets `tx_burst` took from the caller ([`QueueStats::tx_taken`]).
     pub taken: u64,
@@ -85,6 +87,7 @@ impl TxLedger {
 /// Packet and layer-1 bit rates over an interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Rates {
     /// Packets per second.
     pub pps: f64,

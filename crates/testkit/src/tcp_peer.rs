@@ -1,6 +1,7 @@
 //! The kernel's half of the smoltcp tests (`examples/smoltcp_echo` on the rawq side): a TCP
 //! client that sends a known stream and checks its echo, and a TCP echo server, each on a
-//! thread inside a namespace, with deadlines (a hang fails the test).
+//! thread inside a namespace, with deadlines (a hang fails the test); and [`Exchange`], one
+//! whole run of the example against them, checked as every smoltcp test checks it.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -142,4 +143,61 @@ pub fn finish(child: Child, mut out: std::io::BufReader<std::process::ChildStdou
 /// The example smoltcp_echo.
 pub fn example() -> PathBuf {
     super::example("smoltcp_echo")
+}
+
+/// One run of the example against the kernel's TCP in namespace `ns` of `pair`, `bytes` each
+/// way, checked as every smoltcp test checks it: the example's `ready` line (what it says of
+/// its port) contains `ready_says`, the example reports every byte echoed (`echoed N`) or
+/// verified (`verified N`), and the kernel's side got the whole stream back, or echoed it.
+pub struct Exchange<'a> {
+    /// The namespaces.
+    pub pair: &'a NetnsPair,
+    /// The kernel's namespace (its client or echo server runs there).
+    pub ns: String,
+    /// Bytes each way.
+    pub bytes: usize,
+    /// What the example's `ready` line must contain: its port's largest frame and who
+    /// computes the transmit checksums (smoltcp, or the device).
+    pub ready_says: &'a str,
+}
+
+impl Exchange<'_> {
+    /// smoltcp serves: `example` (the example with `--listen PORT` among its options) starts
+    /// and opens its port, `up` runs (the emulated NIC's TAP gets its address there), then the
+    /// kernel's client connects to `to` (smoltcp's address and that port), sends the stream
+    /// and reads the echo.
+    pub fn smoltcp_serves(&self, example: Command, up: impl FnOnce(), to: SocketAddr) {
+        let (child, out, ready) = start_ready(example);
+        up();
+        let got = kernel_client(self.pair, &self.ns, to, self.bytes);
+        let rest = finish(child, out);
+        let bytes = self.bytes;
+        assert!(ready.contains(self.ready_says), "{ready}");
+        assert_eq!(rest.trim(), format!("echoed {bytes}"));
+        assert!(
+            got == stream(bytes),
+            "the echo differs: {} of {bytes} bytes",
+            got.len()
+        );
+    }
+
+    /// smoltcp connects: the kernel's echo server listens on `port` (in `ns`), then `example`
+    /// (the example with `--connect ADDR:PORT --bytes N` among its options, the kernel's
+    /// address and that port) starts and opens its port, `up` runs, and the example sends the
+    /// stream and checks the echo.
+    pub fn smoltcp_connects(&self, port: u16, example: Command, up: impl FnOnce()) {
+        let server = kernel_echo_server(self.pair, &self.ns, port);
+        let (child, out, ready) = start_ready(example);
+        up();
+        let rest = finish(child, out);
+        let bytes = self.bytes;
+        assert!(ready.contains(self.ready_says), "{ready}");
+        assert_eq!(rest.trim(), format!("verified {bytes}"));
+        let echoed = server.join().unwrap().expect("the kernel's echo server");
+        assert!(
+            echoed == stream(bytes),
+            "the kernel got {} bytes, not the stream",
+            echoed.len()
+        );
+    }
 }

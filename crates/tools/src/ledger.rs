@@ -313,13 +313,8 @@ pub fn interface_rx_drops(ifname: &str, rx_dropped: u64, socket_drops: u64) -> u
     }
 }
 
-#[cfg(feature = "xdp")]
 fn driver(ifname: &str) -> Option<String> {
-    rawq::xdp::live::driver(ifname).ok()
-}
-#[cfg(not(feature = "xdp"))]
-fn driver(_: &str) -> Option<String> {
-    None
+    rawq::link::driver(ifname).ok()
 }
 
 #[cfg(test)]
@@ -385,12 +380,10 @@ mod tests {
 
     #[test]
     fn port_counters_are_one_bucket_each() {
-        let c = rawq::counters::DeviceCounters {
-            rx_no_buffer: Some(3),
-            rx_discards_phy: Some(5),
-            rx_out_of_buffer: Some(100),
-            ..Default::default()
-        };
+        let mut c = rawq::counters::DeviceCounters::default();
+        c.rx_no_buffer = Some(3);
+        c.rx_discards_phy = Some(5);
+        c.rx_out_of_buffer = Some(100);
         let b = port_buckets(&c);
         assert_eq!(
             b.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),

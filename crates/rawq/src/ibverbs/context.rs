@@ -60,6 +60,7 @@ impl std::fmt::Debug for Context {
 
 /// The device attributes rawq cares about (from `ibv_query_device_ex`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceAttr {
     /// Firmware version text.
     pub fw_ver: String,
@@ -131,6 +132,7 @@ impl DeviceAttr {
 
 /// The port attributes rawq cares about (from `ibv_query_port`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortAttr {
     /// `IBV_PORT_*` state (4 = active).
     pub state: u32,
@@ -221,7 +223,9 @@ impl Context {
         &self.inner.name
     }
 
-    /// The raw `ibv_context`, valid while this handle lives.
+    /// The raw `ibv_context`, valid while this handle lives. rawq's bindings of rdma-core's C
+    /// interface are internal: cast the pointer to your own bindings' `struct ibv_context`
+    /// (verbs.h) for calls rawq does not make.
     pub fn as_raw(&self) -> *mut ibv_context {
         self.inner.ctx.as_ptr()
     }

@@ -31,7 +31,7 @@ pub mod context;
 mod counters;
 internal_mod!(cq);
 pub mod device;
-pub mod ffi;
+internal_mod!(ffi);
 internal_mod!(flow);
 mod link;
 internal_mod!(mr);

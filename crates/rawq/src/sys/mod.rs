@@ -10,8 +10,8 @@
 //! * [`notify`]: `poll(2)` and the eventfd.
 //! * [`affinity`]: CPU affinity.
 //!
-//! Crate-private: the public API re-exports what an embedder uses (`xdp::link_info`,
-//! `xdp::genl`, `pin_to_core`).
+//! Crate-private: the public API offers what an embedder uses (`pin_to_core`,
+//! `link::driver`, `link::netdev`).
 
 pub(crate) mod affinity;
 #[cfg_attr(not(feature = "xdp"), allow(dead_code))]

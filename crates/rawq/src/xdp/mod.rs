@@ -92,8 +92,6 @@
 //! port on a thread that has entered the namespace of the interface. The queues can then be
 //! used from any thread, and rules added from any thread (the port remembers its namespace).
 
-use std::ffi::CString;
-
 use crate::config::{Backend, PortConfig, PortInfo, RxTimestamps};
 use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache, Shared};
@@ -102,6 +100,7 @@ use crate::stats::StatsWriter;
 
 internal_mod!(bpf);
 internal_mod!(genl);
+internal_mod!(iface);
 pub mod live;
 pub mod phc;
 mod ring;
@@ -112,96 +111,14 @@ mod steer;
 mod tx;
 internal_mod!(umem);
 
-pub use crate::sys::rtnetlink::{link_info, LinkInfo};
-pub use socket::Mode;
+use crate::sys::rtnetlink::link_info;
+use socket::Mode;
 
 use bpf::{Stamp, XskMap};
+use genl::{RX_TIMESTAMP_KFUNC, RX_VLAN_TAG_KFUNC};
+use iface::{ifindex, link_holder};
 use socket::{RingSizes, XdpStatistics, Xsk};
 use umem::Umem;
-
-/// The index of interface `ifname` in the calling thread's network namespace.
-///
-/// # Errors
-/// [`Error::NotFound`] listing the interfaces that exist.
-pub fn ifindex(ifname: &str) -> Result<u32> {
-    let not_found = || Error::NotFound {
-        kind: "interface",
-        name: ifname.to_string(),
-        available: interface_names(),
-    };
-    let c = CString::new(ifname).map_err(|_| not_found())?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(not_found())
-    } else {
-        Ok(idx)
-    }
-}
-
-fn interface_names() -> String {
-    let mut names = Vec::new();
-    // SAFETY: if_nameindex returns an array terminated by a zero entry (or null); it is read up
-    // to that entry and freed with if_freenameindex.
-    unsafe {
-        let list = libc::if_nameindex();
-        if !list.is_null() {
-            let mut p = list;
-            while (*p).if_index != 0 && !(*p).if_name.is_null() {
-                names.push(
-                    std::ffi::CStr::from_ptr((*p).if_name)
-                        .to_string_lossy()
-                        .into_owned(),
-                );
-                p = p.add(1);
-            }
-            libc::if_freenameindex(list);
-        }
-    }
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
-}
-
-/// The id of the XDP program attached to `ifname` (in the calling thread's namespace), if any.
-///
-/// # Errors
-/// [`Error::NotFound`] for an unknown interface; [`Error::Os`] if rtnetlink fails.
-pub fn attached_prog_id(ifname: &str) -> Result<Option<u32>> {
-    Ok(link_info(ifindex(ifname)?)?.xdp_prog_id)
-}
-
-/// The process holding a BPF link to program `prog_id`, as "pid N (comm)": found in the
-/// `fdinfo` of every process's descriptors (a link's shows `link_type:` and `prog_id:`). `None`
-/// when no link holds it (attached with netlink, e.g. `ip link set dev X xdp obj ...`), or when
-/// /proc cannot be read.
-pub fn link_holder(prog_id: u32) -> Option<String> {
-    let want = format!("prog_id:\t{prog_id}\n");
-    for p in std::fs::read_dir("/proc").ok()?.flatten() {
-        let name = p.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            let Ok(info) = std::fs::read_to_string(fd.path()) else {
-                continue;
-            };
-            if info.contains("link_type:") && info.contains(&want) {
-                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-                return Some(format!("{pid} ({})", comm.trim()));
-            }
-        }
-    }
-    None
-}
 
 /// Buffers the kernel holds for one queue (in the fill, rx, tx or completion ring, or in between),
 /// one bit per pool buffer, and the cache they return to. Dropped *after* the socket is closed, so
@@ -379,11 +296,6 @@ impl QueueOps for XdpQueue {
         Some(XdpQueue::rx_fd(self))
     }
 }
-
-/// The kfunc that reads a driver's hardware receive timestamp (net/core/xdp.c).
-const RX_TIMESTAMP_KFUNC: &str = "bpf_xdp_metadata_rx_timestamp";
-/// The kfunc that reads the VLAN tag a driver took off a frame (net/core/xdp.c, Linux 6.8).
-pub const RX_VLAN_TAG_KFUNC: &str = "bpf_xdp_metadata_rx_vlan_tag";
 
 /// The BTF id of [`RX_VLAN_TAG_KFUNC`] when a port asks for VLAN stripping and the driver of
 /// `ifindex` answers it (its `xmo_rx_vlan_tag` op, reported by the `netdev` family: `genl`);
@@ -598,22 +510,4 @@ pub(crate) fn open(cfg: &PortConfig, pool: &Mempool) -> Result<crate::backend::O
         },
     };
     Ok((queues, info, Box::new(steering)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_interface_lists_the_real_ones() {
-        match ifindex("rawq-no-such-if") {
-            Err(Error::NotFound {
-                kind, available, ..
-            }) => {
-                assert_eq!(kind, "interface");
-                assert!(available.contains("lo"), "{available}");
-            }
-            other => panic!("{other:?}"),
-        }
-    }
 }

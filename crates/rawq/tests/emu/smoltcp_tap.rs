@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use support::emu::{serial, tempdir};
-use support::tcp_peer::{example, finish, kernel_client, kernel_echo_server, start_ready, stream};
+use support::tcp_peer::{example, Exchange};
 use support::NetnsPair;
 
 const BYTES: usize = 300_000;
@@ -56,6 +56,17 @@ fn tap_up(p: &NetnsPair, tap: &str) {
     p.ip_in(&p.a, &["link", "set", tap, "up"]).expect("TAP up");
 }
 
+/// A run against the TAP's kernel (host a). The device computes the transmit checksums
+/// (smoltcp leaves them out, the kernel checks them).
+fn exchange(p: &NetnsPair) -> Exchange<'_> {
+    Exchange {
+        pair: p,
+        ns: p.a.clone(),
+        bytes: BYTES,
+        ready_says: "max frame 1514, tx checksums by the device",
+    }
+}
+
 #[test]
 fn a_smoltcp_server_on_dv_echoes_the_taps_kernel() {
     let _one = serial();
@@ -63,22 +74,9 @@ fn a_smoltcp_server_on_dv_echoes_the_taps_kernel() {
         return;
     };
     let tap = format!("rqsms{}", std::process::id() % 100_000);
-    let (child, out, ready) = start_ready(smoltcp_on_emu(&p, &tap, "smdvs", &["--listen", "7000"]));
-    tap_up(&p, &tap);
+    let example = smoltcp_on_emu(&p, &tap, "smdvs", &["--listen", "7000"]);
     let to: SocketAddr = format!("{SMOLTCP_IP}:7000").parse().unwrap();
-    let got = kernel_client(&p, &p.a.clone(), to, BYTES);
-    let rest = finish(child, out);
-    // The device computes the transmit checksums (smoltcp leaves them out, the kernel checks them).
-    assert!(
-        ready.contains("max frame 1514, tx checksums by the device"),
-        "{ready}"
-    );
-    assert_eq!(rest.trim(), format!("echoed {BYTES}"));
-    assert!(
-        got == stream(BYTES),
-        "the echo differs: {} of {BYTES} bytes",
-        got.len()
-    );
+    exchange(&p).smoltcp_serves(example, || tap_up(&p, &tap), to);
 }
 
 #[test]
@@ -88,27 +86,8 @@ fn a_smoltcp_client_on_dv_gets_its_stream_back_from_the_taps_kernel() {
         return;
     };
     let tap = format!("rqsmc{}", std::process::id() % 100_000);
-    let server = kernel_echo_server(&p, &p.a.clone(), 7001);
     let to = format!("{TAP_IP}:7001");
     let bytes = BYTES.to_string();
-    let (child, out, ready) = start_ready(smoltcp_on_emu(
-        &p,
-        &tap,
-        "smdvc",
-        &["--connect", &to, "--bytes", &bytes],
-    ));
-    tap_up(&p, &tap);
-    let rest = finish(child, out);
-    // The device computes the transmit checksums (smoltcp leaves them out, the kernel checks them).
-    assert!(
-        ready.contains("max frame 1514, tx checksums by the device"),
-        "{ready}"
-    );
-    assert_eq!(rest.trim(), format!("verified {BYTES}"));
-    let echoed = server.join().unwrap().expect("the kernel's echo server");
-    assert!(
-        echoed == stream(BYTES),
-        "the kernel got {} bytes, not the stream",
-        echoed.len()
-    );
+    let example = smoltcp_on_emu(&p, &tap, "smdvc", &["--connect", &to, "--bytes", &bytes]);
+    exchange(&p).smoltcp_connects(7001, example, || tap_up(&p, &tap));
 }

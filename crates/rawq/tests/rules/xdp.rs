@@ -325,9 +325,13 @@ fn a_thousand_add_remove_cycles_leak_nothing_and_the_last_removal_detaches() {
             let h = bare
                 .add_rule(rule(&format!("udp dst-port {} -> queue 0", 9000 + i % 50)))
                 .expect("add");
-            assert!(rawq::xdp::attached_prog_id(&dev).unwrap().is_some());
+            assert!(rawq::xdp::iface::attached_prog_id(&dev).unwrap().is_some());
             bare.remove_rule(h).expect("remove");
-            assert_eq!(rawq::xdp::attached_prog_id(&dev).unwrap(), None, "detached");
+            assert_eq!(
+                rawq::xdp::iface::attached_prog_id(&dev).unwrap(),
+                None,
+                "detached"
+            );
         }
         (before, after_swaps, before_bare, fd_census())
     });

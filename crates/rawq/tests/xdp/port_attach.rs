@@ -23,13 +23,17 @@ fn dropping_the_port_detaches_the_program() {
         "attached while the port lives: {shown}"
     );
     let dev = p.veth_b.clone();
-    let id = p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap());
+    let id = p.run_in(&p.b, move || {
+        rawq::xdp::iface::attached_prog_id(&dev).unwrap()
+    });
     assert!(id.is_some());
     drop(port);
     let shown = link_show(&p, &p.b, &p.veth_b);
     assert!(!shown.contains("prog/xdp"), "detached after drop: {shown}");
     let dev = p.veth_b.clone();
-    let id = p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap());
+    let id = p.run_in(&p.b, move || {
+        rawq::xdp::iface::attached_prog_id(&dev).unwrap()
+    });
     assert_eq!(id, None);
 }
 
@@ -41,7 +45,9 @@ fn a_second_port_on_the_same_interface_is_refused_with_the_id() {
     let first = open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9000)], 64).expect("open port");
     let dev = p.veth_b.clone();
     let id = p
-        .run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap())
+        .run_in(&p.b, move || {
+            rawq::xdp::iface::attached_prog_id(&dev).unwrap()
+        })
         .expect("a program is attached");
     match open_in(&p, &p.b, &p.veth_b, vec![udp_dst(9001)], 64) {
         Err(e @ Error::XdpAlreadyAttached { .. }) => {
@@ -68,7 +74,8 @@ fn a_second_port_on_the_same_interface_is_refused_with_the_id() {
     // The first port's program is untouched.
     let dev = p.veth_b.clone();
     assert_eq!(
-        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        p.run_in(&p.b, move || rawq::xdp::iface::attached_prog_id(&dev)
+            .unwrap()),
         Some(id)
     );
     drop(first);
@@ -193,7 +200,8 @@ fn bad_configurations_are_errors_that_say_why() {
     // Nothing was left attached by the failed opens.
     let dev = p.veth_b.clone();
     assert_eq!(
-        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        p.run_in(&p.b, move || rawq::xdp::iface::attached_prog_id(&dev)
+            .unwrap()),
         None
     );
 }
@@ -272,7 +280,7 @@ fn a_program_attached_by_another_tool_is_never_replaced() {
     let (prog, id) = p.run_in(&p.b, move || {
         let prog =
             Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "other_tool").unwrap();
-        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        let ifindex = rawq::xdp::iface::ifindex(&dev).unwrap();
         attach_with_netlink(ifindex, prog.as_raw_fd()).expect("attach via rtnetlink");
         let id = prog.id().unwrap();
         (prog, id)
@@ -287,7 +295,7 @@ fn a_program_attached_by_another_tool_is_never_replaced() {
     let errno = p.run_in(&p.b, move || {
         let mine =
             Program::load(&[Insn::mov64_imm(Reg::R0, 2), Insn::exit()], "rawq_probe").unwrap();
-        let ifindex = rawq::xdp::ifindex(&dev).unwrap();
+        let ifindex = rawq::xdp::iface::ifindex(&dev).unwrap();
         rawq::xdp::bpf::XdpLink::attach(&mine, ifindex)
             .map(|_| ())
             .map_err(|e| e.raw_os_error())
@@ -299,7 +307,8 @@ fn a_program_attached_by_another_tool_is_never_replaced() {
     drop(prog); // the attachment holds its own reference
     let dev = p.veth_b.clone();
     assert_eq!(
-        p.run_in(&p.b, move || rawq::xdp::attached_prog_id(&dev).unwrap()),
+        p.run_in(&p.b, move || rawq::xdp::iface::attached_prog_id(&dev)
+            .unwrap()),
         Some(id),
         "the other tool's program is still there"
     );

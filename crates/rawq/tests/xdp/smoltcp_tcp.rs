@@ -9,7 +9,7 @@ use rawq_testkit as support;
 use std::net::SocketAddr;
 use std::process::Command;
 
-use support::tcp_peer::{example, finish, kernel_client, kernel_echo_server, start_ready, stream};
+use support::tcp_peer::{example, Exchange};
 use support::NetnsPair;
 
 /// Bytes each way: some hundred segments, past the 64 KiB socket buffers on both sides.
@@ -36,26 +36,24 @@ fn smoltcp_on_b(p: &NetnsPair, ip: &str, args: &[&str]) -> Command {
     c
 }
 
+/// A run against the kernel in host a. AF_XDP has no transmit checksum offload: smoltcp
+/// computes them. veth's MTU is 1500.
+fn exchange(p: &NetnsPair) -> Exchange<'_> {
+    Exchange {
+        pair: p,
+        ns: p.a.clone(),
+        bytes: BYTES,
+        ready_says: "max frame 1514, tx checksums by smoltcp",
+    }
+}
+
 #[test]
 fn a_smoltcp_server_echoes_a_kernel_client() {
     let Some((p, ip)) = rig("smsrv") else {
         return;
     };
-    let (child, out, ready) = start_ready(smoltcp_on_b(&p, &ip, &["--listen", "7000"]));
     let to: SocketAddr = format!("{ip}:7000").parse().unwrap();
-    let got = kernel_client(&p, &p.a.clone(), to, BYTES);
-    let rest = finish(child, out);
-    // AF_XDP has no transmit checksum offload: smoltcp computes them. veth's MTU is 1500.
-    assert!(
-        ready.contains("max frame 1514, tx checksums by smoltcp"),
-        "{ready}"
-    );
-    assert_eq!(rest.trim(), format!("echoed {BYTES}"));
-    assert!(
-        got == stream(BYTES),
-        "the echo differs: {} of {BYTES} bytes",
-        got.len()
-    );
+    exchange(&p).smoltcp_serves(smoltcp_on_b(&p, &ip, &["--listen", "7000"]), || {}, to);
 }
 
 #[test]
@@ -63,25 +61,8 @@ fn a_smoltcp_client_gets_its_stream_back_from_a_kernel_server() {
     let Some((p, ip)) = rig("smcli") else {
         return;
     };
-    let server = kernel_echo_server(&p, &p.a.clone(), 7001);
     let to = format!("{}:7001", p.ip_a);
     let bytes = BYTES.to_string();
-    let (child, out, ready) = start_ready(smoltcp_on_b(
-        &p,
-        &ip,
-        &["--connect", &to, "--bytes", &bytes],
-    ));
-    let rest = finish(child, out);
-    // AF_XDP has no transmit checksum offload: smoltcp computes them. veth's MTU is 1500.
-    assert!(
-        ready.contains("max frame 1514, tx checksums by smoltcp"),
-        "{ready}"
-    );
-    assert_eq!(rest.trim(), format!("verified {BYTES}"));
-    let echoed = server.join().unwrap().expect("the kernel's echo server");
-    assert!(
-        echoed == stream(BYTES),
-        "the kernel got {} bytes, not the stream",
-        echoed.len()
-    );
+    let example = smoltcp_on_b(&p, &ip, &["--connect", &to, "--bytes", &bytes]);
+    exchange(&p).smoltcp_connects(7001, example, || {});
 }

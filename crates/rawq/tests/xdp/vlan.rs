@@ -65,7 +65,7 @@ fn tag_egress(p: &NetnsPair) -> std::os::fd::OwnedFd {
     let license = b"GPL\0";
     let veth = p.veth_b.clone();
     let fd = p.run_in(&p.b, move || {
-        let ifindex = rawq::xdp::ifindex(&veth).unwrap();
+        let ifindex = rawq::xdp::iface::ifindex(&veth).unwrap();
         let mut a = [0u8; 128];
         a[0..4].copy_from_slice(&3u32.to_ne_bytes()); // BPF_PROG_TYPE_SCHED_CLS
         a[4..8].copy_from_slice(&(prog.len() as u32).to_ne_bytes());
@@ -276,11 +276,11 @@ fn vlan_program_passes_the_verifier_device_bound_only() {
     let Some(p) = NetnsPair::new("vlver") else {
         return;
     };
-    let vlan = bpf::btf::vmlinux_func(rawq::xdp::RX_VLAN_TAG_KFUNC, "this test", "").unwrap();
+    let vlan = bpf::btf::vmlinux_func(rawq::xdp::genl::RX_VLAN_TAG_KFUNC, "this test", "").unwrap();
     let ts = bpf::btf::vmlinux_func("bpf_xdp_metadata_rx_timestamp", "this test", "").unwrap();
     let veth = p.veth_a.clone();
     p.run_in(&p.a, move || {
-        let ifindex = rawq::xdp::ifindex(&veth).unwrap();
+        let ifindex = rawq::xdp::iface::ifindex(&veth).unwrap();
         let map = XskMap::create(1).unwrap();
         let rules = vec![format!("udp dst-port {PORT} -> queue 0").parse().unwrap()];
         for stamp in [
@@ -354,7 +354,8 @@ fn netdev_family_reports_the_vlan_op_per_driver() {
     };
     let veth = p.veth_a.clone();
     let (v, lo) = p.run_in(&p.a, move || {
-        let f = |n: &str| genl::rx_metadata_features(rawq::xdp::ifindex(n).unwrap()).unwrap();
+        let f =
+            |n: &str| genl::rx_metadata_features(rawq::xdp::iface::ifindex(n).unwrap()).unwrap();
         (f(&veth), f("lo"))
     });
     assert_eq!(

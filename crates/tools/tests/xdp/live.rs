@@ -551,7 +551,7 @@ fn set_counter0(map_fd: i32, v: u64) {
 #[test]
 fn kernel_runs_of_the_program_match_the_stamper() {
     use rawq::xdp::bpf::sys::{action, PerCpuCounters, Program};
-    use rawq::xdp::live::live_program;
+    use rawq::xdp::live::program::live_program;
     use rawq_gen::live_plan;
     use rawq_gen::Stamper;
     // SAFETY: geteuid has no preconditions.

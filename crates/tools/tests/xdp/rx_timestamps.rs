@@ -255,7 +255,7 @@ fn hardware_stamp_program_passes_the_verifier_device_bound() {
     let id = bpf::btf::vmlinux_func("bpf_xdp_metadata_rx_timestamp", "this test", "").unwrap();
     let veth = p.veth_a.clone();
     p.run_in(&p.a, move || {
-        let ifindex = rawq::xdp::ifindex(&veth).unwrap();
+        let ifindex = rawq::xdp::iface::ifindex(&veth).unwrap();
         let map = XskMap::create(1).unwrap();
         let rules: Vec<Rule> = vec!["udp dst-port 9000 -> queue 0".parse().unwrap()];
         let hw = |kfunc: u32| {
@@ -315,7 +315,7 @@ fn hardware_mode_without_native_xdp_is_a_clear_error() {
         }
         other => panic!("{other:?}"),
     }
-    let attached = p.run_in(&p.a, || rawq::xdp::attached_prog_id("lo").unwrap());
+    let attached = p.run_in(&p.a, || rawq::xdp::iface::attached_prog_id("lo").unwrap());
     assert_eq!(attached, None);
 }
 

@@ -433,7 +433,7 @@ impl XdpLink {
     ///
     /// # Errors
     /// The raw OS error: EBUSY or EEXIST when the interface already has an XDP program (see
-    /// [`crate::xdp::attached_prog_id`] for which one), EPERM without CAP_NET_ADMIN.
+    /// [`crate::xdp::iface::attached_prog_id`] for which one), EPERM without CAP_NET_ADMIN.
     pub fn attach(prog: &Program, ifindex: u32) -> io::Result<XdpLink> {
         let mut a = LinkCreateAttr {
             prog_fd: prog.as_raw_fd() as u32,

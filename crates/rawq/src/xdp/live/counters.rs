@@ -5,7 +5,7 @@ use crate::sys::ethtool;
 /// Frames redirected to `ifname` that its driver says it took, where the driver counts them in
 /// `ethtool -S` (`*xdp_xmit*` counters other than errors; a veth counts there the frames its
 /// peer's ring accepted): `None` for a driver without such counters.
-pub fn tx_taken(ifname: &str) -> Option<u64> {
+pub(super) fn tx_taken(ifname: &str) -> Option<u64> {
     let stats = ethtool::stats(ifname).ok()?;
     let mut it = stats
         .iter()
@@ -18,7 +18,7 @@ pub fn tx_taken(ifname: &str) -> Option<u64> {
 /// Frames `ifname` could not transmit so far: its `tx_dropped` (`/proc/thread-self/net/dev`,
 /// the calling thread's namespace) plus its driver's `*xdp_xmit_err*` counters (`ethtool -S`;
 /// a veth counts there the frames its peer's full ring refused). 0 where unreadable.
-pub fn tx_failures(ifname: &str) -> u64 {
+pub(super) fn tx_failures(ifname: &str) -> u64 {
     let dropped = std::fs::read_to_string("/proc/thread-self/net/dev")
         .ok()
         .and_then(|t| {

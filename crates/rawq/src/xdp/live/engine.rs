@@ -101,7 +101,7 @@ impl LiveEngine {
                 return Err(Error::Config(format!("rate {p} pps: must be positive")));
             }
         }
-        let ifindex = crate::xdp::ifindex(&cfg.ifname)?;
+        let ifindex = crate::xdp::iface::ifindex(&cfg.ifname)?;
         cfg.plan.check(&cfg.frame)?;
         let (frame, plan) = (cfg.frame.clone(), cfg.plan.clone());
         let counters = PerCpuCounters::create(1, "rawq_live_cnt").map_err(load_error)?;

@@ -3,7 +3,7 @@
 //!
 //! `BPF_PROG_TEST_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES` (kernel ≥ 5.18; what `xdp-trafficgen`
 //! uses) runs an XDP program `repeat` times on copies of one frame and carries out each verdict
-//! for real. The program built here ([`live_program`]) writes the fields that vary (flow, sequence
+//! for real. The program built here (`program.rs`) writes the fields that vary (flow, sequence
 //! stamp, checksums) and redirects the frame out of the interface with `bpf_redirect(ifindex)`.
 //! No socket, ring or copy through user space is involved: per frame the cost is the program,
 //! the page-pool recycle and the driver's `ndo_xdp_xmit`. On a veth that is several times what
@@ -12,7 +12,7 @@
 //! # How it runs
 //! * One thread per entry of [`LiveConfig::cores`], pinned there; each calls `BPF_PROG_TEST_RUN`
 //!   with `batch` frames per batch (64 by default, the NAPI budget) and up to `repeat` runs per
-//!   call (2^20 by default): unpaced, each call is sized to take about [`CALL_TARGET`] (0.2 s)
+//!   call (2^20 by default): unpaced, each call is sized to take about 0.2 s (`CALL_TARGET`)
 //!   at the rate measured so far, which is 2^20 runs from about 5 Mpps up, fewer on a slower
 //!   or busier machine. The stop flag, the count and the deadline are checked between calls;
 //!   near the deadline a call is shortened to the frames the measured rate fits in the time
@@ -63,10 +63,17 @@
 //! and assembler (crate-internal), so it stays here; the generator (`rawq-gen`'s
 //! `live_plan`/`live_config`) turns a frame spec into the frame and the [`LivePlan`] it takes.
 //!
+//! # The public surface
+//! [`LiveEngine`] (load, [`run`](LiveEngine::run), stop, live count), what it takes
+//! ([`LiveConfig`], [`LivePlan`], with [`MAX_FRAME`], [`DEFAULT_BATCH`], [`DEFAULT_REPEAT`]) and
+//! what it reports ([`LiveReport`]): what pktgen's `--engine live` and rawq-gen's `live_config`
+//! use. The program's assembly and the interface counters are the engine's own.
+//!
 //! The files: `plan` (where the varying fields sit), `program` (the XDP program
-//! that writes them), `engine` (loading, the sending threads, pacing, what went wrong),
-//! `counters` (what the interface says it took or dropped; the `SIOCETHTOOL` ioctl behind them is
-//! in `crate::sys::ethtool`).
+//! that writes them; internal, for the tests that check it against the frames it must make),
+//! `engine` (loading, the sending threads, pacing, what went wrong), `counters` (what the
+//! interface says it took or dropped; the `SIOCETHTOOL` ioctl behind them is in
+//! `crate::sys::ethtool`).
 
 #![deny(unsafe_code)]
 
@@ -75,14 +82,10 @@ use std::time::Duration;
 mod counters;
 mod engine;
 mod plan;
-mod program;
+internal_mod!(program);
 
-/// The driver of an interface, as `ethtool -i` names it ("veth", "mlx5_core", ...).
-pub use crate::sys::ethtool::driver;
-pub use counters::{tx_failures, tx_taken};
 pub use engine::LiveEngine;
 pub use plan::LivePlan;
-pub use program::live_program;
 
 const ETH: usize = 14;
 const UDP: usize = 8;
@@ -90,7 +93,7 @@ const UDP: usize = 8;
 pub const DEFAULT_REPEAT: u32 = 1 << 20;
 /// Unpaced, a call is sized to take about this long at the measured rate (at most `repeat` runs),
 /// so that the stop flag and the deadline are seen promptly.
-pub const CALL_TARGET: Duration = Duration::from_millis(200);
+const CALL_TARGET: Duration = Duration::from_millis(200);
 /// Runs of the first unpaced call, which measures the rate.
 const CALIBRATION_RUNS: u64 = 4096;
 /// Default batch: the NAPI budget, as the kernel's own default.
