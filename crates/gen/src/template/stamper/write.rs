@@ -102,10 +102,10 @@ impl Stamper {
     /// template's first `out.len()` bytes, `[l4c, ipc]` that length's `len_sums` entry, `flow`
     /// already below the flow count. The header block from the IP header to the stamp's end is
     /// one slice of constant length, so no store below is bounds-checked; the varying words go
-    /// out in a few wide stores. (Inlined into both the per-frame writer and the burst
-    /// writer, which computes the length's values once a burst.)
+    /// out in a few wide stores. (The burst writer, `burst`, copies a complete frame 0
+    /// instead and stores only the words that vary between frames.)
     #[inline(always)]
-    pub(super) fn udp_frame<const V6: bool, const IP: bool, const STAMP: bool>(
+    fn udp_frame<const V6: bool, const IP: bool, const STAMP: bool>(
         &self,
         out: &mut [u8],
         tmpl: &[u8],
