@@ -69,9 +69,10 @@ impl FrameSource {
     /// Writes frames `first`, `first + 1`, … of stream `stream` into `pkts` (fresh packets, one
     /// frame each): exactly what [`FrameSource::fill`] writes into each in turn. A template
     /// with one frame size and a plain shape (UDP, no ranges, no latency room) writes the
-    /// burst in one loop that settles the length's checksum sums, bounds and shape once a
-    /// burst (the per-frame path's size lookup, checks and writer call cost about as much as
-    /// writing the frame).
+    /// burst in one loop: each frame a copy of the complete first frame and a store of the
+    /// few words that vary between frames (none with one flow and no stamps), their checksum
+    /// sums settled once a burst (the per-frame path's size lookup, checks, writer call and
+    /// sums cost more than twice as much).
     ///
     /// # Errors
     /// As [`FrameSource::fill`], for the first packet that fails (those before it are
