@@ -45,11 +45,12 @@ impl<'a> FrameCopy<'a> {
         }
     }
 
-    /// Writes the frame into `out`, exactly as long as the frame.
+    /// Writes the frame into `out`, exactly as long as the frame; `SMALL`: the frame is 32 to
+    /// 64 bytes long (`small`).
     #[inline(always)]
-    fn put(&self, out: &mut [u8]) {
+    fn put<const SMALL: bool>(&self, out: &mut [u8]) {
         let n = out.len();
-        if self.small && n == self.frame.len() {
+        if SMALL && n >= 32 {
             out[..32].copy_from_slice(&self.head);
             out[n - 32..].copy_from_slice(&self.tail);
         } else {
@@ -60,8 +61,10 @@ impl<'a> FrameCopy<'a> {
 
 /// What writes a run of frames, one after the other.
 trait Frames {
-    /// Writes the next frame into `out` (exactly the frame's length).
-    fn write(&mut self, out: &mut [u8]);
+    /// Whether the frames are 32 to 64 bytes long (see [`FrameCopy`]).
+    fn small(&self) -> bool;
+    /// Writes the next frame into `out` (exactly the frame's length); `SMALL`: `small()`.
+    fn write<const SMALL: bool>(&mut self, out: &mut [u8]);
     /// Steps over the next frame (written by the slow path).
     fn skip(&mut self);
 }
@@ -84,6 +87,23 @@ fn each_frame(
         }
         return Ok(());
     }
+    // One loop for small frames and one for the others: the copy's choice is made once.
+    if w.small() {
+        frames_loop::<true>(pkts, len, first, slow, w)
+    } else {
+        frames_loop::<false>(pkts, len, first, slow, w)
+    }
+}
+
+/// [`each_frame`]'s loop.
+#[inline(always)]
+fn frames_loop<const SMALL: bool>(
+    pkts: &mut [Packet],
+    len: usize,
+    first: u64,
+    slow: &mut impl FnMut(&mut Packet, u64) -> Result<()>,
+    w: &mut impl Frames,
+) -> Result<()> {
     let n = pkts.len();
     let mut it = pkts.iter_mut();
     while let Some(p) = it.next() {
@@ -91,7 +111,7 @@ fn each_frame(
         // folds into this one), without `len() + tailroom()`'s two lengths.
         if p.segment_count() == 1 && len <= p.data().len() + p.tailroom() {
             p.set_len(len)?;
-            w.write(&mut p.data_mut()[..len]);
+            w.write::<SMALL>(&mut p.data_mut()[..len]);
         } else {
             slow(p, first + (n - it.len() - 1) as u64)?;
             w.skip();
@@ -244,10 +264,15 @@ struct UdpFrames<'a, const V6: bool, const IP: bool, const STAMP: bool> {
 
 impl<const V6: bool, const IP: bool, const STAMP: bool> Frames for UdpFrames<'_, V6, IP, STAMP> {
     #[inline(always)]
-    fn write(&mut self, out: &mut [u8]) {
+    fn small(&self) -> bool {
+        self.copy.small
+    }
+
+    #[inline(always)]
+    fn write<const SMALL: bool>(&mut self, out: &mut [u8]) {
         let ip_len = if V6 { IP6 } else { IP4 };
         let hdr = ip_len + UDP + if STAMP { STAMP_LEN } else { 0 };
-        self.copy.put(out);
+        self.copy.put::<SMALL>(out);
         let h = &mut out[self.l3..self.l3 + hdr];
         let flow = self.flow;
         let mut s = self.sum;
@@ -304,8 +329,13 @@ impl<const V6: bool, const IP: bool, const STAMP: bool> Frames for UdpFrames<'_,
 
 impl Frames for FrameCopy<'_> {
     #[inline(always)]
-    fn write(&mut self, out: &mut [u8]) {
-        self.put(out)
+    fn small(&self) -> bool {
+        self.small
+    }
+
+    #[inline(always)]
+    fn write<const SMALL: bool>(&mut self, out: &mut [u8]) {
+        self.put::<SMALL>(out)
     }
 
     #[inline(always)]
