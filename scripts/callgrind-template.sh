@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Instructions per frame of Stamper::write_at (the frame writer behind pktgen's send loop):
-# runs crates/gen/benches/template.rs under valgrind once per case and counts only inside that case's
-# callgrind_* function (loop and one black_box included; the stamper's construction is a few
-# thousand instructions, under 0.01 per frame at the default count).
+# Instructions per frame of Stamper::write_at (the per-frame writer) and of
+# FrameSource::fill_burst (what pktgen's send loop calls: the burst60* cases, bursts of 32 pool
+# packets, `-s 60` with pktgen's defaults): runs crates/gen/benches/template.rs under valgrind
+# once per case and counts only inside that case's callgrind_* function (loop and one black_box
+# included; the stamper's and the pool's construction are a few thousand instructions, under
+# 0.02 per frame at the default count).
 #
 # Usage: scripts/callgrind-template.sh [frames] [case ...]   (default 1000000, every case)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
 shift || true
-CASES=${*:-v4_port v4_port_seq v4_ip v4_ip_seq v6_port v6_port_seq v6_ip_seq v4_lat}
+CASES=${*:-v4_port v4_port_seq v4_ip v4_ip_seq v6_port v6_port_seq v6_ip_seq v4_lat burst60 burst60_f1024_seq}
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release -p rawq-gen --bench template --message-format=json 2>/dev/null >/tmp/rawq-tmpl-build.json || cargo build --release -p rawq-gen --bench template
 BIN=$(grep -o '"executable":"[^"]*deps/template-[^"]*"' /tmp/rawq-tmpl-build.json | tail -1 | cut -d'"' -f4)

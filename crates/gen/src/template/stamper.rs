@@ -117,6 +117,11 @@ pub struct Stamper {
     /// `FlowVary::SrcIp` in a fast writer: the flow offset from which one is added to step
     /// over the destination (0x1_0000, never reached, when there is nothing to skip).
     skip_from: u32,
+    /// With one frame size (`SizeSpec::Fixed`) and a fast writer, `tmpl` is frame 0 of stream
+    /// 0 written whole (flow 0, both checksums, every length; the writers overwrite all of
+    /// these), so that a burst copies it and stores only what varies between frames (see
+    /// `burst`).
+    complete: bool,
 }
 
 impl Stamper {
@@ -358,7 +363,7 @@ impl Stamper {
                 .collect();
         }
         let skip_from = src_skip16.map_or(0x1_0000, |d| d as u32);
-        Ok(Stamper {
+        let mut st = Stamper {
             fast,
             writer: fast.writer(),
             len_sums,
@@ -387,7 +392,15 @@ impl Stamper {
             walks,
             ip_base,
             l4_base,
-        })
+            complete: false,
+        };
+        if let (&SizeSpec::Fixed(len), false) = (&st.spec.sizes, fast == Fast::General) {
+            let mut f = vec![0u8; len as usize];
+            st.write(&mut f, len as usize, 0, 0, 0);
+            st.tmpl = f;
+            st.complete = true;
+        }
+        Ok(st)
     }
 
     /// The spec this stamper writes (with `Imix` resolved as [`Stamper::with_shape`] says).

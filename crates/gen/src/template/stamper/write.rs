@@ -102,10 +102,10 @@ impl Stamper {
     /// template's first `out.len()` bytes, `[l4c, ipc]` that length's `len_sums` entry, `flow`
     /// already below the flow count. The header block from the IP header to the stamp's end is
     /// one slice of constant length, so no store below is bounds-checked; the varying words go
-    /// out in a few wide stores. (Inlined into both the per-frame writer and the burst
-    /// writer, which computes the length's values once a burst.)
+    /// out in a few wide stores. (The burst writer, `burst`, copies a complete frame 0
+    /// instead and stores only the words that vary between frames.)
     #[inline(always)]
-    pub(super) fn udp_frame<const V6: bool, const IP: bool, const STAMP: bool>(
+    fn udp_frame<const V6: bool, const IP: bool, const STAMP: bool>(
         &self,
         out: &mut [u8],
         tmpl: &[u8],
@@ -291,5 +291,48 @@ mod tests {
             }
         }
         assert_eq!(checked, 4 * 2 * 2 * 3 * 3 * 10);
+    }
+
+    /// With one frame size the template is the complete frame 0 (see `Stamper::complete`):
+    /// the fast writers copying it still write the general writer's bytes from a template of
+    /// zeros (a stamper of two sizes), for every plain shape, 64 and 130 bytes.
+    #[test]
+    fn a_complete_template_writes_what_a_zero_template_writes() {
+        let mut checked = 0;
+        for (src, dst) in [("10.0.0.1", "10.0.0.9"), ("2001:db8::1", "2001:db8::9")] {
+            for vary in [FlowVary::SrcPort, FlowVary::SrcIp] {
+                for stamp in [false, true] {
+                    for len in [if src.contains(':') && stamp { 78 } else { 64 }, 130u16] {
+                        let spec = |sizes| FrameSpec {
+                            dst_mac: [2, 0, 0, 0, 0, 2],
+                            src_mac: [2, 0, 0, 0, 0, 1],
+                            src_ip: src.parse().unwrap(),
+                            dst_ip: dst.parse().unwrap(),
+                            src_port: 65530,
+                            dst_port: 9000,
+                            flows: 7,
+                            vary,
+                            sizes,
+                            stamp,
+                        };
+                        let fixed = Stamper::new(spec(SizeSpec::Fixed(len))).unwrap();
+                        assert!(fixed.complete && fixed.fast != Fast::General);
+                        let mut gen = Stamper::new(spec(SizeSpec::Range(len, len + 1))).unwrap();
+                        assert!(!gen.complete);
+                        gen.fast = Fast::General;
+                        gen.writer = Fast::General.writer();
+                        let len = len as usize;
+                        for i in [0u64, 1, 6, 7, 9, 1 << 40] {
+                            let (mut a, mut b) = ([0xeeu8; 160], [0x11u8; 160]);
+                            fixed.write(&mut a, len, i as u32, 5, i);
+                            gen.write(&mut b, len, i as u32, 5, i);
+                            assert_eq!(a[..len], b[..len], "{src} {vary:?} {stamp} {len} {i}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 2 * 2 * 2 * 6);
     }
 }
