@@ -319,8 +319,14 @@ impl FastRx {
             // `wi0 <= mask < wqes == bufs.len()` (one buffer per WQE): `cnt >= 1`.
             let cnt = (mini_cqe::PER_SLOT - first).min(left).min(wqes - wi0);
             let arr = cq.slot(cq.ci.wrapping_add(s));
-            let m = arr.wrapping_add(first * mini_cqe::SIZE);
-            let mut d = ring.wrapping_add(wi0 * 16);
+            // The chunk's first entry, buffer slot and WQE, each one pointer (`black_box`: the
+            // compiler otherwise keeps each as a base and an index, two registers, and spills
+            // three values a packet for want of registers).
+            let (m, b, mut d) = std::hint::black_box((
+                arr.wrapping_add(first * mini_cqe::SIZE),
+                slots.wrapping_add(wi0),
+                ring.wrapping_add(wi0 * 16),
+            ));
             // This chunk's bytes: at most 8 frames of under 64 KiB (`seg_room`).
             let (mut k, mut sum) = (0usize, 0u32);
             while k != cnt {
@@ -338,8 +344,8 @@ impl FastRx {
                 if len > seg_room {
                     break;
                 }
-                // SAFETY: `wi0 + k < wi0 + cnt <= wqes == bufs.len()`.
-                let slot = unsafe { &mut *slots.add(wi0 + k) };
+                // SAFETY: `b + k` is slot `wi0 + k < wi0 + cnt <= wqes == bufs.len()`.
+                let slot = unsafe { &mut *b.add(k) };
                 let idx = *slot;
                 if REPOST {
                     // A full ring (the caller's test): every WQE is posted, so every slot holds
