@@ -159,18 +159,46 @@ impl Cq {
     /// entry never looks valid later: a pointer walk per run up to the ring end (a compressed
     /// session's slots after its title; DPDK invalidates every slot of a consumed session
     /// too, drivers/net/mlx5/mlx5_rx.c `mlx5_rx_poll_len`, `op_own = MLX5_CQE_INVALIDATE`).
+    /// One copy per slot size, eight stores an iteration: a session of 64 has 63 slots to
+    /// invalidate, and a store, a pointer step and a loop test each cost as much as the store.
     #[inline(always)]
     pub(crate) fn scrub_run(&self, i: u32, n: u32) {
+        if self.slot_shift == 6 {
+            self.scrub::<64>(i, n)
+        } else {
+            self.scrub::<128>(i, n)
+        }
+    }
+
+    /// [`Cq::scrub_run`] with `STEP`-byte slots.
+    #[inline(always)]
+    fn scrub<const STEP: usize>(&self, i: u32, n: u32) {
         let (mut i, mut left) = (i, n);
         while left > 0 {
-            let (first, to_end, step, _) = self.run_from(i);
+            let (first, to_end, _, _) = self.run_from(i);
             let run = left.min(to_end);
             let mut p = first.wrapping_add(cqe::field::OP_OWN) as *mut u8;
-            for _ in 0..run {
-                // SAFETY: `run <= to_end`: each `p` is the `op_own` byte of a slot inside the
-                // ring, consumed by software and not yet published.
-                unsafe { mmio::op_own_store(p, cqe::OP_OWN_INVALID) };
-                p = p.wrapping_add(step);
+            let mut k = run;
+            while k >= 8 {
+                for j in 0..8 {
+                    // SAFETY: `j < 8 <= k`, and the `k` slots from `p` lie before the ring's end
+                    // (`run <= to_end`): each is the `op_own` byte of a slot inside the ring,
+                    // consumed by software and not yet published.
+                    unsafe { mmio::op_own_store(p.add(j * STEP), cqe::OP_OWN_INVALID) };
+                }
+                p = p.wrapping_add(8 * STEP);
+                k -= 8;
+            }
+            // The last `k < 8`: four, two and one by the bits of `k` (no loop test a slot).
+            for b in [4usize, 2, 1] {
+                if k as usize & b != 0 {
+                    for j in 0..b {
+                        // SAFETY: `j < b`, and the `b <= k` slots from `p` are among the run's
+                        // last `k`, inside the ring as above.
+                        unsafe { mmio::op_own_store(p.add(j * STEP), cqe::OP_OWN_INVALID) };
+                    }
+                    p = p.wrapping_add(b * STEP);
+                }
             }
             i = i.wrapping_add(run);
             left -= run;
@@ -464,33 +492,46 @@ mod tests {
     use super::*;
 
     /// `scrub_run` invalidates exactly the slots asked for, across the ring's end, in 64- and
-    /// 128-byte slots (the 64-byte CQE being the second half of a 128-byte slot).
+    /// 128-byte slots (the 64-byte CQE being the second half of a 128-byte slot), for runs
+    /// shorter than, equal to and longer than its eight-store step, and the whole ring.
     #[test]
     fn scrub_run_invalidates_exactly_its_slots_across_the_wrap() {
-        for size in [64usize, 128] {
-            let mut mem = vec![0x55u8; 16 * size];
-            let mut db = 0u32;
-            let ring = CqRing {
-                buf: NonNull::new(mem.as_mut_ptr()).unwrap(),
-                cqe_cnt: 16,
-                cqe_size: size as u32,
-                dbrec: NonNull::from(&mut db),
-                cqn: 1,
-            };
-            let cq = Cq::new(&ring).unwrap();
-            // Slots 13, 14, 15, 0, 1, 2 (free-running index 29 is slot 13 on the second lap).
-            cq.scrub_run(29, 6);
-            for s in 0..16usize {
-                let want = if (13..16).contains(&s) || s < 3 {
-                    cqe::OP_OWN_INVALID
-                } else {
-                    0x55
+        const CNT: usize = 32;
+        // (free-running start, slots): 61 is slot 29 on the second lap.
+        for (start, n) in [
+            (61u32, 6u32),
+            (5, 20),
+            (59, 25),
+            (0, 32),
+            (40, 8),
+            (3, 0),
+            (7, 17),
+            (9, 15),
+        ] {
+            for size in [64usize, 128] {
+                let mut mem = vec![0x55u8; CNT * size];
+                let mut db = 0u32;
+                let ring = CqRing {
+                    buf: NonNull::new(mem.as_mut_ptr()).unwrap(),
+                    cqe_cnt: CNT as u32,
+                    cqe_size: size as u32,
+                    dbrec: NonNull::from(&mut db),
+                    cqn: 1,
                 };
-                let op_own = mem[s * size + size - 1];
-                assert_eq!(op_own, want, "{size}-byte slots, slot {s}");
-                assert!(mem[s * size..s * size + size - 1]
-                    .iter()
-                    .all(|&b| b == 0x55));
+                let cq = Cq::new(&ring).unwrap();
+                cq.scrub_run(start, n);
+                for s in 0..CNT {
+                    let inside = (s + CNT - start as usize % CNT) % CNT < n as usize;
+                    let want = if inside { cqe::OP_OWN_INVALID } else { 0x55 };
+                    let op_own = mem[s * size + size - 1];
+                    assert_eq!(
+                        op_own, want,
+                        "{size}-byte slots, {n} from {start}: slot {s}"
+                    );
+                    assert!(mem[s * size..s * size + size - 1]
+                        .iter()
+                        .all(|&b| b == 0x55));
+                }
             }
         }
     }

@@ -212,7 +212,9 @@ impl FastRx {
                 let w = if ONE { w } else { w << self.shift } as usize;
                 // SAFETY: `w < wqe_cnt * per_wqe == bufs.len()` (`per_wqe == 1 << shift`).
                 let slot = unsafe { bufs.get_unchecked_mut(w) };
-                if *slot == EMPTY {
+                // REPOST runs on a full ring, where every WQE is posted and so every slot holds
+                // a buffer (as in `run_zip`): no test.
+                if !REPOST && *slot == EMPTY {
                     break; // not a buffer we posted: the general loop counts the error
                 }
                 let idx = if REPOST {
@@ -303,37 +305,52 @@ impl FastRx {
         let (mut dst, mut bytes, mut e) = (base, 0u64, i);
         // REPOST: packet `k` takes `fresh[fresh.len() - 1 - k]`; this walks down from the end.
         let mut top = fresh.as_ptr().wrapping_add(fresh.len());
-        'arrays: while dst != end {
+        // Chunks of entries that share a mini-CQE array and lie before the RQ's end, so that the
+        // buffer slots and WQEs are walked with pointers (no masking per packet).
+        let wqes = bufs.len();
+        let slots = bufs.as_mut_ptr();
+        while dst != end {
             // Entries 0..7 are in the slot after the title, entry e >= 8 in slot 8 * (e / 8).
             let s = if e < 8 { 1 } else { e & !7 };
             let first = (e % 8) as usize;
             // SAFETY: `base <= dst < end`, both in (or one past) `out`.
             let left = unsafe { end.offset_from(dst) } as usize;
-            let cnt = (mini_cqe::PER_SLOT - first).min(left);
+            let wi0 = (ctr0.wrapping_add(e) & mask) as usize;
+            // `wi0 <= mask < wqes == bufs.len()` (one buffer per WQE): `cnt >= 1`.
+            let cnt = (mini_cqe::PER_SLOT - first).min(left).min(wqes - wi0);
             let arr = cq.slot(cq.ci.wrapping_add(s));
-            let mut m = arr.wrapping_add(first * mini_cqe::SIZE);
-            let m_end = m.wrapping_add(cnt * mini_cqe::SIZE);
-            let mut w = ctr0.wrapping_add(e);
-            while m != m_end {
-                // SAFETY: `m` is entry `first..first + cnt <= 8` of the array slot, inside the
-                // CQ ring (`slot` masks the index); it belongs to the session whose title
-                // software owns, and the device leaves it alone until the consumer index is
-                // published past the session.
+            // The chunk's first entry, buffer slot and WQE, each one pointer (`black_box`: the
+            // compiler otherwise keeps each as a base and an index, two registers, and spills
+            // three values a packet for want of registers).
+            let (m, b, mut d) = std::hint::black_box((
+                arr.wrapping_add(first * mini_cqe::SIZE),
+                slots.wrapping_add(wi0),
+                ring.wrapping_add(wi0 * 16),
+            ));
+            // This chunk's bytes: at most 8 frames of under 64 KiB (`seg_room`).
+            let (mut k, mut sum) = (0usize, 0u32);
+            while k != cnt {
+                // SAFETY: `m + k` is entry `first + k < first + cnt <= 8` of the array slot,
+                // inside the CQ ring (`slot` masks the index); it belongs to the session whose
+                // title software owns, and the device leaves it alone until the consumer index
+                // is published past the session.
                 let mc = MiniCqe::new_unchecked(unsafe {
-                    std::slice::from_raw_parts(m as *const u8, mini_cqe::SIZE)
+                    std::slice::from_raw_parts(
+                        m.add(k * mini_cqe::SIZE) as *const u8,
+                        mini_cqe::SIZE,
+                    )
                 });
                 let len = mc.byte_cnt();
                 if len > seg_room {
-                    break 'arrays;
+                    break;
                 }
-                let wi = (w & mask) as usize;
-                // SAFETY: `wi <= mask < wqe_cnt == bufs.len()` (one buffer per WQE).
-                let slot = unsafe { bufs.get_unchecked_mut(wi) };
+                // SAFETY: `b + k` is slot `wi0 + k < wi0 + cnt <= wqes == bufs.len()`.
+                let slot = unsafe { &mut *b.add(k) };
                 let idx = *slot;
-                if idx == EMPTY {
-                    break 'arrays;
-                }
                 if REPOST {
+                    // A full ring (the caller's test): every WQE is posted, so every slot holds
+                    // a buffer (`refill_wqes` moves the producer index past a WQE only once it
+                    // has one, and this loop replaces each one it takes): no `EMPTY` test.
                     // SAFETY: at most `want <= fresh.len()` packets are taken, one `fresh`
                     // entry each, from the end down: `top - 1` is still inside `fresh`.
                     let new = unsafe {
@@ -341,13 +358,16 @@ impl FastRx {
                         *top
                     };
                     *slot = new;
-                    let d = ring.wrapping_add(wi * 16);
-                    // SAFETY: `wi <= mask`: `d` is the data segment of WQE `wi` (16-byte
-                    // WQEs), inside the RQ ring. The device completed that WQE, so software
-                    // owns it until the caller's doorbell record write publishes it again.
+                    // SAFETY: `d` is the data segment of WQE `wi0 + k < wqes` (16-byte WQEs),
+                    // inside the RQ ring. The device completed that WQE, so software owns it
+                    // until the caller's doorbell record write publishes it again.
                     let seg = unsafe { &mut *(d as *mut [u8; 16]) };
                     DataSeg::new_unchecked(seg).set_addr(data0 + new as u64 * size);
+                    d = d.wrapping_add(16);
                 } else {
+                    if idx == EMPTY {
+                        break;
+                    }
                     *slot = EMPTY;
                 }
                 // SAFETY: `base <= dst < end <= base + out.len()`: 64 writable bytes. The
@@ -366,10 +386,13 @@ impl FastRx {
                         std::ptr::write_unaligned(d.add(layout::HASH) as *mut u32, h);
                     }
                 }
-                bytes += len as u64;
-                m = m.wrapping_add(mini_cqe::SIZE);
+                sum += len;
                 dst = dst.wrapping_add(1);
-                w = w.wrapping_add(1);
+                k += 1;
+            }
+            bytes += sum as u64;
+            if k != cnt {
+                break; // a frame longer than a buffer, or a WQE without one
             }
             e += cnt as u32;
         }
