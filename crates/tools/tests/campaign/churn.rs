@@ -1,6 +1,10 @@
 //! A library run of the campaign: what neither tool does while it runs. Flow rules added and
-//! removed on a live port (rule churn), and an error completion on the model (the library's
-//! `ModelPort::inject_tx_error`; the tools have no knob for it on `-b model`).
+//! removed on a live port (rule churn), an error completion on the model (the library's
+//! `ModelPort::inject_tx_error`; the tools have no knob for it on `-b model`), and frames longer
+//! than the receive buffer (`--long-every N --long-len L`: the port takes jumbo frames, its
+//! receive buffers are 2 KiB, and every N frames sent one of L bytes arrives from the wire,
+//! `ModelPort::inject_frame`: the device consumes a receive buffer with a local length error
+//! completion).
 //!
 //! A `Backend::Model` port with two queues; queue 0 sends a sequenced UDP flow (dst-port 9000)
 //! with at most 128 frames in flight while both queues receive. A base rule
@@ -11,9 +15,12 @@
 //! - every frame `tx_burst` took is sent, dropped or failed, none in flight at the end and none
 //!   counted twice (`QueueStats::tx_ledger`);
 //! - the frames the device sent (the model's `tx_frames`) are the frames queue 0 counts sent;
-//! - each of them arrived on a queue or was counted by the device where it went instead (a drop
-//!   rule, no rule matched: the kernel, no receive buffer, a receive queue in error, the wire),
-//!   once: the two add up to what was sent, exactly;
+//! - each of them, and each long frame, arrived on a queue or was counted by the device where
+//!   it went instead (a drop rule, no rule matched: the kernel, no receive buffer, a receive
+//!   queue in error, the wire, a receive error completion), once: the two add up to what was
+//!   sent and injected, exactly;
+//! - every receive error completion the device wrote is one the queues counted (`rx_errors`),
+//!   and no long frame arrived as a good one;
 //! - no sequence number arrived twice, none that was not sent.
 //!
 //! It ends within its bound or is reported as a hang (its thread is then left behind).
@@ -108,8 +115,20 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
     let every: Option<u32> = opt(&sc.args, "--churn-every");
     let tx_error: Option<u64> = opt(&sc.args, "--tx-error");
     let drops = sc.args.iter().any(|a| a == "--drop-rules");
+    let long_every: Option<u32> = opt(&sc.args, "--long-every");
+    let long_len: usize = opt(&sc.args, "--long-len").unwrap_or(4000);
     let mut r = Rng(sc.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
-    let mut port = match Port::builder(Backend::Model(ModelOptions::default()))
+    // Long frames need a port that takes them (a jumbo port limit) and receive buffers they
+    // do not fit: one 2 KiB pool buffer per receive WQE (the default cyclic RQ).
+    let opts = match long_every {
+        Some(_) => ModelOptions {
+            max_frame: 9018,
+            rx: rawq::dv::model::RxKind::Cyclic { sges: 1 },
+            ..ModelOptions::default()
+        },
+        None => ModelOptions::default(),
+    };
+    let mut port = match Port::builder(Backend::Model(opts))
         .queues(2)
         .rx_ring(256)
         .tx_ring(256)
@@ -139,9 +158,17 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
     let mut next_change = every.unwrap_or(u32::MAX);
     let device_done = |port: &Port| {
         port.model_counters().map_or(0, |c| {
-            c.rx_rule_drop + c.rx_to_kernel + c.rx_no_buffer + c.rx_in_error + c.wire_drops
+            c.rx_rule_drop
+                + c.rx_to_kernel
+                + c.rx_no_buffer
+                + c.rx_in_error
+                + c.wire_drops
+                + c.rx_error_cqes
         })
     };
+    // Long frames put on the wire so far (each numbered from u32::MAX down: never sent).
+    let mut injected = 0u64;
+    let mut next_long = long_every.unwrap_or(u32::MAX);
     let end = Instant::now() + BOUND - Duration::from_secs(5);
     let mut settle_end: Option<Instant> = None;
     loop {
@@ -157,8 +184,16 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
             // In flight: taken, and neither arrived, counted by the device, nor dropped or
             // failed by the send queue.
             let s0 = qs[0].stats();
-            let done =
-                (g0.len() + g1.len()) as u64 + device_done(&port) + s0.tx_drops + s0.tx_errors;
+            let done = ((g0.len() + g1.len()) as u64 + device_done(&port)).saturating_sub(injected)
+                + s0.tx_drops
+                + s0.tx_errors;
+            if let (Some(e), Some(m)) = (long_every, port.model_port()) {
+                if next >= next_long {
+                    m.inject_frame(&udp_frame(u32::MAX - injected as u32, long_len));
+                    injected += 1;
+                    next_long = next + e;
+                }
+            }
             if every.is_some() && next >= next_change {
                 ch.step(&mut r, &mut port, drops, &mut errs);
                 next_change = next + every.unwrap_or(u32::MAX);
@@ -184,7 +219,8 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
             let se = *settle_end.get_or_insert(now + SETTLE);
             let s0 = qs[0].stats();
             let l = s0.tx_ledger();
-            let arrived = (g0.len() + g1.len()) as u64 + device_done(&port);
+            let arrived =
+                ((g0.len() + g1.len()) as u64 + device_done(&port)).saturating_sub(injected);
             if l.in_flight == 0 && arrived >= s0.tx_packets {
                 break;
             }
@@ -236,16 +272,32 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
     }
     let got = (g0.len() + g1.len()) as u64;
     let dev = device_done(&port);
-    if got + dev != c.tx_frames {
+    if got + dev != c.tx_frames + injected {
         errs.push(format!(
             "{got} received + {dev} counted by the device (drop rule {}, kernel {}, no buffer \
-             {}, rq in error {}, wire {}) != {} sent",
+             {}, rq in error {}, wire {}, receive error completions {}) != {} sent + \
+             {injected} long frames injected",
             c.rx_rule_drop,
             c.rx_to_kernel,
             c.rx_no_buffer,
             c.rx_in_error,
             c.wire_drops,
+            c.rx_error_cqes,
             c.tx_frames
+        ));
+    }
+    let rx_errors: u64 = qs.iter().map(|q| q.stats().rx_errors).sum();
+    if rx_errors != c.rx_error_cqes {
+        errs.push(format!(
+            "the device wrote {} receive error completions, the queues counted {rx_errors} \
+             (rx_errors)",
+            c.rx_error_cqes
+        ));
+    }
+    if c.rx_error_cqes > injected {
+        errs.push(format!(
+            "{} receive error completions for {injected} long frames",
+            c.rx_error_cqes
         ));
     }
     let mut all: Vec<u32> = g0.iter().chain(&g1).copied().collect();
@@ -254,11 +306,16 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
         errs.push(format!("frame {} arrived twice", w[0]));
     }
     if let Some(x) = all.iter().find(|&&x| x >= next) {
-        errs.push(format!("frame {x} arrived but was never sent"));
+        errs.push(format!(
+            "frame {x} arrived but was never sent (a long frame, longer than the receive \
+             buffer, if at or above {})",
+            u32::MAX - injected.min(u32::MAX as u64) as u32
+        ));
     }
     let summary = format!(
         "{taken} taken: {} sent, {} dropped, {} failed; received {} + {} (queues 0 + 1), drop \
-         rule {}, kernel {}, no buffer {}; {} rule changes ({} refused)",
+         rule {}, kernel {}, no buffer {}; {} rule changes ({} refused); {injected} long \
+         frames injected, {} receive length errors",
         l.sent,
         l.dropped,
         l.failed,
@@ -268,7 +325,8 @@ fn run_inner(sc: &Scenario) -> (String, Vec<String>) {
         c.rx_to_kernel,
         c.rx_no_buffer,
         ch.changes,
-        ch.refused
+        ch.refused,
+        c.rx_error_cqes
     );
     (summary, errs)
 }

@@ -87,10 +87,14 @@ pub enum Fault {
     /// Flow rules added and removed every `every` frames on a live model port while a
     /// sequenced flow runs (a library run).
     RuleChurn { every: u64 },
+    /// A frame longer than the receive buffer (`len` bytes, on a port that takes jumbo
+    /// frames into 2 KiB buffers) arrives every `every` frames of a library run's flow: the
+    /// device consumes a receive buffer with a local length error completion.
+    RxLengthError { every: u64, len: u64 },
 }
 
 /// The kinds of fault, in the order the fixed seeds cover them.
-pub const FAULT_KINDS: [&str; 15] = [
+pub const FAULT_KINDS: [&str; 16] = [
     "none",
     "SIGINT",
     "SIGTERM",
@@ -106,6 +110,7 @@ pub const FAULT_KINDS: [&str; 15] = [
     "queue-thread-panic",
     "queue-thread-error",
     "rule-churn",
+    "rx-length-error",
 ];
 
 impl Fault {
@@ -126,6 +131,7 @@ impl Fault {
             Fault::QueueThread { panic: true, .. } => "queue-thread-panic",
             Fault::QueueThread { panic: false, .. } => "queue-thread-error",
             Fault::RuleChurn { .. } => "rule-churn",
+            Fault::RxLengthError { .. } => "rx-length-error",
         }
     }
 
@@ -183,6 +189,11 @@ impl fmt::Display for Fault {
             Fault::RuleChurn { every } => {
                 write!(f, "a flow rule added or removed every {every} frames")
             }
+            Fault::RxLengthError { every, len } => write!(
+                f,
+                "a {len}-byte frame, longer than the receive buffer, every {every} frames \
+                 (local length error)"
+            ),
         }
     }
 }
@@ -267,7 +278,11 @@ pub fn draw(seed: u64) -> Scenario {
     // (and the defects they found) still draw what they drew, unless one of these replaces it.
     let fault = later_fault(seed, backend).unwrap_or(fault);
     let tool = match fault {
-        Fault::RuleChurn { .. } | Fault::TxError { .. } if backend == Backend::Model => Tool::Lib,
+        Fault::RuleChurn { .. } | Fault::TxError { .. } | Fault::RxLengthError { .. }
+            if backend == Backend::Model =>
+        {
+            Tool::Lib
+        }
         _ => tool,
     };
     let json = r.chance(75);
@@ -327,8 +342,25 @@ pub fn queues_of(args: &[String]) -> u64 {
 }
 
 /// The kinds added after the first campaign (error completions, a device-fatal event,
-/// receive starvation, a failing queue thread, rule churn), drawn for two seeds in five.
+/// receive starvation, a failing queue thread, rule churn), drawn for two seeds in five; and,
+/// from a stream of its own again (so that the seeds before it keep their draws unless
+/// replaced), a receive length error for one model seed in twelve.
 fn later_fault(seed: u64, backend: Backend) -> Option<Fault> {
+    let mut g = Rng((seed ^ 0x2f8e_55b1_94a7_0de0).wrapping_mul(0x9fb2_1c65_1e98_df25) | 1);
+    for _ in 0..4 {
+        g.next();
+    }
+    if backend == Backend::Model && g.below(12) == 0 {
+        return Some(Fault::RxLengthError {
+            every: 20 + g.below(480),
+            len: g.pick(&[2100u64, 4000, 9000]),
+        });
+    }
+    earlier_later_fault(seed, backend)
+}
+
+/// The later kinds of the first extension (see [`later_fault`]).
+fn earlier_later_fault(seed: u64, backend: Backend) -> Option<Fault> {
     let mut f = Rng((seed ^ 0x5851_f42d_4c95_7f2d).wrapping_mul(0xd1b5_4a32_d192_ed03) | 1);
     for _ in 0..4 {
         f.next();
@@ -663,6 +695,12 @@ fn draw_lib(r: &mut Rng, sc: &mut Scenario) {
             }
         }
         Fault::TxError { nth } => a.extend(s(&["--tx-error", &nth.to_string()])),
+        Fault::RxLengthError { every, len } => a.extend(s(&[
+            "--long-every",
+            &every.to_string(),
+            "--long-len",
+            &len.to_string(),
+        ])),
         _ => {}
     }
     if r.chance(50) {

@@ -498,6 +498,22 @@ fn limited_reflector(
     let mut q = port.take_queues().pop().unwrap();
     std::thread::spawn(move || {
         let _port = port;
+        // The device under test keeps its pace whatever else runs: its thread above the
+        // load (nice -10; beside two busy loops and a pktgen at nice -20 it was kept off its CPU
+        // for up to 650 ms, longer than the trial's drain, and its late frames arrived in the
+        // next trial: 22215 received of 21177 sent). Its capacity is still judged by arrival
+        // stamps only, and the trials drain for 1 s.
+        let tid = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+        let tid = tid
+            .file_name()
+            .expect("a thread id")
+            .to_string_lossy()
+            .into_owned();
+        let niced = Command::new("renice")
+            .args(["-n", "-10", "-p", &tid])
+            .output()
+            .expect("renice");
+        assert!(niced.status.success(), "renice: {niced:?}");
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
         let (mut tokens, mut last, mut dropped) = (depth, None::<u64>, 0u64);
         while !stop.load(Relaxed) {
@@ -548,7 +564,15 @@ fn throughput_finds_a_set_capacity_within_the_resolution() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let refl = limited_reflector(&p, &p.b, &p.veth_b, CAPACITY, DEPTH, stop.clone());
     let mac_b = p.mac_text(&p.b, &p.veth_b);
-    let out = in_ns(&p.a, "pktgen")
+    // The instrument gets its CPU, as a tester's generator has a core of its own: beside two
+    // busy loops at the same priority pktgen was kept off its CPU for up to 28 ms at a time,
+    // skipped the frames due then (its catch-up is bounded) and could not offer 19 kpps in
+    // five tries of a trial; the search then rightly counted that rate as failed and said its
+    // NDR (18281 pps) was a lower bound, short of the capacity. (pktgen's paced sender asks
+    // for nice -10 itself; that was not enough.)
+    let out = Command::new("ip")
+        .args(["netns", "exec", &p.a, "nice", "-n", "-20"])
+        .arg(support::example("pktgen"))
         .args(["-b", "xdp", "-d", &p.veth_a, "--dst-mac", &mac_b])
         .args(["--src-ip", &p.ip_a, "--dst-ip", &p.ip_b, "--txrx"])
         .args(["--rule", "udp dst-port 9000 -> queue 0"])
@@ -561,7 +585,7 @@ fn throughput_finds_a_set_capacity_within_the_resolution() {
             "--resolution",
             "1kpps",
         ])
-        .args(["--drain", "200ms", "--json", "--quiet"])
+        .args(["--drain", "1s", "--json", "--quiet"])
         .output()
         .unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -84,12 +84,13 @@ fn offloads_text(o: &rawq::Offloads) -> String {
     }
 }
 
-/// A device-side bucket of the ledger: (key, words, frames).
-type DeviceBucket = (&'static str, &'static str, u64);
+/// A device-side bucket of the ledger: (key, words, frames, whether they are lost).
+type DeviceBucket = (&'static str, &'static str, u64, bool);
 
 /// Frames the device dropped or could not deliver, which its queues' counters do not show,
 /// each counted once: on the software device its own counters (its wire, its receive queues,
-/// no matching rule); on the other backends the port's device counters
+/// no matching rule, error completions, frames left unread in a receive ring:
+/// `rawq_tools::ledger::model_buckets`); on the other backends the port's device counters
 /// (`Port::device_counters`: mlx5's `out_of_buffer`, `rx_discards_phy` and `tx_discards_phy`
 /// (`rawq_tools::ledger::port_buckets`), an interface's
 /// `rx_dropped` and `rx_missed_errors`, less what the queues counted already: see
@@ -97,50 +98,21 @@ type DeviceBucket = (&'static str, &'static str, u64);
 fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
     #[cfg(feature = "mlx5")]
     if let Some(c) = port.model_counters() {
-        return vec![
-            (
-                key::WIRE_DROPS,
-                "dropped on the wire (the software device's, full)",
-                c.wire_drops,
-            ),
-            (
-                key::RX_NO_BUFFER,
-                "dropped for want of a receive buffer",
-                c.rx_no_buffer,
-            ),
-            (
-                "wire_rx_drops",
-                "dropped at the port's wire socket, full (read too late)",
-                c.wire_rx_drops,
-            ),
-            ("rx_runt", "runts dropped by the device", c.rx_runt),
-            (
-                "rx_oversize",
-                "dropped by the device as oversize",
-                c.rx_oversize,
-            ),
-            (
-                "no_rule_matched",
-                "no rule matched (went to the kernel)",
-                c.rx_to_kernel,
-            ),
-            ("drop_rule", "dropped by a drop rule", c.rx_rule_drop),
-            (
-                "rq_in_error",
-                "dropped by a receive queue in error",
-                c.rx_in_error,
-            ),
-        ];
+        return rawq_tools::ledger::model_buckets(&c, s.rx_packets);
     }
     let c = port.device_counters();
     let info = port.info();
-    let mut v = rawq_tools::ledger::port_buckets(&c);
+    let mut v: Vec<DeviceBucket> = rawq_tools::ledger::port_buckets(&c)
+        .into_iter()
+        .map(|(k, t, n)| (k, t, n, true))
+        .collect();
     if let Some(n) = c.rx_dropped {
         let n = interface_rx_drops(&info.device, n, s.rx_drops);
         v.push((
             key::INTERFACE_RX_DROPS,
             "dropped by the interface beyond the socket's drops (rx_dropped)",
             n,
+            true,
         ));
     }
     if let Some(n) = c.rx_missed {
@@ -148,6 +120,7 @@ fn device_buckets(port: &Port, s: &QueueStats) -> Vec<DeviceBucket> {
             "interface_rx_missed",
             "missed by the interface (rx_missed_errors)",
             n,
+            true,
         ));
     }
     v
@@ -268,8 +241,8 @@ fn build_ledger(
             s.rx_drops,
             true,
         );
-        for (k, t, n) in device {
-            l.add(k, t, n, true);
+        for (k, t, n, loss) in device {
+            l.add(k, t, n, loss);
         }
     }
     // A receiver knows the stamped frames up to the highest sequence number it received; the
@@ -309,7 +282,8 @@ pub(crate) fn report(
     let s = port.stats();
     let ledger = build_ledger(a, port, o, &s, link_drops, extras);
     let device: Vec<DeviceBucket> = device_buckets(port, &s);
-    let device_total: u64 = device.iter().map(|d| d.2).sum();
+    // The device's losses (frames left unread in a ring at the stop are not among them).
+    let device_total: u64 = device.iter().filter(|d| d.3).map(|d| d.2).sum();
     let (model_polls, model_idle_polls, model_work_ns) = model_polls(port);
     // The active window; a run that moved one packet or none has no rate to speak of.
     let w = window::Window {
@@ -361,7 +335,7 @@ pub(crate) fn report(
     if device_total > 0 && !a.silent {
         let parts: Vec<String> = device
             .iter()
-            .filter(|d| d.2 > 0)
+            .filter(|d| d.3 && d.2 > 0)
             .map(|d| format!("{} {}", d.2, d.1))
             .collect();
         say!(
