@@ -23,16 +23,21 @@ fn macswap_reflects_every_frame() {
         c.args(["netns", "exec", ns]).arg(support::example(bin));
         c
     };
-    // B reflects UDP to 9000; A sends and counts what comes back on the same queue.
-    let fwd = ns_cmd(&p.b, "fwd")
-        .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "8", "--quiet"])
-        .args(["--ring", "8192"])
-        .args(["--rule", "udp dst-port 9000 -> queue 0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // B reflects UDP to 9000; A sends and counts what comes back on the same queue. fwd runs
+    // until the sender is done (SIGTERM below; `-t` bounds a failed test): with `-t 8` a
+    // sender slowed by a loaded machine was still sending when fwd stopped.
+    let mut fwd = support::run::Run::spawn(
+        ns_cmd(&p.b, "fwd")
+            .args(["-d", &p.veth_b, "--mode", "macswap", "-t", "120", "--quiet"])
+            .args(["--ring", "8192"])
+            .args(["--rule", "udp dst-port 9000 -> queue 0"]),
+    );
+    // Its banner: the port is open, its rule in place.
+    assert!(
+        fwd.wait_for_stderr("fwd:", Duration::from_secs(30)),
+        "fwd did not start: {}",
+        fwd.stderr()
+    );
     // Kernel traffic on the same link for the whole run.
     let ping = Command::new("ip")
         .args([
@@ -59,9 +64,14 @@ fn macswap_reflects_every_frame() {
             &p.ip_b,
             "-n",
             &n.to_string(),
+            // 20 kpps: fwd's ring of 8192 then holds 0.4 s of frames while a loaded machine
+            // keeps fwd off its CPU (at 50 kpps, 1459 of them overflowed beside a campaign),
+            // and a second of drain takes what fwd reflects late.
             "-r",
-            "50kpps",
+            "20kpps",
             "--seq",
+            "--drain",
+            "1s",
         ])
         .args([
             "--txrx",
@@ -79,7 +89,8 @@ fn macswap_reflects_every_frame() {
         String::from_utf8_lossy(&tx.stderr)
     );
     let ping = ping.wait_with_output().unwrap();
-    let fwd = fwd.wait_with_output().unwrap();
+    fwd.signal(libc::SIGTERM).expect("SIGTERM to fwd");
+    let fwd = fwd.finish(Duration::from_secs(60));
     assert!(
         fwd.status.success(),
         "fwd: {}",
@@ -122,24 +133,34 @@ fn two_port_io_forwards_across_ports() {
     };
     y.move_b_into(&x.b).expect("move y's B end next to x's");
     let rule = "udp dst-port 9000 -> queue 0";
-    let fwd = ns_cmd(&x.b, "fwd")
-        .args(["-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "5"])
-        .args(["--ring", "4096"])
-        .args(["--quiet", "--rule", rule])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = ns_cmd(&y.a, "pktgen")
-        .args([
-            "-b", "xdp", "-d", &y.veth_a, "--rx", "-t", "5", "--json", "--quiet",
-        ])
-        .args(["--rule", rule])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // fwd and the receiver run until the sender is done and every frame has had the time to
+    // arrive (SIGTERM below; `-t` bounds a failed test), not for a guessed 5 s.
+    let mut fwd = support::run::Run::spawn(
+        ns_cmd(&x.b, "fwd")
+            .args([
+                "-d", &x.veth_b, "-d", &y.veth_b, "--mode", "io", "-t", "120",
+            ])
+            .args(["--ring", "4096"])
+            .args(["--quiet", "--rule", rule]),
+    );
+    let mut rx = support::run::Run::spawn(
+        ns_cmd(&y.a, "pktgen")
+            .args([
+                "-b", "xdp", "-d", &y.veth_a, "--rx", "-t", "120", "--json", "--quiet",
+            ])
+            .args(["--rule", rule]),
+    );
+    // Their banners: both ports open, their rules in place.
+    assert!(
+        fwd.wait_for_stderr("fwd:", Duration::from_secs(30)),
+        "fwd did not start: {}",
+        fwd.stderr()
+    );
+    assert!(
+        rx.wait_for_stderr("pktgen:", Duration::from_secs(30)),
+        "the receiver did not start: {}",
+        rx.stderr()
+    );
     let n = 5000;
     let tx = ns_cmd(&x.a, "pktgen")
         .args([
@@ -160,8 +181,21 @@ fn two_port_io_forwards_across_ports() {
         "{}",
         String::from_utf8_lossy(&tx.stderr)
     );
-    let rx = rx.wait_with_output().unwrap();
-    let fwd = fwd.wait_with_output().unwrap();
+    // Every frame sent has reached the receiver's veth (what fwd dropped would not: the
+    // assertions below say how many), or the bound passed.
+    let veth_rx = || -> u64 {
+        let o = y.exec(&y.a, &["ip", "-s", "-j", "link", "show", "dev", &y.veth_a]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while veth_rx() < n && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fwd.signal(libc::SIGTERM).expect("SIGTERM to fwd");
+    let fwd = fwd.finish(Duration::from_secs(60));
+    rx.signal(libc::SIGTERM).expect("SIGTERM to the receiver");
+    let rx = rx.finish(Duration::from_secs(60));
     let fwd_out = String::from_utf8_lossy(&fwd.stdout);
     assert!(
         fwd.status.success(),
