@@ -232,6 +232,33 @@ impl NetnsPair {
             .expect("ip netns exec")
     }
 
+    /// The frames `dev` in namespace `ns` has received (its `rx_packets`: on a veth with an XDP
+    /// program, every frame the hook saw), 0 where it cannot be read.
+    pub fn rx_packets(&self, ns: &str, dev: &str) -> u64 {
+        let path = format!("/sys/class/net/{dev}/statistics/rx_packets");
+        let out = self.exec(ns, &["cat", &path]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+
+    /// Waits until `dev` in `ns` has received at least `n` frames, up to `limit`; whether it
+    /// did. A test that stops a receiver once the frames sent have arrived, instead of giving it
+    /// a fixed run time that a loaded machine's slowed sender may outlast.
+    pub fn wait_rx_packets(&self, ns: &str, dev: &str, n: u64, limit: std::time::Duration) -> bool {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            if self.rx_packets(ns, dev) >= n {
+                return true;
+            }
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Runs `f` on a thread that has entered namespace `ns` (sockets it opens live there).
     pub fn run_in<T: Send + 'static>(&self, ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
         let path = format!("/var/run/netns/{ns}");

@@ -183,15 +183,7 @@ fn two_port_io_forwards_across_ports() {
     );
     // Every frame sent has reached the receiver's veth (what fwd dropped would not: the
     // assertions below say how many), or the bound passed.
-    let veth_rx = || -> u64 {
-        let o = y.exec(&y.a, &["ip", "-s", "-j", "link", "show", "dev", &y.veth_a]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
-    };
-    let end = std::time::Instant::now() + Duration::from_secs(30);
-    while veth_rx() < n && std::time::Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    y.wait_rx_packets(&y.a, &y.veth_a, n, Duration::from_secs(30));
     fwd.signal(libc::SIGTERM).expect("SIGTERM to fwd");
     let fwd = fwd.finish(Duration::from_secs(60));
     rx.signal(libc::SIGTERM).expect("SIGTERM to the receiver");
@@ -234,14 +226,18 @@ fn rx_drops_are_counted() {
         return;
     };
     let rule = "udp dst-port 9000 -> queue 0";
-    let fwd = ns_cmd(&p.b, "fwd")
-        .args(["-d", &p.veth_b, "--mode", "io", "-t", "4", "--quiet"])
-        .args(["--ring", "8", "--burst", "8", "--rule", rule])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    // fwd runs until the blast has reached its veth (then SIGTERM; `-t` bounds a failed test),
+    // its banner awaited before anything is sent.
+    let mut fwd = support::run::Run::spawn(
+        ns_cmd(&p.b, "fwd")
+            .args(["-d", &p.veth_b, "--mode", "io", "-t", "120", "--quiet"])
+            .args(["--ring", "8", "--burst", "8", "--rule", rule]),
+    );
+    assert!(
+        fwd.wait_for_stderr("fwd:", Duration::from_secs(30)),
+        "fwd did not start: {}",
+        fwd.stderr()
+    );
     let n: u64 = 50_000;
     let tx = ns_cmd(&p.a, "pktgen")
         .args([
@@ -260,7 +256,9 @@ fn rx_drops_are_counted() {
         "{}",
         String::from_utf8_lossy(&tx.stderr)
     );
-    let fwd = fwd.wait_with_output().unwrap();
+    p.wait_rx_packets(&p.b, &p.veth_b, n, Duration::from_secs(30));
+    fwd.signal(libc::SIGTERM).expect("SIGTERM to fwd");
+    let fwd = fwd.finish(Duration::from_secs(60));
     let out = String::from_utf8_lossy(&fwd.stdout).into_owned();
     assert!(
         fwd.status.success(),

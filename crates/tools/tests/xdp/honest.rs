@@ -412,17 +412,16 @@ fn receive_buffers_follow_the_mtu() {
         p.ip_in(ns, &["link", "set", dev, "mtu", "3000"]).unwrap();
     }
     let rule = "udp dst-port 9000 -> queue 0";
-    let rx = std::process::Command::new("ip")
-        .args(["netns", "exec", &p.b])
-        .arg(support::example("pktgen"))
-        .args([
-            "-b", "xdp", "-d", &p.veth_b, "--rx", "--rule", rule, "-t", "3", "--json", "--quiet",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    // The receiver runs until the sender's frames have reached its veth (then SIGTERM; `-t`
+    // bounds a failed test), its banner awaited before anything is sent.
+    let mut rx = support::run::Run::spawn(support::run::in_ns(&p.b, "pktgen").args([
+        "-b", "xdp", "-d", &p.veth_b, "--rx", "--rule", rule, "-t", "120", "--json", "--quiet",
+    ]));
+    assert!(
+        rx.wait_for_stderr("pktgen:", Duration::from_secs(30)),
+        "the receiver did not start: {}",
+        rx.stderr()
+    );
     let tx = pktgen_wrapped(
         &p.a,
         &[],
@@ -435,7 +434,9 @@ fn receive_buffers_follow_the_mtu() {
         "{}",
         String::from_utf8_lossy(&tx.stderr)
     );
-    let rx = rx.wait_with_output().unwrap();
+    p.wait_rx_packets(&p.b, &p.veth_b, 100, Duration::from_secs(30));
+    rx.signal(libc::SIGTERM).expect("SIGTERM to the receiver");
+    let rx = rx.finish(Duration::from_secs(60));
     assert!(
         rx.status.success(),
         "{}",
@@ -528,15 +529,7 @@ fn blast_into_a_small_ring(p: &NetnsPair, n: u64, extra: &[&str]) -> (String, se
     // what the hook saw) before the receiver is stopped: a frame not in the socket's rings then
     // was dropped on the way, in a named place, not still travelling.
     let n_sent = sent["packets"].as_u64().expect("the sender's packets");
-    let veth_rx = || -> u64 {
-        let o = p.exec(&p.b, &["ip", "-s", "-j", "link", "show", "dev", &p.veth_b]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-        v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
-    };
-    let end = Instant::now() + Duration::from_secs(60);
-    while veth_rx() < n_sent && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    p.wait_rx_packets(&p.b, &p.veth_b, n_sent, Duration::from_secs(60));
     // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs pktgen in place), not yet
     // reaped. pktgen --rx ends on SIGTERM after counting what its rings hold.
     unsafe { libc::kill(rx.id() as i32, libc::SIGTERM) };
