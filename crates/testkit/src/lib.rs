@@ -318,6 +318,29 @@ impl Rng {
     }
 }
 
+/// Waits for a capture tool started with its stderr piped (tcpdump, tshark) to say it is
+/// capturing (`listening on` / `Capturing on`), instead of sleeping and hoping; its stderr is
+/// drained by a thread from then on, so the tool never blocks on it. Panics, with what it said,
+/// if it ends first.
+pub fn wait_capturing(child: &mut std::process::Child) {
+    use std::io::BufRead;
+    let err = child.stderr.take().expect("the capture's stderr piped");
+    let mut lines = std::io::BufReader::new(err);
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        match lines.read_line(&mut line) {
+            Ok(1..) => {}
+            _ => panic!("the capture ended before capturing: {said}"),
+        }
+        said += &line;
+        if line.contains("listening on") || line.contains("Capturing on") {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+}
+
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn mac_text(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")

@@ -142,7 +142,7 @@ fn tshark_validates_a_capture() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("tcpdump");
-        std::thread::sleep(Duration::from_millis(1500));
+        support::wait_capturing(&mut dump);
         let (min, max) = if v6 { (78, 300) } else { (60, 300) };
         let size = format!("{min}-{max}");
         let dst_mac = mac_str(p.mac(&p.b, &p.veth_b));

@@ -240,10 +240,10 @@ fn tshark_finds_good_checksums_when_the_source_address_varies() {
         .args(["-c", &n.to_string(), "-w", cap.to_str().unwrap()])
         .args(["udp", "and", "dst", "port", "9000"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("tcpdump");
-    std::thread::sleep(Duration::from_millis(1500));
+    support::wait_capturing(&mut dump);
     let mut cfg = live_config(
         &p.veth_a,
         &spec(

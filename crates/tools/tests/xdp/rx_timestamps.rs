@@ -4,7 +4,7 @@
 use rawq_testkit as support;
 
 use std::net::UdpSocket;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rawq::config::RxTimestamps;
@@ -328,21 +328,23 @@ fn pktgen_rx_times_one_way_latency_with_kernel_timestamps() {
         return;
     };
     const N: u64 = 1000;
-    let rx = Command::new("ip")
-        .args(["netns", "exec", &p.a])
-        .arg(support::example("pktgen"))
-        .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "-t", "5"])
-        .args([
-            "--rule",
-            "udp dst-port 9000 -> queue 0",
-            "--json",
-            "--quiet",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The receiver runs until the frames sent have reached its veth (then SIGTERM; `-t` bounds
+    // a failed test), its banner awaited before anything is sent.
+    let mut rx = support::run::Run::spawn(
+        support::run::in_ns(&p.a, "pktgen")
+            .args(["-b", "xdp", "-d", &p.veth_a, "--rx", "-t", "120"])
+            .args([
+                "--rule",
+                "udp dst-port 9000 -> queue 0",
+                "--json",
+                "--quiet",
+            ]),
+    );
+    assert!(
+        rx.wait_for_stderr("pktgen:", Duration::from_secs(30)),
+        "the receiver did not start: {}",
+        rx.stderr()
+    );
     let mac_a = p.mac_text(&p.a, &p.veth_a);
     let tx = Command::new("ip")
         .args(["netns", "exec", &p.b])
@@ -352,7 +354,9 @@ fn pktgen_rx_times_one_way_latency_with_kernel_timestamps() {
         .args(["-n", &N.to_string(), "-r", "5kpps", "--latency", "--quiet"])
         .output()
         .unwrap();
-    let rx = rx.wait_with_output().unwrap();
+    p.wait_rx_packets(&p.a, &p.veth_a, N, Duration::from_secs(30));
+    rx.signal(libc::SIGTERM).expect("SIGTERM to the receiver");
+    let rx = rx.finish(Duration::from_secs(60));
     for (o, what) in [(&tx, "sender"), (&rx, "receiver")] {
         assert!(
             o.status.success(),
