@@ -234,6 +234,13 @@ impl Tx {
                 sq.wqe_cnt
             )));
         }
+        if !(sq.buf.as_ptr() as usize).is_multiple_of(WQEBB) {
+            // (The eMPW loop writes data segments as 8-byte words.)
+            return Err(crate::Error::Config(format!(
+                "SQ buffer at {:p}: must be {WQEBB}-byte aligned (a WQEBB)",
+                sq.buf.as_ptr()
+            )));
+        }
         if caps.min_inline != 0 && caps.min_inline as usize != eth::L2_INLINE {
             return Err(crate::Error::Unsupported(format!(
                 "minimum inline header of {} bytes (only 0 and 18 are supported)",
