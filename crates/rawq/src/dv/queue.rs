@@ -276,8 +276,6 @@ impl DvQueue {
         });
     }
 
-    // Inlined: an empty send CQ then costs its one ownership test (`Tx::poll`), not a call.
-    #[inline(always)]
     fn tx_poll(&mut self) {
         if let Some(e) = self.tx.poll(&self.stats, &mut self.cache) {
             self.tx_error(e);

@@ -50,20 +50,8 @@ impl Tx {
 
     /// Takes completions off the send CQ; stops at an error CQE and returns it. The CQEs of one
     /// call are applied together (the records are cumulative: the last good one covers the
-    /// others), so a batch of them frees its buffers in one bulk return. An empty CQ (every
-    /// other burst of a sender, see the completion requests in the module docs, and every call
-    /// on a full ring) costs one ownership test, inlined, not a call.
-    #[inline(always)]
+    /// others), so a batch of them frees its buffers in one bulk return.
     pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
-        if !self.cq.ready() {
-            return None;
-        }
-        self.poll_cqes(stats, cache)
-    }
-
-    /// [`Tx::poll`] once the CQE at the consumer index is software's.
-    #[inline(never)]
-    fn poll_cqes(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
         let mut err = None;
         let mut done = None;
         while let Some(c) = self.cq.peek() {
