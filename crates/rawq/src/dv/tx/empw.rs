@@ -9,7 +9,8 @@ use super::*;
 /// Writes one eMPW data segment per packet of `src` into `dsegs`, recording each buffer in
 /// `bufs`, until a packet cannot join the session (chained, shorter than [`MIN_FRAME`], of
 /// another pool, or asking for other offloads than the first packet, whose checksum flags the
-/// session's title carries). Returns the packets written and their bytes. The three slices
+/// session's title carries; the first packet is checked too: 0 when it cannot open a session).
+/// Returns the packets written and their bytes. The three slices
 /// have the same length: no index check or wrap in the loop.
 // Not inlined: a loop of its own gets every register (inlined into the burst, four of its
 // loop-invariant values were reloaded from the stack each packet).
@@ -26,10 +27,11 @@ fn empw_run(
         return (0, 0);
     };
     // The same request gives the same flags: one compare of the request instead of the flags
-    // computed per packet. The first packet is one buffer asking for no TSO or VLAN insertion
-    // (the caller checked): a packet joins with the same segment count and checksum word (one
-    // 32-bit compare) and no TSO or VLAN request.
-    let key = first.segs_csum_word();
+    // computed per packet. A packet joins, the first one too, with one buffer and the first
+    // packet's checksum word (one 32-bit compare: the key's segment count is 1, whatever the
+    // first packet's, so a chained first packet opens no session), at least an Ethernet
+    // header, of this pool, and no TSO or VLAN request.
+    let key = first.segs_csum_word() & 0xffff_0000 | 1;
     // A data segment's first 8 bytes (byte count, lkey, both big-endian) as one word: the
     // lkey's half is the same for every packet.
     let lkey_word =
@@ -82,23 +84,14 @@ impl Tx {
         while n < total {
             // SAFETY: `n < total`: element `n` is initialized and not moved yet.
             let p = unsafe { &*base.add(n) };
-            let cs = cs_flags(p, self.tx_csum);
-            let tso = p.offload.tso_mss;
-            // TSO and VLAN insertion take the general path (`empw_run` keeps a session to
-            // packets asking what its first one asks).
-            if p.segment_count() == 1
-                && p.len() >= MIN_FRAME
-                && p.is_from(self.shared)
-                && tso.is_none()
-                && p.offload.vlan_insert.is_none()
-            {
-                // One session: its title WQEBB and the WQEBBs its data segments fill, up to the
-                // ring's end (so no DS index wraps inside it), the free WQEBBs and the end of
-                // the buffer ring.
-                let free = self.free_bbs() as usize;
-                if free == 0 {
-                    break;
-                }
+            // One session: its title WQEBB and the WQEBBs its data segments fill, up to the
+            // ring's end (so no DS index wraps inside it), the free WQEBBs and the end of the
+            // buffer ring. `empw_run` checks every packet, the first one too: a packet that
+            // cannot open a session (chained, short, of another pool, TSO or VLAN insertion)
+            // gives none and takes the general path, as does any packet on a full ring (where
+            // the general path finds no room and stops the burst).
+            let free = self.free_bbs() as usize;
+            if free > 0 {
                 let slot = (self.pi as u32 & self.mask) as usize;
                 let buf_slot = (self.buf_pi & self.buf_mask) as usize;
                 let max = (EMPW_MAX_PKTS as usize)
@@ -127,14 +120,18 @@ impl Tx {
                     self.lkey.to_be_bytes(),
                     self.shared,
                 );
-                // k >= 1: the first packet passed the same test above.
-                self.buf_pi = self.buf_pi.wrapping_add(k as u32);
-                let start = self.pi;
-                self.close_empw(start, k as u32, bytes, cs);
-                last = Some(start);
-                n += k;
-                continue;
+                if k > 0 {
+                    self.buf_pi = self.buf_pi.wrapping_add(k as u32);
+                    let start = self.pi;
+                    // The session's checksum flags are its first packet's.
+                    self.close_empw(start, k as u32, bytes, cs_flags(p, self.tx_csum));
+                    last = Some(start);
+                    n += k;
+                    continue;
+                }
             }
+            let cs = cs_flags(p, self.tx_csum);
+            let tso = p.offload.tso_mss;
             let written = match tso {
                 Some(mss) => self.write_tso_or_refuse(p, mss),
                 None => self.write_general(p, cs, 0),
