@@ -9,7 +9,13 @@
 # "rxzip" is "rx" with CQE compression (hash-format mini-CQEs, rawq's default and what the
 # emulated ConnectX-5 sends): the packets come from compressed sessions of up to 64.
 # "alloc" is `Queue::alloc_burst` of 32 from the queue's own cache (the one its send completions
-# refill, as pktgen's send loop takes its buffers), the burst sent outside the counted function.
+# refill, as pktgen's send loop takes its buffers), the burst sent outside the counted function;
+# "txcache" is that burst's send (eMPW, the model after each burst): pktgen's driver path, the
+# completions returning buffers to the cache they came from (in "txempw" the buffers come from
+# the pool, and a third of the bulk returns overflow the cache to the pool under its lock).
+# "txfull" is a burst offered to an eMPW queue whose ring is full and whose CQ is empty (the
+# device idle): instructions a call (16 calls a round), what an empty call costs a sender
+# (bench-vs-dpdk.sh's "c", which its fit adds a 32nd of to the driver's figure).
 # Beside the instructions: the data-cache misses a packet from callgrind's cache simulation (D1
 # and LL read / write misses; its geometry pinned to this VM's caches, as bench-vs-dpdk.sh).
 #
@@ -28,10 +34,14 @@ BIN=$(grep -o '"executable":"[^"]*deps/dv-[^"]*"' "$OUT/build.json" | tail -1 | 
 [ -x "$BIN" ] || { echo "bench binary not found" >&2; exit 1; }
 PKTS=$((ROUNDS * 512))
 CACHE=(--cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 --LL=33554432,16,64)
-for dir in ${LINES:-tx tx18 txdev txempw alloc rx rxzip}; do
+for dir in ${LINES:-tx tx18 txdev txempw txcache txfull alloc rx rxzip}; do
   RAWQ_DV_CALLGRIND=$ROUNDS valgrind --tool=callgrind "${CACHE[@]}" --callgrind-out-file="$OUT/$dir.out" \
     --toggle-collect="*::callgrind_${dir}" "$BIN" >/dev/null 2>"$OUT/$dir.log"
   # The file's own totals (what was collected): "events:" names the columns of "summary:".
+  if [ "$dir" = txfull ]; then
+    awk -v n=$((ROUNDS * 16)) '/^summary:/ { printf "txfull: %d instructions / %d calls = %.1f per call\n", $2, n, $2 / n }' "$OUT/$dir.out"
+    continue
+  fi
   awk -v dir="$dir" -v n="$PKTS" '
     /^events:/ { for (i = 2; i <= NF; i++) col[$i] = i }
     /^summary:/ { for (i = 2; i <= NF; i++) v[i] = $i }

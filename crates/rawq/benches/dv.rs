@@ -291,8 +291,18 @@ fn callgrind_alloc(q: &mut Queue, b: &mut Vec<Packet>) -> usize {
     q.alloc_burst(b, BURST).map_or(0, |()| b.len())
 }
 
-/// `rounds` rounds of BATCH bursts allocated with `callgrind_alloc` and sent (eMPW), the model
-/// working after each burst: the buffers go round through the queue's cache as in pktgen.
+/// The send of `alloc_rounds`: an eMPW burst of buffers taken from the queue's own cache, the
+/// model working after each, as in pktgen's send loop (the completions return the buffers to
+/// the cache they came from, so its bulk put never overflows to the pool as `txempw`'s, whose
+/// buffers come from the pool, does a third of the time).
+#[inline(never)]
+fn callgrind_txcache(q: &mut Queue, b: &mut Vec<Packet>) -> usize {
+    black_box(&mut *q).tx_burst(black_box(b))
+}
+
+/// `rounds` rounds of BATCH bursts allocated with `callgrind_alloc` and sent (eMPW,
+/// `callgrind_txcache`), the model working after each burst: the buffers go round through the
+/// queue's cache as in pktgen.
 fn alloc_rounds(rounds: u64) -> usize {
     let (_pool, port, mut q) = tx_rig_with(0, true);
     let mut b = Vec::with_capacity(BURST);
@@ -302,11 +312,37 @@ fn alloc_rounds(rounds: u64) -> usize {
         for p in b.iter_mut() {
             p.set_len(64).expect("len");
         }
-        q.tx_burst(&mut b);
+        callgrind_txcache(&mut q, &mut b);
         assert!(b.is_empty(), "SQ full: the model fell behind");
         port.process();
     }
     got
+}
+
+/// A burst offered to an eMPW queue whose ring is full and whose CQ is empty (the device has
+/// not caught up): what one empty call costs a sender (`bench-vs-dpdk.sh`'s `c`).
+#[inline(never)]
+fn callgrind_txfull(q: &mut Queue, b: &mut Vec<Packet>) -> usize {
+    black_box(&mut *q).tx_burst(black_box(b))
+}
+
+/// `rounds * BATCH` calls of `callgrind_txfull` on a ring filled first, the device idle.
+fn full_ring_calls(rounds: u64) -> usize {
+    let (pool, _port, mut q) = tx_rig_with(0, true);
+    let mut b = Vec::with_capacity(BURST);
+    loop {
+        fill(&pool, std::slice::from_mut(&mut b));
+        if q.tx_burst(&mut b) == 0 {
+            break;
+        }
+        b.clear();
+    }
+    let mut sent = 0;
+    for _ in 0..rounds * BATCH as u64 {
+        sent += callgrind_txfull(&mut q, &mut b);
+    }
+    assert_eq!(sent, 0, "the ring was full");
+    b.len()
 }
 
 /// `rounds` rounds of BATCH bursts through `f`, `port` processing after each burst.
@@ -393,9 +429,11 @@ fn callgrind(rounds: u64) {
     let dev = per_burst_device(rounds, false, callgrind_txdev);
     let empw = per_burst_device(rounds, true, callgrind_txempw);
     let allocated = alloc_rounds(rounds);
+    let held = full_ring_calls(rounds);
     println!(
         "callgrind: tx_packets {sent} (min inline 18: {sent18}; device after each burst: \
-         {dev}, eMPW: {empw}) rx_packets {got}; allocated from the queue's cache {allocated}"
+         {dev}, eMPW: {empw}) rx_packets {got}; allocated from the queue's cache {allocated}; \
+         on a full ring: {held} kept"
     );
 }
 

@@ -231,6 +231,14 @@ impl BufCache {
             self.stack.extend_from_slice(idx);
             return;
         }
+        self.put_slice_over(idx);
+    }
+
+    /// [`BufCache::put_slice`] when the indices do not all fit (out of line: the copy into the
+    /// cache above is the common case, inlined into a driver's completion path).
+    #[cfg_attr(not(feature = "mlx5"), allow(dead_code))]
+    #[inline(never)]
+    fn put_slice_over(&mut self, idx: &[u32]) {
         let fill = self.size.saturating_sub(self.stack.len()).min(idx.len());
         self.stack.extend_from_slice(&idx[..fill]);
         let keep = self.stack.len().min(self.size);

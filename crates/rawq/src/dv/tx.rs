@@ -12,7 +12,8 @@
 //!   with the same checksum flags share **enhanced multi-packet WQEs** (opcode 0x29): title WQEBB =
 //!   control + Ethernet segment without inline + the first data segments, then one data segment
 //!   per packet, at most 32 packets / 60 DS per WQE.
-//! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 32 packets or
+//! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 64 packets (two
+//!   full bursts: one CQE polled, its buffers put back in bulk, every other burst) or
 //!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
 //!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
@@ -42,7 +43,7 @@ use crate::packet::{check_untagged, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
-pub const COMP_THRESH_PKTS: u32 = 32;
+pub const COMP_THRESH_PKTS: u32 = 64;
 /// Maximum packets in one eMPW WQE.
 pub const EMPW_MAX_PKTS: u32 = 32;
 /// Maximum DS of a WQE this driver writes.
@@ -232,6 +233,13 @@ impl Tx {
             return Err(crate::Error::Config(format!(
                 "SQ with {} WQEBBs: must be a power of two from 4 to 32768",
                 sq.wqe_cnt
+            )));
+        }
+        if !(sq.buf.as_ptr() as usize).is_multiple_of(WQEBB) {
+            // (The eMPW loop writes data segments as 8-byte words.)
+            return Err(crate::Error::Config(format!(
+                "SQ buffer at {:p}: must be {WQEBB}-byte aligned (a WQEBB)",
+                sq.buf.as_ptr()
             )));
         }
         if caps.min_inline != 0 && caps.min_inline as usize != eth::L2_INLINE {

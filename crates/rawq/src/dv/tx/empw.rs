@@ -9,11 +9,14 @@ use super::*;
 /// Writes one eMPW data segment per packet of `src` into `dsegs`, recording each buffer in
 /// `bufs`, until a packet cannot join the session (chained, shorter than [`MIN_FRAME`], of
 /// another pool, or asking for other offloads than the first packet, whose checksum flags the
-/// session's title carries). Returns the packets written and their bytes. The three slices
+/// session's title carries; the first packet is checked too: 0 when it cannot open a session).
+/// Returns the packets written and their bytes. The three slices
 /// have the same length: no index check or wrap in the loop.
-#[inline(always)]
+// Not inlined: a loop of its own gets every register (inlined into the burst, four of its
+// loop-invariant values were reloaded from the stack each packet).
+#[inline(never)]
 fn empw_run(
-    dsegs: &mut [[u8; 16]],
+    dsegs: &mut [[u64; 2]],
     bufs: &mut [u32],
     src: &[Packet],
     lkey_be: [u8; 4],
@@ -24,10 +27,15 @@ fn empw_run(
         return (0, 0);
     };
     // The same request gives the same flags: one compare of the request instead of the flags
-    // computed per packet. The first packet is one buffer asking for no TSO or VLAN insertion
-    // (the caller checked): a packet joins with the same segment count and checksum word (one
-    // 32-bit compare) and no TSO or VLAN request.
-    let key = first.segs_csum_word();
+    // computed per packet. A packet joins, the first one too, with one buffer and the first
+    // packet's checksum word (one 32-bit compare: the key's segment count is 1, whatever the
+    // first packet's, so a chained first packet opens no session), at least an Ethernet
+    // header, of this pool, and no TSO or VLAN request.
+    let key = first.segs_csum_word() & 0xffff_0000 | 1;
+    // A data segment's first 8 bytes (byte count, lkey, both big-endian) as one word: the
+    // lkey's half is the same for every packet.
+    let lkey_word =
+        u64::from_ne_bytes([0, 0, 0, 0, lkey_be[0], lkey_be[1], lkey_be[2], lkey_be[3]]);
     let (mut k, mut b) = (0, 0u64);
     for ((d, slot), p) in dsegs.iter_mut().zip(bufs.iter_mut()).zip(src) {
         let (off, len) = p.first_seg();
@@ -40,12 +48,11 @@ fn empw_run(
         }
         let idx = p.buffer_index();
         let addr = geo.buf_ptr(idx) as u64 + off as u64;
-        // Data segment: byte count, lkey, address, all big-endian (`struct mlx5_wqe_data_seg`).
-        let mut w = [0u8; 16];
-        w[0..4].copy_from_slice(&(len as u32).to_be_bytes());
-        w[4..8].copy_from_slice(&lkey_be);
-        w[8..16].copy_from_slice(&addr.to_be_bytes());
-        *d = w;
+        // Data segment: byte count, lkey, address, all big-endian (`struct mlx5_wqe_data_seg`),
+        // as two 8-byte words in memory order.
+        let bc = (len as u32).to_be_bytes();
+        let w0 = u64::from_ne_bytes([bc[0], bc[1], bc[2], bc[3], 0, 0, 0, 0]) | lkey_word;
+        *d = [w0, u64::from_ne_bytes(addr.to_be_bytes())];
         *slot = idx;
         b += len as u64;
         k += 1;
@@ -77,23 +84,14 @@ impl Tx {
         while n < total {
             // SAFETY: `n < total`: element `n` is initialized and not moved yet.
             let p = unsafe { &*base.add(n) };
-            let cs = cs_flags(p, self.tx_csum);
-            let tso = p.offload.tso_mss;
-            // TSO and VLAN insertion take the general path (`empw_run` keeps a session to
-            // packets asking what its first one asks).
-            if p.segment_count() == 1
-                && p.len() >= MIN_FRAME
-                && p.is_from(self.shared)
-                && tso.is_none()
-                && p.offload.vlan_insert.is_none()
-            {
-                // One session: its title WQEBB and the WQEBBs its data segments fill, up to the
-                // ring's end (so no DS index wraps inside it), the free WQEBBs and the end of
-                // the buffer ring.
-                let free = self.free_bbs() as usize;
-                if free == 0 {
-                    break;
-                }
+            // One session: its title WQEBB and the WQEBBs its data segments fill, up to the
+            // ring's end (so no DS index wraps inside it), the free WQEBBs and the end of the
+            // buffer ring. `empw_run` checks every packet, the first one too: a packet that
+            // cannot open a session (chained, short, of another pool, TSO or VLAN insertion)
+            // gives none and takes the general path, as does any packet on a full ring (where
+            // the general path finds no room and stops the burst).
+            let free = self.free_bbs() as usize;
+            if free > 0 {
                 let slot = (self.pi as u32 & self.mask) as usize;
                 let buf_slot = (self.buf_pi & self.buf_mask) as usize;
                 let max = (EMPW_MAX_PKTS as usize)
@@ -107,9 +105,11 @@ impl Tx {
                 // SAFETY: DS units 2 .. 2 + max of the WQE at `slot` lie in WQEBBs `slot ..
                 // slot + (2 + max) / 4`, inside the ring (`max <= 4 * (wqe_cnt - slot) - 2`)
                 // and free (`max <= 4 * free - 2`): software owns them until the doorbell.
+                // Each is 16 bytes at a multiple of 16 from the ring's start, which `Tx::new`
+                // checked to be 64-byte aligned: an aligned `[u64; 2]`.
                 let dsegs = unsafe {
                     std::slice::from_raw_parts_mut(
-                        self.base.add(slot * WQEBB + 32) as *mut [u8; 16],
+                        self.base.add(slot * WQEBB + 32) as *mut [u64; 2],
                         max,
                     )
                 };
@@ -120,14 +120,18 @@ impl Tx {
                     self.lkey.to_be_bytes(),
                     self.shared,
                 );
-                // k >= 1: the first packet passed the same test above.
-                self.buf_pi = self.buf_pi.wrapping_add(k as u32);
-                let start = self.pi;
-                self.close_empw(start, k as u32, bytes, cs);
-                last = Some(start);
-                n += k;
-                continue;
+                if k > 0 {
+                    self.buf_pi = self.buf_pi.wrapping_add(k as u32);
+                    let start = self.pi;
+                    // The session's checksum flags are its first packet's.
+                    self.close_empw(start, k as u32, bytes, cs_flags(p, self.tx_csum));
+                    last = Some(start);
+                    n += k;
+                    continue;
+                }
             }
+            let cs = cs_flags(p, self.tx_csum);
+            let tso = p.offload.tso_mss;
             let written = match tso {
                 Some(mss) => self.write_tso_or_refuse(p, mss),
                 None => self.write_general(p, cs, 0),
