@@ -177,8 +177,10 @@ fn send_only_streams_count_what_they_sent() {
 
 /// With --txrx a queue that has sent all it had keeps receiving until every queue has sent:
 /// here every frame is steered to queue 1, whose stream is over in 2 ms, while queue 0's runs
-/// for 0.3 s. pktgen once closed queue 1 after its own --drain, and the device dropped the rest
-/// of stream "long" for want of receive buffers (counted, but lost).
+/// for 2.5 s. pktgen once closed queue 1 after its own --drain, and the device dropped the rest
+/// of stream "long" for want of receive buffers (counted, but lost). The drain (1 s) is shorter
+/// than the long stream, so that bug would show, and long enough for the last frames to come
+/// back through a loaded machine's device thread (50 ms lost some beside a benchmark).
 #[test]
 fn a_queue_done_sending_receives_until_every_queue_is_done() {
     let out = pktgen(&[
@@ -187,11 +189,11 @@ fn a_queue_done_sending_receives_until_every_queue_is_done() {
         "--txrx",
         "--latency",
         "--drain",
-        "50ms",
+        "1s",
         "--rule",
         "udp -> queue 1",
         "--stream",
-        "name=long size=80 rate=10kpps count=3000",
+        "name=long size=80 rate=10kpps count=25000",
         "--stream",
         "name=short size=80 rate=10kpps count=20",
         "--json",
@@ -201,7 +203,7 @@ fn a_queue_done_sending_receives_until_every_queue_is_done() {
     check_streams(
         &v,
         &[
-            ("long", 3000, Some(80), 10_000.0),
+            ("long", 25_000, Some(80), 10_000.0),
             ("short", 20, Some(80), 10_000.0),
         ],
     );
