@@ -295,7 +295,8 @@ fn the_ledger_counts_each_drop_once() {
     };
     let rule = "udp dst-port 9000 -> queue 0";
     let mut fwd = ns_cmd(&p.b, "fwd")
-        .args(["-d", &p.veth_b, "--mode", "io", "-t", "5", "--json"])
+        // Until the blast has reached its veth (SIGTERM below; `-t` bounds a failed test).
+        .args(["-d", &p.veth_b, "--mode", "io", "-t", "120", "--json"])
         .args(["--ring", "8", "--burst", "8", "--rule", rule])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -323,6 +324,11 @@ fn the_ledger_counts_each_drop_once() {
         String::from_utf8_lossy(&tx.stderr)
     );
     let sent: serde_json::Value = serde_json::from_slice(&tx.stdout).unwrap();
+    let n_sent = sent["packets"].as_u64().expect("the sender's packets");
+    p.wait_rx_packets(&p.b, &p.veth_b, n_sent, Duration::from_secs(30));
+    // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs fwd in place), not yet
+    // reaped; fwd ends on SIGTERM with its summary.
+    unsafe { libc::kill(fwd.id() as i32, libc::SIGTERM) };
     let out = fwd.wait_with_output().unwrap();
     assert!(out.status.success(), "{said}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

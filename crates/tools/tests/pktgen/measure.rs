@@ -209,7 +209,8 @@ print(len(ts), " ".join("%.2f" % t for t in ts))
 /// latency of `n` frames. Returns pktgen's JSON summary.
 fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serde_json::Value {
     let mut fwd = in_ns_rt(&p.b, "fwd");
-    fwd.args(["-d", &p.veth_b, "--mode", "macswap", "-t", "6", "--quiet"])
+    // Until pktgen is done (SIGTERM below; `-t` bounds a failed test).
+    fwd.args(["-d", &p.veth_b, "--mode", "macswap", "-t", "120", "--quiet"])
         .args(["--rule", "udp dst-port 9000 -> queue 0"]);
     if let Some(d) = delay {
         fwd.args(["--delay", d]);
@@ -234,6 +235,9 @@ fn reflected(p: &NetnsPair, delay: Option<&str>, n: u64, extra: &[&str]) -> serd
         .args(extra)
         .output()
         .unwrap();
+    // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs fwd in place), not yet
+    // reaped; fwd ends on SIGTERM with its summary.
+    unsafe { libc::kill(fwd.id() as i32, libc::SIGTERM) };
     let fwd = fwd.wait_with_output().unwrap();
     ok(&tx, "pktgen --txrx --latency");
     ok(&fwd, "fwd");
@@ -300,8 +304,9 @@ fn capture_matches_what_was_sent() {
     let file = std::env::temp_dir().join(format!("rawq-cap-{}.pcap", std::process::id()));
     let rx = in_ns(&p.b, "pktgen")
         .args([
-            "-b", "xdp", "-d", &p.veth_b, "--rx", "-t", "5", "--quiet", "--json",
+            "-b", "xdp", "-d", &p.veth_b, "--rx", "-t", "120", "--quiet", "--json",
         ])
+        // Until the frames sent have reached its veth (SIGTERM below; `-t` bounds a failure).
         .args(["--rule", "udp dst-port 9000 -> queue 0", "--write"])
         .arg(&file)
         .stdout(Stdio::piped())
@@ -318,6 +323,10 @@ fn capture_matches_what_was_sent() {
         .output()
         .unwrap();
     ok(&tx, "sender");
+    p.wait_rx_packets(&p.b, &p.veth_b, 3000, std::time::Duration::from_secs(30));
+    // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs pktgen in place), not yet
+    // reaped; pktgen --rx ends on SIGTERM after counting what its rings hold.
+    unsafe { libc::kill(rx.id() as i32, libc::SIGTERM) };
     let rx = rx.wait_with_output().unwrap();
     ok(&rx, "receiver --write");
     let sent = summary(&tx);
