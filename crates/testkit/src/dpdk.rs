@@ -580,12 +580,17 @@ impl PktgenRx {
         let done = seen.0 + seen.1 + seen.2 >= want;
         self.signal();
         let mut child = self.child.take().unwrap();
-        let end = Instant::now() + Duration::from_secs(30);
+        // 60 s: once (the final CI of the tenth landing, beside two busy loops and a campaign)
+        // pktgen had printed its summary and its launcher had not ended 30 s later; what the
+        // processes were waiting in is kept for the message.
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut stuck = String::new();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
                 break Some(s);
             }
             if Instant::now() > end {
+                stuck = super::procs::tree_state(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -602,7 +607,8 @@ impl PktgenRx {
         );
         assert!(
             status.is_some_and(|s| s.success()),
-            "{backend}: pktgen --rx: {status:?}\n{json}\n{err}"
+            "{backend}: pktgen --rx: {status:?}\n{json}\n{err}\nstill running (pid, name, state, \
+             wchan):\n{stuck}"
         );
         Received {
             json,

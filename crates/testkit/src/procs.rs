@@ -19,6 +19,25 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// `root` and every process below it, one a line: pid, name, state and the kernel function it
+/// waits in (`wchan`), for a test's message when a launcher did not end.
+pub fn tree_state(root: u32) -> String {
+    let mut out = String::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        let dir = format!("/proc/{p}");
+        let stat = std::fs::read_to_string(format!("{dir}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?");
+        let wchan = std::fs::read_to_string(format!("{dir}/wchan")).unwrap_or_default();
+        out += &format!("{p} {} {state} {wchan}\n", comm(&dir));
+        todo.extend(children(p));
+    }
+    out
+}
+
 /// A thread's or process's name (`comm`).
 fn comm(path: &str) -> String {
     std::fs::read_to_string(format!("{path}/comm"))
