@@ -642,10 +642,7 @@ impl Drop for PktgenRx {
 
 /// `/sys/class/net/IF/statistics/NAME` of an interface in namespace `ns`.
 pub fn if_stat(ns: &NetnsPair, in_ns: &str, ifname: &str, name: &str) -> u64 {
-    let path = format!("/sys/class/net/{ifname}/statistics/{name}");
-    let o = ns.exec(in_ns, &["cat", &path]);
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("{path} in {in_ns}: {o:?}"))
+    ns.if_stat(in_ns, ifname, name).unwrap_or_else(|| {
+        panic!("/sys/class/net/{ifname}/statistics/{name} in {in_ns}: unreadable")
+    })
 }

@@ -232,15 +232,18 @@ impl NetnsPair {
             .expect("ip netns exec")
     }
 
+    /// Counter `name` of interface `dev` in namespace `ns` (`/sys/class/net/DEV/statistics/
+    /// NAME`, read inside `ns`), or None where it cannot be read.
+    pub fn if_stat(&self, ns: &str, dev: &str, name: &str) -> Option<u64> {
+        let path = format!("/sys/class/net/{dev}/statistics/{name}");
+        let out = self.exec(ns, &["cat", &path]);
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
     /// The frames `dev` in namespace `ns` has received (its `rx_packets`: on a veth with an XDP
     /// program, every frame the hook saw), 0 where it cannot be read.
     pub fn rx_packets(&self, ns: &str, dev: &str) -> u64 {
-        let path = format!("/sys/class/net/{dev}/statistics/rx_packets");
-        let out = self.exec(ns, &["cat", &path]);
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0)
+        self.if_stat(ns, dev, "rx_packets").unwrap_or(0)
     }
 
     /// Waits until `dev` in `ns` has received at least `n` frames, up to `limit`; whether it

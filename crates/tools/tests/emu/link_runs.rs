@@ -12,21 +12,6 @@ use support::emu::{serial, tempdir};
 use support::run::{in_ns, Run};
 use support::NetnsPair;
 
-/// Frames interface `dev` of namespace `ns` received (its sysfs counter, read inside `ns`).
-fn rx_packets(p: &NetnsPair, ns: &str, dev: &str) -> u64 {
-    let out = p.exec(
-        ns,
-        &[
-            "cat",
-            &format!("/sys/class/net/{dev}/statistics/rx_packets"),
-        ],
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
-}
-
 fn text(o: &Output) -> String {
     support::emu::text(o)
 }
@@ -99,7 +84,7 @@ fn pktgen_exits_when_the_link_goes_down(backend: &str) {
         &dir.join("stats"),
     ));
     let sending = child.wait_until(Duration::from_secs(60), |_| {
-        rx_packets(&p, &p.b, &p.veth_b) > 100
+        p.rx_packets(&p.b, &p.veth_b) > 100
     });
     if sending {
         p.ip_in(&p.b, &["link", "set", &p.veth_b, "down"]).unwrap();
@@ -139,7 +124,7 @@ fn pktgen_waits_for_the_link(backend: &str) {
         &dir.join("stats"),
     ));
     let sending = child.wait_until(Duration::from_secs(60), |_| {
-        rx_packets(&p, &p.b, &p.veth_b) > 100
+        p.rx_packets(&p.b, &p.veth_b) > 100
     });
     let mut paused = false;
     if sending {
@@ -191,7 +176,7 @@ fn xdp_pktgen_ends_with_the_cause_when_its_interface_is_deleted() {
         &dir.join("stats"),
     ));
     let sending = child.wait_until(Duration::from_secs(60), |_| {
-        rx_packets(&p, &p.b, &p.veth_b) > 100
+        p.rx_packets(&p.b, &p.veth_b) > 100
     });
     if sending {
         p.ip_in(&p.b, &["link", "del", &p.veth_b]).unwrap();
@@ -334,18 +319,18 @@ fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
             .args(["-r", "20kpps", "--quiet"]),
     );
     let through = fwd.wait_until(Duration::from_secs(30), |_| {
-        rx_packets(&y, &y.a, &y.veth_a) > 100
+        y.rx_packets(&y.a, &y.veth_a) > 100
     });
     let mut paused = false;
     let mut before_up = 0;
     if through {
         y.ip_in(&y.a, &["link", "set", &y.veth_a, "down"]).unwrap();
         paused = fwd.wait_for_stderr("paused", Duration::from_secs(20));
-        before_up = rx_packets(&y, &y.a, &y.veth_a);
+        before_up = y.rx_packets(&y.a, &y.veth_a);
         y.ip_in(&y.a, &["link", "set", &y.veth_a, "up"]).unwrap();
     }
     let tx = tx.finish(Duration::from_secs(60));
-    let after = rx_packets(&y, &y.a, &y.veth_a);
+    let after = y.rx_packets(&y.a, &y.veth_a);
     let out = fwd.finish(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = text(&out);
@@ -436,18 +421,18 @@ fn fwd_waits_for_the_wire(backend: &str) {
             .args(["--json", "--quiet"]),
     );
     let back = fwd.wait_until(Duration::from_secs(30), |_| {
-        rx_packets(&p, &p.b, &p.veth_b) > 100
+        p.rx_packets(&p.b, &p.veth_b) > 100
     });
     let mut paused = false;
     let mut before_up = 0;
     if back {
         p.ip_in(&p.a, &["link", "set", &p.veth_a, "down"]).unwrap();
         paused = fwd.wait_for_stderr("paused", Duration::from_secs(20));
-        before_up = rx_packets(&p, &p.b, &p.veth_b);
+        before_up = p.rx_packets(&p.b, &p.veth_b);
         p.ip_in(&p.a, &["link", "set", &p.veth_a, "up"]).unwrap();
     }
     let tx = tx.finish(Duration::from_secs(60));
-    let after = rx_packets(&p, &p.b, &p.veth_b);
+    let after = p.rx_packets(&p.b, &p.veth_b);
     let out = fwd.finish(Duration::from_secs(40));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = text(&out);
