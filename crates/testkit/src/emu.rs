@@ -57,6 +57,19 @@ pub fn emu_sh(
     c
 }
 
+/// Sends SIGTERM to the program named `name` (its `comm`: `rawq-pktgen`, `rawq-fwd`) that
+/// runs below `root` (a launcher: `ip netns exec`, `timeout`, emu.sh), so that it ends as on a
+/// signal from a terminal, with its summary and its own exit status, which emu.sh then exits
+/// with (a signal to emu.sh itself, or to `timeout`, which passes it on, makes that 143).
+/// Whether the program was found (a program that has ended already is not).
+pub fn term_command(root: u32, name: &str) -> bool {
+    let Some(pid) = crate::procs::descendant(root, name) else {
+        return false;
+    };
+    // SAFETY: kill(2) on a process below a child of ours that has not been reaped.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) == 0 }
+}
+
 /// A counter of the device model (`RAWQ_EMU_STATS` file): its first report.
 pub fn counter(stats: &Path, field: &str) -> Option<u64> {
     counter_in(stats, field, false)

@@ -80,6 +80,12 @@ impl Run {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
+    /// The program's process id (a launcher's, when it was started by one: see
+    /// [`crate::emu::term_command`]).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends signal `sig` to the program (by its process id; it has not been reaped, so the id
     /// is still its own).
     pub fn signal(&self, sig: i32) -> std::io::Result<()> {

@@ -230,6 +230,14 @@ fn pktgen_dv_rx_counts_steered_frames_while_ping_reaches_the_tap() {
     });
     let tcp_client = client.join().unwrap();
     let got = server.join().unwrap();
+    // pktgen ends once the port has delivered every steered frame to its queue (the model's
+    // counters, rewritten twice a second): SIGTERM to pktgen itself (below emu.sh), on which
+    // it counts what its queue still holds; not at its `-t`, which bounds a failed test.
+    let end = Instant::now() + Duration::from_secs(20);
+    while last_counter(&stats, "rx_frames").unwrap_or(0) < STEERED && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    support::emu::term_command(rx.id(), "rawq-pktgen");
     let status = finish(rx, Duration::from_secs(40));
     let o = std::fs::read_to_string(&out).unwrap_or_default();
     let e = std::fs::read_to_string(&err).unwrap_or_default();
@@ -359,6 +367,9 @@ fn fwd_dv_macswap_reflects_every_frame() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let back = rx_b() - before;
+    // Every frame is back (or the wait gave up): fwd ends on SIGTERM (to fwd itself, below
+    // emu.sh), not at its `-t`, which bounds a failed test.
+    support::emu::term_command(child.id(), "rawq-fwd");
     let status = finish(child, Duration::from_secs(30));
     let e = std::fs::read_to_string(&err).unwrap_or_default()
         + &std::fs::read_to_string(dir.join("fwd.out")).unwrap_or_default();

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use support::emu::{emu_sh, last_counter, serial, set_rcvbuf, tempdir, text};
+use support::emu::{emu_sh, last_counter, serial, set_rcvbuf, tempdir, term_command, text};
 use support::NetnsPair;
 
 /// UDP payload of a 9000-byte frame (Ethernet 14, IPv4 20, UDP 8).
@@ -220,6 +220,19 @@ fn rx_run(
             }
         }
     });
+    // pktgen ends once the port has taken every frame sent, delivered to the queue or dropped
+    // as oversize (the model's counters, rewritten twice a second): SIGTERM to pktgen itself
+    // (below emu.sh), on which it counts what its queue still holds; not at its `-t`, which
+    // bounds a failed test.
+    let taken = || {
+        last_counter(&stats, "rx_frames").unwrap_or(0)
+            + last_counter(&stats, "rx_oversize").unwrap_or(0)
+    };
+    let end = Instant::now() + Duration::from_secs(20);
+    while taken() < jumbo + small && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    term_command(rx.id(), "rawq-pktgen");
     let end = Instant::now() + Duration::from_secs(60);
     while rx.try_wait().ok().flatten().is_none() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
@@ -376,6 +389,9 @@ fn fwd_reflects_jumbo(backend: &str, tag: &str) {
         }
         ok
     });
+    // Every datagram is back (or given up on): fwd ends on SIGTERM (to fwd itself, below
+    // emu.sh), not at its `-t`, which bounds a failed test.
+    term_command(child.id(), "rawq-fwd");
     let status = child.wait().expect("wait fwd");
     let e = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(status.success(), "fwd:\n{e}");

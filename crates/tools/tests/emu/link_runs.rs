@@ -331,6 +331,10 @@ fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
     }
     let tx = tx.finish(Duration::from_secs(60));
     let after = y.rx_packets(&y.a, &y.veth_a);
+    // The sender is done: fwd ends once it has said it resumes (SIGTERM; its `-t` bounds a
+    // failed test), not at its `-t` 9 s later.
+    fwd.wait_for_stderr("sending resumes", Duration::from_secs(20));
+    fwd.signal(libc::SIGTERM).expect("SIGTERM to fwd");
     let out = fwd.finish(Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = text(&out);
@@ -433,6 +437,10 @@ fn fwd_waits_for_the_wire(backend: &str) {
     }
     let tx = tx.finish(Duration::from_secs(60));
     let after = p.rx_packets(&p.b, &p.veth_b);
+    // The sender is done: fwd ends once it has said it resumes (SIGTERM to fwd itself, below
+    // emu.sh; its `-t` bounds a failed test), not at its `-t` some 15 s later.
+    fwd.wait_for_stderr("sending resumes", Duration::from_secs(20));
+    support::emu::term_command(fwd.id(), "rawq-fwd");
     let out = fwd.finish(Duration::from_secs(40));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = text(&out);

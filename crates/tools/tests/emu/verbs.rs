@@ -266,6 +266,14 @@ fn verbs_rx_counts_the_steered_flow_while_ping_and_tcp_reach_the_tap_netdev() {
             }
         }
     });
+    // pktgen ends once the port has delivered every steered frame to its queue (the model's
+    // counters, rewritten twice a second): SIGTERM to pktgen itself (below emu.sh), on which
+    // it counts what its queue still holds; not at its `-t`, which bounds a failed test.
+    let end = Instant::now() + Duration::from_secs(20);
+    while counter(&stats, "rx_frames").unwrap_or(0) < N && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    support::emu::term_command(app.id(), "rawq-pktgen");
     let out = wait_for(app, Duration::from_secs(40));
     let err = err.join().unwrap();
     assert!(out.status.success(), "pktgen:\n{}\n{err}", text(&out));

@@ -472,8 +472,10 @@ fn two_queue_pairs_on_a_two_queue_veth() {
     p.ip_in(&p.a, &["link", "set", &qa, "up"]).unwrap();
     p.ip_in(&p.b, &["link", "set", &qb, "up"]).unwrap();
     let rule = "udp dst-port 9000 -> queue 0";
+    // fwd runs until every frame sent has reached its veth (then SIGTERM; `-t` bounds a failed
+    // test), not for a guessed 6 s that a loaded machine's slowed sender may outlast.
     let fwd = ns_cmd(&p.b, "fwd")
-        .args(["-d", &qb, "--queues", "2", "--mode", "macswap", "-t", "6"])
+        .args(["-d", &qb, "--queues", "2", "--mode", "macswap", "-t", "120"])
         .args(["--ring", "4096", "--quiet", "--json", "--rule", rule])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -491,6 +493,10 @@ fn two_queue_pairs_on_a_two_queue_veth() {
         "{}",
         String::from_utf8_lossy(&tx.stderr)
     );
+    p.wait_rx_packets(&p.b, &qb, n, Duration::from_secs(30));
+    // SAFETY: kill(2) on the pid of a child we started and have not reaped (`ip netns exec`
+    // execs fwd in place).
+    unsafe { libc::kill(fwd.id() as i32, libc::SIGTERM) };
     let out = support::emu::wait_for(fwd, Duration::from_secs(30));
     assert!(
         out.status.success(),

@@ -176,7 +176,7 @@ fn pktgen_rx_interrupt_idles_then_counts_every_frame() {
     let Some(p) = NetnsPair::new("pgrxm") else {
         return;
     };
-    let rx = ns_cmd(&p.b, "pktgen")
+    let mut rx = ns_cmd(&p.b, "pktgen")
         .args([
             "-b",
             "xdp",
@@ -207,6 +207,11 @@ fn pktgen_rx_interrupt_idles_then_counts_every_frame() {
         "{}",
         String::from_utf8_lossy(&tx.stderr)
     );
+    // The receiver ends once every frame sent has reached its veth (or the bound passed):
+    // SIGTERM, on which it counts what its queue still holds; not at its `-t`, which bounds a
+    // failed test.
+    p.wait_rx_packets(&p.b, &p.veth_b, n, Duration::from_secs(30));
+    kill(&mut rx);
     let rx = rx.wait_with_output().unwrap();
     assert!(
         rx.status.success(),

@@ -152,27 +152,26 @@ fn answers_arp_for_its_own_address_while_running() {
         ns.ip_a.clone(),
         ns.ip_b.clone(),
     );
-    let pktgen = std::thread::spawn(move || {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns_a])
-            .arg(support::example("pktgen"))
-            .args([
-                "-b",
-                "xdp",
-                "-d",
-                &dev,
-                "--dst-mac",
-                &mac_b,
-                "--src-ip",
-                &ip_a,
-            ])
-            .args(["--dst-ip", &ip_b, "-r", "100", "-t", "6", "--quiet"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pktgen");
-        support::emu::wait_for(child, Duration::from_secs(30))
-    });
+    // pktgen runs until b has learned a's address from it (then SIGTERM; `-t` bounds a
+    // failed test), not for its whole `-t`.
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns_a])
+        .arg(support::example("pktgen"))
+        .args([
+            "-b",
+            "xdp",
+            "-d",
+            &dev,
+            "--dst-mac",
+            &mac_b,
+            "--src-ip",
+            &ip_a,
+        ])
+        .args(["--dst-ip", &ip_b, "-r", "100", "-t", "6", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pktgen");
     // b's kernel resolves a's address to send to it: each datagram asks again until answered.
     let sock = ns
         .run_in(&ns.b, || UdpSocket::bind("0.0.0.0:0"))
@@ -189,7 +188,10 @@ fn answers_arp_for_its_own_address_while_running() {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let out = pktgen.join().unwrap();
+    // SAFETY: kill(2) on the pid of a child we started and have not reaped (`ip netns exec`
+    // execs pktgen in place).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = support::emu::wait_for(child, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
