@@ -157,9 +157,9 @@ impl PortSnap {
     /// run, frames stuck in the ring of a link that went down.
     pub fn not_sent(&self) -> u64 {
         let t = &self.total;
-        self.fwd
-            .tx_taken
-            .saturating_sub(t.tx_packets + t.tx_drops + t.tx_errors)
+        self.fwd.tx_taken.saturating_sub(
+            t.tx_packets + t.tx_drops + t.tx_errors + t.tx_unsent_at_close + t.tx_fate_unknown,
+        )
     }
 
     /// The device's loss counters as `, device: name n, name n` (empty when none).
@@ -304,6 +304,18 @@ pub fn ledger(snaps: &[PortSnap]) -> Ledger {
         key::IN_FLIGHT,
         "in a tx ring at the stop, not sent (not a loss)",
         sum(&|s| s.not_sent()),
+        false,
+    )
+    .add(
+        key::TX_UNSENT_AT_CLOSE,
+        "not sent: the queue closed before the device sent them (not a loss)",
+        sum(&|s| s.total.tx_unsent_at_close),
+        false,
+    )
+    .add(
+        key::TX_FATE_UNKNOWN,
+        "posted, fate unknown at the close (the device cannot say whether they were sent)",
+        sum(&|s| s.total.tx_fate_unknown),
         false,
     )
     .add(
