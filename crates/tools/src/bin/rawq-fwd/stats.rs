@@ -184,6 +184,8 @@ impl PortSnap {
             tx_drops: self.total.tx_drops,
             tx_errors: self.total.tx_errors,
             tx_not_sent: self.not_sent(),
+            tx_unsent_at_close: self.total.tx_unsent_at_close,
+            tx_fate_unknown: self.total.tx_fate_unknown,
             device: self.device.iter().map(|&(k, v)| (k, v)).collect(),
             rxonly: self.fwd.rxonly,
             held_by_delay: self.fwd.held,
@@ -201,6 +203,10 @@ struct Drops<'a> {
     tx_drops: u64,
     tx_errors: u64,
     tx_not_sent: u64,
+    /// Posted, not sent: the queue closed before the device sent them (the device said so).
+    tx_unsent_at_close: u64,
+    /// Posted, fate unknown at the close (dv, verbs).
+    tx_fate_unknown: u64,
     /// The device's loss counters by name.
     device: std::collections::BTreeMap<&'a str, u64>,
     rxonly: u64,
