@@ -56,7 +56,7 @@ pub mod key {
     /// Posted to the device, fate unknown at the close: outstanding without a completion when
     /// the queue closed, on a device that cannot say whether they reached the wire (dv and
     /// verbs on a ConnectX or the emulated NIC; the library's `QueueStats::tx_fate_unknown`).
-    /// A `--txrx` run moves those the receive side saw out of it ([`Ledger::reconcile`]).
+    /// A `--txrx` run moves those the receive side saw out of it ([`Ledger::reconcile`](super::Ledger::reconcile)).
     pub const TX_FATE_UNKNOWN: &str = "fate_unknown_at_close";
     /// Not sent while the link was down (`--on-link-down wait`).
     pub const LINK_DOWN: &str = "not_sent_link_down";
