@@ -12,7 +12,10 @@
 //! post, so the counters never lag behind what was sent for want of a `reclaim`), or in
 //! `tx_drops` (dropped up front: runts, over-long chains, packets of another pool; or flushed by
 //! a queue error, when it moves from `tx_packets` to `tx_drops`). `tx_burst` returns only the
-//! packets handed to the device.
+//! packets handed to the device. A queue dropped with sends outstanding waits for its device,
+//! stops its send queue and reads the CQ a last time; what is left moves from `tx_packets` to
+//! `tx_unsent_at_close` (the device said how far it got: the model) or `tx_fate_unknown` (it
+//! cannot: a NIC). See its `Drop`.
 
 use std::any::Any;
 
