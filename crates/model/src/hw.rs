@@ -70,6 +70,59 @@ struct HwShared {
     sink: Mutex<Option<Sink>>,
     /// [`ModelCounters::work_ns`], added to by the device's thread outside the state's lock.
     work_ns: AtomicU64,
+    /// Control commands waiting for the device to finish its round ([`Hw::commands_waiting`]).
+    waiting: AtomicU64,
+    /// The test hold on the device's rounds ([`Hw::hold_rounds`]).
+    hold: Arc<HoldState>,
+}
+
+/// A hold on the device's rounds ([`Hw::hold_rounds`]).
+#[derive(Default)]
+struct HoldState {
+    /// Armed: the next round waits (inside, the device's lock held) until released.
+    armed: AtomicBool,
+    /// (a round is waiting in the hold, released)
+    st: Mutex<(bool, bool)>,
+    cv: std::sync::Condvar,
+}
+
+/// A hold on the device's rounds, from [`Hw::hold_rounds`]: the next round the device starts
+/// stops inside, the device's lock held, as a device thread taken off its CPU in the middle of
+/// its work would, until [`RoundHold::release`] (or the hold is dropped).
+pub struct RoundHold {
+    hold: Arc<HoldState>,
+}
+
+impl RoundHold {
+    /// Waits up to `timeout` until a round is held; whether one is.
+    pub fn wait_held(&self, timeout: std::time::Duration) -> bool {
+        let g = relock(&self.hold.st);
+        let (g, _) = self
+            .hold
+            .cv
+            .wait_timeout_while(g, timeout, |s| !s.0)
+            .unwrap_or_else(|p| p.into_inner());
+        g.0
+    }
+
+    /// Lets the held round (and every later one) run.
+    pub fn release(&self) {
+        self.hold.armed.store(false, Ordering::SeqCst);
+        relock(&self.hold.st).1 = true;
+        self.hold.cv.notify_all();
+    }
+}
+
+impl Drop for RoundHold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl std::fmt::Debug for RoundHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundHold").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Hw {
@@ -105,12 +158,55 @@ impl Hw {
                 spare: Mutex::new(Vec::with_capacity(256)),
                 sink: Mutex::new(None),
                 work_ns: AtomicU64::new(0),
+                waiting: AtomicU64::new(0),
+                hold: Arc::default(),
             }),
         })
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HwState> {
         relock(&self.inner.st)
+    }
+
+    /// The device's lock for a control command (a queue's state change): counted in
+    /// [`Hw::commands_waiting`] while it waits for the device to finish its round.
+    fn command(&self) -> MutexGuard<'_, HwState> {
+        self.inner.waiting.fetch_add(1, Ordering::SeqCst);
+        let g = self.lock();
+        self.inner.waiting.fetch_sub(1, Ordering::SeqCst);
+        g
+    }
+
+    /// Queue state commands ([`Hw::set_sq_state`], [`Hw::stop_sq`], [`Hw::set_rq_state`])
+    /// waiting now for the device to finish the round it is in (a driver closing a queue while
+    /// the device works, for tests: see [`Hw::hold_rounds`]).
+    pub fn commands_waiting(&self) -> u64 {
+        self.inner.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Holds the device's next round (for tests): the round starts, takes the device's lock
+    /// and waits there until the returned hold is released, as a device thread taken off its
+    /// CPU in the middle of its work would. Commands wait for it meanwhile
+    /// ([`Hw::commands_waiting`]); a driver polling its completions sees none.
+    pub fn hold_rounds(&self) -> RoundHold {
+        let h = self.inner.hold.clone();
+        *relock(&h.st) = (false, false);
+        h.armed.store(true, Ordering::SeqCst);
+        RoundHold { hold: h }
+    }
+
+    /// In a round: waits while a hold is armed (see [`Hw::hold_rounds`]).
+    fn held(&self) {
+        let h = &self.inner.hold;
+        if !h.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut g = relock(&h.st);
+        g.0 = true;
+        h.cv.notify_all();
+        while !g.1 {
+            g = h.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// Cables two devices to each other (replacing both wires).
@@ -301,7 +397,25 @@ impl Hw {
     /// # Errors
     /// [`Error::Config`] for an unknown SQ or a transition the hardware refuses.
     pub fn set_sq_state(&self, sqn: u32, state: QueueState) -> Result<()> {
-        self.lock().set_sq_state(sqn, state)
+        self.command().set_sq_state(sqn, state)
+    }
+
+    /// Stops SQ `sqn` for good, as a ConnectX's modify-to-RESET / DESTROY_SQ does: a command
+    /// the device answers between two rounds of its work (never in the middle of one), after
+    /// which it processes nothing of this SQ (it is in [`QueueState::Reset`], until made ready
+    /// again). Returns the WQE counter the device reached: every WQE before it was carried
+    /// out (its frames are on the wire, its completion written if one was asked for, or held
+    /// back by [`Hw::delay_tx_completions`]), none from it on was, or ever will be. A driver
+    /// that reads its CQ once more after this knows the fate of every send it posted.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an unknown SQ.
+    pub fn stop_sq(&self, sqn: u32) -> Result<u16> {
+        let mut st = self.command();
+        let s = st.sq_mut(sqn)?;
+        let to = s.sent_to();
+        s.set_state(QueueState::Reset)?;
+        Ok(to)
     }
 
     /// Moves an RQ to `state` (as [`Hw::set_sq_state`]).
@@ -309,7 +423,7 @@ impl Hw {
     /// # Errors
     /// [`Error::Config`] for an unknown RQ or a transition the hardware refuses.
     pub fn set_rq_state(&self, rqn: u32, state: QueueState) -> Result<()> {
-        self.lock().set_rq_state(rqn, state)
+        self.command().set_rq_state(rqn, state)
     }
 
     /// The state of an SQ (it moves to Error by itself after a send error or a CQ overrun).
@@ -420,6 +534,7 @@ impl Hw {
         let n;
         {
             let mut st = self.lock();
+            self.held();
             n = st.process(check_uar);
             st.counters.polls += 1;
             st.counters.idle_polls += (n == 0) as u64;
@@ -534,6 +649,14 @@ impl Hw {
     pub fn delay_tx_completions(&self, sqn: u32, steps: u64) {
         if let Ok(s) = self.lock().sq_mut(sqn) {
             s.set_delay(steps);
+        }
+    }
+
+    /// Makes SQ `sqn` slow: at most `wqes` of its WQEs per round of [`Hw::process`] (0: no
+    /// limit). Unknown SQ: nothing.
+    pub fn limit_tx_per_round(&self, sqn: u32, wqes: u32) {
+        if let Ok(s) = self.lock().sq_mut(sqn) {
+            s.set_per_round(wqes);
         }
     }
 

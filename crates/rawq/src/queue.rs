@@ -378,7 +378,10 @@ impl std::str::FromStr for RxMode {
 
 #[cfg(any(feature = "mlx5", feature = "verbs"))]
 /// How long a queue being dropped waits, in all, for its device to complete the sends it
-/// posted before it flushes the rest (counted in `tx_drops`): long enough for a device that a
+/// posted before it stops the device's queue and counts the rest (`tx_unsent_at_close` where
+/// the device says how far it got, as the software device does; `tx_fate_unknown` where it
+/// cannot, dv and verbs on a NIC; a final read of the CQ after the stop counts as sent what the
+/// device completed meanwhile): long enough for a device that a
 /// loaded machine keeps off its CPU for a while (the emulated NIC's thread, beside five builds,
 /// took over 50 ms), short enough that a dead device does not hold the drop for long.
 pub(crate) const DRAIN_ON_DROP: Duration = Duration::from_secs(2);

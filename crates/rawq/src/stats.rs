@@ -45,13 +45,26 @@ pub struct QueueStats {
     pub tx_copies: u64,
     /// Packets `tx_burst` took from the caller's `Vec`: those it reported taken and those it
     /// dropped at once (in `tx_drops`). From then on each is in exactly one of sent
-    /// (`tx_packets`), dropped (`tx_drops`), failed (`tx_errors`) or in flight: see
+    /// (`tx_packets`), dropped (`tx_drops`), failed (`tx_errors`), not sent at the close
+    /// (`tx_unsent_at_close`), fate unknown at the close (`tx_fate_unknown`) or in flight: see
     /// [`QueueStats::tx_ledger`].
     pub tx_taken: u64,
+    /// Packets posted to the device and not sent: the queue closed (was dropped) before the
+    /// device sent them, and the device said so (the software device: its send queue's stop
+    /// reports how far it got). Not in `tx_packets` nor `tx_drops`.
+    pub tx_unsent_at_close: u64,
+    /// Packets posted to the device whose fate is unknown: the queue closed (was dropped)
+    /// while they were outstanding, without their completion, on a device that cannot say
+    /// whether they reached the wire (dv and verbs: a WQE the NIC fetched may or may not have
+    /// been sent when its queue is reset or destroyed). Not in `tx_packets` nor `tx_drops`.
+    pub tx_fate_unknown: u64,
 }
 
 /// Where the packets a queue's `tx_burst` took are (see [`QueueStats::tx_ledger`]): each in
-/// exactly one of `sent`, `dropped`, `failed` or `in_flight`.
+/// exactly one of `sent`, `dropped`, `failed`, `unsent_at_close`, `fate_unknown` or
+/// `in_flight`. The two `_at_close` kinds appear only once the queue was dropped: what its
+/// device had not completed then, said exactly where the device can tell (the software
+/// device), as unknown where it cannot (dv and verbs on a NIC).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -68,6 +81,13 @@ pub struct TxLedger {
     pub dropped: u64,
     /// Failed with an error completion ([`QueueStats::tx_errors`]).
     pub failed: u64,
+    /// Not sent: the queue closed before the device sent them, as the device said
+    /// ([`QueueStats::tx_unsent_at_close`]; the software device).
+    pub unsent_at_close: u64,
+    /// Posted, fate unknown at the close: outstanding without a completion when the queue
+    /// closed, on a device that cannot tell whether they reached the wire
+    /// ([`QueueStats::tx_fate_unknown`]; dv and verbs).
+    pub fate_unknown: u64,
     /// Taken and none of the above yet: on AF_XDP, in the kernel's tx ring waiting for its
     /// completion. Not a loss: `Queue::reclaim` moves them on.
     pub in_flight: u64,
@@ -80,7 +100,13 @@ impl TxLedger {
     /// Whether every packet taken is in exactly one bucket.
     pub fn closes(&self) -> bool {
         self.double_counted == 0
-            && self.sent + self.dropped + self.failed + self.in_flight == self.taken
+            && self.sent
+                + self.dropped
+                + self.failed
+                + self.unsent_at_close
+                + self.fate_unknown
+                + self.in_flight
+                == self.taken
     }
 }
 
@@ -134,12 +160,18 @@ impl QueueStats {
     /// another thread's snapshot may catch a packet between two counters (shown in
     /// `in_flight` or `double_counted` for that moment).
     pub fn tx_ledger(&self) -> TxLedger {
-        let done = self.tx_packets + self.tx_drops + self.tx_errors;
+        let done = self.tx_packets
+            + self.tx_drops
+            + self.tx_errors
+            + self.tx_unsent_at_close
+            + self.tx_fate_unknown;
         TxLedger {
             taken: self.tx_taken,
             sent: self.tx_packets,
             dropped: self.tx_drops,
             failed: self.tx_errors,
+            unsent_at_close: self.tx_unsent_at_close,
+            fate_unknown: self.tx_fate_unknown,
             in_flight: self.tx_taken.saturating_sub(done),
             double_counted: done.saturating_sub(self.tx_taken),
         }
@@ -158,12 +190,14 @@ impl QueueStats {
         self.tx_copies += other.tx_copies;
         self.rx_no_buffer += other.rx_no_buffer;
         self.tx_taken += other.tx_taken;
+        self.tx_unsent_at_close += other.tx_unsent_at_close;
+        self.tx_fate_unknown += other.tx_fate_unknown;
     }
 }
 
 #[derive(Default)]
 struct Cells {
-    c: [AtomicU64; 11],
+    c: [AtomicU64; 13],
 }
 
 /// The writer side of a queue's counters, owned by the queue.
@@ -198,6 +232,10 @@ pub enum Counter {
     RxNoBuffer,
     /// [`QueueStats::tx_taken`]
     TxTaken,
+    /// [`QueueStats::tx_unsent_at_close`]
+    TxUnsentAtClose,
+    /// [`QueueStats::tx_fate_unknown`]
+    TxFateUnknown,
 }
 
 impl StatsWriter {
@@ -263,6 +301,8 @@ impl StatsReader {
             tx_copies: c[8].load(Relaxed),
             rx_no_buffer: c[9].load(Relaxed),
             tx_taken: c[10].load(Relaxed),
+            tx_unsent_at_close: c[11].load(Relaxed),
+            tx_fate_unknown: c[12].load(Relaxed),
         }
     }
 }

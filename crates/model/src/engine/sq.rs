@@ -24,6 +24,12 @@ pub(crate) struct Sq {
     seq: u64,
     delay: u64,
     delayed: VecDeque<(u64, [u8; 64])>,
+    /// The WQE counter after the last WQE the device carried out (its frames went to the
+    /// wire): every WQE before it was sent, none from it on (a failed or flushed WQE does not
+    /// move it). What a stop reports (`Hw::stop_sq`).
+    sent_to: u16,
+    /// At most this many WQEs per round (0: no limit): a slow device, for tests.
+    per_round: u32,
     pub(crate) ctr: ModelCounters,
 }
 
@@ -40,6 +46,8 @@ impl Sq {
             seq: 0,
             delay: 0,
             delayed: VecDeque::with_capacity((d.wqe_cnt as usize).clamp(16, 4096)),
+            sent_to: 0,
+            per_round: 0,
             ctr: ModelCounters::default(),
         }
     }
@@ -57,6 +65,7 @@ impl Sq {
         if st == QueueState::Reset {
             self.ci = 0;
             self.db_pi = 0;
+            self.sent_to = 0;
             self.delayed.clear();
             self.delay = 0;
             self.ctr = ModelCounters::default();
@@ -71,6 +80,15 @@ impl Sq {
 
     pub(crate) fn set_delay(&mut self, steps: u64) {
         self.delay = steps;
+    }
+
+    pub(crate) fn set_per_round(&mut self, wqes: u32) {
+        self.per_round = wqes;
+    }
+
+    /// The WQE counter after the last WQE carried out (the field `sent_to`).
+    pub(crate) fn sent_to(&self) -> u16 {
+        self.sent_to
     }
 
     pub(super) fn delayed_is_empty(&self) -> bool {
@@ -228,6 +246,12 @@ impl HwState {
             if s.state == QueueState::Reset {
                 return work;
             }
+            if s.per_round > 0 && work >= s.per_round as usize {
+                // A slow device (`Hw::limit_tx_per_round`): the rest waits for later rounds
+                // (the UAR check waits for the round that reaches the doorbell's WQE).
+                last_db = s.db_pi;
+                break;
+            }
             let ci = s.ci;
             // Every WQE up to the last doorbell done: look at the register again (a doorbell
             // that came meanwhile moves the limit; the record is read only then, so that the
@@ -299,6 +323,7 @@ impl HwState {
                         return work;
                     };
                     s.ci = ci.wrapping_add(p.bbs as u16);
+                    s.sent_to = s.ci;
                     s.seq += 1;
                     count!(self.counters, s.ctr, tx_wqes, 1);
                     last_start = Some(ci);

@@ -119,3 +119,55 @@ fn a_zero_length_send_data_segment_is_refused_and_counted() {
     let k = r.hw.counters();
     assert_eq!((k.tx_frames, k.tx_zero_length_segs), (0, 1));
 }
+
+/// A stop (modify-to-RESET) says how far the device got, and after it the device processes
+/// nothing more of that SQ, however much is rung (issue 32, seeds 9855 and 9936).
+#[test]
+fn a_stopped_sq_says_how_far_it_got_and_is_never_processed_again() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 16, 64, None);
+    let sqn = r.sq(cq, 0);
+    // A slow device: one WQE a round.
+    r.hw.limit_tx_per_round(sqn, 1);
+    nops(&r, sqn, 0, 4);
+    r.ring(4, 3);
+    r.hw.process();
+    r.hw.process();
+    assert_eq!(r.hw.counters().tx_wqes, 2);
+    assert_eq!(r.hw.stop_sq(sqn).unwrap(), 2, "two WQEs carried out");
+    for _ in 0..4 {
+        r.hw.process();
+    }
+    nops(&r, sqn, 4, 6);
+    r.ring(6, 5);
+    for _ in 0..4 {
+        r.hw.process();
+    }
+    assert_eq!(r.hw.counters().tx_wqes, 2, "processed after the stop");
+    assert_eq!(r.hw.sq_state(sqn).unwrap(), QueueState::Reset);
+}
+
+/// A held round keeps the device's lock: a state command waits for it (and is seen waiting),
+/// and runs once the round is released.
+#[test]
+fn a_command_waits_for_a_held_round() {
+    let r = Rig::new(opts(0));
+    let cq = r.cq(0, 16, 64, None);
+    let sqn = r.sq(cq, 0);
+    nops(&r, sqn, 0, 3);
+    r.ring(3, 2);
+    let hold = r.hw.hold_rounds();
+    let hw = r.hw.clone();
+    let t = std::thread::spawn(move || hw.process());
+    assert!(hold.wait_held(std::time::Duration::from_secs(60)));
+    let hw = r.hw.clone();
+    let stop = std::thread::spawn(move || hw.stop_sq(sqn).unwrap());
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while r.hw.commands_waiting() == 0 {
+        assert!(std::time::Instant::now() < end, "the stop never waited");
+        std::thread::yield_now();
+    }
+    hold.release();
+    assert_eq!(t.join().unwrap(), 3, "the held round ran in full");
+    assert_eq!(stop.join().unwrap(), 3, "the stop came after the round");
+}

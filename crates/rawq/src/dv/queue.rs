@@ -12,7 +12,10 @@
 //! post, so the counters never lag behind what was sent for want of a `reclaim`), or in
 //! `tx_drops` (dropped up front: runts, over-long chains, packets of another pool; or flushed by
 //! a queue error, when it moves from `tx_packets` to `tx_drops`). `tx_burst` returns only the
-//! packets handed to the device.
+//! packets handed to the device. A queue dropped with sends outstanding waits for its device,
+//! stops its send queue and reads the CQ a last time; what is left moves from `tx_packets` to
+//! `tx_unsent_at_close` (the device said how far it got: the model) or `tx_fate_unknown` (it
+//! cannot: a NIC). See its `Drop`.
 
 use std::any::Any;
 
@@ -47,6 +50,14 @@ pub trait Recover: Send {
     /// Stops the device from touching the rings (before the queue's buffers go back to the pool
     /// on drop). Default: nothing.
     fn quiesce(&mut self) {}
+    /// Stops the send queue for good, on drop, where the device can say how far it got: a
+    /// command the device answers after it has stopped processing the queue (a ConnectX's
+    /// modify-to-RESET), returning the WQE counter it reached (every WQE before it was carried
+    /// out, none from it on ever will be). `None` (the default) where the device cannot say:
+    /// what the queue still holds then has an unknown fate (`QueueStats::tx_fate_unknown`).
+    fn stop_sq(&mut self) -> Option<u16> {
+        None
+    }
 }
 
 /// A recovery hook that cannot recover (the queue stays in error after an error completion).
@@ -373,9 +384,13 @@ impl QueueOps for DvQueue {
 impl Drop for DvQueue {
     /// Sends were counted when posted: the queue first gives the device time to complete them
     /// (asking for a completion on the tail; up to `queue::DRAIN_ON_DROP`, or
-    /// `queue::DRAIN_STALL` without progress), then counts whatever it did not complete as
-    /// `tx_drops`, out of `tx_packets`, so that nothing the device never sent stays counted as
-    /// sent.
+    /// `queue::DRAIN_STALL` without progress). Then it stops the send queue (where the device
+    /// can say how far it got, [`Recover::stop_sq`]), quiesces the device and reads the send CQ
+    /// a last time: a device taken off its CPU in the middle of its work may have sent, and
+    /// completed, after the wait gave up (campaign seeds 9855 and 9936 counted such frames
+    /// both not sent and received). What is still outstanding then moves out of `tx_packets`:
+    /// to `tx_unsent_at_close` where the device said it never sent it, else to
+    /// `tx_fate_unknown`.
     fn drop(&mut self) {
         if !self.tx_down && self.tx.outstanding() > 0 {
             self.tx.flush_request();
@@ -392,8 +407,34 @@ impl Drop for DvQueue {
                 },
             );
         }
+        let busy = !self.tx_down && self.tx.outstanding() > 0;
+        let stopped = if busy { self.recover.stop_sq() } else { None };
         self.recover.quiesce();
-        self.tx.uncount_outstanding(&self.stats);
+        if busy {
+            // The last read: completions the device wrote before it stopped. An error CQE
+            // (a flush after the quiesce, on a NIC) ends it; what it names stays outstanding.
+            let _ = self.tx.poll(&self.stats, &mut self.cache);
+            if let Some(to) = stopped {
+                self.tx.complete_to(to, &mut self.cache);
+            }
+        }
+        let why = if stopped.is_some() {
+            Counter::TxUnsentAtClose
+        } else {
+            Counter::TxFateUnknown
+        };
+        let left = self.tx.uncount_outstanding(&self.stats, why);
+        if left > 0 {
+            log::debug!(
+                "queue {}: {left} send(s) outstanding at the close: {}",
+                self.index,
+                if stopped.is_some() {
+                    "not sent (the device stopped before them)"
+                } else {
+                    "fate unknown (the device cannot say whether they were sent)"
+                }
+            );
+        }
         self.tx.release_all(&mut self.cache);
         self.rx.release_all(&mut self.cache);
         self.cache.flush();

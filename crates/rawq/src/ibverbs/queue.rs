@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::mempool::{Mempool, PoolCache};
 use crate::packet::Packet;
 use crate::queue::QueueOps;
-use crate::stats::StatsWriter;
+use crate::stats::{Counter, StatsWriter};
 
 /// How long teardown and recovery wait for flushed completions before resetting anyway.
 pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
@@ -306,8 +306,7 @@ impl QueueOps for VerbsQueue {
 impl Drop for VerbsQueue {
     fn drop(&mut self) {
         // Sends were counted when posted: the device is first given time to complete them
-        // (every burst's last WR asks for a completion), as dv's queue does; what it did not
-        // is flushed below and counted in tx_drops.
+        // (every burst's last WR asks for a completion), as dv's queue does.
         crate::queue::drain_sends(
             crate::queue::DRAIN_ON_DROP,
             crate::queue::DRAIN_STALL,
@@ -316,7 +315,23 @@ impl Drop for VerbsQueue {
                 None => self.tx.outstanding(),
             },
         );
-        // Flush everything the device holds so the buffers go home before the QP goes.
+        // What the device did not complete is flushed below (WR_FLUSH_ERR, counted in
+        // tx_drops by `complete`); a WR flushed at the close may or may not have reached the
+        // wire (the NIC may have fetched it), so those are moved to `tx_fate_unknown` at the
+        // end, not counted dropped.
+        let drops0 = self.stats.snapshot().tx_drops;
+        self.flush_at_close();
+        let flushed = self.stats.snapshot().tx_drops.wrapping_sub(drops0);
+        if flushed > 0 {
+            self.stats.add(Counter::TxDrops, flushed.wrapping_neg());
+            self.stats.add(Counter::TxFateUnknown, flushed);
+        }
+    }
+}
+
+impl VerbsQueue {
+    /// Flushes everything the device holds so the buffers go home before the QP goes.
+    fn flush_at_close(&mut self) {
         let _ = self.ctl.to_error(Side::Both);
         let start = Instant::now();
         loop {
@@ -331,9 +346,11 @@ impl Drop for VerbsQueue {
             std::thread::sleep(Duration::from_millis(1));
         }
         // Not all flushed: a reset QP/WQ no longer touches its buffers, after which they are
-        // ours. If even the reset fails they stay marked in use, and the pool leaks its region
-        // rather than unmapping memory a device might still write.
+        // ours (the sends among them counted like the flushed ones). If even the reset fails
+        // they stay marked in use, and the pool leaks its region rather than unmapping memory
+        // a device might still write.
         if self.ctl.reset(Side::Both).is_ok() {
+            self.tx.drop_outstanding(&self.stats);
             self.tx.forget_in_flight(&mut self.cache);
             self.rx.forget_posted(&mut self.cache);
         }

@@ -21,14 +21,14 @@ fn queue_stats_and_the_tx_ledger_go_to_json_and_back() {
     assert_eq!(v["tx_packets"], 8);
     assert_eq!(v["tx_bytes"], 480);
     assert_eq!(v["tx_taken"], 8);
-    assert_eq!(v.as_object().unwrap().len(), 11, "{v}");
+    assert_eq!(v.as_object().unwrap().len(), 13, "{v}");
     assert_eq!(serde_json::from_value::<QueueStats>(v).unwrap(), s);
     let l = s.tx_ledger();
     let v = serde_json::to_value(l).unwrap();
     assert_eq!(
         v,
-        json!({"taken": 8, "sent": 8, "dropped": 0, "failed": 0, "in_flight": 0,
-               "double_counted": 0})
+        json!({"taken": 8, "sent": 8, "dropped": 0, "failed": 0, "unsent_at_close": 0,
+               "fate_unknown": 0, "in_flight": 0, "double_counted": 0})
     );
     assert_eq!(serde_json::from_value::<TxLedger>(v).unwrap(), l);
 }

@@ -62,7 +62,8 @@ fn tx_counters_are_current_without_reclaim() {
 
 /// Counting at post must not count as sent what the device never sent: packets posted to a
 /// queue that is dropped before the device took them off the ring (here the model never runs)
-/// end up in `tx_drops`, not in `tx_packets`.
+/// end up in `tx_unsent_at_close` (the model's stop says it sent none of them), not in
+/// `tx_packets`.
 #[test]
 fn a_queue_dropped_before_the_device_sent_counts_those_as_dropped() {
     use rawq::dv::model::{ModelPort, ModelWire};
@@ -90,7 +91,11 @@ fn a_queue_dropped_before_the_device_sent_counts_those_as_dropped() {
     assert_eq!(reader.snapshot().tx_packets, 20, "counted at post");
     drop(q); // the model never ran: nothing left the ring
     let s = reader.snapshot();
-    assert_eq!((s.tx_packets, s.tx_bytes, s.tx_drops), (0, 0, 20), "{s:?}");
+    assert_eq!(
+        (s.tx_packets, s.tx_bytes, s.tx_drops, s.tx_unsent_at_close),
+        (0, 0, 0, 20),
+        "{s:?}"
+    );
     assert_eq!(port.counters().tx_frames, 0);
     pool.flush_local_cache();
     assert_eq!(pool.available(), pool.capacity());

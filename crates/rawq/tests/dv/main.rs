@@ -3,6 +3,7 @@
 //! veth, `alloc_burst` meeting the send completions, and transmit counters.
 //! (The end-to-end model test with its counting allocator is `tests/dv_model.rs`, alone.)
 
+mod close;
 mod errors;
 mod fwd_tx_counters;
 mod oracle;

@@ -364,7 +364,8 @@ fn xdp_fwd_on_link_down_wait_resumes_and_counts_add_up() {
         + num(d, "tx_ring_full")
         + num(d, "tx_drops")
         + num(d, "tx_errors")
-        + num(d, "tx_not_sent");
+        + num(d, "tx_not_sent")
+        + num(d, "tx_fate_unknown");
     assert_eq!(
         taken_or_counted, rx0,
         "every frame received is accounted for: {v}"
@@ -470,7 +471,8 @@ fn fwd_waits_for_the_wire(backend: &str) {
         + num(d, "tx_ring_full")
         + num(d, "tx_drops")
         + num(d, "tx_errors")
-        + num(d, "tx_not_sent");
+        + num(d, "tx_not_sent")
+        + num(d, "tx_fate_unknown");
     assert_eq!(
         accounted,
         num(p0, "rx.packets"),

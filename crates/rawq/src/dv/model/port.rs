@@ -543,6 +543,12 @@ impl Recover for ModelRecover {
     fn quiesce(&mut self) {
         self.port.close_queue(self.q);
     }
+    /// The device's stop of the SQ (`Hw::stop_sq`): answered between two rounds of the
+    /// device's work, it says how far the device got.
+    fn stop_sq(&mut self) -> Option<u16> {
+        let sqn = self.port.sqn(self.q as u16)?;
+        self.port.hw.stop_sq(sqn).ok()
+    }
 }
 
 /// The flow that takes every frame, spread by RSS over all queues (a port without rules).

@@ -158,7 +158,7 @@ impl Tx {
             self.cq.ci = self.cq.ci.wrapping_add(1);
         }
         self.cq.publish();
-        let dropped = self.uncount_outstanding(stats);
+        let dropped = self.uncount_outstanding(stats, Counter::TxDrops);
         self.free_bufs_to(self.buf_pi, cache);
         self.pkts_done = self.pkts_posted;
         self.bytes_done = self.bytes_posted;
@@ -171,17 +171,34 @@ impl Tx {
     }
 
     /// Moves the packets posted and not completed from `tx_packets` / `tx_bytes` (where they
-    /// were counted when posted) to `tx_drops`; returns how many. The counters wrap: adding the
-    /// two's complement subtracts.
-    pub(crate) fn uncount_outstanding(&self, stats: &StatsWriter) -> u32 {
+    /// were counted when posted) to `into` (`tx_drops`; at the close, `tx_unsent_at_close` or
+    /// `tx_fate_unknown`); returns how many. The counters wrap: adding the two's complement
+    /// subtracts.
+    pub(crate) fn uncount_outstanding(&self, stats: &StatsWriter, into: Counter) -> u32 {
         let dropped = self.outstanding();
         let bytes = self.bytes_posted.wrapping_sub(self.bytes_done);
         if dropped > 0 {
             stats.add(Counter::TxPackets, (dropped as u64).wrapping_neg());
             stats.add(Counter::TxBytes, bytes.wrapping_neg());
-            stats.add(Counter::TxDrops, dropped as u64);
+            stats.add(into, dropped as u64);
         }
         dropped
+    }
+
+    /// At the close, after the device stopped the SQ at WQE counter `to` (`Recover::stop_sq`):
+    /// completes every WQE before `to` (the device carried them out, with or without a
+    /// completion), so that only those it never started stay outstanding. A `to` that is no
+    /// WQE start between the consumer and the producer counters completes nothing.
+    pub(crate) fn complete_to(&mut self, to: u16, cache: &mut PoolCache) {
+        if to == self.pi && self.outstanding() > 0 {
+            self.free_bufs_to(self.buf_pi, cache);
+            self.completed_any = true;
+            self.pkts_done = self.pkts_posted;
+            self.bytes_done = self.bytes_posted;
+            self.ci = self.pi;
+        } else {
+            self.complete_before(to, cache);
+        }
     }
 
     /// Writes 0 to the SQ doorbell record (before a reset of the device side).

@@ -157,9 +157,9 @@ impl PortSnap {
     /// run, frames stuck in the ring of a link that went down.
     pub fn not_sent(&self) -> u64 {
         let t = &self.total;
-        self.fwd
-            .tx_taken
-            .saturating_sub(t.tx_packets + t.tx_drops + t.tx_errors)
+        self.fwd.tx_taken.saturating_sub(
+            t.tx_packets + t.tx_drops + t.tx_errors + t.tx_unsent_at_close + t.tx_fate_unknown,
+        )
     }
 
     /// The device's loss counters as `, device: name n, name n` (empty when none).
@@ -184,6 +184,8 @@ impl PortSnap {
             tx_drops: self.total.tx_drops,
             tx_errors: self.total.tx_errors,
             tx_not_sent: self.not_sent(),
+            tx_unsent_at_close: self.total.tx_unsent_at_close,
+            tx_fate_unknown: self.total.tx_fate_unknown,
             device: self.device.iter().map(|&(k, v)| (k, v)).collect(),
             rxonly: self.fwd.rxonly,
             held_by_delay: self.fwd.held,
@@ -201,6 +203,10 @@ struct Drops<'a> {
     tx_drops: u64,
     tx_errors: u64,
     tx_not_sent: u64,
+    /// Posted, not sent: the queue closed before the device sent them (the device said so).
+    tx_unsent_at_close: u64,
+    /// Posted, fate unknown at the close (dv, verbs).
+    tx_fate_unknown: u64,
     /// The device's loss counters by name.
     device: std::collections::BTreeMap<&'a str, u64>,
     rxonly: u64,
@@ -304,6 +310,18 @@ pub fn ledger(snaps: &[PortSnap]) -> Ledger {
         key::IN_FLIGHT,
         "in a tx ring at the stop, not sent (not a loss)",
         sum(&|s| s.not_sent()),
+        false,
+    )
+    .add(
+        key::TX_UNSENT_AT_CLOSE,
+        "not sent: the queue closed before the device sent them (not a loss)",
+        sum(&|s| s.total.tx_unsent_at_close),
+        false,
+    )
+    .add(
+        key::TX_FATE_UNKNOWN,
+        "posted, fate unknown at the close (the device cannot say whether they were sent)",
+        sum(&|s| s.total.tx_fate_unknown),
         false,
     )
     .add(

@@ -200,6 +200,18 @@ fn build_ledger(
             false,
         )
         .add(
+            key::TX_UNSENT_AT_CLOSE,
+            "not sent: the queue closed before the device sent them (not a loss)",
+            tx.unsent_at_close,
+            false,
+        )
+        .add(
+            key::TX_FATE_UNKNOWN,
+            "posted, fate unknown at the close (the device cannot say whether they were sent)",
+            tx.fate_unknown,
+            false,
+        )
+        .add(
             key::LINK_DOWN,
             "not sent while the link was down",
             not_sent,
@@ -244,6 +256,10 @@ fn build_ledger(
         for (k, t, n, loss) in device {
             l.add(k, t, n, loss);
         }
+    }
+    // A send of unknown fate that the receive side counted was sent: not also unknown.
+    if a.txrx {
+        l.reconcile(key::TX_FATE_UNKNOWN);
     }
     // A receiver knows the stamped frames up to the highest sequence number it received; the
     // drop counters also count frames lost after that one (the tail), whose numbers it never
