@@ -75,16 +75,21 @@ echo "demo: $NSA/$VA ($IPA) <-> $NSB/$VB ($IPB, $MACB)"
 # A deep receive ring absorbs the receiver being descheduled on a busy two-core machine.
 if [[ $BACKEND == xdp ]]; then
   ip netns exec "$NSB" "$PKTGEN" -b xdp -d "$VB" --rx --rule "udp dst-port 9000 -> queue 0" --ring 8192 \
-    -t $((SECONDS_TX + 3)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
+    -t $((SECONDS_TX + 60)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
   RX=$!
-  sleep 1.5
+  # pktgen reports the port once it is open and its flow rule installed.
+  for _ in $(seq 600); do
+    grep -q "^pktgen: xdp on" "$OUT/rx.err" 2>/dev/null && break
+    kill -0 $RX 2>/dev/null || break
+    sleep 0.1
+  done
 else
   # The veth end is the emulated port's wire; B's address moves to the port's kernel netdev.
   TAP=rqdtap$TAG TAP=${TAP:0:15}
   ip -n "$NSB" addr flush dev "$VB"
   ip netns exec "$NSB" env RAWQ_EMU_STATS="$OUT/emu.stats" bash scripts/emu.sh --wire "$VB" --netdev "$TAP" -- \
     "$PKTGEN" -b dv -d mlx5_0 --rx --rule "udp dst-port 9000 -> queue 0" --ring 8192 \
-    -t $((SECONDS_TX + 8)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
+    -t $((SECONDS_TX + 60)) --quiet --json >"$OUT/rx.json" 2>"$OUT/rx.err" &
   RX=$!
   for _ in $(seq 600); do
     ip -n "$NSB" link show dev "$TAP" >/dev/null 2>&1 && break
@@ -109,6 +114,27 @@ kill -0 $RX 2>/dev/null || { cat "$OUT/rx.err" >&2; exit 1; }
 ip netns exec "$NSA" ping -q -c $((SECONDS_TX * 5 + 5)) -i 0.2 -W 1 $IPB >"$OUT/ping.txt" 2>&1 &
 PING=$!
 
+# The receiver's -t only bounds a demo gone wrong: it is stopped (SIGTERM, on which pktgen
+# counts what its queue still holds) once its port has every frame sent, as counted below it:
+# B's veth for AF_XDP (the kernel's rx_packets, ping's few frames included), the emulated
+# port's own counters for dv.
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+stop_receiver() {
+  local p
+  for p in $RX $(descendants $RX); do
+    [[ $(cat /proc/$p/comm 2>/dev/null) == rawq-pktgen ]] && kill -TERM "$p" 2>/dev/null
+  done
+  return 0
+}
+port_frames() {
+  if [[ $BACKEND == xdp ]]; then
+    ip netns exec "$NSB" cat /sys/class/net/"$VB"/statistics/rx_packets 2>/dev/null || echo 0
+  else
+    grep -oE ' rx_frames: [0-9]+' "$OUT/emu.stats" 2>/dev/null | tail -1 | grep -oE '[0-9]+' || echo 0
+  fi
+}
+BASE=$(port_frames)
+
 # Sender: a fixed number of packets at a steady rate, sequence-stamped.
 COUNT=$(awk -v r="$RATE" -v s="$SECONDS_TX" 'BEGIN {
   m = 1; v = r; sub(/[a-zA-Z]+$/, "", v); u = substr(r, length(v) + 1)
@@ -116,8 +142,15 @@ COUNT=$(awk -v r="$RATE" -v s="$SECONDS_TX" 'BEGIN {
 ip netns exec "$NSA" "$PKTGEN" -b xdp -d "$VA" --dst-mac "$MACB" --src-ip $IPA --dst-ip $IPB \
   --dst-port 9000 -s "$SIZE" -r "$RATE" -n "$COUNT" --seq --json >"$OUT/tx.json" 2>"$OUT/tx.err" \
   || { cat "$OUT/tx.err" >&2; exit 1; }
-wait $RX || { cat "$OUT/rx.err" >&2; exit 1; }
+for _ in $(seq 300); do
+  (($(port_frames) - BASE >= COUNT)) && break
+  kill -0 $RX 2>/dev/null || break
+  sleep 0.1
+done
+# The ping runs past the sender; B's port (for dv, its netdev too) stays up until it ends.
 wait $PING || true
+stop_receiver
+wait $RX || { cat "$OUT/rx.err" >&2; exit 1; }
 
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 TXP=$(field "$OUT/tx.json" packets) TXPPS=$(field "$OUT/tx.json" pps)
