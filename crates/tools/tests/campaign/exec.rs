@@ -367,7 +367,17 @@ fn start_peer(sc: &Scenario, ns: &NetnsPair) -> Option<Run> {
 fn hang_report(pgid: u32, child: &mut Child) -> String {
     let mut pids = vec![pgid];
     pids.extend(group_members(pgid));
+    let started = Instant::now();
     let mut r = support::procs::hang_report(&pids);
+    // A slow run (seed 9800's, its device starved) may end while it is being described: then
+    // gdb finds a zombie, and the run was late, not stuck.
+    if let Ok(Some(s)) = child.try_wait() {
+        r += &format!(
+            "it ended by itself ({s}) while being described, {:.1} s past its bound: a slow \
+             run, not a stuck one\n",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let t = Instant::now();
     kill_group(pgid, libc::SIGKILL);
     let mut again = false;
