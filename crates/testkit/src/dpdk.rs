@@ -224,8 +224,10 @@ impl Pmd {
                 break st;
             }
             if Instant::now() > end {
+                let report = super::procs::hang_report(&[child.id()]);
                 let _ = child.kill();
-                break child.wait().unwrap();
+                let st = child.wait().unwrap();
+                panic!("testpmd still running 60 s after quit: killed ({st}); what it was doing:\n{report}\n{}", self.text());
             }
             std::thread::sleep(Duration::from_millis(50));
         };
@@ -590,7 +592,7 @@ impl PktgenRx {
                 break Some(s);
             }
             if Instant::now() > end {
-                stuck = super::procs::tree_state(child.id());
+                stuck = super::procs::hang_report(&[child.id()]);
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -607,8 +609,8 @@ impl PktgenRx {
         );
         assert!(
             status.is_some_and(|s| s.success()),
-            "{backend}: pktgen --rx: {status:?}\n{json}\n{err}\nstill running (pid, name, state, \
-             wchan):\n{stuck}"
+            "{backend}: pktgen --rx: {status:?}\n{json}\n{err}\nwhat it was doing 60 s after \
+             SIGTERM (every process and thread below the launcher):\n{stuck}"
         );
         Received {
             json,

@@ -146,7 +146,8 @@ impl Drop for ExtraNs {
     }
 }
 
-/// Waits for `child` up to `limit`; kills it (by its pid) past that.
+/// Waits for `child` up to `limit`; kills it (by its pid) past that, what it was doing then
+/// ([`procs::hang_report`](super::procs::hang_report)) added after its stderr.
 pub fn wait_for(mut child: Child, limit: Duration) -> Output {
     let end = Instant::now() + limit;
     while Instant::now() < end {
@@ -155,8 +156,18 @@ pub fn wait_for(mut child: Child, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // What it (and every process below it) was doing, said after its stderr.
+    let report = super::procs::hang_report(&[child.id()]);
     let _ = child.kill();
-    child.wait_with_output().expect("output")
+    let mut o = child.wait_with_output().expect("output");
+    o.stderr.extend_from_slice(
+        format!(
+            "\n--- rawq-testkit: still running after {} s; killed. What it was doing then:\n{report}",
+            limit.as_secs()
+        )
+        .as_bytes(),
+    );
+    o
 }
 
 /// Sets `SO_RCVBUFFORCE` on `s` (we are root in these tests).

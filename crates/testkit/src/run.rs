@@ -8,8 +8,10 @@
 //! writes much never blocks. (Stdout stays a pipe, as these tests always had it: with stdout a
 //! file, pktgen's `--on-link-down wait` runs in tests/emu/link_runs.rs ended with no frame counted
 //! as not sent in 6 runs of 10, for a reason not found; with the pipe, in none of 13.)
-//! [`Run::finish`] returns the usual [`Output`], both streams in it. A [`Run`] dropped while its
-//! program runs (a failed assertion) kills it, and removes its file.
+//! [`Run::finish`] returns the usual [`Output`], both streams in it; a program killed at its
+//! limit has, after its stderr, what it and every process below it were doing then
+//! ([`procs::hang_report`](super::procs::hang_report)). A [`Run`] dropped while its program runs
+//! (a failed assertion) kills it, and removes its file.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -126,11 +128,15 @@ impl Run {
     /// wrote before it was killed there.
     pub fn try_finish(mut self, limit: Duration) -> Result<Output, Output> {
         let end = Instant::now() + limit;
+        let mut hung = None;
         let status = loop {
             if let Some(s) = self.ended() {
                 break Ok(s);
             }
             if Instant::now() >= end {
+                // What it (and every process below it) was doing, before it is killed: said
+                // after its stderr, which the caller's failure message shows.
+                hung = Some(super::procs::hang_report(&[self.child.id()]));
                 let _ = self.child.kill();
                 break Err(self.child.wait().expect("wait for a killed child"));
             }
@@ -146,7 +152,17 @@ impl Run {
             let _ = self.reader.take().map(JoinHandle::join);
         }
         let stdout = std::mem::take(&mut *self.out.lock().unwrap_or_else(|e| e.into_inner()));
-        let stderr = std::fs::read(&self.err).unwrap_or_default();
+        let mut stderr = std::fs::read(&self.err).unwrap_or_default();
+        if let Some(h) = hung {
+            stderr.extend_from_slice(
+                format!(
+                    "\n--- rawq-testkit: still running {} s after it was started; killed. What \
+                     it was doing then:\n{h}",
+                    limit.as_secs()
+                )
+                .as_bytes(),
+            );
+        }
         let killed = status.is_err();
         let (Ok(status) | Err(status)) = status;
         let out = Output {

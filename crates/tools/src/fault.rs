@@ -1,7 +1,7 @@
 //! The queue-thread fault hook of the seeded fault campaign (issue 32): a test hook, not an
-//! option. `RAWQ_PKTGEN_FAULT` / `RAWQ_FWD_FAULT` = `queue-thread-panic:Q` or
-//! `queue-thread-error:Q` makes queue (forwarding) thread `Q` fail; each thread reads it once at
-//! its start.
+//! option. `RAWQ_PKTGEN_FAULT` / `RAWQ_FWD_FAULT` = `queue-thread-panic:Q`,
+//! `queue-thread-error:Q` or `queue-thread-stall:Q` makes queue (forwarding) thread `Q` fail or
+//! never end; each thread reads it once at its start.
 
 use std::time::Duration;
 
@@ -17,6 +17,16 @@ pub enum QueueFault {
     /// It runs for [`QUEUE_FAULT_AFTER`], then fails the run: the summary (every queue's
     /// counts), then the error naming the queue.
     Error,
+    /// It never ends (it ignores the stop, as a thread blocked for good would): the run must
+    /// still end within its stop bound after one signal, with an error naming the thread.
+    Stall,
+}
+
+/// What a thread given [`QueueFault::Stall`] does: nothing, for ever.
+pub fn stall() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// The fault environment variable `var` injects into queue thread `i`, if any.
@@ -29,6 +39,7 @@ pub fn injected(var: &str, i: usize) -> Option<QueueFault> {
     match what {
         "queue-thread-panic" => Some(QueueFault::Panic),
         "queue-thread-error" => Some(QueueFault::Error),
+        "queue-thread-stall" => Some(QueueFault::Stall),
         _ => None,
     }
 }

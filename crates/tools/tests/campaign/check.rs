@@ -112,7 +112,11 @@ pub fn check(sc: &Scenario, out: &Outcome) -> Vec<Violation> {
     }
     // It ends within its bound.
     if let Some(h) = &out.hung {
-        bad(format!("hang: {h}"));
+        let what = out.hang_report.as_deref().unwrap_or("");
+        bad(format!(
+            "hang: {h}; what it was doing then:\n```\n{}\n```",
+            what.trim_end()
+        ));
     }
     // Never a Rust panic, but the one the test hook injects (its message names the hook).
     let injected = |l: &str| l.contains("RAWQ_PKTGEN_FAULT=") || l.contains("RAWQ_FWD_FAULT=");

@@ -34,6 +34,10 @@ pub struct Outcome {
     pub started_at_signal: Option<bool>,
     /// The bound it overran, when it hung.
     pub hung: Option<String>,
+    /// What a hung run was doing when it was given up on (every thread of every process of
+    /// it: name, state, wchan, kernel stack, gdb's backtraces; `procs::hang_report`), and how
+    /// it died.
+    pub hang_report: Option<String>,
     /// What the run left behind.
     pub leftovers: Vec<String>,
     /// Why the scenario did not run (no namespaces and RAWQ_REQUIRE_NETNS unset).
@@ -356,6 +360,55 @@ fn start_peer(sc: &Scenario, ns: &NetnsPair) -> Option<Run> {
     Some(Run::spawn(&mut c))
 }
 
+/// A run past its bound: what each process below the run's first one (`timeout`, emu.sh and
+/// its reaper, the tool) and of its group was doing, then SIGKILL to the group, and how long
+/// that took (a process in an uninterruptible wait dies only when the wait ends: the seed 9787
+/// run that hung was still there 13 s after it; then its kernel stacks are taken again).
+fn hang_report(pgid: u32, child: &mut Child) -> String {
+    let mut pids = vec![pgid];
+    pids.extend(group_members(pgid));
+    let started = Instant::now();
+    let mut r = support::procs::hang_report(&pids);
+    // A slow run (seed 9800's, its device starved) may end while it is being described: then
+    // gdb finds a zombie, and the run was late, not stuck.
+    if let Ok(Some(s)) = child.try_wait() {
+        r += &format!(
+            "it ended by itself ({s}) while being described, {:.1} s past its bound: a slow \
+             run, not a stuck one\n",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let t = Instant::now();
+    kill_group(pgid, libc::SIGKILL);
+    let mut again = false;
+    loop {
+        if child.try_wait().ok().flatten().is_some() && group_members(pgid).is_empty() {
+            break;
+        }
+        if !again && t.elapsed() >= Duration::from_secs(2) {
+            again = true;
+            r += "2 s after SIGKILL to its process group, still there:\n";
+            for p in support::procs::below(pgid)
+                .into_iter()
+                .chain(group_members(pgid))
+            {
+                r += &support::procs::threads_state(p);
+            }
+        }
+        if t.elapsed() >= Duration::from_secs(60) {
+            r += "still there 60 s after SIGKILL: given up on\n";
+            return r;
+        }
+        std::thread::sleep(POLL);
+    }
+    let _ = child.wait();
+    r += &format!(
+        "its process group died {:.1} s after SIGKILL\n",
+        t.elapsed().as_secs_f64()
+    );
+    r
+}
+
 /// Reads a pipe to its end, or (with `lines`) until that many lines came, then closes it
 /// (0: at once), as `head -N` does; what it read.
 fn head(mut r: std::io::PipeReader, lines: Option<u64>) -> std::thread::JoinHandle<Vec<u8>> {
@@ -519,8 +572,7 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
         }
         if now >= bound {
             out.hung = Some(format!("still running after {bound_what}; killed"));
-            kill_group(pgid, libc::SIGKILL);
-            let _ = child.wait();
+            out.hang_report = Some(hang_report(pgid, &mut child));
             break None;
         }
         std::thread::sleep(POLL);
@@ -588,4 +640,38 @@ fn run_in(sc: &Scenario, ns: Option<&NetnsPair>, dir: &Path, out: &mut Outcome) 
         out.leftovers
             .push(format!("temporary tree left behind: $TMPDIR/{f}"));
     }
+}
+
+/// A run held on purpose (`yes` blocked writing into a pipe that `sleep` never reads, in a
+/// process group of its own, as the campaign starts a tool) is described before it is killed:
+/// every process of it, the writer waiting in a pipe write, and its death after SIGKILL.
+#[test]
+fn a_hung_run_is_described_before_it_is_killed() {
+    let mut child = Command::new("bash")
+        .args(["-c", "yes | sleep 600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start bash");
+    let pgid = child.id();
+    let writer_blocked = || {
+        group_members(pgid).into_iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "yes")
+                && std::fs::read_to_string(format!("/proc/{p}/wchan"))
+                    .is_ok_and(|w| w.contains("pipe_write"))
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while !writer_blocked() && Instant::now() < end {
+        std::thread::sleep(POLL);
+    }
+    let blocked = writer_blocked();
+    let r = hang_report(pgid, &mut child);
+    assert!(blocked, "yes never blocked in a pipe write:\n{r}");
+    for what in ["(bash)", "(yes)", "(sleep)", "pipe_write", "died"] {
+        assert!(r.contains(what), "no {what:?} in:\n{r}");
+    }
+    assert!(group_members(pgid).is_empty(), "{r}");
 }

@@ -202,3 +202,47 @@ fn no_rdma_device_names_the_backend_option() {
     assert!(!o.status.success(), "{err}");
     assert!(!err.contains("Backend::"), "{err}");
 }
+
+/// Issue 32 (the campaign's seed 9787 ran on 15 s past its end): fwd waited for its forwarding
+/// threads with no bound, and took no second signal, so a thread that never ended kept fwd
+/// running for ever whatever it was sent. A forwarding thread that never ends
+/// (`RAWQ_FWD_FAULT=queue-thread-stall:0`, a test hook): one SIGTERM ends fwd within its stop
+/// bound (15 s), status 1, the thread named.
+#[test]
+fn one_signal_ends_a_run_whose_forwarding_thread_is_stuck() {
+    let _serial = crate::serial();
+    let mut c = Command::new(support::example("fwd"));
+    c.args([
+        "-b",
+        "model",
+        "-d",
+        "m",
+        "--rule",
+        "udp dst-port 9000 -> queue 0",
+    ])
+    .args(["--queues", "2", "--quiet"])
+    .env("RAWQ_FWD_FAULT", "queue-thread-stall:0");
+    let mut run = support::run::Run::spawn(&mut c);
+    assert!(
+        run.wait_for_stderr("queue pair(s))", std::time::Duration::from_secs(30)),
+        "fwd did not open its port: {}",
+        run.stderr()
+    );
+    run.signal(libc::SIGTERM).expect("SIGTERM to fwd");
+    let t = std::time::Instant::now();
+    let o = run
+        .try_finish(std::time::Duration::from_secs(40))
+        .unwrap_or_else(|o| {
+            panic!(
+                "fwd still running 40 s after SIGTERM: {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("forwarding thread(s) [0] did not end within 15 s of the stop"),
+        "{err}"
+    );
+    assert!(t.elapsed() >= std::time::Duration::from_secs(14), "{err}");
+}

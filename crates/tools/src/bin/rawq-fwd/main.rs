@@ -84,6 +84,12 @@ impl DelayLine {
     }
 }
 
+/// How long forwarding threads have to end once the run is stopped (a signal, -t, a failure,
+/// stdout closed): each looks at the stop every 64 rounds and sleeps 100 ms at most
+/// (`--rx-mode`), and a closing queue waits for its device 2 s at most. Past it the run ends
+/// with an error naming them, so that one signal always ends fwd (issue 32).
+const STOP_BOUND: Duration = Duration::from_secs(15);
+
 /// What every forwarding thread shares: the stop flag, the first link failure, fwd's counters.
 struct Run {
     stop: AtomicBool,
@@ -179,12 +185,24 @@ fn run(a: &Args) -> Result<(), Failure> {
         .map(|(p, port)| PortSnap::take(port, p, &run.shared, &facts[p]))
         .collect();
     let mut last = t0;
+    // Once stopped, the threads have STOP_BOUND to end; past it the run ends without them.
+    let mut stopped_at: Option<Instant> = None;
+    let mut stuck = Vec::new();
     while !threads.iter().all(|t| t.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         let now = Instant::now();
         // stdout closed (its reader gone): nothing more can be said, the run ends.
         if deadline.is_some_and(|d| now >= d) || rawq_tools::out::stdout_closed() {
             run.stop.store(true, Relaxed);
+        }
+        if run.stop.load(Relaxed) {
+            let since = *stopped_at.get_or_insert(now);
+            if now - since >= STOP_BOUND {
+                stuck = (0..threads.len())
+                    .filter(|&i| !threads[i].is_finished())
+                    .collect::<Vec<_>>();
+                break;
+            }
         }
         // A receive-only direction sees no error when its link goes: the links' events.
         if let Some(e) = watch.poll("fwd") {
@@ -211,6 +229,15 @@ fn run(a: &Args) -> Result<(), Failure> {
         }
     }
     watch.finish();
+    if !stuck.is_empty() {
+        // Not joined: they end with the process.
+        return Err(rawq::Error::Config(format!(
+            "forwarding thread(s) {stuck:?} did not end within {} s of the stop: the run ends \
+             without a summary (their counts are not final; see the warnings above)",
+            STOP_BOUND.as_secs()
+        ))
+        .into());
+    }
     let elapsed = t0.elapsed().as_secs_f64();
     for (i, t) in threads.into_iter().enumerate() {
         t.join().map_err(|_| {
@@ -357,6 +384,9 @@ fn forward(mut w: Worker, cfg: &Loop, run: &Run) {
             "RAWQ_FWD_FAULT=queue-thread-panic:{0}: forwarding thread {0} fails",
             w.index
         );
+    }
+    if fails == Some(QueueFault::Stall) {
+        fault::stall();
     }
     let fail_at = (fails == Some(QueueFault::Error)).then(|| Instant::now() + QUEUE_FAULT_AFTER);
     let np = w.qs.len();

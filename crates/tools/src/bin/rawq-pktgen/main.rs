@@ -369,6 +369,9 @@ fn run(a: &Args) -> rawq::Result<serde_json::Value> {
                     unsettled.fetch_sub(1, Relaxed);
                     panic!("RAWQ_PKTGEN_FAULT=queue-thread-panic:{i}: queue {i}'s thread fails");
                 }
+                if let Some(QueueFault::Stall) = fails {
+                    fault::stall();
+                }
                 if let Some(QueueFault::Error) = fails {
                     // It runs a little first, so that it fails with frames sent.
                     let at = Instant::now() + QUEUE_FAULT_AFTER;
