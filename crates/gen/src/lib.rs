@@ -53,9 +53,9 @@ pub use pace::{
 pub use search::{RateSearch, TrialCount};
 pub use source::FrameSource;
 pub use template::{
-    checksum, csum_fold, csum_update16, FieldRange, FlowVary, FrameSpec, L4Kind, Payload,
+    checksum, csum_fold, csum_update16, FieldRange, FlowVary, FrameSpec, L4Kind, Marked, Payload,
     RangeField, RangeMode, RangeValue, SeqTracker, Shape, SizeSpec, Stamp, StampInfo, Stamper,
-    Vlan, LAT_MAGIC, SEQ_MAGIC, WIRE_OVERHEAD,
+    TrialMark, Vlan, LAT_MAGIC, MARK_SHIFT, SEQ_MAGIC, WIRE_OVERHEAD,
 };
 
 /// A pool of `buffers` buffers of the default size in ordinary pages, for unit tests.

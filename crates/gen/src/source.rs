@@ -219,8 +219,8 @@ mod tests {
     /// `fill_burst` writes exactly the frames `fill` writes one by one (bytes, lengths, chains),
     /// for every fast shape and the general one, fixed sizes (of at most 64 bytes too) and
     /// varying sizes, captured frames, flow counters wrapping inside a burst and at 2^32
-    /// frames, stamps' 48-bit sequence numbers wrapping inside a burst, and frames too long for
-    /// one buffer.
+    /// frames, stamps' 48-bit sequence numbers wrapping inside a burst (40-bit ones with a
+    /// trial mark), and frames too long for one buffer.
     #[test]
     fn fill_burst_writes_what_fill_writes() {
         let pool = crate::test_pool(512);
@@ -268,6 +268,25 @@ mod tests {
             )
             .unwrap(),
         ));
+        // Trial marks (RFC 2544): the fast shapes and the general one, with sequence numbers
+        // wrapping at 40 bits inside a burst.
+        for (v6, sizes) in [(false, SizeSpec::Fixed(64)), (true, SizeSpec::Fixed(130))] {
+            for shape in [
+                crate::Shape::default(),
+                crate::Shape {
+                    vlans: vec![crate::Vlan { id: 7, pcp: 1 }],
+                    ..Default::default()
+                },
+            ] {
+                let spec = match template(v6, FlowVary::SrcIp, 5, sizes.clone(), true) {
+                    FrameSource::Template(s) => s.spec().clone(),
+                    FrameSource::Frames(_) => unreachable!(),
+                };
+                let st = Stamper::with_shape(spec, crate::Shape { mark: 200, ..shape }).unwrap();
+                assert_eq!(st.mark(), 200);
+                sources.push(FrameSource::Template(st));
+            }
+        }
         let mut checked = 0;
         for src in &sources {
             let firsts = [
@@ -276,6 +295,7 @@ mod tests {
                 997,
                 (1 << 32) - 20,
                 (1 << 32) + 5,
+                (1 << 40) - 9,
                 (1 << 48) - 9,
                 1 << 50,
             ];
@@ -293,6 +313,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, sources.len() * 7 * (1 + 7 + 32));
+        assert_eq!(checked, sources.len() * 8 * (1 + 7 + 32));
     }
 }

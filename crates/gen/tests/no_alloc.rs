@@ -69,6 +69,7 @@ fn per_frame_work_allocates_nothing() {
             payload: Payload::Random(3),
             ranges: vec!["dst-port=1-100:rand".parse().unwrap()],
             latency: true,
+            mark: 0,
         },
     )
     .unwrap();

@@ -66,6 +66,9 @@ pub mod key {
     /// Consumed by the device with a receive error completion (a frame longer than the
     /// receive buffer: a local length error; a bad buffer: a local protection error).
     pub const RX_ERROR_COMPLETIONS: &str = "rx_error_completions";
+    /// An RFC 2544 trial's: frames an earlier trial sent that arrived in this one (late past
+    /// that trial's drain; their stamps carry its mark): neither received nor lost here.
+    pub const LATE_EARLIER_TRIAL: &str = "late_from_earlier_trial";
     /// What the named buckets do not explain.
     pub const UNATTRIBUTED: &str = "unattributed";
 }

@@ -20,7 +20,7 @@ pub use range::{FieldRange, RangeField, RangeMode, RangeValue};
 pub use rawq::packet::checksum::{checksum, csum_fold, csum_update16};
 pub use sizes::SizeSpec;
 pub use spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape, Vlan};
-pub use stamp::{SeqTracker, Stamp, StampInfo};
+pub use stamp::{Marked, SeqTracker, Stamp, StampInfo, TrialMark};
 pub use stamper::Stamper;
 
 pub use rawq::stats::WIRE_OVERHEAD;
@@ -30,6 +30,16 @@ pub const SEQ_MAGIC: u32 = 0x5251_5351;
 
 /// Marks a latency stamp (a sequence stamp followed by the 8-byte send time): "RQLT".
 pub const LAT_MAGIC: u32 = 0x5251_4c54;
+
+/// Where a trial's mark sits in a stamp's 48-bit sequence number (see [`Shape::mark`]): its
+/// top 8 bits are the mark, the low 40 the frame's number within the trial.
+pub const MARK_SHIFT: u32 = 40;
+
+/// The low 48 bits of a sequence number: what a stamp carries.
+const SEQ_BITS: u64 = 0xffff_ffff_ffff;
+
+/// What a marked stamp keeps of a sequence number: its low [`MARK_SHIFT`] bits.
+const MARKED_SEQ_BITS: u64 = (1 << MARK_SHIFT) - 1;
 
 /// The sum of a 32-bit value's two 16-bit words, not folded.
 #[inline]

@@ -94,6 +94,12 @@ pub struct Shape {
     /// Reserve room for latency stamps (24 bytes: the sequence stamp plus an 8-byte send time);
     /// frames then carry a stamp even without [`FrameSpec::stamp`].
     pub latency: bool,
+    /// The stamps' trial mark, 0 for none (RFC 2544 gives each trial its own, 1..=255: see
+    /// [`TrialMark`](super::TrialMark)). With a mark, a stamp's 48-bit sequence number carries
+    /// the mark in its top 8 bits and the frame's sequence number in the low 40
+    /// ([`MARK_SHIFT`](super::MARK_SHIFT); it wraps there), so that a trial's receiver tells
+    /// its own frames from late ones of an earlier trial. Frames without a stamp carry no mark.
+    pub mark: u8,
 }
 
 impl Shape {

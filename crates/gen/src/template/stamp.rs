@@ -2,7 +2,9 @@
 //! counting them on the receive side.
 
 use super::stamper::Stamper;
-use super::{IP4, IP6, LAT_MAGIC, LAT_STAMP, SEQ_MAGIC, STAMP, TCP, UDP};
+use super::{
+    IP4, IP6, LAT_MAGIC, LAT_STAMP, MARKED_SEQ_BITS, MARK_SHIFT, SEQ_MAGIC, STAMP, TCP, UDP,
+};
 
 /// A sequence stamp read back from a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +85,64 @@ impl Stamper {
             seq: u64::from_be_bytes(seq),
             tx_ns,
         })
+    }
+}
+
+/// A trial's mark, as its receiver checks it (RFC 2544 section 23: each trial's frames are
+/// counted for that trial only). The trial's sender writes it into its stamps
+/// ([`Shape::mark`](super::Shape::mark)); a stamp carrying another mark was sent by another
+/// trial (an earlier one: a frame late past its own trial's end), and is not this trial's to
+/// count. A stamp without a mark (a sender that is not a trial) and a frame without a stamp are
+/// neither: they are left as they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrialMark(std::num::NonZeroU8);
+
+/// What a trial's receiver makes of a stamp (see [`TrialMark::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marked {
+    /// This trial's frame: the stamp with the mark taken off its sequence number.
+    Own(StampInfo),
+    /// A frame another trial sent (it carries that trial's mark): late, not this trial's.
+    Other(u8),
+    /// A stamp without a mark, left as it is (not a trial's).
+    Unmarked(StampInfo),
+}
+
+impl TrialMark {
+    /// Mark `m` (1..=255; 0 is no mark).
+    pub fn new(m: u8) -> Option<TrialMark> {
+        std::num::NonZeroU8::new(m).map(TrialMark)
+    }
+
+    /// The mark of the `n`th trial of a run (from 0): 1, 2, … 255, then 1 again, so that two
+    /// trials in a row never share one (a frame 255 trials late would pass for its own).
+    pub fn nth(n: u64) -> TrialMark {
+        TrialMark(std::num::NonZeroU8::MIN.saturating_add((n % 255) as u8))
+    }
+
+    /// The mark as the stamps carry it.
+    pub fn get(self) -> u8 {
+        self.0.get()
+    }
+
+    /// The mark a stamp carries (0: none). (A stamp of a sender without marks past 2^40 frames
+    /// of a stream carries its sequence number's upper bits here: only a trial's receiver,
+    /// whose sender marks, reads it as a mark.)
+    pub fn of(s: &StampInfo) -> u8 {
+        (s.seq >> MARK_SHIFT) as u8
+    }
+
+    /// Whether stamp `s` is this trial's, another trial's, or unmarked.
+    #[inline]
+    pub fn check(self, mut s: StampInfo) -> Marked {
+        match TrialMark::of(&s) {
+            0 => Marked::Unmarked(s),
+            m if m == self.get() => {
+                s.seq &= MARKED_SEQ_BITS;
+                Marked::Own(s)
+            }
+            m => Marked::Other(m),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::range::{FieldRange, RangeField, RangeMode, RangeValue};
 use super::sizes::SizeSpec;
 use super::spec::{FlowVary, FrameSpec, L4Kind, Payload, Shape};
 use super::{checksum, csum_fold, words32};
-use super::{stamp_len, ETH, IP4, IP6, TCP, UDP};
+use super::{stamp_len, ETH, IP4, IP6, MARKED_SEQ_BITS, MARK_SHIFT, SEQ_BITS, TCP, UDP};
 use rawq::error::{Error, Result};
 
 mod burst;
@@ -81,6 +81,10 @@ pub struct Stamper {
     tcp: bool,
     /// Bytes of stamp area (0, 16 or 24).
     stamp_len: usize,
+    /// What a stamp keeps of a sequence number (48 bits; 40 with a trial mark) and the mark
+    /// above them (`Shape::mark` shifted to `MARK_SHIFT`; 0 without one).
+    seq_mask: u64,
+    seq_base: u64,
     /// Offset of the payload past the stamp.
     pay: usize,
     /// Sum of the payload bytes for each possible length, so the transport checksum of any
@@ -363,6 +367,11 @@ impl Stamper {
                 .collect();
         }
         let skip_from = src_skip16.map_or(0x1_0000, |d| d as u32);
+        // (A frame without a stamp carries no mark.)
+        let (seq_mask, seq_base) = match shape.mark {
+            m if m > 0 && stamp_len > 0 => (MARKED_SEQ_BITS, (m as u64) << MARK_SHIFT),
+            _ => (SEQ_BITS, 0),
+        };
         let mut st = Stamper {
             fast,
             writer: fast.writer(),
@@ -381,6 +390,8 @@ impl Stamper {
             l4,
             tcp,
             stamp_len,
+            seq_mask,
+            seq_base,
             pay,
             payload_sum,
             src_off,
@@ -411,6 +422,18 @@ impl Stamper {
     /// The shape this stamper writes.
     pub fn shape(&self) -> &Shape {
         &self.shape
+    }
+
+    /// The sequence number a stamp carries for sequence number `seq`: its low 48 bits, or with
+    /// a trial mark the mark and the low 40 (both writers stamp through it).
+    #[inline(always)]
+    fn stamped_seq(&self, seq: u64) -> u64 {
+        (seq & self.seq_mask) | self.seq_base
+    }
+
+    /// The trial mark its stamps carry (`Shape::mark`; 0: none, or no stamps).
+    pub fn mark(&self) -> u8 {
+        (self.seq_base >> MARK_SHIFT) as u8
     }
 
     #[inline]

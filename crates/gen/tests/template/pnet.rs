@@ -7,7 +7,10 @@ use pnet_packet::ipv4::{self, Ipv4Packet};
 use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::udp::{self, UdpPacket};
 use pnet_packet::Packet as _;
-use rawq_gen::{FieldRange, FlowVary, FrameSpec, L4Kind, Shape, SizeSpec, StampInfo, Stamper};
+use rawq_gen::{
+    FieldRange, FlowVary, FrameSpec, L4Kind, Marked, Shape, SizeSpec, StampInfo, Stamper,
+    TrialMark, MARK_SHIFT,
+};
 use std::collections::HashSet;
 use std::net::IpAddr;
 
@@ -438,4 +441,86 @@ fn latency_stamps_carry_flow_and_send_time() {
         Stamper::read_stamp(&buf[..90]).map(|s| (s.stream, s.seq)),
         Some((2, 77))
     );
+}
+
+/// A trial's mark (RFC 2544, issue 32): the stamp carries it in its sequence number's top 8
+/// bits, with valid checksums, on the fast writers (v4 and v6, port or address varying) and
+/// the general one (a latency stamp); the trial's receiver takes its own frames (the mark off
+/// their numbers, which wrap at 40 bits), names another trial's and leaves unmarked ones be.
+#[test]
+fn trial_marks_ride_in_the_sequence_number() {
+    let mut buf = vec![0u8; 128];
+    let mine = TrialMark::new(7).unwrap();
+    for (src, dst, len) in [("10.0.0.1", "10.0.0.2", 80), ("fd00::1", "fd00::2", 90)] {
+        for vary in [FlowVary::SrcPort, FlowVary::SrcIp] {
+            for latency in [false, true] {
+                let s = spec(src, dst, SizeSpec::Fixed(len), 5, vary, true);
+                let marked = |mark| {
+                    Stamper::with_shape(
+                        s.clone(),
+                        Shape {
+                            latency,
+                            mark,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap()
+                };
+                let (own, earlier, plain) = (marked(7), marked(6), marked(0));
+                for i in [0u64, 1, 9, (1 << 40) - 1, 1 << 40, (1 << 40) + 3] {
+                    let ts = latency.then_some(12345 + i);
+                    let n = len as usize;
+                    own.write_at(&mut buf, n, i as u32, 3, i, ts);
+                    check(&buf[..n], n);
+                    let got = Stamper::read_stamp_full(&buf[..n]).unwrap();
+                    assert_eq!(got.seq, 7 << MARK_SHIFT | (i & ((1 << MARK_SHIFT) - 1)));
+                    assert_eq!(TrialMark::of(&got), 7);
+                    let want = StampInfo {
+                        stream: 3,
+                        flow: (i as u32 % 5) as u16,
+                        flows: 5,
+                        seq: i % (1 << MARK_SHIFT),
+                        tx_ns: ts,
+                    };
+                    assert_eq!(mine.check(got), Marked::Own(want), "{src} {vary:?} {i}");
+                    earlier.write_at(&mut buf, n, i as u32, 3, i, ts);
+                    check(&buf[..n], n);
+                    let got = Stamper::read_stamp_full(&buf[..n]).unwrap();
+                    assert_eq!(mine.check(got), Marked::Other(6));
+                    plain.write_at(&mut buf, n, i as u32, 3, i, ts);
+                    let got = Stamper::read_stamp_full(&buf[..n]).unwrap();
+                    assert_eq!(got.seq, i, "no mark: the 48-bit number as before");
+                    if i < 1 << MARK_SHIFT {
+                        // (Past 2^40 frames an unmarked number's upper bits read as a mark:
+                        // only a trial's receiver reads marks, and its sender marks.)
+                        assert_eq!(mine.check(got), Marked::Unmarked(got));
+                    }
+                }
+            }
+        }
+    }
+    // Without a stamp there is nothing to mark.
+    let s = spec(
+        "10.0.0.1",
+        "10.0.0.2",
+        SizeSpec::Fixed(64),
+        1,
+        FlowVary::SrcPort,
+        false,
+    );
+    let st = Stamper::with_shape(
+        s,
+        Shape {
+            mark: 3,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(st.mark(), 0);
+    st.write(&mut buf, 64, 0, 0, 0);
+    assert!(Stamper::read_stamp_full(&buf[..64]).is_none());
+    // Two trials in a row never share a mark; 0 is never one.
+    let marks: Vec<u8> = (0..600).map(|n| TrialMark::nth(n).get()).collect();
+    assert!(marks.windows(2).all(|w| w[0] != w[1] && w[0] != 0));
+    assert_eq!((marks[0], marks[254], marks[255]), (1, 255, 1));
 }

@@ -13,9 +13,6 @@ use crate::template::{IP4, IP6, SEQ_MAGIC, STAMP_LEN, UDP};
 use rawq::error::Result;
 use rawq::Packet;
 
-/// The low 48 bits of a sequence number: what a stamp carries.
-const SEQ_MASK: u64 = 0xffff_ffff_ffff;
-
 /// A frame of `frame`'s bytes written into packets: two overlapping 32-byte stores from
 /// registers for frames of 32 to 64 bytes (the smallest, where a call to `memcpy` costs as
 /// much as the rest of the frame and makes the caller keep its values on the stack), a slice
@@ -166,9 +163,9 @@ impl Stamper {
             return copy_run(pkts, &self.tmpl, first, &mut slow);
         }
         let n = pkts.len() as u64;
-        if STAMP && (first & SEQ_MASK) + n > SEQ_MASK {
-            // The stamps' 48-bit sequence numbers wrap inside this burst (after 2^48 frames):
-            // frame by frame.
+        if STAMP && (first & self.seq_mask) + n > self.seq_mask {
+            // The stamps' sequence numbers wrap inside this burst (after 2^48 frames, 2^40
+            // with a trial mark): frame by frame.
             for (k, p) in pkts.iter_mut().enumerate() {
                 slow(p, first.wrapping_add(k as u64))?;
             }
@@ -187,7 +184,7 @@ impl Stamper {
 
     /// Frames `first`, `first + 1`, … into `pkts`, the first one of flow `flow` (the flows
     /// following on without wrapping `first as u32`, the sequence numbers without wrapping
-    /// their 48 bits).
+    /// their 48 bits, or 40 with a trial mark).
     #[inline(always)]
     fn udp_run<const V6: bool, const IP: bool, const STAMP: bool>(
         &self,
@@ -214,7 +211,7 @@ impl Stamper {
             ip_sum += src_hi >> 16;
         }
         if STAMP {
-            sum += words32(SEQ_MAGIC) + stream as u32 + words64(first & SEQ_MASK);
+            sum += words32(SEQ_MAGIC) + stream as u32 + words64(self.stamped_seq(first));
         }
         let mut w = UdpFrames::<V6, IP, STAMP> {
             copy: FrameCopy::new(frame),
@@ -229,7 +226,7 @@ impl Stamper {
             src_port: self.src_port,
             udp_word: (self.dst_port as u64) << 32 | (l4_len as u64) << 16,
             stamp_hi: (SEQ_MAGIC as u64) << 32 | (stream as u64) << 16,
-            stamp_lo: ((flows - 1) as u64) << 48 | (first & SEQ_MASK),
+            stamp_lo: ((flows - 1) as u64) << 48 | self.stamped_seq(first),
         };
         each_frame(pkts, len, first, slow, &mut w)
     }

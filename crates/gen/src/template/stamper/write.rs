@@ -63,11 +63,12 @@ fn copy_frame(dst: &mut [u8], src: &[u8]) {
 
 impl Stamper {
     /// A stamp's first 16 bytes, big-endian, for one store: magic, stream, flow, flows - 1 and
-    /// the low 48 bits of `seq`; and what they add to the transport checksum sum (flows - 1 is
-    /// in the constant sum already). Both writers stamp through it.
+    /// the low 48 bits of `seq` (with a trial mark: the mark, then the low 40 bits); and what
+    /// they add to the transport checksum sum (flows - 1 is in the constant sum already). Both
+    /// writers stamp through it.
     #[inline(always)]
     fn stamp_word(&self, magic: u32, stream: u16, flow: u32, seq: u64) -> ([u8; STAMP_LEN], u32) {
-        let seq = seq & 0xffff_ffff_ffff;
+        let seq = self.stamped_seq(seq);
         let hi = (magic as u64) << 32 | (stream as u64) << 16 | flow as u64;
         let lo = ((self.flows.get() - 1) as u64) << 48 | seq;
         let word = (hi as u128) << 64 | lo as u128;

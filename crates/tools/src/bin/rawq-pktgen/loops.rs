@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use rawq::Queue;
-use rawq_gen::{FrameSource, Pacer, Pattern, SeqTracker, Stamper};
+use rawq_gen::{FrameSource, Pacer, Pattern, SeqTracker};
 
 use crate::{measure, Outcome, Until};
 
@@ -91,7 +91,7 @@ pub(crate) fn tx_loop(
             qm.on_rx(&back);
             let full = back.len() == burst;
             for p in back.drain(..) {
-                if let Some(s) = Stamper::read_stamp(p.data()) {
+                if let Some(s) = qm.own_stamp(p.data()) {
                     seq.record_frame(s, p.len());
                 }
             }
@@ -328,7 +328,7 @@ fn take(pkts: &mut Vec<rawq::Packet>, out: &mut Outcome, qm: &mut measure::Queue
     out.active(Instant::now());
     qm.on_rx(pkts);
     for p in pkts.drain(..) {
-        if let Some(s) = Stamper::read_stamp(p.data()) {
+        if let Some(s) = qm.own_stamp(p.data()) {
             out.seq.record_frame(s, p.len());
         }
     }

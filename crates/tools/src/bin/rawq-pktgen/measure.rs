@@ -11,7 +11,8 @@ use clap::{Args as ClapArgs, ValueEnum};
 use rawq::{Packet, Port};
 use rawq_gen::{
     monotonic_ns, realtime_ns, CaptureLimits, FieldRange, FlowTracker, FrameSource, L4Kind,
-    LatencyHistogram, Payload, PcapWriter, Shape, Stamper, Vlan,
+    LatencyHistogram, Marked, Payload, PcapWriter, Shape, Stamp, StampInfo, Stamper, TrialMark,
+    Vlan,
 };
 
 mod extras;
@@ -257,6 +258,11 @@ pub struct MeasureArgs {
     /// Rows in the worst-flows table (with stamped frames; every flow is in --json).
     #[arg(long, default_value_t = 10)]
     pub worst: usize,
+    /// The RFC 2544 trial this run is (set by the search, not an option): its stamps carry
+    /// the trial's mark, and its receiver counts only the frames with that mark; another
+    /// trial's (late past that trial's drain) are counted apart (`late`).
+    #[arg(skip)]
+    pub trial_mark: Option<TrialMark>,
 }
 
 impl MeasureArgs {
@@ -275,6 +281,7 @@ impl MeasureArgs {
             },
             ranges: self.ranges.clone(),
             latency: self.latency.is_some(),
+            mark: self.trial_mark.map_or(0, TrialMark::get),
         }
     }
 
@@ -489,6 +496,7 @@ impl Measure {
                 .map(|_| LatencyHistogram::new())
                 .collect(),
             flows: FlowTracker::default(),
+            late: 0,
             negative: 0,
             hw_samples: 0,
             kernel_samples: 0,
@@ -521,6 +529,9 @@ pub struct QueueMeasure {
     /// By the stamps' stream id, with streams.
     stream_lat: Vec<LatencyHistogram>,
     flows: FlowTracker,
+    /// Frames another trial sent (their stamps carry its mark): an RFC 2544 trial's receiver
+    /// counts them here only.
+    late: u64,
     negative: u64,
     hw_samples: u64,
     kernel_samples: u64,
@@ -570,7 +581,31 @@ impl QueueMeasure {
         self.tx_packets += n as u64;
     }
 
-    /// Latency, per-flow counts and capture of a received burst (before it is freed).
+    /// The stamp of a received frame as this run counts it: in an RFC 2544 trial (a trial
+    /// mark) this trial's with the mark taken off its sequence number, and None for another
+    /// trial's (counted late by [`QueueMeasure::on_rx`]); a stamp without a mark, and any
+    /// stamp outside a trial, as it is.
+    #[inline]
+    fn own(&self, s: StampInfo) -> Option<StampInfo> {
+        match self.m.args.trial_mark.map(|m| m.check(s)) {
+            None => Some(s),
+            Some(Marked::Own(s) | Marked::Unmarked(s)) => Some(s),
+            Some(Marked::Other(_)) => None,
+        }
+    }
+
+    /// The sequence stamp of a received frame for the run's `--seq` accounting (see
+    /// [`QueueMeasure::own`]: another trial's frame has none).
+    #[inline]
+    pub fn own_stamp(&self, frame: &[u8]) -> Option<Stamp> {
+        self.own(Stamper::read_stamp_full(frame)?).map(|s| Stamp {
+            stream: s.stream,
+            seq: s.seq,
+        })
+    }
+
+    /// Latency, per-flow counts and capture of a received burst (before it is freed). In an
+    /// RFC 2544 trial a frame another trial sent is counted late, and nothing else.
     #[inline]
     pub fn on_rx(&mut self, pkts: &[Packet]) {
         if pkts.is_empty() {
@@ -579,6 +614,10 @@ impl QueueMeasure {
         let mut now = None;
         for p in pkts {
             let Some(s) = Stamper::read_stamp_full(p.data()) else {
+                continue;
+            };
+            let Some(s) = self.own(s) else {
+                self.late += 1;
                 continue;
             };
             self.flows.record(&s);

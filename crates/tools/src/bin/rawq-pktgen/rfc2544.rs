@@ -13,9 +13,9 @@
 //! RFC 2544's frame sizes count the 4-byte FCS (64 is the Ethernet minimum): a size of 64 is sent
 //! as pktgen's `-s 60`. Rates in bit/s are layer 1: frame, FCS, preamble and gap.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use rawq_gen::{Rate, RateSearch, SizeSpec, TrialCount};
+use rawq_gen::{Rate, RateSearch, SizeSpec, TrialCount, TrialMark};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -113,9 +113,17 @@ struct Trial {
     /// The rate the frames went at, over the active window.
     achieved_pps: Option<f64>,
     sent: u64,
+    /// This trial's frames that came back (frames of an earlier trial not among them).
     received: u64,
     lost: u64,
     loss_ratio: f64,
+    /// The mark this trial's stamps carry (RFC 2544 section 23: each trial's frames counted
+    /// for that trial only); null when its frames have no room for a stamp (their late
+    /// frames cannot be told from the next trial's).
+    mark: Option<u8>,
+    /// Frames an earlier trial sent that arrived during this one (after that trial's drain):
+    /// not in `received` here, and lost to the trial that sent them.
+    late_from_earlier_trial: u64,
     /// Within the NDR and the PDR tolerance.
     ndr_pass: bool,
     pdr_pass: bool,
@@ -308,9 +316,17 @@ fn min_size(a: &Args, stamped: bool) -> rawq::Result<u16> {
     Ok(t.source()?.max_len() as u16 + FCS)
 }
 
-/// One trial of `secs` seconds at `rate`.
+/// Trials run so far: the next one's mark ([`TrialMark::nth`]).
+static TRIALS: AtomicU64 = AtomicU64::new(0);
+
 /// One trial of --trial seconds at `rate`, or of `burst` frames (as fast as the port takes
 /// them, within --trial).
+///
+/// Each trial is a pktgen run of its own, and a frame that comes back after its drain arrives
+/// in a later trial: the trial's stamps carry its own mark (every frame with room for a
+/// sequence stamp is stamped, `--seq`), and a trial counts as received only the frames with
+/// its mark (and frames without a stamp, as before); another trial's are counted apart
+/// (`late_from_earlier_trial`), lost to the trial that sent them.
 fn trial(
     a: &Args,
     size: u16,
@@ -337,6 +353,14 @@ fn trial(
     if stamped {
         t.measure.latency.get_or_insert(1);
     }
+    let mark = TrialMark::nth(TRIALS.fetch_add(1, Relaxed));
+    t.measure.trial_mark = Some(mark);
+    // Every frame with room for a sequence stamp carries one, and so the mark.
+    if !t.seq && t.pcap.is_none() {
+        t.seq = true;
+        t.seq = t.source().is_ok();
+    }
+    let marked = t.seq || stamped;
     if !a.quiet {
         let r = rate
             .pps(len_of(size))
@@ -348,10 +372,18 @@ fn trial(
     }
     let v = crate::run(&t)?;
     let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    // The run's ledger names the frames of an earlier trial it received: not this trial's.
+    let earlier = v
+        .pointer(&format!(
+            "/ledger/buckets/{}",
+            rawq_tools::ledger::key::LATE_EARLIER_TRIAL
+        ))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let c = TrialCount {
         rate_pps: 0.0,
         sent: n("packets"),
-        received: n("rx_packets"),
+        received: n("rx_packets").saturating_sub(earlier),
     };
     let loss = c.loss_ratio();
     let interrupted = crate::signalled().is_ok_and(|s| s.load(Relaxed));
@@ -395,6 +427,8 @@ fn trial(
         received: c.received,
         lost: c.lost(),
         loss_ratio: loss,
+        mark: marked.then_some(mark.get()),
+        late_from_earlier_trial: earlier,
         ndr_pass: !short && loss <= tol.0,
         pdr_pass: !short && loss <= tol.1,
         latency: Latency::from_summary(&v),
@@ -649,11 +683,15 @@ fn progress(a: &Args, size: u16, t: &Trial) {
         .rate_pps
         .map_or("unpaced".to_string(), |p| format!("{:.4} Mpps", p / 1e6));
     say!(
-        "rfc2544: {size} B at {rate}: {} sent, {} back, {} lost ({:.4}%){}",
+        "rfc2544: {size} B at {rate}: {} sent, {} back, {} lost ({:.4}%){}{}",
         t.sent,
         t.received,
         t.lost,
         t.loss_ratio * 100.0,
+        match t.late_from_earlier_trial {
+            0 => String::new(),
+            n => format!(", and {n} late frames of an earlier trial (not counted)"),
+        },
         if t.interrupted { ", interrupted" } else { "" }
     );
 }

@@ -141,6 +141,8 @@ fn build_ledger(
     extras: &measure::Extras,
 ) -> Ledger {
     let device = device_buckets(port, s);
+    // An RFC 2544 trial: frames an earlier trial sent that arrived in this one.
+    let late = extras.late.unwrap_or(0);
     let mut l;
     if a.rx {
         let (offered, received, how) = match extras.flow_totals {
@@ -180,9 +182,23 @@ fn build_ledger(
             let received = match extras.flow_totals {
                 Some((_, once)) => once,
                 None if o.stamped_sent > 0 => o.seq.stamped.saturating_sub(o.seq.out_of_order),
-                None => s.rx_packets,
+                None => s.rx_packets.saturating_sub(late),
             };
             l.add(key::RECEIVED, "received back", received, false);
+            if extras.late.is_some() {
+                // Seen here, not sent here: offered as seen, neither received nor lost.
+                l.offered += late;
+                if late > 0 {
+                    l.offered_as +=
+                        &format!(", and {late} frames an earlier trial sent that arrived here");
+                }
+                l.add(
+                    key::LATE_EARLIER_TRIAL,
+                    "late: sent by an earlier trial (not received, not a loss of this trial)",
+                    late,
+                    false,
+                );
+            }
         } else {
             let sent = tx.sent.saturating_sub(wire);
             l.add(key::SENT, "sent out of the port", sent, false);

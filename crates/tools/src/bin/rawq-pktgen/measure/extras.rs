@@ -22,6 +22,10 @@ pub struct Extras {
     /// The rate asked for and the one achieved over the active window (pps), when the sender
     /// fell more than 1 % short of it (the ledger says so beside every figure).
     pub rate_short: Option<(f64, f64)>,
+    /// In an RFC 2544 trial (a trial mark): the frames another trial sent that arrived in
+    /// this one, late (their stamps carry that trial's mark), counted nowhere else; None
+    /// outside a trial.
+    pub late: Option<u64>,
 }
 
 impl Extras {
@@ -158,6 +162,23 @@ impl Extras {
             }
             text.push_str(&lat.text(50));
         }
+
+        // An RFC 2544 trial: its mark, and the frames of another trial it saw.
+        let late = m.args.trial_mark.map(|mark| {
+            let n: u64 = qs.iter().map(|q| q.late).sum();
+            j.insert(
+                "trial".into(),
+                json!({"mark": mark.get(), "late_from_earlier_trial": n}),
+            );
+            if n > 0 {
+                text.push_str(&format!(
+                    "trial (mark {}): {n} frames an earlier trial sent arrived late in this one: \
+                     not counted as received (their own trial counted them lost)\n",
+                    mark.get()
+                ));
+            }
+            n
+        });
 
         // Per-flow counts.
         let mut flows = FlowTracker::default();
@@ -351,6 +372,7 @@ impl Extras {
             text,
             flow_totals,
             rate_short,
+            late,
         }
     }
 

@@ -55,8 +55,13 @@ pub(super) fn print(a: &Args, r: &Report) {
                 (_, Some(n)) => format!("burst {n}"),
                 _ => t.kind.to_string(),
             };
+            // Frames of an earlier trial that arrived in this one: said, not counted.
+            let late = match t.late_from_earlier_trial {
+                0 => String::new(),
+                n => format!(" ({n} late frames of an earlier trial, not counted)"),
+            };
             outln!(
-                "  {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9.4}% {:>8}/{:<8}{}",
+                "  {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9.4}% {:>8}/{:<8}{late}{}",
                 s.frame_size,
                 kind,
                 t.rate_pps
