@@ -191,6 +191,8 @@ impl DvQueue {
         self.tx.outstanding()
     }
 
+    #[cold]
+    #[inline(never)]
     fn tx_error(&mut self, e: TxErr) {
         // A queue that gave up after an error still sees the device flush the WQEs posted
         // behind it (WR_FLUSH_ERR, one per WQE: DPDK mlx5_tx.c `mlx5_tx_error_cqe_handle`

@@ -12,9 +12,10 @@
 //!   with the same checksum flags share **enhanced multi-packet WQEs** (opcode 0x29): title WQEBB =
 //!   control + Ethernet segment without inline + the first data segments, then one data segment
 //!   per packet, at most 32 packets / 60 DS per WQE.
-//! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 64 packets (two
-//!   full bursts: one CQE polled, its buffers put back in bulk, every other burst) or
-//!   `wqe_cnt / 8` WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
+//! * Completions: the last WQE of a burst asks for a CQE (CE = ALWAYS) once 128 packets (four
+//!   full bursts: one CQE polled, its buffers put back in bulk, every fourth burst; the
+//!   128 fill a queue cache of the default size that the bursts emptied) or `wqe_cnt / 8`
+//!   WQEBBs have gone out since the last request. A CQE for WQE *k* completes every
 //!   WQE up to *k* (the SQ completes in order): the buffers are found in a ring of buffer indices,
 //!   cut per WQE by cumulative counters, so freeing is a walk with no allocation. The CQEs
 //!   found by one poll are applied together: one bulk return of buffers to the cache. Every
@@ -43,7 +44,7 @@ use crate::packet::{check_untagged, Packet};
 use crate::stats::{Counter, StatsWriter};
 
 /// Packets per completion request.
-pub const COMP_THRESH_PKTS: u32 = 64;
+pub const COMP_THRESH_PKTS: u32 = 128;
 /// Maximum packets in one eMPW WQE.
 pub const EMPW_MAX_PKTS: u32 = 32;
 /// Maximum DS of a WQE this driver writes.

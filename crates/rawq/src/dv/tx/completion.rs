@@ -51,7 +51,21 @@ impl Tx {
     /// Takes completions off the send CQ; stops at an error CQE and returns it. The CQEs of one
     /// call are applied together (the records are cumulative: the last good one covers the
     /// others), so a batch of them frees its buffers in one bulk return.
+    ///
+    /// An empty CQ (three bursts of four with a completion every 128 packets) costs one
+    /// inlined ownership test; the poll itself is out of line. Nothing is left to publish
+    /// then: every poll publishes the consumer index it moved.
+    #[inline(always)]
     pub(crate) fn poll(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
+        if !self.cq.ready() {
+            return None;
+        }
+        self.poll_cqes(stats, cache)
+    }
+
+    /// [`Tx::poll`] once a CQE is there.
+    #[inline(never)]
+    fn poll_cqes(&mut self, stats: &StatsWriter, cache: &mut PoolCache) -> Option<TxErr> {
         let mut err = None;
         let mut done = None;
         while let Some(c) = self.cq.peek() {
