@@ -110,6 +110,24 @@ impl Ledger {
         self
     }
 
+    /// Adds the two buckets of a send queue's close, in pktgen's and fwd's words: sends the
+    /// device said it never made ([`key::TX_UNSENT_AT_CLOSE`]) and sends of unknown fate
+    /// ([`key::TX_FATE_UNKNOWN`]); neither is a loss.
+    pub fn add_close(&mut self, unsent_at_close: u64, fate_unknown: u64) -> &mut Ledger {
+        self.add(
+            key::TX_UNSENT_AT_CLOSE,
+            "not sent: the queue closed before the device sent them (not a loss)",
+            unsent_at_close,
+            false,
+        )
+        .add(
+            key::TX_FATE_UNKNOWN,
+            "posted, fate unknown at the close (the device cannot say whether they were sent)",
+            fate_unknown,
+            false,
+        )
+    }
+
     /// Takes out of bucket `key` the frames the buckets hold beyond what was offered, as many as
     /// it has; returns how many. For a bucket of frames whose fate is unknown
     /// ([`key::TX_FATE_UNKNOWN`]) once the other buckets, the receive side's among them, are

@@ -312,17 +312,9 @@ pub fn ledger(snaps: &[PortSnap]) -> Ledger {
         sum(&|s| s.not_sent()),
         false,
     )
-    .add(
-        key::TX_UNSENT_AT_CLOSE,
-        "not sent: the queue closed before the device sent them (not a loss)",
+    .add_close(
         sum(&|s| s.total.tx_unsent_at_close),
-        false,
-    )
-    .add(
-        key::TX_FATE_UNKNOWN,
-        "posted, fate unknown at the close (the device cannot say whether they were sent)",
         sum(&|s| s.total.tx_fate_unknown),
-        false,
     )
     .add(
         "rxonly",

@@ -215,18 +215,7 @@ fn build_ledger(
             tx.in_flight,
             false,
         )
-        .add(
-            key::TX_UNSENT_AT_CLOSE,
-            "not sent: the queue closed before the device sent them (not a loss)",
-            tx.unsent_at_close,
-            false,
-        )
-        .add(
-            key::TX_FATE_UNKNOWN,
-            "posted, fate unknown at the close (the device cannot say whether they were sent)",
-            tx.fate_unknown,
-            false,
-        )
+        .add_close(tx.unsent_at_close, tx.fate_unknown)
         .add(
             key::LINK_DOWN,
             "not sent while the link was down",
