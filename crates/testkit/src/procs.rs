@@ -92,11 +92,7 @@ pub fn uninterruptible(except: &[u32]) -> String {
         };
         for t in tasks.flatten() {
             let td = t.path();
-            let stat = std::fs::read_to_string(td.join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            if state != Some("D") {
+            if state(&td.to_string_lossy()) != "D" {
                 continue;
             }
             n += 1;
@@ -147,11 +143,7 @@ pub fn threads_state(pid: u32) -> String {
     tids.sort_unstable();
     for t in tids {
         let td = format!("{dir}/task/{t}");
-        let stat = std::fs::read_to_string(format!("{td}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .unwrap_or("?");
+        let state = state(&td);
         let wchan = std::fs::read_to_string(format!("{td}/wchan")).unwrap_or_default();
         let wchan = if wchan.is_empty() || wchan == "0" {
             "-"
@@ -246,31 +238,24 @@ pub fn backtraces(pids: &[u32], limit: Duration) -> String {
     out
 }
 
-/// `root` and every process below it, one a line: pid, name, state and the kernel function it
-/// waits in (`wchan`), for a test's message when a launcher did not end.
-pub fn tree_state(root: u32) -> String {
-    let mut out = String::new();
-    let mut todo = vec![root];
-    while let Some(p) = todo.pop() {
-        let dir = format!("/proc/{p}");
-        let stat = std::fs::read_to_string(format!("{dir}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .unwrap_or("?");
-        let wchan = std::fs::read_to_string(format!("{dir}/wchan")).unwrap_or_default();
-        out += &format!("{p} {} {state} {wchan}\n", comm(&dir));
-        todo.extend(children(p));
-    }
-    out
-}
-
 /// A thread's or process's name (`comm`).
 fn comm(path: &str) -> String {
     std::fs::read_to_string(format!("{path}/comm"))
         .unwrap_or_default()
         .trim()
         .to_owned()
+}
+
+/// A thread's or process's state letter (`R`, `S`, `D`, `Z`, ...: the field after the name in
+/// `stat`, which may itself hold spaces and parentheses); `?` when it cannot be read.
+fn state(path: &str) -> String {
+    std::fs::read_to_string(format!("{path}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(") ")?;
+            Some(rest.split_whitespace().next()?.to_owned())
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 /// The first process below `root` (its children, theirs, ...) named `name`.
